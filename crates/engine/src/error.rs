@@ -1,0 +1,40 @@
+/// Engine errors. The drive maps each to a Kinetic status.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum Error {
+    #[error("key not found")]
+    NotFound,
+    #[error("stored version does not match the expected version")]
+    VersionMismatch,
+    #[error("no space left on the device")]
+    NoSpace,
+    #[error("stored record is corrupt: {0}")]
+    Corrupt(String),
+    #[error("storage I/O error: {0}")]
+    Io(String),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl From<fjall::Error> for Error {
+    fn from(e: fjall::Error) -> Self {
+        match &e {
+            fjall::Error::Io(io) if io.raw_os_error() == Some(libc_enospc()) => Error::NoSpace,
+            _ => Error::Io(e.to_string()),
+        }
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        if e.raw_os_error() == Some(libc_enospc()) {
+            Error::NoSpace
+        } else {
+            Error::Io(e.to_string())
+        }
+    }
+}
+
+/// ENOSPC on every platform Spindle builds for (Linux, macOS, the BSDs).
+const fn libc_enospc() -> i32 {
+    28
+}

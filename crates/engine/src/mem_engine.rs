@@ -1,0 +1,98 @@
+//! An in-memory engine with the same semantics as the on-disk one, for tests and for measuring
+//! the protocol path without storage. Durability callbacks complete at once.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::RwLock;
+
+use crate::{Check, DurableCallback, Engine, Entry, Error, KeyRange, Meta, Result};
+
+#[derive(Default)]
+pub struct MemEngine {
+    map: RwLock<BTreeMap<Bytes, (Meta, Bytes)>>,
+}
+
+impl MemEngine {
+    pub fn new() -> Arc<Self> {
+        Arc::new(MemEngine::default())
+    }
+}
+
+fn entry(key: &Bytes, (meta, value): &(Meta, Bytes)) -> Entry {
+    Entry { key: key.clone(), meta: meta.clone(), value: value.clone() }
+}
+
+impl Engine for MemEngine {
+    fn get(&self, key: &[u8]) -> Result<Option<Entry>> {
+        let map = self.map.read();
+        Ok(map.get_key_value(key).map(|(k, v)| entry(k, v)))
+    }
+
+    fn get_meta(&self, key: &[u8]) -> Result<Option<Meta>> {
+        Ok(self.map.read().get(key).map(|(m, _)| m.clone()))
+    }
+
+    fn next(&self, key: &[u8]) -> Result<Option<Entry>> {
+        let map = self.map.read();
+        let mut it = map.range::<[u8], _>((Bound::Excluded(key), Bound::Unbounded));
+        Ok(it.next().map(|(k, v)| entry(k, v)))
+    }
+
+    fn previous(&self, key: &[u8]) -> Result<Option<Entry>> {
+        let map = self.map.read();
+        let mut it = map.range::<[u8], _>((Bound::Unbounded, Bound::Excluded(key)));
+        Ok(it.next_back().map(|(k, v)| entry(k, v)))
+    }
+
+    fn keys(&self, range: &KeyRange) -> Result<Vec<Bytes>> {
+        if range.is_empty() || range.max == 0 {
+            return Ok(Vec::new());
+        }
+        let map = self.map.read();
+        let it = map.range::<[u8], _>(range.bounds()).map(|(k, _)| k.clone());
+        Ok(if range.reverse { it.rev().take(range.max).collect() } else { it.take(range.max).collect() })
+    }
+
+    fn put(&self, key: &[u8], value: Bytes, mut meta: Meta, check: Check) -> Result<()> {
+        meta.value_len = u32::try_from(value.len()).map_err(|_| Error::Io("value over 4 GiB".into()))?;
+        meta.value_crc = crc32c::crc32c(&value);
+        let mut map = self.map.write();
+        if !check.passes(map.get(key).map(|(m, _)| &m.version[..])) {
+            return Err(Error::VersionMismatch);
+        }
+        map.insert(Bytes::copy_from_slice(key), (meta, value));
+        Ok(())
+    }
+
+    fn delete(&self, key: &[u8], check: Check) -> Result<()> {
+        let mut map = self.map.write();
+        match map.get(key) {
+            None if check == Check::Force => Ok(()),
+            None => Err(Error::NotFound),
+            Some((m, _)) if !check.passes(Some(&m.version)) => Err(Error::VersionMismatch),
+            Some(_) => {
+                map.remove(key);
+                Ok(())
+            }
+        }
+    }
+
+    fn when_durable(&self, done: DurableCallback) {
+        done(Ok(()));
+    }
+
+    fn compact(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn disk_usage(&self) -> u64 {
+        0
+    }
+
+    fn approximate_len(&self) -> u64 {
+        self.map.read().len() as u64
+    }
+}

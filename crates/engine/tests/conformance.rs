@@ -1,0 +1,125 @@
+//! The same behaviour tests against both engines, plus restart tests for the on-disk one.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use spindle_engine::{Check, Engine, Error, FjallEngine, FjallOptions, KeyRange, MemEngine, Meta};
+
+fn b(s: &str) -> Bytes {
+    Bytes::copy_from_slice(s.as_bytes())
+}
+
+fn meta(version: &str) -> Meta {
+    Meta { version: b(version), tag: b("tag"), algorithm: Some(1), ..Meta::default() }
+}
+
+fn engines() -> Vec<(Arc<dyn Engine>, Option<tempfile::TempDir>)> {
+    let dir = tempfile::tempdir().unwrap();
+    let fjall: Arc<dyn Engine> = FjallEngine::open(FjallOptions::new(dir.path())).unwrap();
+    vec![(MemEngine::new(), None), (fjall, Some(dir))]
+}
+
+fn range(start: &str, end: Option<&str>, reverse: bool, max: usize) -> KeyRange {
+    KeyRange { start: b(start), start_inclusive: true, end: end.map(b), end_inclusive: true, reverse, max }
+}
+
+#[test]
+fn put_get_versions_and_deletes() {
+    for (e, _dir) in engines() {
+        assert_eq!(e.get(b"k").unwrap(), None);
+        // A new key with an expected version is a mismatch; without one it is created.
+        assert_eq!(e.put(b"k", b("v1"), meta("1"), Check::Version(b("x"))), Err(Error::VersionMismatch));
+        e.put(b"k", b("v1"), meta("1"), Check::Version(Bytes::new())).unwrap();
+        let got = e.get(b"k").unwrap().unwrap();
+        assert_eq!((got.value, got.meta.version, got.meta.tag, got.meta.algorithm), (b("v1"), b("1"), b("tag"), Some(1)));
+        // Compare-and-swap.
+        assert_eq!(e.put(b"k", b("v2"), meta("2"), Check::Version(Bytes::new())), Err(Error::VersionMismatch));
+        e.put(b"k", b("v2"), meta("2"), Check::Version(b("1"))).unwrap();
+        e.put(b"k", b("v3"), meta("3"), Check::Force).unwrap();
+        let m = e.get_meta(b"k").unwrap().unwrap();
+        assert_eq!((m.version, m.value_len), (b("3"), 2));
+        // Empty values are values.
+        e.put(b"k", Bytes::new(), meta("4"), Check::Force).unwrap();
+        assert_eq!(e.get(b"k").unwrap().unwrap().value, Bytes::new());
+        // Deletes.
+        assert_eq!(e.delete(b"k", Check::Version(b("3"))), Err(Error::VersionMismatch));
+        e.delete(b"k", Check::Version(b("4"))).unwrap();
+        assert_eq!(e.delete(b"k", Check::Version(Bytes::new())), Err(Error::NotFound));
+        e.delete(b"k", Check::Force).unwrap();
+        assert_eq!(e.get(b"k").unwrap(), None);
+        e.sync().unwrap();
+    }
+}
+
+#[test]
+fn neighbours_and_ranges_sort_as_unsigned_bytes() {
+    for (e, _dir) in engines() {
+        for k in ["a", "ab", "b", "\u{7f}", "c"] {
+            e.put(k.as_bytes(), b(k), Meta::default(), Check::Force).unwrap();
+        }
+        e.put(&[0xff], b("ff"), Meta::default(), Check::Force).unwrap();
+        assert_eq!(e.next(b"a").unwrap().unwrap().key, b("ab"));
+        assert_eq!(e.next(b"c").unwrap().unwrap().key, Bytes::from_static(&[0x7f]));
+        assert_eq!(e.next(&[0x7f]).unwrap().unwrap().key, Bytes::from_static(&[0xff]));
+        assert_eq!(e.next(&[0xff]).unwrap(), None);
+        assert_eq!(e.previous(b"ab").unwrap().unwrap().value, b("a"));
+        assert_eq!(e.previous(b"a").unwrap(), None);
+        assert_eq!(e.keys(&range("a", Some("b"), false, 10)).unwrap(), vec![b("a"), b("ab"), b("b")]);
+        assert_eq!(e.keys(&range("a", Some("c"), true, 2)).unwrap(), vec![b("c"), b("b")]);
+        let mut exclusive = range("a", Some("b"), false, 10);
+        exclusive.start_inclusive = false;
+        exclusive.end_inclusive = false;
+        assert_eq!(e.keys(&exclusive).unwrap(), vec![b("ab")]);
+        assert_eq!(e.keys(&range("c", Some("a"), false, 10)).unwrap(), Vec::<Bytes>::new());
+        let mut open_end = range("c", None, false, 10);
+        open_end.end = None;
+        assert_eq!(e.keys(&open_end).unwrap().len(), 2);
+    }
+}
+
+#[test]
+fn exactly_one_of_racing_compare_and_swaps_wins() {
+    for (e, _dir) in engines() {
+        e.put(b"race", b("0"), meta("0"), Check::Force).unwrap();
+        for round in 0..50u32 {
+            let current = round.to_string();
+            let winners: usize = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..4)
+                    .map(|t| {
+                        let e = e.clone();
+                        let current = current.clone();
+                        s.spawn(move || {
+                            let next = format!("{}-{t}", round + 1);
+                            e.put(b"race", b(&next), meta(&next), Check::Version(b(&current))).is_ok() as usize
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).sum()
+            });
+            assert_eq!(winners, 1, "round {round}");
+            let stored = e.get_meta(b"race").unwrap().unwrap().version;
+            e.put(b"race", b("x"), meta(&(round + 1).to_string()), Check::Version(stored)).unwrap();
+        }
+    }
+}
+
+#[test]
+fn synced_data_survives_reopen_including_large_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = Bytes::from(vec![7u8; 1024 * 1024]);
+    {
+        let e = FjallEngine::open(FjallOptions::new(dir.path())).unwrap();
+        e.put(b"big", big.clone(), meta("1"), Check::Force).unwrap();
+        e.put(b"small", b("s"), meta("2"), Check::Force).unwrap();
+        e.put(b"gone", b("g"), meta("3"), Check::Force).unwrap();
+        e.delete(b"gone", Check::Force).unwrap();
+        e.sync().unwrap();
+    }
+    let e = FjallEngine::open(FjallOptions::new(dir.path())).unwrap();
+    assert_eq!(e.get(b"big").unwrap().unwrap().value, big);
+    assert_eq!(e.get(b"small").unwrap().unwrap().meta.version, b("2"));
+    assert_eq!(e.get(b"gone").unwrap(), None);
+    e.compact().unwrap();
+    assert_eq!(e.get(b"big").unwrap().unwrap().value, big);
+    assert!(e.disk_usage() > 0);
+}
