@@ -1,0 +1,184 @@
+//! Spindle's benchmark lab. This first piece measures puts and gets against any Kinetic
+//! endpoint: several connections, each keeping `depth` requests in flight, latencies recorded
+//! per operation into an HdrHistogram.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use serde::Serialize;
+use spindle_client::{Client, ClientConfig, ClientError, PutOptions, Synchronization};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Operation {
+    Put,
+    Get,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KeyOrder {
+    Sequential,
+    Random,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchSpec {
+    pub target: String,
+    pub operation: Operation,
+    pub count: u64,
+    pub value_size: usize,
+    pub key_size: usize,
+    pub connections: usize,
+    /// Requests in flight per connection.
+    pub depth: usize,
+    pub order: KeyOrder,
+    #[serde(serialize_with = "sync_name")]
+    pub sync: Synchronization,
+    /// End a put run with FLUSHALLDATA on every connection, inside the timed window.
+    pub flush_at_end: bool,
+    pub seed: u64,
+}
+
+fn sync_name<S: serde::Serializer>(s: &Synchronization, ser: S) -> Result<S::Ok, S::Error> {
+    ser.serialize_str(s.as_str_name())
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchResult {
+    pub spec: BenchSpec,
+    pub ops: u64,
+    pub errors: u64,
+    pub seconds: f64,
+    pub ops_per_second: f64,
+    pub megabytes_per_second: f64,
+    pub latency_us: Percentiles,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Percentiles {
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub max: u64,
+    pub mean: f64,
+}
+
+/// The key of item `i`: zero-padded decimal, padded or cut to `size` bytes, so keys sort in
+/// item order (the sequential order of the papers' experiments).
+pub fn key_for(i: u64, size: usize) -> Vec<u8> {
+    let digits = format!("{i:016}");
+    let mut key = Vec::with_capacity(size);
+    if size >= digits.len() {
+        key.resize(size - digits.len(), b'k');
+        key.extend_from_slice(digits.as_bytes());
+    } else {
+        key.extend_from_slice(&digits.as_bytes()[digits.len() - size..]);
+    }
+    key
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error("invalid benchmark: {0}")]
+    Invalid(String),
+}
+
+pub async fn run(spec: BenchSpec) -> Result<BenchResult, BenchError> {
+    if spec.connections == 0 || spec.depth == 0 || spec.key_size < 1 {
+        return Err(BenchError::Invalid("connections, depth and key size must be at least 1".into()));
+    }
+    let addr = spec.target.trim_start_matches("kinetic://").to_string();
+    let mut clients = Vec::with_capacity(spec.connections);
+    for _ in 0..spec.connections {
+        clients.push(Client::connect(addr.as_str(), ClientConfig::default()).await?);
+    }
+    let mut order: Vec<u64> = (0..spec.count).collect();
+    if spec.order == KeyOrder::Random {
+        order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(spec.seed));
+    }
+    let order = Arc::new(order);
+    let next = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(AtomicU64::new(0));
+    let value = Bytes::from(vec![0x5a; spec.value_size]);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for client in &clients {
+        for _ in 0..spec.depth {
+            let (client, order, next, errors, value, spec) =
+                (client.clone(), order.clone(), next.clone(), errors.clone(), value.clone(), spec.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("valid bounds");
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= spec.count {
+                        break;
+                    }
+                    let key = key_for(order[i as usize], spec.key_size);
+                    let t = Instant::now();
+                    let ok = match spec.operation {
+                        Operation::Put => client.put(&key, value.clone(), PutOptions::forced(spec.sync)).await.is_ok(),
+                        Operation::Get => matches!(client.get(&key).await, Ok(Some(_))),
+                    };
+                    hist.saturating_record(t.elapsed().as_micros().max(1) as u64);
+                    if !ok {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                hist
+            }));
+        }
+    }
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("valid bounds");
+    for t in tasks {
+        let h = t.await.map_err(|e| BenchError::Invalid(e.to_string()))?;
+        hist.add(h).map_err(|e| BenchError::Invalid(e.to_string()))?;
+    }
+    if spec.operation == Operation::Put && spec.flush_at_end {
+        for c in &clients {
+            c.flush_all_data().await?;
+        }
+    }
+    let seconds = started.elapsed().max(Duration::from_micros(1)).as_secs_f64();
+    let ops = spec.count;
+    Ok(BenchResult {
+        ops,
+        errors: errors.load(Ordering::Relaxed),
+        seconds,
+        ops_per_second: ops as f64 / seconds,
+        megabytes_per_second: ops as f64 * spec.value_size as f64 / seconds / 1e6,
+        latency_us: Percentiles {
+            p50: hist.value_at_quantile(0.5),
+            p90: hist.value_at_quantile(0.9),
+            p99: hist.value_at_quantile(0.99),
+            p999: hist.value_at_quantile(0.999),
+            max: hist.max(),
+            mean: hist.mean(),
+        },
+        spec,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_sort_in_item_order_at_any_size() {
+        for size in [4, 16, 100] {
+            let keys: Vec<_> = (0..1000).map(|i| key_for(i * 7, size)).collect();
+            assert!(keys.iter().all(|k| k.len() == size));
+            if size >= 16 {
+                assert!(keys.windows(2).all(|w| w[0] < w[1]));
+            }
+        }
+    }
+}

@@ -1,1 +1,133 @@
-fn main() {}
+//! `spindle`: run a drive, talk to one, benchmark one.
+
+mod client_cmds;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use spindle_drive::{DriveConfig, EngineKind};
+
+#[derive(Parser)]
+#[command(name = "spindle", version, about = "A Kinetic key-value drive, its client and its bench lab")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a drive.
+    Drive(DriveArgs),
+    #[command(flatten)]
+    Client(client_cmds::ClientCommand),
+    /// Measure a Kinetic endpoint.
+    #[command(subcommand)]
+    Bench(client_cmds::BenchCommand),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum EngineArg {
+    Fjall,
+    Memory,
+}
+
+#[derive(clap::Args)]
+struct DriveArgs {
+    /// Data directory [default: ./spindle-data]
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Plain TCP port (0: any free port) [default: 8123]
+    #[arg(long)]
+    port: Option<u16>,
+    /// TLS port, reported to clients [default: 8443]
+    #[arg(long)]
+    tls_port: Option<u16>,
+    /// Address to listen on [default: 127.0.0.1]
+    #[arg(long)]
+    listen: Option<std::net::IpAddr>,
+    /// TOML file with settings and limits; flags override it.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Storage engine [default: fjall]
+    #[arg(long, value_enum)]
+    engine: Option<EngineArg>,
+    /// Nominal capacity (a quota); default: the filesystem's size.
+    #[arg(long)]
+    capacity_bytes: Option<u64>,
+    /// Free space kept back on the filesystem before writes get NO_SPACE.
+    #[arg(long)]
+    reserved_bytes: Option<u64>,
+}
+
+fn drive_config(args: &DriveArgs) -> Result<DriveConfig, Box<dyn std::error::Error>> {
+    let mut config = DriveConfig::default();
+    if let Some(path) = &args.config {
+        config = config.merge_file(path)?;
+    }
+    if let Some(v) = &args.data {
+        config.data_dir = v.clone();
+    }
+    if let Some(v) = args.port {
+        config.port = v;
+    }
+    if let Some(v) = args.tls_port {
+        config.tls_port = v;
+    }
+    if let Some(v) = args.listen {
+        config.listen = v;
+    }
+    if let Some(v) = args.engine {
+        config.engine = match v {
+            EngineArg::Fjall => EngineKind::Fjall,
+            EngineArg::Memory => EngineKind::Memory,
+        };
+    }
+    if args.capacity_bytes.is_some() {
+        config.capacity_bytes = args.capacity_bytes;
+    }
+    if let Some(v) = args.reserved_bytes {
+        config.reserved_bytes = v;
+    }
+    config.validate()?;
+    Ok(config)
+}
+
+async fn run_drive(args: DriveArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let config = drive_config(&args)?;
+    let data = config.data_dir.clone();
+    let drive = spindle_drive::start(config).await?;
+    // Scripts and tests wait for this exact line (and read the port from it).
+    println!("spindle drive listening on {} (data in {})", drive.local_addr, data.display());
+    use std::io::Write;
+    std::io::stdout().flush()?;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    tracing::info!("stopping: making acknowledged writes durable");
+    drive.shutdown().await?;
+    Ok(())
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SPINDLE_LOG").unwrap_or_else(|_| "spindle=info,spindle_drive=info,warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Drive(args) => run_drive(args).await,
+            Command::Client(cmd) => client_cmds::run(cmd).await,
+            Command::Bench(cmd) => client_cmds::bench(cmd).await,
+        }
+    });
+    if let Err(e) = result {
+        eprintln!("spindle: {e}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,23 @@
+//! An async Kinetic client: handshake, pipelining (any number of requests in flight on one
+//! connection, answers matched by ackSequence), every key-value command, typed errors.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), spindle_client::ClientError> {
+//! use spindle_client::{Client, ClientConfig, PutOptions};
+//! let client = Client::connect("127.0.0.1:8123", ClientConfig::default()).await?;
+//! client.put(b"hello", b"world".to_vec(), PutOptions::default()).await?;
+//! let entry = client.get(b"hello").await?.expect("just stored");
+//! assert_eq!(&entry.value[..], b"world");
+//! # Ok(()) }
+//! ```
+
+mod client;
+mod error;
+mod types;
+
+pub use client::{Client, ClientConfig, Response};
+pub use error::ClientError;
+pub use spindle_proto::pb::command::get_log::Type as LogType;
+pub use spindle_proto::pb::command::{Algorithm, GetLog};
+pub use spindle_proto::{MessageType, StatusCode, Synchronization};
+pub use types::{DeleteOptions, Entry, Metadata, PutOptions, RangeQuery};

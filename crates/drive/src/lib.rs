@@ -1,0 +1,32 @@
+//! The Spindle drive: a Kinetic server over the storage engine.
+//!
+//! `server` opens the engine and listens; `connection` runs one client (sign-on, framing,
+//! authentication, ordering); `handler` executes commands; `getlog`, `capacity`, `sysinfo`
+//! and `stats` describe the drive to GETLOG.
+
+mod capacity;
+pub mod config;
+mod connection;
+mod getlog;
+mod handler;
+mod security;
+mod server;
+mod state;
+mod stats;
+mod sysinfo;
+
+pub use config::{ConfigError, DriveConfig, EngineKind};
+pub use connection::MAX_DISCARDED_VALUE;
+pub use getlog::{DEVICE_LOG_ENGINE, NO_TEMPERATURE_SENSOR};
+pub use server::{start, RunningDrive};
+pub use state::DriveState;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DriveError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("storage engine: {0}")]
+    Engine(#[from] spindle_engine::Error),
+    #[error("I/O: {0}")]
+    Io(#[from] std::io::Error),
+}

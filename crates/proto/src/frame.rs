@@ -142,15 +142,22 @@ impl FrameDecoder {
 
 /// Appends one frame (header, message, value) to `out`.
 pub fn encode_frame(message: &Message, value: &[u8], out: &mut BytesMut) {
+    out.reserve(HEADER_LEN + message.encoded_len() + value.len());
+    encode_frame_head(message, value.len() as u32, out);
+    out.put_slice(value);
+}
+
+/// Appends the header and message of a frame whose `value_len` value bytes the caller writes
+/// itself (so a large value need not be copied into the same buffer).
+pub fn encode_frame_head(message: &Message, value_len: u32, out: &mut BytesMut) {
     let message_len = message.encoded_len();
-    out.reserve(HEADER_LEN + message_len + value.len());
+    out.reserve(HEADER_LEN + message_len);
     out.put_u8(MAGIC);
     out.put_u32(message_len as u32);
-    out.put_u32(value.len() as u32);
+    out.put_u32(value_len);
     message
         .encode(out)
         .expect("BytesMut grows on demand, so encoding cannot run out of space");
-    out.put_slice(value);
 }
 
 #[cfg(test)]

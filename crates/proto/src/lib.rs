@@ -13,7 +13,7 @@ pub mod pb {
     include!(concat!(env!("OUT_DIR"), "/kinetic.rs"));
 }
 
-pub use frame::{encode_frame, Frame, FrameDecoder, FrameError, FrameHeader, HEADER_LEN, MAGIC};
+pub use frame::{encode_frame, encode_frame_head, Frame, FrameDecoder, FrameError, FrameHeader, HEADER_LEN, MAGIC};
 pub use limits::Limits;
 pub use message_type::response_type;
 

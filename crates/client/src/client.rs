@@ -1,0 +1,412 @@
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use parking_lot::Mutex;
+use prost::Message as _;
+use spindle_proto::pb::command::{get_log, Body, Header, KeyValue, Range};
+use spindle_proto::pb::message::{AuthType, HmaCauth};
+use spindle_proto::pb::{Command, Message};
+use spindle_proto::{encode_frame, response_type, FrameDecoder, MessageType, StatusCode};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpStream, ToSocketAddrs};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::{ClientError, DeleteOptions, Entry, Metadata, PutOptions, RangeQuery};
+
+/// Largest frame part the client accepts from a drive (the protocol's 1 MiB per part, with
+/// room for drives configured larger).
+const MAX_RESPONSE_PART: u32 = 64 * 1024 * 1024;
+
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    pub identity: i64,
+    pub hmac_key: Bytes,
+    pub cluster_version: i64,
+    /// How long to wait for the sign-on and for each response.
+    pub timeout: Duration,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            identity: spindle_proto::DEFAULT_IDENTITY,
+            hmac_key: Bytes::from_static(spindle_proto::DEFAULT_HMAC_KEY),
+            cluster_version: 0,
+            timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A drive's answer.
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub command: Command,
+    pub value: Bytes,
+}
+
+impl Response {
+    pub fn status(&self) -> StatusCode {
+        self.command
+            .status
+            .as_ref()
+            .and_then(|s| s.code)
+            .and_then(|c| StatusCode::try_from(c).ok())
+            .unwrap_or(StatusCode::InvalidStatusCode)
+    }
+
+    pub fn status_message(&self) -> String {
+        self.command.status.as_ref().and_then(|s| s.status_message.clone()).unwrap_or_default()
+    }
+
+    pub fn body(&self) -> Body {
+        self.command.body.clone().unwrap_or_default()
+    }
+
+    fn into_result(self) -> Result<Response, ClientError> {
+        match self.status() {
+            StatusCode::Success => Ok(self),
+            code => Err(ClientError::Status { code, message: self.status_message() }),
+        }
+    }
+}
+
+type Waiter = oneshot::Sender<Result<Response, ClientError>>;
+
+struct Shared {
+    config: ClientConfig,
+    connection_id: i64,
+    sign_on: Command,
+    /// Sequence numbers and the send queue under one lock: wire order = sequence order.
+    sender: Mutex<Sender>,
+    pending: Mutex<Pending>,
+}
+
+struct Sender {
+    next_sequence: i64,
+    frames: mpsc::UnboundedSender<Bytes>,
+}
+
+#[derive(Default)]
+struct Pending {
+    waiters: HashMap<i64, Waiter>,
+    /// Set once the connection is gone; later requests fail at once.
+    closed: Option<String>,
+}
+
+/// A connection to one drive. Cheap to clone; clones share the connection.
+#[derive(Clone)]
+pub struct Client {
+    shared: Arc<Shared>,
+}
+
+impl Client {
+    /// Connects, waits for the drive's sign-on and adopts its connection id.
+    pub async fn connect(addr: impl ToSocketAddrs, config: ClientConfig) -> Result<Client, ClientError> {
+        let stream = tokio::time::timeout(config.timeout, TcpStream::connect(addr))
+            .await
+            .map_err(|_| ClientError::Timeout(config.timeout))??;
+        stream.set_nodelay(true)?;
+        let (mut rd, wr) = stream.into_split();
+        let mut decoder = FrameDecoder::new(MAX_RESPONSE_PART, MAX_RESPONSE_PART);
+        let mut buf = BytesMut::with_capacity(64 * 1024);
+        let first = tokio::time::timeout(config.timeout, read_frame(&mut rd, &mut decoder, &mut buf))
+            .await
+            .map_err(|_| ClientError::Timeout(config.timeout))??
+            .ok_or_else(|| ClientError::Terminated("closed before the sign-on".into()))?;
+        if first.message.auth_type != Some(AuthType::Unsolicitedstatus as i32) {
+            return Err(ClientError::Protocol("first message is not the unsolicited sign-on".into()));
+        }
+        let sign_on = Command::decode(first.message.command_bytes.unwrap_or_default())
+            .map_err(|e| ClientError::Protocol(format!("undecodable sign-on: {e}")))?;
+        let status = sign_on.status.as_ref().and_then(|s| s.code);
+        if status != Some(StatusCode::Success as i32) {
+            let message = sign_on.status.as_ref().and_then(|s| s.status_message.clone()).unwrap_or_default();
+            return Err(ClientError::Terminated(message));
+        }
+        let connection_id = sign_on
+            .header
+            .as_ref()
+            .and_then(|h| h.connection_id)
+            .ok_or_else(|| ClientError::Protocol("sign-on without a connection id".into()))?;
+        let (frames, queue) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared {
+            config,
+            connection_id,
+            sign_on,
+            sender: Mutex::new(Sender { next_sequence: 1, frames }),
+            pending: Mutex::new(Pending::default()),
+        });
+        tokio::spawn(write_loop(wr, queue));
+        tokio::spawn(read_loop(rd, decoder, buf, shared.clone()));
+        Ok(Client { shared })
+    }
+
+    /// The unsolicited status the drive sent on connect (configuration, limits).
+    pub fn sign_on(&self) -> &Command {
+        &self.shared.sign_on
+    }
+
+    pub fn connection_id(&self) -> i64 {
+        self.shared.connection_id
+    }
+
+    /// Sends one request and waits for its answer, whatever its status.
+    pub async fn request(&self, kind: MessageType, body: Option<Body>, value: Bytes) -> Result<Response, ClientError> {
+        let header = Header {
+            cluster_version: Some(self.shared.config.cluster_version),
+            connection_id: Some(self.shared.connection_id),
+            message_type: Some(kind as i32),
+            ..Header::default()
+        };
+        self.request_with_header(header, body, value).await
+    }
+
+    /// Like [`Client::request`] with a caller-built header (its sequence is filled in).
+    pub async fn request_with_header(&self, mut header: Header, body: Option<Body>, value: Bytes) -> Result<Response, ClientError> {
+        let expected = header.message_type.and_then(response_type);
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut sender = self.shared.sender.lock();
+            let sequence = sender.next_sequence;
+            sender.next_sequence += 1;
+            header.sequence = Some(sequence);
+            {
+                let mut pending = self.shared.pending.lock();
+                if let Some(reason) = &pending.closed {
+                    return Err(ClientError::Terminated(reason.clone()));
+                }
+                pending.waiters.insert(sequence, tx);
+            }
+            let frame = self.encode(Command { header: Some(header), body, status: None }, &value);
+            if sender.frames.send(frame).is_err() {
+                self.shared.pending.lock().waiters.remove(&sequence);
+                return Err(ClientError::Terminated("connection writer stopped".into()));
+            }
+        }
+        let timeout = self.shared.config.timeout;
+        let response = tokio::time::timeout(timeout, rx)
+            .await
+            .map_err(|_| ClientError::Timeout(timeout))?
+            .map_err(|_| ClientError::Terminated("connection closed".into()))??;
+        let got = response.command.header.as_ref().and_then(|h| h.message_type);
+        if let Some(expected) = expected {
+            if got != Some(expected as i32) {
+                return Err(ClientError::Protocol(format!("expected {expected:?}, got message type {got:?}")));
+            }
+        }
+        Ok(response)
+    }
+
+    fn encode(&self, command: Command, value: &[u8]) -> Bytes {
+        let command_bytes = Bytes::from(command.encode_to_vec());
+        let hmac = spindle_proto::hmac::sign(&self.shared.config.hmac_key, &command_bytes);
+        let message = Message {
+            auth_type: Some(AuthType::Hmacauth as i32),
+            hmac_auth: Some(HmaCauth { identity: Some(self.shared.config.identity), hmac: Some(Bytes::copy_from_slice(&hmac)) }),
+            pin_auth: None,
+            command_bytes: Some(command_bytes),
+        };
+        let mut out = BytesMut::new();
+        encode_frame(&message, value, &mut out);
+        out.freeze()
+    }
+
+    async fn call(&self, kind: MessageType, body: Body, value: Bytes) -> Result<Response, ClientError> {
+        self.request(kind, Some(body), value).await?.into_result()
+    }
+
+    pub async fn put(&self, key: &[u8], value: impl Into<Bytes>, options: PutOptions) -> Result<(), ClientError> {
+        let kv = KeyValue {
+            key: Some(Bytes::copy_from_slice(key)),
+            new_version: Some(options.new_version),
+            db_version: (!options.db_version.is_empty()).then_some(options.db_version),
+            force: Some(options.force),
+            tag: Some(options.tag),
+            algorithm: options.algorithm,
+            synchronization: Some(options.sync as i32),
+            ..KeyValue::default()
+        };
+        self.call(MessageType::Put, Body { key_value: Some(kv), ..Body::default() }, value.into()).await.map(drop)
+    }
+
+    /// Deletes `key`. Returns `false` when it did not exist (unforced deletes only).
+    pub async fn delete(&self, key: &[u8], options: DeleteOptions) -> Result<bool, ClientError> {
+        let kv = KeyValue {
+            key: Some(Bytes::copy_from_slice(key)),
+            db_version: (!options.db_version.is_empty()).then_some(options.db_version),
+            force: Some(options.force),
+            synchronization: Some(options.sync as i32),
+            ..KeyValue::default()
+        };
+        match self.call(MessageType::Delete, Body { key_value: Some(kv), ..Body::default() }, Bytes::new()).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.is_not_found() => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn keyed(&self, kind: MessageType, key: &[u8], metadata_only: bool) -> Result<Option<Response>, ClientError> {
+        let kv = KeyValue { key: Some(Bytes::copy_from_slice(key)), metadata_only: Some(metadata_only), ..KeyValue::default() };
+        match self.call(kind, Body { key_value: Some(kv), ..Body::default() }, Bytes::new()).await {
+            Ok(r) => Ok(Some(r)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub async fn get(&self, key: &[u8]) -> Result<Option<Entry>, ClientError> {
+        Ok(self.keyed(MessageType::Get, key, false).await?.map(to_entry))
+    }
+
+    pub async fn get_metadata(&self, key: &[u8]) -> Result<Option<Metadata>, ClientError> {
+        Ok(self.keyed(MessageType::Get, key, true).await?.map(|r| to_entry(r).metadata))
+    }
+
+    pub async fn get_version(&self, key: &[u8]) -> Result<Option<Bytes>, ClientError> {
+        Ok(self
+            .keyed(MessageType::Getversion, key, false)
+            .await?
+            .map(|r| r.body().key_value.and_then(|kv| kv.db_version).unwrap_or_default()))
+    }
+
+    pub async fn get_next(&self, key: &[u8]) -> Result<Option<Entry>, ClientError> {
+        Ok(self.keyed(MessageType::Getnext, key, false).await?.map(to_entry))
+    }
+
+    pub async fn get_previous(&self, key: &[u8]) -> Result<Option<Entry>, ClientError> {
+        Ok(self.keyed(MessageType::Getprevious, key, false).await?.map(to_entry))
+    }
+
+    pub async fn get_key_range(&self, q: RangeQuery) -> Result<Vec<Bytes>, ClientError> {
+        let range = Range {
+            start_key: Some(q.start),
+            end_key: q.end,
+            start_key_inclusive: Some(q.start_inclusive),
+            end_key_inclusive: Some(q.end_inclusive),
+            max_returned: Some(q.max_returned),
+            reverse: Some(q.reverse),
+            keys: Vec::new(),
+        };
+        let r = self.call(MessageType::Getkeyrange, Body { range: Some(range), ..Body::default() }, Bytes::new()).await?;
+        Ok(r.body().range.map(|r| r.keys).unwrap_or_default())
+    }
+
+    pub async fn noop(&self) -> Result<(), ClientError> {
+        self.call(MessageType::Noop, Body::default(), Bytes::new()).await.map(drop)
+    }
+
+    /// Makes every write the drive acknowledged so far durable.
+    pub async fn flush_all_data(&self) -> Result<(), ClientError> {
+        self.call(MessageType::Flushalldata, Body::default(), Bytes::new()).await.map(drop)
+    }
+
+    pub async fn get_log(&self, types: &[crate::LogType]) -> Result<spindle_proto::pb::command::GetLog, ClientError> {
+        let request = spindle_proto::pb::command::GetLog { types: types.iter().map(|t| *t as i32).collect(), ..Default::default() };
+        let r = self.call(MessageType::Getlog, Body { get_log: Some(request), ..Body::default() }, Bytes::new()).await?;
+        Ok(r.body().get_log.unwrap_or_default())
+    }
+
+    /// A vendor-specific device log (GETLOG DEVICE) by name.
+    pub async fn device_log(&self, name: &[u8]) -> Result<Bytes, ClientError> {
+        let request = spindle_proto::pb::command::GetLog {
+            types: vec![crate::LogType::Device as i32],
+            device: Some(get_log::Device { name: Some(Bytes::copy_from_slice(name)) }),
+            ..Default::default()
+        };
+        let r = self.call(MessageType::Getlog, Body { get_log: Some(request), ..Body::default() }, Bytes::new()).await?;
+        Ok(r.value)
+    }
+}
+
+fn to_entry(r: Response) -> Entry {
+    let kv = r.body().key_value.unwrap_or_default();
+    Entry {
+        key: kv.key.unwrap_or_default(),
+        metadata: Metadata { version: kv.db_version.unwrap_or_default(), tag: kv.tag.unwrap_or_default(), algorithm: kv.algorithm },
+        value: r.value,
+    }
+}
+
+async fn read_frame(
+    rd: &mut OwnedReadHalf,
+    decoder: &mut FrameDecoder,
+    buf: &mut BytesMut,
+) -> Result<Option<spindle_proto::Frame>, ClientError> {
+    loop {
+        if let Some(frame) = decoder.decode(buf).map_err(|e| ClientError::Protocol(e.to_string()))? {
+            return Ok(Some(frame));
+        }
+        if let Some(h) = decoder.pending() {
+            buf.reserve(h.body_len().saturating_sub(buf.len()));
+        } else {
+            buf.reserve(64 * 1024);
+        }
+        if rd.read_buf(buf).await? == 0 {
+            return if buf.is_empty() && decoder.pending().is_none() { Ok(None) } else { Err(ClientError::Protocol("truncated frame".into())) };
+        }
+    }
+}
+
+async fn read_loop(mut rd: OwnedReadHalf, mut decoder: FrameDecoder, mut buf: BytesMut, shared: Arc<Shared>) {
+    let reason = loop {
+        let frame = match read_frame(&mut rd, &mut decoder, &mut buf).await {
+            Ok(Some(f)) => f,
+            Ok(None) => break "drive closed the connection".to_string(),
+            Err(e) => break e.to_string(),
+        };
+        let command_bytes = frame.message.command_bytes.clone().unwrap_or_default();
+        let command = match Command::decode(&command_bytes[..]) {
+            Ok(c) => c,
+            Err(e) => break format!("undecodable response: {e}"),
+        };
+        if frame.message.auth_type == Some(AuthType::Unsolicitedstatus as i32) {
+            let status = command.status.as_ref();
+            break format!(
+                "{}: {}",
+                status.and_then(|s| s.code).and_then(|c| StatusCode::try_from(c).ok()).map(|c| c.as_str_name()).unwrap_or("?"),
+                status.and_then(|s| s.status_message.clone()).unwrap_or_default()
+            );
+        }
+        let Some(ack) = command.header.as_ref().and_then(|h| h.ack_sequence) else {
+            break "response without ackSequence".to_string();
+        };
+        let Some(waiter) = shared.pending.lock().waiters.remove(&ack) else {
+            tracing::warn!(ack, "response to no pending request");
+            continue;
+        };
+        let hmac = frame.message.hmac_auth.as_ref().and_then(|h| h.hmac.clone()).unwrap_or_default();
+        let result = if spindle_proto::hmac::verify(&shared.config.hmac_key, &command_bytes, &hmac) {
+            Ok(Response { command, value: frame.value })
+        } else {
+            Err(ClientError::BadResponseHmac)
+        };
+        let _ = waiter.send(result);
+    };
+    let waiters = {
+        let mut pending = shared.pending.lock();
+        pending.closed = Some(reason.clone());
+        std::mem::take(&mut pending.waiters)
+    };
+    for (_, w) in waiters {
+        let _ = w.send(Err(ClientError::Terminated(reason.clone())));
+    }
+}
+
+async fn write_loop(wr: OwnedWriteHalf, mut queue: mpsc::UnboundedReceiver<Bytes>) {
+    let mut out = BufWriter::with_capacity(256 * 1024, wr);
+    while let Some(first) = queue.recv().await {
+        let mut next = Some(first);
+        while let Some(frame) = next {
+            if out.write_all(&frame).await.is_err() {
+                return;
+            }
+            next = queue.try_recv().ok();
+        }
+        if out.flush().await.is_err() {
+            return;
+        }
+    }
+}

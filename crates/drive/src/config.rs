@@ -1,0 +1,210 @@
+//! Drive settings: command-line flags and an optional TOML file, with the limits as named
+//! constants from `spindle_proto::limits` unless overridden.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use spindle_proto::Limits;
+
+pub const DEFAULT_DATA_DIR: &str = "./spindle-data";
+pub const DEFAULT_PORT: u16 = 8123;
+pub const DEFAULT_TLS_PORT: u16 = 8443;
+pub const DEFAULT_LISTEN: &str = "127.0.0.1";
+/// Writes are refused (NO_SPACE) once the filesystem's free space would drop below this, so the
+/// engine never meets ENOSPC mid-write.
+pub const DEFAULT_RESERVED_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Which storage engine backs the drive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    /// The persistent fjall engine (the product).
+    #[default]
+    Fjall,
+    /// Everything in memory, lost at exit: for measuring the protocol path.
+    Memory,
+}
+
+#[derive(Debug, Clone)]
+pub struct DriveConfig {
+    pub data_dir: PathBuf,
+    pub listen: IpAddr,
+    pub port: u16,
+    pub tls_port: u16,
+    pub engine: EngineKind,
+    pub limits: Limits,
+    /// Nominal capacity; `None` means the filesystem's size.
+    pub capacity_bytes: Option<u64>,
+    pub reserved_bytes: u64,
+    /// Block cache for the engine.
+    pub cache_bytes: u64,
+}
+
+impl Default for DriveConfig {
+    fn default() -> Self {
+        DriveConfig {
+            data_dir: PathBuf::from(DEFAULT_DATA_DIR),
+            listen: DEFAULT_LISTEN.parse().expect("valid default address"),
+            port: DEFAULT_PORT,
+            tls_port: DEFAULT_TLS_PORT,
+            engine: EngineKind::Fjall,
+            limits: Limits::default(),
+            capacity_bytes: None,
+            reserved_bytes: DEFAULT_RESERVED_BYTES,
+            cache_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// The TOML file: every field optional, same names as the flags.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    pub data: Option<PathBuf>,
+    pub listen: Option<IpAddr>,
+    pub port: Option<u16>,
+    pub tls_port: Option<u16>,
+    pub engine: Option<EngineKind>,
+    pub capacity_bytes: Option<u64>,
+    pub reserved_bytes: Option<u64>,
+    pub cache_bytes: Option<u64>,
+    #[serde(default)]
+    pub limits: LimitsFile,
+}
+
+/// Limit overrides, named as in the protocol's `Limits` message (snake_case).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsFile {
+    pub max_key_size: Option<u32>,
+    pub max_value_size: Option<u32>,
+    pub max_version_size: Option<u32>,
+    pub max_tag_size: Option<u32>,
+    pub max_connections: Option<u32>,
+    pub max_outstanding_read_requests: Option<u32>,
+    pub max_outstanding_write_requests: Option<u32>,
+    pub max_message_size: Option<u32>,
+    pub max_key_range_count: Option<u32>,
+    pub max_identity_count: Option<u32>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("invalid configuration file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("invalid limit: {0}")]
+    Limit(String),
+}
+
+impl DriveConfig {
+    /// Applies a TOML file on top of `self`.
+    pub fn merge_file(mut self, path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        let file: ConfigFile =
+            toml::from_str(&text).map_err(|e| ConfigError::Parse { path: path.into(), message: e.to_string() })?;
+        if let Some(v) = file.data {
+            self.data_dir = v;
+        }
+        if let Some(v) = file.listen {
+            self.listen = v;
+        }
+        if let Some(v) = file.port {
+            self.port = v;
+        }
+        if let Some(v) = file.tls_port {
+            self.tls_port = v;
+        }
+        if let Some(v) = file.engine {
+            self.engine = v;
+        }
+        if file.capacity_bytes.is_some() {
+            self.capacity_bytes = file.capacity_bytes;
+        }
+        if let Some(v) = file.reserved_bytes {
+            self.reserved_bytes = v;
+        }
+        if let Some(v) = file.cache_bytes {
+            self.cache_bytes = v;
+        }
+        let l = &mut self.limits;
+        let f = file.limits;
+        let pairs: [(&mut u32, Option<u32>); 10] = [
+            (&mut l.max_key_size, f.max_key_size),
+            (&mut l.max_value_size, f.max_value_size),
+            (&mut l.max_version_size, f.max_version_size),
+            (&mut l.max_tag_size, f.max_tag_size),
+            (&mut l.max_connections, f.max_connections),
+            (&mut l.max_outstanding_read_requests, f.max_outstanding_read_requests),
+            (&mut l.max_outstanding_write_requests, f.max_outstanding_write_requests),
+            (&mut l.max_message_size, f.max_message_size),
+            (&mut l.max_key_range_count, f.max_key_range_count),
+            (&mut l.max_identity_count, f.max_identity_count),
+        ];
+        for (slot, value) in pairs {
+            if let Some(v) = value {
+                *slot = v;
+            }
+        }
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// Limits that would make the drive unusable or unsafe are refused at start-up.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let l = &self.limits;
+        let positive = [
+            ("max_key_size", l.max_key_size),
+            ("max_version_size", l.max_version_size),
+            ("max_connections", l.max_connections),
+            ("max_outstanding_read_requests", l.max_outstanding_read_requests),
+            ("max_outstanding_write_requests", l.max_outstanding_write_requests),
+            ("max_key_range_count", l.max_key_range_count),
+        ];
+        for (name, v) in positive {
+            if v == 0 {
+                return Err(ConfigError::Limit(format!("{name} must be at least 1")));
+            }
+        }
+        // The engine's metadata record stores version and tag lengths in 16 bits.
+        if l.max_version_size > u16::MAX as u32 || l.max_tag_size > u16::MAX as u32 {
+            return Err(ConfigError::Limit("max_version_size and max_tag_size must be below 65536".into()));
+        }
+        if l.max_value_size > i32::MAX as u32 / 2 || l.max_message_size > i32::MAX as u32 / 2 {
+            return Err(ConfigError::Limit("max_value_size and max_message_size must be below 1 GiB".into()));
+        }
+        if l.max_message_size < 1024 {
+            return Err(ConfigError::Limit("max_message_size must be at least 1024".into()));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_overrides_defaults_and_rejects_unknown_keys() {
+        let dir = tempfile_dir();
+        let path = dir.join("drive.toml");
+        std::fs::write(&path, "port = 9000\ncapacity_bytes = 1000000\n[limits]\nmax_key_size = 100\n").unwrap();
+        let c = DriveConfig::default().merge_file(&path).unwrap();
+        assert_eq!((c.port, c.capacity_bytes, c.limits.max_key_size), (9000, Some(1_000_000), 100));
+        assert_eq!(c.limits.max_value_size, spindle_proto::limits::MAX_VALUE_SIZE);
+
+        std::fs::write(&path, "prot = 9000\n").unwrap();
+        assert!(matches!(DriveConfig::default().merge_file(&path), Err(ConfigError::Parse { .. })));
+        std::fs::write(&path, "[limits]\nmax_key_size = 0\n").unwrap();
+        assert!(matches!(DriveConfig::default().merge_file(&path), Err(ConfigError::Limit(_))));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    fn tempfile_dir() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("spindle-config-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+}

@@ -1,0 +1,390 @@
+//! One client connection: the sign-on, a reader that authenticates and executes requests in
+//! arrival order, and a writer that signs, frames and batches responses.
+//!
+//! Requests are executed one after another (so a pipelined put-then-get sees its own put), but
+//! a WRITETHROUGH write does not hold up the next request: its response waits for the group
+//! commit on the side, so one connection's pipelined writes share fsyncs too.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use prost::Message as _;
+use spindle_proto::pb::command::{self, Body, Header, Status};
+use spindle_proto::pb::message::{AuthType, HmaCauth};
+use spindle_proto::pb::{Command, Message};
+use spindle_proto::{encode_frame_head, response_type, FrameError, FrameHeader, MessageType, StatusCode, HEADER_LEN};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+
+use crate::handler::{self, Reply};
+use crate::state::DriveState;
+
+/// A value over maxValueSize but under this is read and thrown away so the client gets an
+/// INVALID_REQUEST for its request; anything larger closes the connection at once.
+pub const MAX_DISCARDED_VALUE: u32 = 64 * 1024 * 1024;
+/// Read buffer per connection.
+const READ_BUFFER: usize = 64 * 1024;
+/// Write buffer per connection; larger values bypass it.
+const WRITE_BUFFER: usize = 256 * 1024;
+
+/// How a response is authenticated.
+enum Auth {
+    /// Signed with the requesting identity's key.
+    Hmac { identity: i64, key: Bytes },
+    /// Sent unsigned with HMACAUTH (the identity was unknown, so there is no key to sign with).
+    Unsigned { identity: i64 },
+    /// The drive speaking on its own: sign-on, termination notices.
+    Unsolicited,
+    /// Answer to a PIN-authenticated request: PINAUTH, no HMAC.
+    Pin,
+}
+
+struct Outgoing {
+    auth: Auth,
+    command: Command,
+    value: Bytes,
+    /// Released once the response is handed to the socket: bounds requests in flight.
+    _permit: Option<OwnedSemaphorePermit>,
+}
+
+/// Why a connection is being closed by the drive.
+#[derive(Debug)]
+enum Close {
+    /// The peer hung up between frames.
+    Eof,
+    /// Tell the peer why (CONNECTION_TERMINATED), then close.
+    Terminate(String),
+    /// The stream broke; nothing can be sent.
+    Broken(String),
+}
+
+pub async fn serve<S>(state: Arc<DriveState>, stream: S, peer: SocketAddr)
+where
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
+    let connection_id = state.new_connection_id();
+    let (rd, wr) = tokio::io::split(stream);
+    let (tx, rx) = mpsc::unbounded_channel();
+    let writer = tokio::spawn(write_loop(wr, rx));
+
+    let _ = tx.send(Outgoing { auth: Auth::Unsolicited, command: sign_on(&state, connection_id), value: Bytes::new(), _permit: None });
+    let mut conn = Connection {
+        state: state.clone(),
+        tx,
+        connection_id,
+        last_sequence: None,
+        reads: Arc::new(Semaphore::new(state.config.limits.max_outstanding_read_requests as usize)),
+        writes: Arc::new(Semaphore::new(state.config.limits.max_outstanding_write_requests as usize)),
+    };
+    let close = conn.run(rd).await;
+    match &close {
+        Close::Eof => tracing::debug!(%peer, connection_id, "connection closed by peer"),
+        Close::Terminate(reason) => {
+            state.event(format!("closing connection {connection_id} from {peer}: {reason}"));
+            conn.send_unsolicited(StatusCode::ConnectionTerminated, reason.clone());
+        }
+        Close::Broken(reason) => tracing::debug!(%peer, connection_id, "connection broken: {reason}"),
+    }
+    drop(conn);
+    let _ = writer.await;
+}
+
+/// The unsolicited status a client waits for before its first request.
+fn sign_on(state: &DriveState, connection_id: i64) -> Command {
+    Command {
+        header: Some(Header {
+            connection_id: Some(connection_id),
+            cluster_version: Some(state.cluster_version()),
+            ..Header::default()
+        }),
+        body: Some(Body {
+            get_log: Some(command::GetLog {
+                configuration: Some(crate::getlog::configuration(state)),
+                limits: Some(state.config.limits.to_proto()),
+                ..command::GetLog::default()
+            }),
+            ..Body::default()
+        }),
+        status: Some(Status { code: Some(StatusCode::Success as i32), ..Status::default() }),
+    }
+}
+
+/// Sent to a connection refused because the drive already has maxConnections.
+pub async fn refuse<S: AsyncWrite + Unpin>(mut stream: S, state: &DriveState, reason: &str) {
+    let mut command = sign_on(state, state.new_connection_id());
+    command.body = None;
+    command.status = Some(Status {
+        code: Some(StatusCode::ConnectionTerminated as i32),
+        status_message: Some(reason.into()),
+        ..Status::default()
+    });
+    let mut buf = BytesMut::new();
+    encode_outgoing(&Outgoing { auth: Auth::Unsolicited, command, value: Bytes::new(), _permit: None }, &mut buf);
+    let _ = stream.write_all(&buf).await;
+    let _ = stream.shutdown().await;
+}
+
+struct Connection {
+    state: Arc<DriveState>,
+    tx: mpsc::UnboundedSender<Outgoing>,
+    connection_id: i64,
+    last_sequence: Option<i64>,
+    reads: Arc<Semaphore>,
+    writes: Arc<Semaphore>,
+}
+
+/// One frame off the wire.
+enum Incoming {
+    Frame { message: Bytes, value: Bytes },
+    /// The value exceeded maxValueSize and was skipped.
+    OversizeValue { message: Bytes, len: u32 },
+}
+
+impl Connection {
+    async fn run<R: AsyncRead + Unpin>(&mut self, rd: R) -> Close {
+        let mut reader = BufReader::with_capacity(READ_BUFFER, rd);
+        loop {
+            let incoming = match self.read_frame(&mut reader).await {
+                Ok(Some(i)) => i,
+                Ok(None) => return Close::Eof,
+                Err(close) => return close,
+            };
+            let (message, value, oversize) = match incoming {
+                Incoming::Frame { message, value } => (message, value, None),
+                Incoming::OversizeValue { message, len } => (message, Bytes::new(), Some(len)),
+            };
+            if let Err(close) = self.handle_frame(&message, value, oversize).await {
+                return close;
+            }
+        }
+    }
+
+    async fn read_frame<R: AsyncRead + Unpin>(&self, r: &mut R) -> Result<Option<Incoming>, Close> {
+        let limits = &self.state.config.limits;
+        let mut raw = [0u8; HEADER_LEN];
+        match r.read(&mut raw[..1]).await {
+            Ok(0) => return Ok(None),
+            Ok(_) => {}
+            Err(e) => return Err(Close::Broken(e.to_string())),
+        }
+        r.read_exact(&mut raw[1..]).await.map_err(|_| Close::Broken(FrameError::Truncated.to_string()))?;
+        let header = FrameHeader::parse(&raw, limits.max_message_size, MAX_DISCARDED_VALUE.max(limits.max_value_size))
+            .map_err(|e| Close::Terminate(e.to_string()))?;
+        let mut message = BytesMut::with_capacity(header.message_len as usize);
+        read_exactly(r, &mut message, header.message_len as usize).await?;
+        if header.value_len > limits.max_value_size {
+            let mut skip = r.take(header.value_len as u64);
+            let skipped = tokio::io::copy(&mut skip, &mut tokio::io::sink()).await.map_err(|e| Close::Broken(e.to_string()))?;
+            if skipped != header.value_len as u64 {
+                return Err(Close::Broken(FrameError::Truncated.to_string()));
+            }
+            return Ok(Some(Incoming::OversizeValue { message: message.freeze(), len: header.value_len }));
+        }
+        let mut value = BytesMut::with_capacity(header.value_len as usize);
+        read_exactly(r, &mut value, header.value_len as usize).await?;
+        Ok(Some(Incoming::Frame { message: message.freeze(), value: value.freeze() }))
+    }
+
+    async fn handle_frame(&mut self, raw_message: &[u8], value: Bytes, oversize: Option<u32>) -> Result<(), Close> {
+        let message = Message::decode(raw_message).map_err(|e| Close::Terminate(format!("undecodable message: {e}")))?;
+        let auth_type = message.auth_type.and_then(|a| AuthType::try_from(a).ok());
+        let command_bytes = message.command_bytes.clone().unwrap_or_default();
+        let command = Command::decode(&command_bytes[..]).map_err(|e| Close::Terminate(format!("undecodable command: {e}")))?;
+        let header = command.header.clone().unwrap_or_default();
+
+        match auth_type {
+            Some(AuthType::Hmacauth) => {}
+            Some(AuthType::Pinauth) => {
+                // PIN operations are authenticated by PIN and answered without an HMAC.
+                let reply = Reply::error(StatusCode::InvalidRequest, "PIN operations are only accepted over TLS, which this drive does not serve");
+                self.respond(Auth::Pin, &header, reply, None);
+                return Ok(());
+            }
+            _ => return Err(Close::Terminate(format!("unsupported authType {:?}", message.auth_type))),
+        }
+
+        let hmac_auth = message.hmac_auth.clone().unwrap_or_default();
+        let identity = hmac_auth.identity.unwrap_or_default();
+        let key = self.state.security.read().identity(identity).map(|i| i.hmac_key.clone());
+        let Some(key) = key else {
+            let reply = Reply::error(StatusCode::HmacFailure, format!("unknown identity {identity}"));
+            self.respond(Auth::Unsigned { identity }, &header, reply, None);
+            return Ok(());
+        };
+        let auth = || Auth::Hmac { identity, key: key.clone() };
+        if !spindle_proto::hmac::verify(&key, &command_bytes, &hmac_auth.hmac.clone().unwrap_or_default()) {
+            let reply = Reply::error(StatusCode::HmacFailure, "HMAC does not match the identity's key");
+            self.respond(auth(), &header, reply, None);
+            return Ok(());
+        }
+
+        let (Some(sequence), Some(raw_type)) = (header.sequence, header.message_type) else {
+            let reply = Reply::error(StatusCode::HeaderRequired, "a header with sequence and messageType is required");
+            self.respond(auth(), &header, reply, None);
+            return Ok(());
+        };
+        let early = if header.connection_id.is_some_and(|c| c != self.connection_id) {
+            Some(Reply::error(StatusCode::InvalidRequest, format!("connectionID must be {}", self.connection_id)))
+        } else if self.last_sequence.is_some_and(|last| sequence <= last) {
+            Some(Reply::error(StatusCode::InvalidRequest, "sequence must increase on every request of a connection"))
+        } else if header.cluster_version.unwrap_or(0) != self.state.cluster_version() {
+            Some(Reply::error(StatusCode::VersionFailure, format!("cluster version is {}", self.state.cluster_version())))
+        } else if let Some(len) = oversize {
+            Some(Reply::error(
+                StatusCode::InvalidRequest,
+                format!("value of {len} bytes exceeds maxValueSize {}", self.state.config.limits.max_value_size),
+            ))
+        } else if header.batch_id.is_some() {
+            Some(Reply::error(StatusCode::InvalidBatch, "batches are not supported by this drive"))
+        } else {
+            None
+        };
+        if sequence > self.last_sequence.unwrap_or(i64::MIN) {
+            self.last_sequence = Some(sequence);
+        }
+        if let Some(reply) = early {
+            self.respond(auth(), &header, reply, None);
+            return Ok(());
+        }
+        let kind = match MessageType::try_from(raw_type) {
+            Ok(k) if response_type(raw_type).is_some() => k,
+            _ => {
+                let reply = Reply::error(StatusCode::InvalidRequest, format!("unknown message type {raw_type}"));
+                self.respond(auth(), &header, reply, None);
+                return Ok(());
+            }
+        };
+
+        let is_write = matches!(kind, MessageType::Put | MessageType::Delete | MessageType::Flushalldata);
+        let permits = if is_write { &self.writes } else { &self.reads };
+        let permit = permits.clone().acquire_owned().await.map_err(|_| Close::Broken("semaphore closed".into()))?;
+        let value_in = value.len();
+        let reply = handler::execute(&self.state, kind, command.body, value).await;
+        self.state.stats.record(raw_type, value_in + reply.value.len());
+        self.respond(auth(), &header, reply, Some(permit));
+        Ok(())
+    }
+
+    /// Addresses a reply to the request `header` and queues it, after the group commit when
+    /// the reply must wait for durability.
+    fn respond(&self, auth: Auth, header: &Header, reply: Reply, permit: Option<OwnedSemaphorePermit>) {
+        let response_header = Header {
+            ack_sequence: header.sequence,
+            message_type: header.message_type.and_then(response_type).map(|t| t as i32),
+            connection_id: Some(self.connection_id),
+            cluster_version: Some(self.state.cluster_version()),
+            ..Header::default()
+        };
+        let status = Status {
+            code: Some(reply.status as i32),
+            status_message: (!reply.message.is_empty()).then(|| reply.message.clone()),
+            ..Status::default()
+        };
+        let outgoing = Outgoing {
+            auth,
+            command: Command { header: Some(response_header), body: reply.body, status: Some(status) },
+            value: reply.value,
+            _permit: permit,
+        };
+        if !reply.wait_durable {
+            let _ = self.tx.send(outgoing);
+            return;
+        }
+        let tx = self.tx.clone();
+        let mut outgoing = outgoing;
+        self.state.engine.when_durable(Box::new(move |result| {
+            if let Err(e) = result {
+                let code = match e {
+                    spindle_engine::Error::NoSpace => StatusCode::NoSpace,
+                    _ => StatusCode::InternalError,
+                };
+                outgoing.command.status = Some(Status {
+                    code: Some(code as i32),
+                    status_message: Some(format!("write not made durable: {e}")),
+                    ..Status::default()
+                });
+            }
+            let _ = tx.send(outgoing);
+        }));
+    }
+
+    fn send_unsolicited(&self, code: StatusCode, message: String) {
+        let command = Command {
+            header: Some(Header { connection_id: Some(self.connection_id), ..Header::default() }),
+            body: None,
+            status: Some(Status { code: Some(code as i32), status_message: Some(message), ..Status::default() }),
+        };
+        let _ = self.tx.send(Outgoing { auth: Auth::Unsolicited, command, value: Bytes::new(), _permit: None });
+    }
+}
+
+/// Reads exactly `len` bytes into `buf` without zero-filling it first.
+async fn read_exactly<R: AsyncRead + Unpin>(r: &mut R, buf: &mut BytesMut, len: usize) -> Result<(), Close> {
+    while buf.len() < len {
+        let want = len - buf.len();
+        let mut limited = (&mut *buf).limit(want);
+        match r.read_buf(&mut limited).await {
+            Ok(0) => return Err(Close::Broken(FrameError::Truncated.to_string())),
+            Ok(_) => {}
+            Err(e) => return Err(Close::Broken(e.to_string())),
+        }
+    }
+    Ok(())
+}
+
+fn encode_outgoing(o: &Outgoing, out: &mut BytesMut) {
+    let command_bytes = Bytes::from(o.command.encode_to_vec());
+    let message = match &o.auth {
+        Auth::Hmac { identity, key } => Message {
+            auth_type: Some(AuthType::Hmacauth as i32),
+            hmac_auth: Some(HmaCauth {
+                identity: Some(*identity),
+                hmac: Some(Bytes::copy_from_slice(&spindle_proto::hmac::sign(key, &command_bytes))),
+            }),
+            pin_auth: None,
+            command_bytes: Some(command_bytes),
+        },
+        Auth::Unsigned { identity } => Message {
+            auth_type: Some(AuthType::Hmacauth as i32),
+            hmac_auth: Some(HmaCauth { identity: Some(*identity), hmac: None }),
+            pin_auth: None,
+            command_bytes: Some(command_bytes),
+        },
+        Auth::Pin => Message {
+            auth_type: Some(AuthType::Pinauth as i32),
+            hmac_auth: None,
+            pin_auth: None,
+            command_bytes: Some(command_bytes),
+        },
+        Auth::Unsolicited => Message {
+            auth_type: Some(AuthType::Unsolicitedstatus as i32),
+            hmac_auth: None,
+            pin_auth: None,
+            command_bytes: Some(command_bytes),
+        },
+    };
+    // The value is written separately (see write_loop) so large values are not copied.
+    encode_frame_head(&message, o.value.len() as u32, out);
+}
+
+async fn write_loop<W: AsyncWrite + Unpin>(wr: W, mut rx: mpsc::UnboundedReceiver<Outgoing>) {
+    let mut out = BufWriter::with_capacity(WRITE_BUFFER, wr);
+    let mut scratch = BytesMut::with_capacity(4096);
+    while let Some(first) = rx.recv().await {
+        let mut next = Some(first);
+        while let Some(o) = next {
+            scratch.clear();
+            encode_outgoing(&o, &mut scratch);
+            if out.write_all(&scratch).await.is_err() || out.write_all(&o.value).await.is_err() {
+                return;
+            }
+            drop(o);
+            next = rx.try_recv().ok();
+        }
+        if out.flush().await.is_err() {
+            return;
+        }
+    }
+    let _ = out.shutdown().await;
+}

@@ -1,0 +1,143 @@
+//! GETLOG: the drive describing itself with real figures.
+
+use bytes::Bytes;
+use spindle_proto::pb::command::get_log::{self, Type};
+use spindle_proto::pb::command;
+use spindle_proto::pb::command::PowerLevel;
+use spindle_proto::{StatusCode, PROTOCOL_VERSION};
+
+use crate::state::DriveState;
+
+/// Vendor-specific device logs served under GETLOG DEVICE.
+pub const DEVICE_LOG_ENGINE: &str = "com.spindle:engine";
+
+/// Name reported when the machine exposes no temperature sensor.
+pub const NO_TEMPERATURE_SENSOR: &str = "none: this machine exposes no temperature sensor";
+
+/// The configuration block (also part of the sign-on message).
+pub fn configuration(state: &DriveState) -> get_log::Configuration {
+    let listen = state.config.listen;
+    let (v4, v6) = match listen {
+        std::net::IpAddr::V4(a) => (Some(Bytes::copy_from_slice(&a.octets())), None),
+        std::net::IpAddr::V6(a) => (None, Some(Bytes::copy_from_slice(&a.octets()))),
+    };
+    get_log::Configuration {
+        vendor: Some("Spindle".into()),
+        model: Some("spindle-drive".into()),
+        serial_number: Some(state.serial_number.clone()),
+        world_wide_name: Some(state.world_wide_name.clone()),
+        version: Some(env!("CARGO_PKG_VERSION").into()),
+        compilation_date: Some(env!("SPINDLE_BUILD_DATE").into()),
+        source_hash: Some(env!("SPINDLE_SOURCE_HASH").into()),
+        protocol_version: Some(PROTOCOL_VERSION.into()),
+        protocol_compilation_date: Some(env!("SPINDLE_BUILD_DATE").into()),
+        protocol_source_hash: Some(env!("SPINDLE_SOURCE_HASH").into()),
+        interface: vec![get_log::configuration::Interface {
+            name: Some(listen.to_string()),
+            mac: None,
+            ipv4_address: v4,
+            ipv6_address: v6,
+        }],
+        port: Some(state.port as i32),
+        tls_port: Some(state.tls_port as i32),
+        current_power_level: Some(PowerLevel::Operational as i32),
+    }
+}
+
+/// Fills a GETLOG response for the requested types. Returns the status, its message and the
+/// value section (DEVICE logs travel there).
+pub fn fill(state: &DriveState, requested: &command::GetLog, out: &mut command::GetLog) -> (StatusCode, String, Bytes) {
+    let mut message = String::new();
+    let mut value = Bytes::new();
+    out.types = requested.types.clone();
+    for &t in &requested.types {
+        match Type::try_from(t) {
+            Ok(Type::Utilizations) => {
+                out.utilizations = state
+                    .sampler
+                    .utilizations()
+                    .into_iter()
+                    .map(|u| get_log::Utilization { name: Some(u.name.into()), value: Some(u.value) })
+                    .collect();
+            }
+            Ok(Type::Temperatures) => {
+                let temps = crate::sysinfo::temperatures();
+                out.temperatures = if temps.is_empty() {
+                    message.push_str("no temperature sensor exposed by this machine; ");
+                    vec![get_log::Temperature {
+                        name: Some(NO_TEMPERATURE_SENSOR.into()),
+                        current: Some(f32::NAN),
+                        minimum: Some(f32::NAN),
+                        maximum: Some(f32::NAN),
+                        target: Some(f32::NAN),
+                    }]
+                } else {
+                    temps
+                        .into_iter()
+                        .map(|t| get_log::Temperature {
+                            name: Some(t.name),
+                            current: Some(t.celsius),
+                            minimum: Some(5.0),
+                            maximum: Some(100.0),
+                            target: Some(25.0),
+                        })
+                        .collect()
+                };
+            }
+            Ok(Type::Capacities) => {
+                let r = state.capacity.report(|| state.engine_disk_usage());
+                out.capacity = Some(get_log::Capacity {
+                    nominal_capacity_in_bytes: Some(r.nominal_bytes),
+                    portion_full: Some(r.portion_full),
+                });
+            }
+            Ok(Type::Configuration) => out.configuration = Some(configuration(state)),
+            Ok(Type::Statistics) => {
+                out.statistics = state
+                    .stats
+                    .snapshot()
+                    .into_iter()
+                    .map(|(t, count, bytes)| get_log::Statistics {
+                        message_type: Some(t as i32),
+                        count: Some(count),
+                        bytes: Some(bytes),
+                    })
+                    .collect();
+            }
+            Ok(Type::Messages) => out.messages = Some(state.event_log().into()),
+            Ok(Type::Limits) => out.limits = Some(state.config.limits.to_proto()),
+            Ok(Type::Device) => {
+                let name = requested.device.as_ref().and_then(|d| d.name.clone()).unwrap_or_default();
+                match device_log(state, &name) {
+                    Some(log) => {
+                        out.device = Some(get_log::Device { name: Some(name) });
+                        value = log;
+                    }
+                    None => {
+                        let shown = String::from_utf8_lossy(&name).into_owned();
+                        return (StatusCode::NotFound, format!("no device log named {shown:?}"), Bytes::new());
+                    }
+                }
+            }
+            Ok(Type::InvalidType) | Err(_) => {
+                return (StatusCode::InvalidRequest, format!("unknown GETLOG type {t}"), Bytes::new());
+            }
+        }
+    }
+    (StatusCode::Success, message.trim_end_matches("; ").to_string(), value)
+}
+
+fn device_log(state: &DriveState, name: &[u8]) -> Option<Bytes> {
+    if name != DEVICE_LOG_ENGINE.as_bytes() {
+        return None;
+    }
+    let doc = serde_json::json!({
+        "engine": format!("{:?}", state.config.engine).to_lowercase(),
+        "data_dir": state.config.data_dir.display().to_string(),
+        "disk_usage_bytes": state.engine.disk_usage(),
+        "approximate_entries": state.engine.approximate_len(),
+        "uptime_seconds": state.started.elapsed().as_secs_f64(),
+        "open_connections": state.open_connections.load(std::sync::atomic::Ordering::Relaxed),
+    });
+    Some(Bytes::from(doc.to_string()))
+}

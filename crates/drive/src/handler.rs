@@ -1,0 +1,275 @@
+//! Executes one authenticated command against the drive and builds its response.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use spindle_engine::{Check, Entry, Error as EngineError, KeyRange, Meta};
+use spindle_proto::pb::command::{self, Body, KeyValue, Range};
+use spindle_proto::{MessageType, StatusCode, Synchronization};
+
+use crate::state::DriveState;
+
+/// A response before it is addressed, signed and framed.
+pub struct Reply {
+    pub status: StatusCode,
+    pub message: String,
+    pub body: Option<Body>,
+    pub value: Bytes,
+    /// Answer only once every earlier write is durable (WRITETHROUGH, FLUSH, FLUSHALLDATA).
+    pub wait_durable: bool,
+}
+
+impl Reply {
+    pub fn ok(body: Option<Body>) -> Self {
+        Reply { status: StatusCode::Success, message: String::new(), body, value: Bytes::new(), wait_durable: false }
+    }
+
+    pub fn error(status: StatusCode, message: impl Into<String>) -> Self {
+        Reply { status, message: message.into(), body: None, value: Bytes::new(), wait_durable: false }
+    }
+}
+
+fn invalid(message: impl Into<String>) -> Reply {
+    Reply::error(StatusCode::InvalidRequest, message)
+}
+
+fn engine_error(e: EngineError) -> Reply {
+    match e {
+        EngineError::NotFound => Reply::error(StatusCode::NotFound, "key not found"),
+        EngineError::VersionMismatch => Reply::error(StatusCode::VersionMismatch, "stored version differs from dbVersion"),
+        EngineError::NoSpace => Reply::error(StatusCode::NoSpace, "the drive is full"),
+        EngineError::Corrupt(m) => Reply::error(StatusCode::PermDataError, m),
+        EngineError::Io(m) => Reply::error(StatusCode::InternalError, m),
+    }
+}
+
+/// Runs a request of type `kind`. `value` is the frame's value section.
+pub async fn execute(state: &Arc<DriveState>, kind: MessageType, body: Option<Body>, value: Bytes) -> Reply {
+    let body = body.unwrap_or_default();
+    match kind {
+        MessageType::Get => get(state, body.key_value.unwrap_or_default()),
+        MessageType::Getversion => get_version(state, body.key_value.unwrap_or_default()),
+        MessageType::Getnext => neighbour(state, body.key_value.unwrap_or_default(), true),
+        MessageType::Getprevious => neighbour(state, body.key_value.unwrap_or_default(), false),
+        MessageType::Getkeyrange => key_range(state, body.range.unwrap_or_default()),
+        MessageType::Put => put(state, body.key_value.unwrap_or_default(), value).await,
+        MessageType::Delete => delete(state, body.key_value.unwrap_or_default()).await,
+        MessageType::Noop => Reply::ok(None),
+        MessageType::Flushalldata => Reply { wait_durable: true, ..Reply::ok(None) },
+        MessageType::Getlog => {
+            let mut out = command::GetLog::default();
+            let (status, message, value) = crate::getlog::fill(state, &body.get_log.unwrap_or_default(), &mut out);
+            Reply { status, message, body: Some(Body { get_log: Some(out), ..Body::default() }), value, wait_durable: false }
+        }
+        MessageType::Setup
+        | MessageType::Security
+        | MessageType::Peer2peerpush
+        | MessageType::Pinop
+        | MessageType::Mediascan
+        | MessageType::Mediaoptimize
+        | MessageType::StartBatch
+        | MessageType::EndBatch
+        | MessageType::AbortBatch
+        | MessageType::SetPowerLevel => invalid(format!("{} is not supported by this drive", kind.as_str_name())),
+        _ => invalid(format!("{} is not a request message type", kind.as_str_name())),
+    }
+}
+
+/// Checks a key against the drive's limit; `allow_empty` for positional lookups
+/// (GETNEXT/GETPREVIOUS from the very start or end).
+fn check_key(state: &DriveState, key: &Option<Bytes>, allow_empty: bool) -> Result<Bytes, Reply> {
+    let key = key.clone().unwrap_or_default();
+    if key.is_empty() && !allow_empty {
+        return Err(invalid("a key is required"));
+    }
+    let max = state.config.limits.max_key_size as usize;
+    if key.len() > max {
+        return Err(invalid(format!("key of {} bytes exceeds maxKeySize {max}", key.len())));
+    }
+    Ok(key)
+}
+
+fn check_version(state: &DriveState, name: &str, v: &Option<Bytes>) -> Result<Bytes, Reply> {
+    let v = v.clone().unwrap_or_default();
+    let max = state.config.limits.max_version_size as usize;
+    if v.len() > max {
+        return Err(invalid(format!("{name} of {} bytes exceeds maxVersionSize {max}", v.len())));
+    }
+    Ok(v)
+}
+
+fn metadata_kv(key: Bytes, meta: &Meta) -> KeyValue {
+    KeyValue {
+        key: Some(key),
+        db_version: Some(meta.version.clone()),
+        tag: Some(meta.tag.clone()),
+        algorithm: meta.algorithm,
+        ..KeyValue::default()
+    }
+}
+
+fn entry_reply(entry: Entry, with_value: bool) -> Reply {
+    let kv = metadata_kv(entry.key, &entry.meta);
+    let mut reply = Reply::ok(Some(Body { key_value: Some(kv), ..Body::default() }));
+    if with_value {
+        reply.value = entry.value;
+    }
+    reply
+}
+
+fn get(state: &DriveState, kv: KeyValue) -> Reply {
+    let key = match check_key(state, &kv.key, false) {
+        Ok(k) => k,
+        Err(r) => return r,
+    };
+    if kv.metadata_only.unwrap_or(false) {
+        return match state.engine.get_meta(&key) {
+            Ok(Some(meta)) => Reply::ok(Some(Body { key_value: Some(metadata_kv(key, &meta)), ..Body::default() })),
+            Ok(None) => engine_error(EngineError::NotFound),
+            Err(e) => engine_error(e),
+        };
+    }
+    match state.engine.get(&key) {
+        Ok(Some(entry)) => entry_reply(entry, true),
+        Ok(None) => engine_error(EngineError::NotFound),
+        Err(e) => engine_error(e),
+    }
+}
+
+fn get_version(state: &DriveState, kv: KeyValue) -> Reply {
+    let key = match check_key(state, &kv.key, false) {
+        Ok(k) => k,
+        Err(r) => return r,
+    };
+    match state.engine.get_meta(&key) {
+        Ok(Some(meta)) => Reply::ok(Some(Body {
+            key_value: Some(KeyValue { db_version: Some(meta.version), ..KeyValue::default() }),
+            ..Body::default()
+        })),
+        Ok(None) => engine_error(EngineError::NotFound),
+        Err(e) => engine_error(e),
+    }
+}
+
+fn neighbour(state: &DriveState, kv: KeyValue, forward: bool) -> Reply {
+    let key = match check_key(state, &kv.key, true) {
+        Ok(k) => k,
+        Err(r) => return r,
+    };
+    let found = if forward { state.engine.next(&key) } else { state.engine.previous(&key) };
+    match found {
+        Ok(Some(entry)) => entry_reply(entry, !kv.metadata_only.unwrap_or(false)),
+        Ok(None) => engine_error(EngineError::NotFound),
+        Err(e) => engine_error(e),
+    }
+}
+
+fn key_range(state: &DriveState, range: Range) -> Reply {
+    let limit = state.config.limits.max_key_range_count;
+    let max = match range.max_returned {
+        None => limit,
+        Some(n) if n < 1 => return invalid(format!("maxReturned must be at least 1, got {n}")),
+        Some(n) if n as u32 > limit => {
+            return invalid(format!("maxReturned {n} exceeds maxKeyRangeCount {limit}"));
+        }
+        Some(n) => n as u32,
+    };
+    let start = match check_key(state, &range.start_key, true) {
+        Ok(k) => k,
+        Err(r) => return r,
+    };
+    let end = match &range.end_key {
+        None => None,
+        Some(_) => match check_key(state, &range.end_key, true) {
+            Ok(k) => Some(k),
+            Err(r) => return r,
+        },
+    };
+    let query = KeyRange {
+        start,
+        start_inclusive: range.start_key_inclusive.unwrap_or(false),
+        end,
+        end_inclusive: range.end_key_inclusive.unwrap_or(false),
+        reverse: range.reverse.unwrap_or(false),
+        max: max as usize,
+    };
+    match state.engine.keys(&query) {
+        Ok(keys) => Reply::ok(Some(Body { range: Some(Range { keys, ..Range::default() }), ..Body::default() })),
+        Err(e) => engine_error(e),
+    }
+}
+
+/// WRITETHROUGH when absent: the safe reading of a request that did not say.
+fn synchronization(kv: &KeyValue) -> Result<Synchronization, Reply> {
+    match kv.synchronization {
+        None => Ok(Synchronization::Writethrough),
+        Some(s) => match Synchronization::try_from(s) {
+            Ok(Synchronization::InvalidSynchronization) | Err(_) => Err(invalid(format!("invalid synchronization {s}"))),
+            Ok(s) => Ok(s),
+        },
+    }
+}
+
+fn write_check(state: &DriveState, kv: &KeyValue) -> Result<Check, Reply> {
+    if kv.force.unwrap_or(false) {
+        // Still validate the size of a version the client sent.
+        check_version(state, "dbVersion", &kv.db_version)?;
+        Ok(Check::Force)
+    } else {
+        Ok(Check::Version(check_version(state, "dbVersion", &kv.db_version)?))
+    }
+}
+
+async fn put(state: &Arc<DriveState>, kv: KeyValue, value: Bytes) -> Reply {
+    let prepared = (|| {
+        let key = check_key(state, &kv.key, false)?;
+        let version = check_version(state, "newVersion", &kv.new_version)?;
+        let tag = kv.tag.clone().unwrap_or_default();
+        let max_tag = state.config.limits.max_tag_size as usize;
+        if tag.len() > max_tag {
+            return Err(invalid(format!("tag of {} bytes exceeds maxTagSize {max_tag}", tag.len())));
+        }
+        let max_value = state.config.limits.max_value_size as usize;
+        if value.len() > max_value {
+            return Err(invalid(format!("value of {} bytes exceeds maxValueSize {max_value}", value.len())));
+        }
+        let sync = synchronization(&kv)?;
+        let check = write_check(state, &kv)?;
+        let footprint = (key.len() + value.len() + version.len() + tag.len()) as u64;
+        if !state.capacity.admit(footprint, || state.engine_disk_usage()) {
+            return Err(Reply::error(StatusCode::NoSpace, "the drive is full"));
+        }
+        Ok((key, Meta { version, tag, algorithm: kv.algorithm, ..Meta::default() }, sync, check))
+    })();
+    let (key, meta, sync, check) = match prepared {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let engine = state.engine.clone();
+    let result = tokio::task::spawn_blocking(move || engine.put(&key, value, meta, check)).await;
+    finish_write(result, sync)
+}
+
+async fn delete(state: &Arc<DriveState>, kv: KeyValue) -> Reply {
+    let prepared = (|| Ok((check_key(state, &kv.key, false)?, synchronization(&kv)?, write_check(state, &kv)?)))();
+    let (key, sync, check) = match prepared {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let engine = state.engine.clone();
+    let result = tokio::task::spawn_blocking(move || engine.delete(&key, check)).await;
+    finish_write(result, sync)
+}
+
+fn finish_write(result: Result<spindle_engine::Result<()>, tokio::task::JoinError>, sync: Synchronization) -> Reply {
+    match result {
+        Ok(Ok(())) => Reply { wait_durable: sync != Synchronization::Writeback, ..Reply::ok(None) },
+        Ok(Err(e)) => {
+            // FLUSH still makes earlier writes durable even when this one failed its check.
+            let mut reply = engine_error(e);
+            reply.wait_durable = sync == Synchronization::Flush;
+            reply
+        }
+        Err(e) => Reply::error(StatusCode::InternalError, format!("write task failed: {e}")),
+    }
+}

@@ -1,0 +1,111 @@
+//! Opening a drive: the engine, the persistent drive identity and the listener.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use spindle_engine::{Engine, FjallEngine, FjallOptions, MemEngine};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::config::{DriveConfig, EngineKind};
+use crate::state::DriveState;
+use crate::DriveError;
+
+/// File in the data directory holding the drive's serial number.
+const SERIAL_FILE: &str = "serial-number";
+/// Folder in the data directory holding the engine's files.
+const ENGINE_DIR: &str = "engine";
+
+/// A drive that is accepting connections.
+pub struct RunningDrive {
+    pub local_addr: SocketAddr,
+    pub state: Arc<DriveState>,
+    stop: watch::Sender<bool>,
+    accept: JoinHandle<()>,
+}
+
+impl RunningDrive {
+    /// Stops accepting, makes every acknowledged write durable and returns.
+    pub async fn shutdown(self) -> Result<(), DriveError> {
+        let _ = self.stop.send(true);
+        let _ = self.accept.await;
+        let engine = self.state.engine.clone();
+        tokio::task::spawn_blocking(move || engine.sync())
+            .await
+            .map_err(|e| DriveError::Io(std::io::Error::other(e.to_string())))??;
+        self.state.event("drive stopped".into());
+        Ok(())
+    }
+}
+
+/// Reads the drive's serial number, creating one on first start.
+fn serial_number(config: &DriveConfig) -> Result<Bytes, DriveError> {
+    let path = config.data_dir.join(SERIAL_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(s) if !s.trim().is_empty() => Ok(Bytes::from(s.trim().to_string())),
+        _ => {
+            let serial: String = (0..16).map(|_| format!("{:X}", rand::random::<u8>() % 16)).collect();
+            let tmp = path.with_extension("tmp");
+            std::fs::write(&tmp, &serial)?;
+            std::fs::rename(&tmp, &path)?;
+            Ok(Bytes::from(serial))
+        }
+    }
+}
+
+pub async fn start(config: DriveConfig) -> Result<RunningDrive, DriveError> {
+    config.validate()?;
+    std::fs::create_dir_all(&config.data_dir)?;
+    let engine: Arc<dyn Engine> = match config.engine {
+        EngineKind::Fjall => {
+            let mut options = FjallOptions::new(config.data_dir.join(ENGINE_DIR));
+            options.cache_size = config.cache_bytes;
+            tokio::task::spawn_blocking(move || FjallEngine::open(options))
+                .await
+                .map_err(|e| DriveError::Io(std::io::Error::other(e.to_string())))??
+        }
+        EngineKind::Memory => MemEngine::new(),
+    };
+    let serial = serial_number(&config)?;
+    let listener = TcpListener::bind((config.listen, config.port)).await?;
+    let local_addr = listener.local_addr()?;
+    let state = DriveState::new(config, engine, serial, local_addr.port());
+    state.event(format!("drive listening on {local_addr} ({:?} engine)", state.config.engine));
+    let (stop, stopped) = watch::channel(false);
+    let accept = tokio::spawn(accept_loop(listener, state.clone(), stopped));
+    Ok(RunningDrive { local_addr, state, stop, accept })
+}
+
+async fn accept_loop(listener: TcpListener, state: Arc<DriveState>, mut stopped: watch::Receiver<bool>) {
+    loop {
+        let (stream, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(conn) => conn,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stopped.changed() => return,
+        };
+        tokio::spawn(admit(stream, peer, state.clone()));
+    }
+}
+
+async fn admit(stream: TcpStream, peer: SocketAddr, state: Arc<DriveState>) {
+    let _ = stream.set_nodelay(true);
+    let max = state.config.limits.max_connections;
+    if state.open_connections.fetch_add(1, Ordering::AcqRel) >= max {
+        state.open_connections.fetch_sub(1, Ordering::AcqRel);
+        state.event(format!("refused connection from {peer}: maxConnections {max} reached"));
+        crate::connection::refuse(stream, &state, &format!("the drive already has maxConnections ({max}) connections")).await;
+        return;
+    }
+    crate::connection::serve(state.clone(), stream, peer).await;
+    state.open_connections.fetch_sub(1, Ordering::AcqRel);
+}

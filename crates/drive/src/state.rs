@@ -1,0 +1,96 @@
+//! Everything the connections of one drive share.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use parking_lot::{Mutex, RwLock};
+use spindle_engine::Engine;
+
+use crate::capacity::Capacity;
+use crate::config::DriveConfig;
+use crate::security::Security;
+use crate::stats::Statistics;
+use crate::sysinfo::SystemSampler;
+
+/// Lines kept for GETLOG MESSAGES.
+const EVENT_LOG_LINES: usize = 200;
+
+pub struct DriveState {
+    pub config: DriveConfig,
+    pub engine: Arc<dyn Engine>,
+    pub security: RwLock<Security>,
+    pub cluster_version: AtomicI64,
+    pub stats: Statistics,
+    pub capacity: Capacity,
+    pub sampler: SystemSampler,
+    pub serial_number: Bytes,
+    pub world_wide_name: Bytes,
+    pub started: Instant,
+    pub port: u16,
+    pub tls_port: u16,
+    next_connection_id: AtomicI64,
+    pub open_connections: AtomicU32,
+    events: Mutex<VecDeque<String>>,
+}
+
+impl DriveState {
+    pub fn new(config: DriveConfig, engine: Arc<dyn Engine>, serial: Bytes, port: u16) -> Arc<Self> {
+        let millis = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(1);
+        let world_wide_name = Bytes::from(format!("5000c50{}", String::from_utf8_lossy(&serial[..serial.len().min(9)])));
+        Arc::new(DriveState {
+            capacity: Capacity::new(&config.data_dir, config.capacity_bytes, config.reserved_bytes),
+            sampler: SystemSampler::new(&config.data_dir),
+            tls_port: config.tls_port,
+            config,
+            engine,
+            security: RwLock::new(Security::default()),
+            cluster_version: AtomicI64::new(0),
+            stats: Statistics::default(),
+            serial_number: serial,
+            world_wide_name,
+            started: Instant::now(),
+            port,
+            next_connection_id: AtomicI64::new(millis),
+            open_connections: AtomicU32::new(0),
+            events: Mutex::new(VecDeque::new()),
+        })
+    }
+
+    /// A connection id unique for this drive's lifetime (wall-clock milliseconds at start,
+    /// then counting up, like the reference drive).
+    pub fn new_connection_id(&self) -> i64 {
+        self.next_connection_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub fn cluster_version(&self) -> i64 {
+        self.cluster_version.load(Ordering::Acquire)
+    }
+
+    /// Records a notable event for GETLOG MESSAGES (and the log).
+    pub fn event(&self, line: String) {
+        tracing::info!("{line}");
+        let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        let mut events = self.events.lock();
+        if events.len() == EVENT_LOG_LINES {
+            events.pop_front();
+        }
+        events.push_back(format!("{secs} {line}"));
+    }
+
+    pub fn event_log(&self) -> Vec<u8> {
+        let events = self.events.lock();
+        let mut out = Vec::new();
+        for line in events.iter() {
+            out.extend_from_slice(line.as_bytes());
+            out.push(b'\n');
+        }
+        out
+    }
+
+    pub fn engine_disk_usage(&self) -> u64 {
+        self.engine.disk_usage()
+    }
+}
