@@ -81,7 +81,10 @@ struct Shared {
     sign_on: Command,
     /// Sequence numbers and the send queue under one lock: wire order = sequence order.
     sender: Mutex<Sender>,
-    pending: Mutex<Pending>,
+    /// Shared with the reader task, which must not keep the connection alive by itself: when
+    /// the last `Client` clone drops, the sender drops, the writer shuts the socket down, and
+    /// the reader sees the drive close.
+    pending: Arc<Mutex<Pending>>,
 }
 
 struct Sender {
@@ -137,10 +140,10 @@ impl Client {
             connection_id,
             sign_on,
             sender: Mutex::new(Sender { next_sequence: 1, frames }),
-            pending: Mutex::new(Pending::default()),
+            pending: Arc::new(Mutex::new(Pending::default())),
         });
         tokio::spawn(write_loop(wr, queue));
-        tokio::spawn(read_loop(rd, decoder, buf, shared.clone()));
+        tokio::spawn(read_loop(rd, decoder, buf, shared.pending.clone(), shared.config.hmac_key.clone()));
         Ok(Client { shared })
     }
 
@@ -350,7 +353,7 @@ async fn read_frame(
     }
 }
 
-async fn read_loop(mut rd: OwnedReadHalf, mut decoder: FrameDecoder, mut buf: BytesMut, shared: Arc<Shared>) {
+async fn read_loop(mut rd: OwnedReadHalf, mut decoder: FrameDecoder, mut buf: BytesMut, pending: Arc<Mutex<Pending>>, hmac_key: Bytes) {
     let reason = loop {
         let frame = match read_frame(&mut rd, &mut decoder, &mut buf).await {
             Ok(Some(f)) => f,
@@ -373,12 +376,12 @@ async fn read_loop(mut rd: OwnedReadHalf, mut decoder: FrameDecoder, mut buf: By
         let Some(ack) = command.header.as_ref().and_then(|h| h.ack_sequence) else {
             break "response without ackSequence".to_string();
         };
-        let Some(waiter) = shared.pending.lock().waiters.remove(&ack) else {
+        let Some(waiter) = pending.lock().waiters.remove(&ack) else {
             tracing::warn!(ack, "response to no pending request");
             continue;
         };
         let hmac = frame.message.hmac_auth.as_ref().and_then(|h| h.hmac.clone()).unwrap_or_default();
-        let result = if spindle_proto::hmac::verify(&shared.config.hmac_key, &command_bytes, &hmac) {
+        let result = if spindle_proto::hmac::verify(&hmac_key, &command_bytes, &hmac) {
             Ok(Response { command, value: frame.value })
         } else {
             Err(ClientError::BadResponseHmac)
@@ -386,7 +389,7 @@ async fn read_loop(mut rd: OwnedReadHalf, mut decoder: FrameDecoder, mut buf: By
         let _ = waiter.send(result);
     };
     let waiters = {
-        let mut pending = shared.pending.lock();
+        let mut pending = pending.lock();
         pending.closed = Some(reason.clone());
         std::mem::take(&mut pending.waiters)
     };
@@ -409,4 +412,6 @@ async fn write_loop(wr: OwnedWriteHalf, mut queue: mpsc::UnboundedReceiver<Bytes
             return;
         }
     }
+    // Every handle is gone: tell the drive we are done.
+    let _ = out.shutdown().await;
 }

@@ -1,0 +1,264 @@
+//! Every key-value command and its statuses, over real TCP against a spawned drive.
+
+mod common;
+
+use bytes::Bytes;
+use common::{RawConn, TestDrive};
+use spindle_client::{ClientError, DeleteOptions, LogType, MessageType, PutOptions, RangeQuery, StatusCode, Synchronization};
+use spindle_proto::pb::command::{Body, KeyValue, Range};
+
+fn b(s: &str) -> Bytes {
+    Bytes::copy_from_slice(s.as_bytes())
+}
+
+fn versioned(new: &str, db: &str) -> PutOptions {
+    PutOptions { new_version: b(new), db_version: b(db), ..PutOptions::default() }
+}
+
+fn status(e: ClientError) -> StatusCode {
+    e.status().unwrap_or_else(|| panic!("expected a status, got {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn put_get_versions_tags_and_deletes() {
+    let drive = TestDrive::start(&[]);
+    let c = drive.client().await;
+
+    assert_eq!(c.get(b"k").await.unwrap(), None);
+    assert_eq!(status(c.put(b"k", b("v"), versioned("1", "0")).await.unwrap_err()), StatusCode::VersionMismatch);
+    let opts = PutOptions { tag: b("sha"), algorithm: Some(1), ..versioned("1", "") };
+    c.put(b"k", b("v1"), opts).await.unwrap();
+    let e = c.get(b"k").await.unwrap().unwrap();
+    assert_eq!((e.key, e.value, e.metadata.version.clone(), e.metadata.tag, e.metadata.algorithm), (b("k"), b("v1"), b("1"), b("sha"), Some(1)));
+
+    // Metadata-only and GETVERSION never carry the value.
+    let m = c.get_metadata(b"k").await.unwrap().unwrap();
+    assert_eq!((m.version, m.tag), (b("1"), b("sha")));
+    let raw = c
+        .request(MessageType::Get, Some(Body { key_value: Some(KeyValue { key: Some(b("k")), metadata_only: Some(true), ..Default::default() }), ..Default::default() }), Bytes::new())
+        .await
+        .unwrap();
+    assert!(raw.value.is_empty());
+    assert_eq!(c.get_version(b"k").await.unwrap(), Some(b("1")));
+    assert_eq!(c.get_version(b"missing").await.unwrap(), None);
+
+    // Compare-and-swap, then force.
+    assert_eq!(status(c.put(b"k", b("v2"), versioned("2", "")).await.unwrap_err()), StatusCode::VersionMismatch);
+    assert_eq!(status(c.put(b"k", b("v2"), versioned("2", "9")).await.unwrap_err()), StatusCode::VersionMismatch);
+    c.put(b"k", b("v2"), versioned("2", "1")).await.unwrap();
+    c.put(b"k", b("v3"), PutOptions { force: true, ..versioned("3", "wrong") }).await.unwrap();
+    assert_eq!(c.get(b"k").await.unwrap().unwrap().value, b("v3"));
+
+    // Every synchronization mode stores.
+    for sync in [Synchronization::Writethrough, Synchronization::Writeback, Synchronization::Flush] {
+        c.put(b"s", b("x"), PutOptions::forced(sync)).await.unwrap();
+    }
+    // An empty value is a value.
+    c.put(b"empty", Bytes::new(), PutOptions::default()).await.unwrap();
+    assert_eq!(c.get(b"empty").await.unwrap().unwrap().value, Bytes::new());
+
+    // Deletes: version checked, missing key NOT_FOUND unless forced.
+    let d = |v: &str, force| DeleteOptions { db_version: b(v), force, sync: Synchronization::Writethrough };
+    assert_eq!(status(c.delete(b"k", d("2", false)).await.unwrap_err()), StatusCode::VersionMismatch);
+    assert!(c.delete(b"k", d("3", false)).await.unwrap());
+    assert!(!c.delete(b"k", d("", false)).await.unwrap());
+    assert!(c.delete(b"k", d("", true)).await.unwrap());
+    assert_eq!(c.get(b"k").await.unwrap(), None);
+
+    c.noop().await.unwrap();
+    c.flush_all_data().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn neighbours_and_key_ranges() {
+    let drive = TestDrive::start(&[]);
+    let c = drive.client().await;
+    for k in ["r0", "r1", "r2", "r3", "r4"] {
+        c.put(k.as_bytes(), b(k), PutOptions::forced(Synchronization::Writeback)).await.unwrap();
+    }
+    assert_eq!(c.get_next(b"r1").await.unwrap().unwrap().key, b("r2"));
+    assert_eq!(c.get_next(b"r1").await.unwrap().unwrap().value, b("r2"));
+    assert_eq!(c.get_previous(b"r1").await.unwrap().unwrap().key, b("r0"));
+    assert_eq!(c.get_next(b"r4").await.unwrap(), None);
+    assert_eq!(c.get_previous(b"r0").await.unwrap(), None);
+
+    let q = |s: &str, si, e: &str, ei, max, reverse| RangeQuery {
+        start: b(s),
+        start_inclusive: si,
+        end: Some(b(e)),
+        end_inclusive: ei,
+        max_returned: max,
+        reverse,
+    };
+    assert_eq!(c.get_key_range(q("r1", true, "r3", true, 10, false)).await.unwrap(), vec![b("r1"), b("r2"), b("r3")]);
+    assert_eq!(c.get_key_range(q("r1", false, "r3", false, 10, false)).await.unwrap(), vec![b("r2")]);
+    assert_eq!(c.get_key_range(q("r0", true, "r4", true, 2, false)).await.unwrap(), vec![b("r0"), b("r1")]);
+    assert_eq!(c.get_key_range(q("r0", true, "r4", true, 2, true)).await.unwrap(), vec![b("r4"), b("r3")]);
+    assert!(c.get_key_range(q("r3", true, "r1", true, 10, false)).await.unwrap().is_empty());
+    assert_eq!(status(c.get_key_range(q("r0", true, "r4", true, 201, false)).await.unwrap_err()), StatusCode::InvalidRequest);
+    assert_eq!(status(c.get_key_range(q("r0", true, "r4", true, 0, false)).await.unwrap_err()), StatusCode::InvalidRequest);
+
+    // maxKeyRangeCount bounds a large range.
+    for i in 0..250 {
+        c.put(format!("m{i:03}").as_bytes(), b("x"), PutOptions::forced(Synchronization::Writeback)).await.unwrap();
+    }
+    assert_eq!(c.get_key_range(q("m", true, "n", true, 200, false)).await.unwrap().len(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_are_enforced_and_nothing_is_stored() {
+    let drive = TestDrive::start(&[]);
+    let c = drive.client().await;
+    let key = vec![b'k'; 4097];
+    assert_eq!(status(c.put(&key, b("v"), PutOptions::default()).await.unwrap_err()), StatusCode::InvalidRequest);
+    assert_eq!(status(c.get(&key).await.unwrap_err()), StatusCode::InvalidRequest);
+    c.put(&key[..4096], b("v"), PutOptions::default()).await.unwrap();
+
+    let long_version = Bytes::from(vec![b'v'; 2049]);
+    let opts = PutOptions { new_version: long_version, ..PutOptions::default() };
+    assert_eq!(status(c.put(b"lv", b("v"), opts).await.unwrap_err()), StatusCode::InvalidRequest);
+    let opts = PutOptions { tag: Bytes::from(vec![b't'; 129]), ..PutOptions::default() };
+    assert_eq!(status(c.put(b"lt", b("v"), opts).await.unwrap_err()), StatusCode::InvalidRequest);
+
+    // One byte over 1 MiB: refused with a status, the connection stays usable.
+    let big = Bytes::from(vec![1u8; 1024 * 1024 + 1]);
+    assert_eq!(status(c.put(b"big", big, PutOptions::default()).await.unwrap_err()), StatusCode::InvalidRequest);
+    let max = Bytes::from(vec![2u8; 1024 * 1024]);
+    c.put(b"max", max.clone(), PutOptions::default()).await.unwrap();
+    assert_eq!(c.get(b"max").await.unwrap().unwrap().value, max);
+    for k in [&b"lv"[..], b"lt", b"big"] {
+        assert_eq!(c.get(k).await.unwrap(), None, "rejected request stored {k:?}");
+    }
+    // An empty key is not a key.
+    assert_eq!(status(c.put(b"", b("v"), PutOptions::default()).await.unwrap_err()), StatusCode::InvalidRequest);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_come_from_the_config_file_and_are_published() {
+    let drive = TestDrive::with_config("[limits]\nmax_key_size = 10\nmax_key_range_count = 5\n");
+    let c = drive.client().await;
+    let limits = c.sign_on().body.as_ref().unwrap().get_log.as_ref().unwrap().limits.clone().unwrap();
+    assert_eq!((limits.max_key_size(), limits.max_key_range_count(), limits.max_value_size()), (10, 5, 1024 * 1024));
+    assert_eq!(status(c.put(b"elevenbytes", b("v"), PutOptions::default()).await.unwrap_err()), StatusCode::InvalidRequest);
+    c.put(b"tenbytes!!", b("v"), PutOptions::default()).await.unwrap();
+    let log = c.get_log(&[LogType::Limits]).await.unwrap();
+    assert_eq!(log.limits.unwrap().max_key_size(), 10);
+    let q = RangeQuery::inclusive(b("a"), b("z"), 6);
+    assert_eq!(status(c.get_key_range(q).await.unwrap_err()), StatusCode::InvalidRequest);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sign_on_and_getlog_report_real_figures() {
+    let drive = TestDrive::start(&[]);
+    let c = drive.client().await;
+    let sign_on = c.sign_on();
+    assert!(sign_on.header.as_ref().unwrap().connection_id.is_some());
+    let config = sign_on.body.as_ref().unwrap().get_log.as_ref().unwrap().configuration.clone().unwrap();
+    assert_eq!(config.port() as u16, drive.addr.rsplit(':').next().unwrap().parse::<u16>().unwrap());
+    // A second connection gets another id.
+    assert_ne!(drive.client().await.connection_id(), c.connection_id());
+
+    c.put(b"a", Bytes::from(vec![0u8; 1000]), PutOptions::default()).await.unwrap();
+    c.get(b"a").await.unwrap();
+    let all = [
+        LogType::Utilizations,
+        LogType::Temperatures,
+        LogType::Capacities,
+        LogType::Configuration,
+        LogType::Statistics,
+        LogType::Messages,
+        LogType::Limits,
+    ];
+    let log = c.get_log(&all).await.unwrap();
+    assert_eq!(log.types.len(), all.len());
+    assert!(log.utilizations.iter().any(|u| u.name() == "CPU"));
+    assert!(log.utilizations.iter().all(|u| (0.0..=1.0).contains(&u.value())));
+    assert!(!log.temperatures.is_empty());
+    let cap = log.capacity.unwrap();
+    assert!(cap.nominal_capacity_in_bytes() > 0 && (0.0..=1.0).contains(&cap.portion_full()));
+    let stat = |t: MessageType| log.statistics.iter().find(|s| s.message_type() == t).map(|s| (s.count(), s.bytes())).unwrap();
+    assert_eq!(stat(MessageType::Put), (1, 1000));
+    assert_eq!(stat(MessageType::Get), (1, 1000));
+    assert!(String::from_utf8_lossy(log.messages.as_ref().unwrap()).contains("listening"));
+    assert_eq!(log.limits.unwrap().max_value_size(), 1024 * 1024);
+    assert_eq!(log.configuration.unwrap().vendor(), "Spindle");
+
+    // Only what was asked for.
+    let only = c.get_log(&[LogType::Limits]).await.unwrap();
+    assert!(only.limits.is_some() && only.capacity.is_none() && only.utilizations.is_empty());
+
+    // Device logs by name; unknown names are NOT_FOUND.
+    let engine = c.device_log(spindle_drive::DEVICE_LOG_ENGINE.as_bytes()).await.unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&engine).unwrap();
+    assert!(doc["approximate_entries"].as_u64().is_some());
+    assert_eq!(status(c.device_log(b"com.example:nothing").await.unwrap_err()), StatusCode::NotFound);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_requests_are_answered_by_sequence() {
+    let drive = TestDrive::start(&[]);
+    let c = drive.client().await;
+    let mut tasks = Vec::new();
+    for i in 0..2000u32 {
+        let c = c.clone();
+        tasks.push(tokio::spawn(async move {
+            let key = format!("p{i}");
+            let sync = if i % 3 == 0 { Synchronization::Writethrough } else { Synchronization::Writeback };
+            c.put(key.as_bytes(), Bytes::from(key.clone()), PutOptions::forced(sync)).await.unwrap();
+            let got = c.get(key.as_bytes()).await.unwrap().unwrap();
+            assert_eq!(got.value, Bytes::from(key));
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_compare_and_swaps_have_one_winner() {
+    let drive = TestDrive::start(&[]);
+    let clients: Vec<_> = futures_join(4, &drive).await;
+    clients[0].put(b"race", b("v"), versioned("0", "")).await.unwrap();
+    for round in 0..30 {
+        let current = round.to_string();
+        let next = (round + 1).to_string();
+        let mut tasks = Vec::new();
+        for (i, c) in clients.iter().enumerate() {
+            let (c, current, next) = (c.clone(), current.clone(), next.clone());
+            tasks.push(tokio::spawn(async move {
+                c.put(b"race", Bytes::from(format!("winner {i}")), versioned(&next, &current)).await
+            }));
+        }
+        let mut wins = 0;
+        for t in tasks {
+            match t.await.unwrap() {
+                Ok(()) => wins += 1,
+                Err(e) => assert!(e.is_version_mismatch(), "{e}"),
+            }
+        }
+        assert_eq!(wins, 1, "round {round}");
+    }
+}
+
+async fn futures_join(n: usize, drive: &TestDrive) -> Vec<spindle_client::Client> {
+    let mut v = Vec::new();
+    for _ in 0..n {
+        v.push(drive.client().await);
+    }
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_range_without_max_uses_the_drive_limit() {
+    let drive = TestDrive::start(&[]);
+    let c = drive.client().await;
+    for i in 0..210 {
+        c.put(format!("x{i:03}").as_bytes(), b("v"), PutOptions::forced(Synchronization::Writeback)).await.unwrap();
+    }
+    let mut raw = RawConn::connect(&drive.addr).await;
+    let header = raw.header(MessageType::Getkeyrange);
+    let range = Range { start_key: Some(b("x")), end_key: Some(b("y")), ..Range::default() };
+    let (code, command, _) = raw.call(header, Some(Body { range: Some(range), ..Body::default() }), &[]).await;
+    assert_eq!(code, StatusCode::Success);
+    assert_eq!(command.body.unwrap().range.unwrap().keys.len(), 200);
+}

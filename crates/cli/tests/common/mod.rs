@@ -1,0 +1,219 @@
+//! Test support: a real `spindle drive` process on a free loopback port with its own data
+//! directory, and a raw connection for sending hand-made frames.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command as Process, Stdio};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use prost::Message as _;
+use spindle_client::{Client, ClientConfig};
+use spindle_proto::pb::command::{Body, Header};
+use spindle_proto::pb::message::{AuthType, HmaCauth};
+use spindle_proto::pb::{Command, Message};
+use spindle_proto::{encode_frame, FrameDecoder, MessageType, StatusCode};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+pub struct TestDrive {
+    child: Option<Child>,
+    pub addr: String,
+    pub data: PathBuf,
+    _dir: Option<tempfile::TempDir>,
+    extra: Vec<String>,
+}
+
+impl TestDrive {
+    pub fn start(extra: &[&str]) -> TestDrive {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let data = dir.path().join("data");
+        let mut drive =
+            TestDrive { child: None, addr: String::new(), data, _dir: Some(dir), extra: extra.iter().map(|s| s.to_string()).collect() };
+        drive.spawn();
+        drive
+    }
+
+    /// A drive with a TOML config file holding `toml`.
+    pub fn with_config(toml: &str) -> TestDrive {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("drive.toml");
+        std::fs::write(&path, toml).unwrap();
+        let data = dir.path().join("data");
+        let mut drive = TestDrive {
+            child: None,
+            addr: String::new(),
+            data,
+            _dir: Some(dir),
+            extra: vec!["--config".into(), path.display().to_string()],
+        };
+        drive.spawn();
+        drive
+    }
+
+    fn spawn(&mut self) {
+        let mut child = Process::new(env!("CARGO_BIN_EXE_spindle"))
+            .args(["drive", "--port", "0", "--tls-port", "0", "--listen", "127.0.0.1", "--data"])
+            .arg(&self.data)
+            .args(&self.extra)
+            .env("SPINDLE_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn spindle drive");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let addr = line
+            .split_whitespace()
+            .find(|w| w.starts_with("127.0.0.1:"))
+            .unwrap_or_else(|| panic!("no address in {line:?}"))
+            .to_string();
+        self.addr = addr;
+        self.child = Some(child);
+    }
+
+    /// Kills the process with SIGKILL: no shutdown code runs.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+    }
+
+    /// SIGKILL and start again on the same data directory (on a new port).
+    pub fn restart_after_kill(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.data
+    }
+
+    pub async fn client(&self) -> Client {
+        Client::connect(self.addr.as_str(), ClientConfig::default()).await.expect("connect")
+    }
+
+    pub async fn client_with(&self, config: ClientConfig) -> Result<Client, spindle_client::ClientError> {
+        Client::connect(self.addr.as_str(), config).await
+    }
+}
+
+impl Drop for TestDrive {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A connection that sends whatever frames a test builds.
+pub struct RawConn {
+    pub stream: TcpStream,
+    decoder: FrameDecoder,
+    buf: BytesMut,
+    pub connection_id: i64,
+    pub sign_on: Command,
+    next_sequence: i64,
+}
+
+pub const KEY: &[u8] = spindle_proto::DEFAULT_HMAC_KEY;
+
+impl RawConn {
+    pub async fn connect(addr: &str) -> RawConn {
+        let stream = TcpStream::connect(addr).await.unwrap();
+        let mut conn = RawConn {
+            stream,
+            decoder: FrameDecoder::new(64 << 20, 64 << 20),
+            buf: BytesMut::new(),
+            connection_id: 0,
+            sign_on: Command::default(),
+            next_sequence: 1,
+        };
+        let first = conn.read().await.expect("sign-on");
+        assert_eq!(first.0.auth_type, Some(AuthType::Unsolicitedstatus as i32));
+        conn.sign_on = Command::decode(first.0.command_bytes.unwrap()).unwrap();
+        conn.connection_id = conn.sign_on.header.as_ref().unwrap().connection_id.unwrap();
+        conn
+    }
+
+    /// Next frame, or `None` once the drive closed the connection.
+    pub async fn read(&mut self) -> Option<(Message, Bytes)> {
+        loop {
+            match self.decoder.decode(&mut self.buf) {
+                Ok(Some(f)) => return Some((f.message, f.value)),
+                Ok(None) => {}
+                Err(e) => panic!("drive sent a bad frame: {e}"),
+            }
+            let n = tokio::time::timeout(Duration::from_secs(30), self.stream.read_buf(&mut self.buf))
+                .await
+                .expect("drive answered within 30 s");
+            match n {
+                Ok(0) | Err(_) => return None,
+                Ok(_) => {}
+            }
+        }
+    }
+
+    /// Reads the next response and decodes its command.
+    pub async fn response(&mut self) -> Option<(Message, Command, Bytes)> {
+        let (m, v) = self.read().await?;
+        let c = Command::decode(m.command_bytes.clone().unwrap_or_default()).unwrap();
+        Some((m, c, v))
+    }
+
+    pub async fn send_bytes(&mut self, bytes: &[u8]) {
+        let _ = self.stream.write_all(bytes).await;
+    }
+
+    /// A well-formed header for `kind` with the next sequence.
+    pub fn header(&mut self, kind: MessageType) -> Header {
+        let sequence = self.next_sequence;
+        self.next_sequence += 1;
+        Header {
+            cluster_version: Some(0),
+            connection_id: Some(self.connection_id),
+            sequence: Some(sequence),
+            message_type: Some(kind as i32),
+            ..Header::default()
+        }
+    }
+
+    /// Signs `command` as `identity` with `key` and sends it with `value`.
+    pub async fn send(&mut self, command: &Command, identity: i64, key: &[u8], value: &[u8]) {
+        let command_bytes = Bytes::from(command.encode_to_vec());
+        let hmac = spindle_proto::hmac::sign(key, &command_bytes);
+        let message = Message {
+            auth_type: Some(AuthType::Hmacauth as i32),
+            hmac_auth: Some(HmaCauth { identity: Some(identity), hmac: Some(Bytes::copy_from_slice(&hmac)) }),
+            pin_auth: None,
+            command_bytes: Some(command_bytes),
+        };
+        let mut out = BytesMut::new();
+        encode_frame(&message, value, &mut out);
+        self.send_bytes(&out).await;
+    }
+
+    /// Sends a default-identity request and returns the status of its answer.
+    pub async fn call(&mut self, header: Header, body: Option<Body>, value: &[u8]) -> (StatusCode, Command, Bytes) {
+        let command = Command { header: Some(header), body, status: None };
+        self.send(&command, 1, KEY, value).await;
+        let (_, c, v) = self.response().await.expect("a response");
+        (status_of(&c), c, v)
+    }
+}
+
+pub fn status_of(c: &Command) -> StatusCode {
+    c.status.as_ref().and_then(|s| s.code).and_then(|s| StatusCode::try_from(s).ok()).unwrap_or(StatusCode::InvalidStatusCode)
+}
+
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
