@@ -14,6 +14,8 @@ mod server;
 mod state;
 mod stats;
 mod sysinfo;
+#[doc(hidden)]
+pub mod fuzzing;
 
 pub use config::{ConfigError, DriveConfig, EngineKind};
 pub use connection::MAX_DISCARDED_VALUE;

@@ -9,7 +9,7 @@ mod error;
 mod fjall_engine;
 mod group_commit;
 mod mem_engine;
-mod record;
+pub mod record;
 mod types;
 
 pub use error::{Error, Result};
