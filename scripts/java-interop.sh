@@ -84,11 +84,13 @@ while [[ -z $port ]]; do
     fi
     sleep 0.1
 done
-echo "java-interop: drive pid $drive_pid listening on 127.0.0.1:$port" >&2
+tls_port=$(sed -n -E 's/.*spindle drive listening on 127\.0\.0\.1:[0-9]+ tls 127\.0\.0\.1:([0-9]+).*/\1/p' \
+    "$log_dir/drive.out" | head -n 1)
+echo "java-interop: drive pid $drive_pid listening on 127.0.0.1:$port, TLS ${tls_port:-none}" >&2
 
 set +e
 mvn -B --no-transfer-progress -f "$root/interop/java/pom.xml" test \
-    -Dkinetic.host=127.0.0.1 -Dkinetic.port="$port" "$@"
+    -Dkinetic.host=127.0.0.1 -Dkinetic.port="$port" -Dkinetic.tlsPort="${tls_port:-0}" "$@"
 status=$?
 set -e
 

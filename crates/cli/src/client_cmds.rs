@@ -25,6 +25,9 @@ pub struct Conn {
     /// Cluster version to send
     #[arg(long, default_value_t = 0, global = true)]
     cluster_version: i64,
+    /// Connect with TLS (to the drive's TLS port), trusting this PEM certificate
+    #[arg(long, global = true)]
+    tls_trust: Option<std::path::PathBuf>,
     /// Machine-readable output
     #[arg(long, global = true)]
     json: bool,
@@ -36,6 +39,7 @@ impl Conn {
             identity: self.identity,
             hmac_key: Bytes::from(self.hmac_key.clone()),
             cluster_version: self.cluster_version,
+            tls_trust: self.tls_trust.clone(),
             ..ClientConfig::default()
         };
         Ok(Client::connect(self.drive.as_str(), config).await.map_err(|e| format!("{}: {e}", self.drive))?)

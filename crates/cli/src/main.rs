@@ -57,6 +57,12 @@ struct DriveArgs {
     /// Free space kept back on the filesystem before writes get NO_SPACE.
     #[arg(long)]
     reserved_bytes: Option<u64>,
+    /// PEM certificate chain for the TLS listener (default: a self-signed pair kept in DATA/tls)
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key for the TLS listener
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 fn drive_config(args: &DriveArgs) -> Result<DriveConfig, Box<dyn std::error::Error>> {
@@ -88,6 +94,10 @@ fn drive_config(args: &DriveArgs) -> Result<DriveConfig, Box<dyn std::error::Err
     if let Some(v) = args.reserved_bytes {
         config.reserved_bytes = v;
     }
+    if args.tls_cert.is_some() {
+        config.tls_cert = args.tls_cert.clone();
+        config.tls_key = args.tls_key.clone();
+    }
     config.validate()?;
     Ok(config)
 }
@@ -97,7 +107,7 @@ async fn run_drive(args: DriveArgs) -> Result<(), Box<dyn std::error::Error>> {
     let data = config.data_dir.clone();
     let drive = spindle_drive::start(config).await?;
     // Scripts and tests wait for this exact line (and read the port from it).
-    println!("spindle drive listening on {} (data in {})", drive.local_addr, data.display());
+    println!("spindle drive listening on {} tls {} (data in {})", drive.local_addr, drive.tls_addr, data.display());
     use std::io::Write;
     std::io::stdout().flush()?;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;

@@ -262,3 +262,23 @@ async fn raw_range_without_max_uses_the_drive_limit() {
     assert_eq!(code, StatusCode::Success);
     assert_eq!(command.body.unwrap().range.unwrap().keys.len(), 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn everything_works_over_tls_too() {
+    let drive = TestDrive::start(&[]);
+    let tls = drive.tls_client().await;
+    let plain = drive.client().await;
+    let config = tls.sign_on().body.as_ref().unwrap().get_log.as_ref().unwrap().configuration.clone().unwrap();
+    assert_eq!(config.tls_port() as u16, drive.tls_addr.rsplit(':').next().unwrap().parse::<u16>().unwrap());
+    tls.put(b"secret", b("over tls"), PutOptions::default()).await.unwrap();
+    assert_eq!(plain.get(b"secret").await.unwrap().unwrap().value, b("over tls"));
+    let big = Bytes::from(vec![7u8; 1024 * 1024]);
+    tls.put(b"big", big.clone(), PutOptions::default()).await.unwrap();
+    assert_eq!(tls.get(b"big").await.unwrap().unwrap().value, big);
+    assert_eq!(tls.get_key_range(RangeQuery::inclusive(b("a"), b("z"), 10)).await.unwrap(), vec![b("big"), b("secret")]);
+    tls.get_log(&[LogType::Limits]).await.unwrap();
+    // A plain-text client on the TLS port does not get a sign-on.
+    let config = spindle_client::ClientConfig { timeout: std::time::Duration::from_secs(2), ..Default::default() };
+    assert!(spindle_client::Client::connect(drive.tls_addr.as_str(), config).await.is_err());
+    plain.noop().await.unwrap();
+}

@@ -9,8 +9,7 @@ use spindle_proto::pb::command::{get_log, Body, Header, KeyValue, Range};
 use spindle_proto::pb::message::{AuthType, HmaCauth};
 use spindle_proto::pb::{Command, Message};
 use spindle_proto::{encode_frame, response_type, FrameDecoder, MessageType, StatusCode};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::net::{TcpStream, ToSocketAddrs};
 use tokio::sync::{mpsc, oneshot};
 
@@ -27,6 +26,8 @@ pub struct ClientConfig {
     pub cluster_version: i64,
     /// How long to wait for the sign-on and for each response.
     pub timeout: Duration,
+    /// Connect with TLS, trusting these certificates (PEM), e.g. the drive's `tls/cert.pem`.
+    pub tls_trust: Option<std::path::PathBuf>,
 }
 
 impl Default for ClientConfig {
@@ -36,6 +37,7 @@ impl Default for ClientConfig {
             hmac_key: Bytes::from_static(spindle_proto::DEFAULT_HMAC_KEY),
             cluster_version: 0,
             timeout: Duration::from_secs(30),
+            tls_trust: None,
         }
     }
 }
@@ -112,10 +114,20 @@ impl Client {
             .await
             .map_err(|_| ClientError::Timeout(config.timeout))??;
         stream.set_nodelay(true)?;
-        let (mut rd, wr) = stream.into_split();
+        let (mut rd, wr): (Box<dyn AsyncRead + Send + Unpin>, Box<dyn AsyncWrite + Send + Unpin>) = match &config.tls_trust {
+            None => {
+                let (r, w) = stream.into_split();
+                (Box::new(r), Box::new(w))
+            }
+            Some(trust) => {
+                let tls = tls_connect(stream, trust, config.timeout).await?;
+                let (r, w) = tokio::io::split(tls);
+                (Box::new(r), Box::new(w))
+            }
+        };
         let mut decoder = FrameDecoder::new(MAX_RESPONSE_PART, MAX_RESPONSE_PART);
         let mut buf = BytesMut::with_capacity(64 * 1024);
-        let first = tokio::time::timeout(config.timeout, read_frame(&mut rd, &mut decoder, &mut buf))
+        let first = tokio::time::timeout(config.timeout, read_frame(&mut *rd, &mut decoder, &mut buf))
             .await
             .map_err(|_| ClientError::Timeout(config.timeout))??
             .ok_or_else(|| ClientError::Terminated("closed before the sign-on".into()))?;
@@ -333,8 +345,35 @@ fn to_entry(r: Response) -> Entry {
     }
 }
 
+async fn tls_connect(
+    stream: TcpStream,
+    trust: &std::path::Path,
+    timeout: Duration,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, ClientError> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, ServerName};
+    let bad = |m: String| ClientError::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, m));
+    let mut roots = rustls::RootCertStore::empty();
+    let certs = CertificateDer::pem_file_iter(trust)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| bad(format!("{}: {e}", trust.display())))?;
+    for cert in certs {
+        roots.add(cert).map_err(|e| bad(format!("{}: {e}", trust.display())))?;
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| bad(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    // Drives are addressed by IP; the generated certificate names 127.0.0.1 and localhost.
+    let name = ServerName::try_from(stream.peer_addr()?.ip().to_string()).map_err(|e| bad(e.to_string()))?;
+    tokio::time::timeout(timeout, connector.connect(name, stream)).await.map_err(|_| ClientError::Timeout(timeout))?.map_err(ClientError::Io)
+}
+
 async fn read_frame(
-    rd: &mut OwnedReadHalf,
+    rd: &mut (dyn AsyncRead + Send + Unpin),
     decoder: &mut FrameDecoder,
     buf: &mut BytesMut,
 ) -> Result<Option<spindle_proto::Frame>, ClientError> {
@@ -353,9 +392,9 @@ async fn read_frame(
     }
 }
 
-async fn read_loop(mut rd: OwnedReadHalf, mut decoder: FrameDecoder, mut buf: BytesMut, pending: Arc<Mutex<Pending>>, hmac_key: Bytes) {
+async fn read_loop(mut rd: Box<dyn AsyncRead + Send + Unpin>, mut decoder: FrameDecoder, mut buf: BytesMut, pending: Arc<Mutex<Pending>>, hmac_key: Bytes) {
     let reason = loop {
-        let frame = match read_frame(&mut rd, &mut decoder, &mut buf).await {
+        let frame = match read_frame(&mut *rd, &mut decoder, &mut buf).await {
             Ok(Some(f)) => f,
             Ok(None) => break "drive closed the connection".to_string(),
             Err(e) => break e.to_string(),
@@ -398,7 +437,7 @@ async fn read_loop(mut rd: OwnedReadHalf, mut decoder: FrameDecoder, mut buf: By
     }
 }
 
-async fn write_loop(wr: OwnedWriteHalf, mut queue: mpsc::UnboundedReceiver<Bytes>) {
+async fn write_loop(wr: Box<dyn AsyncWrite + Send + Unpin>, mut queue: mpsc::UnboundedReceiver<Bytes>) {
     let mut out = BufWriter::with_capacity(256 * 1024, wr);
     while let Some(first) = queue.recv().await {
         let mut next = Some(first);

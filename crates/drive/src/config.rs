@@ -39,6 +39,10 @@ pub struct DriveConfig {
     pub reserved_bytes: u64,
     /// Block cache for the engine.
     pub cache_bytes: u64,
+    /// PEM certificate chain and private key for the TLS listener; a self-signed pair is
+    /// generated in the data directory when neither is given.
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
 }
 
 impl Default for DriveConfig {
@@ -53,6 +57,8 @@ impl Default for DriveConfig {
             capacity_bytes: None,
             reserved_bytes: DEFAULT_RESERVED_BYTES,
             cache_bytes: 64 * 1024 * 1024,
+            tls_cert: None,
+            tls_key: None,
         }
     }
 }
@@ -69,6 +75,8 @@ pub struct ConfigFile {
     pub capacity_bytes: Option<u64>,
     pub reserved_bytes: Option<u64>,
     pub cache_bytes: Option<u64>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
     #[serde(default)]
     pub limits: LimitsFile,
 }
@@ -128,6 +136,12 @@ impl DriveConfig {
         }
         if let Some(v) = file.cache_bytes {
             self.cache_bytes = v;
+        }
+        if file.tls_cert.is_some() {
+            self.tls_cert = file.tls_cert;
+        }
+        if file.tls_key.is_some() {
+            self.tls_key = file.tls_key;
         }
         let l = &mut self.limits;
         let f = file.limits;

@@ -59,7 +59,15 @@ enum Close {
     Broken(String),
 }
 
-pub async fn serve<S>(state: Arc<DriveState>, stream: S, peer: SocketAddr)
+/// Which listener a connection came in on: security decisions (TLS-only operations and
+/// identities) depend on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Plain,
+    Tls,
+}
+
+pub async fn serve<S>(state: Arc<DriveState>, stream: S, peer: SocketAddr, transport: Transport)
 where
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
@@ -73,6 +81,7 @@ where
         state: state.clone(),
         tx,
         connection_id,
+        transport,
         last_sequence: None,
         reads: Arc::new(Semaphore::new(state.config.limits.max_outstanding_read_requests as usize)),
         writes: Arc::new(Semaphore::new(state.config.limits.max_outstanding_write_requests as usize)),
@@ -129,6 +138,8 @@ struct Connection {
     state: Arc<DriveState>,
     tx: mpsc::UnboundedSender<Outgoing>,
     connection_id: i64,
+    #[allow(dead_code)] // consulted by the security layer (TLS-only operations)
+    transport: Transport,
     last_sequence: Option<i64>,
     reads: Arc<Semaphore>,
     writes: Arc<Semaphore>,
@@ -197,7 +208,7 @@ impl Connection {
             Some(AuthType::Hmacauth) => {}
             Some(AuthType::Pinauth) => {
                 // PIN operations are authenticated by PIN and answered without an HMAC.
-                let reply = Reply::error(StatusCode::InvalidRequest, "PIN operations are only accepted over TLS, which this drive does not serve");
+                let reply = Reply::error(StatusCode::InvalidRequest, "PIN operations are not supported by this drive");
                 self.respond(Auth::Pin, &header, reply, None);
                 return Ok(());
             }

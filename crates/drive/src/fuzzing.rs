@@ -28,7 +28,7 @@ fn state() -> Arc<DriveState> {
             let dir = std::env::temp_dir().join(format!("spindle-fuzz-{}", std::process::id()));
             let _ = std::fs::create_dir_all(&dir);
             let config = DriveConfig { data_dir: dir, engine: EngineKind::Memory, reserved_bytes: 0, ..DriveConfig::default() };
-            DriveState::new(config, MemEngine::new(), Bytes::from_static(b"FUZZ"), 0)
+            DriveState::new(config, MemEngine::new(), Bytes::from_static(b"FUZZ"), 0, 0)
         })
         .clone()
 }
@@ -38,7 +38,7 @@ pub fn serve_raw(input: &[u8]) -> Vec<u8> {
     let state = state();
     runtime().block_on(async move {
         let (mut client, server) = tokio::io::duplex(1 << 20);
-        let served = tokio::spawn(crate::connection::serve(state, server, "127.0.0.1:1".parse().expect("address")));
+        let served = tokio::spawn(crate::connection::serve(state, server, "127.0.0.1:1".parse().expect("address"), crate::connection::Transport::Plain));
         let _ = client.write_all(input).await;
         let _ = client.shutdown().await;
         let mut out = Vec::new();

@@ -14,10 +14,12 @@ mod server;
 mod state;
 mod stats;
 mod sysinfo;
+mod tls;
 #[doc(hidden)]
 pub mod fuzzing;
 
 pub use config::{ConfigError, DriveConfig, EngineKind};
+pub use connection::Transport;
 pub use connection::MAX_DISCARDED_VALUE;
 pub use getlog::{DEVICE_LOG_ENGINE, NO_TEMPERATURE_SENSOR};
 pub use server::{start, RunningDrive};
@@ -31,4 +33,6 @@ pub enum DriveError {
     Engine(#[from] spindle_engine::Error),
     #[error("I/O: {0}")]
     Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
 }

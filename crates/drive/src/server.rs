@@ -9,6 +9,9 @@ use spindle_engine::{Engine, FjallEngine, FjallOptions, MemEngine};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
+
+use crate::connection::Transport;
 
 use crate::config::{DriveConfig, EngineKind};
 use crate::state::DriveState;
@@ -22,16 +25,19 @@ const ENGINE_DIR: &str = "engine";
 /// A drive that is accepting connections.
 pub struct RunningDrive {
     pub local_addr: SocketAddr,
+    pub tls_addr: SocketAddr,
     pub state: Arc<DriveState>,
     stop: watch::Sender<bool>,
-    accept: JoinHandle<()>,
+    accept: Vec<JoinHandle<()>>,
 }
 
 impl RunningDrive {
     /// Stops accepting, makes every acknowledged write durable and returns.
     pub async fn shutdown(self) -> Result<(), DriveError> {
         let _ = self.stop.send(true);
-        let _ = self.accept.await;
+        for task in self.accept {
+            let _ = task.await;
+        }
         let engine = self.state.engine.clone();
         tokio::task::spawn_blocking(move || engine.sync())
             .await
@@ -70,16 +76,25 @@ pub async fn start(config: DriveConfig) -> Result<RunningDrive, DriveError> {
         EngineKind::Memory => MemEngine::new(),
     };
     let serial = serial_number(&config)?;
+    let acceptor = crate::tls::acceptor(config.tls_cert.as_deref(), config.tls_key.as_deref(), &config.data_dir)?;
     let listener = TcpListener::bind((config.listen, config.port)).await?;
     let local_addr = listener.local_addr()?;
-    let state = DriveState::new(config, engine, serial, local_addr.port());
-    state.event(format!("drive listening on {local_addr} ({:?} engine)", state.config.engine));
+    let tls_listener = TcpListener::bind((config.listen, config.tls_port)).await?;
+    let tls_addr = tls_listener.local_addr()?;
+    let state = DriveState::new(config, engine, serial, local_addr.port(), tls_addr.port());
+    state.event(format!("drive listening on {local_addr}, TLS on {tls_addr} ({:?} engine)", state.config.engine));
     let (stop, stopped) = watch::channel(false);
-    let accept = tokio::spawn(accept_loop(listener, state.clone(), stopped));
-    Ok(RunningDrive { local_addr, state, stop, accept })
+    let accept = vec![
+        tokio::spawn(accept_loop(listener, state.clone(), stopped.clone(), None)),
+        tokio::spawn(accept_loop(tls_listener, state.clone(), stopped, Some(acceptor))),
+    ];
+    Ok(RunningDrive { local_addr, tls_addr, state, stop, accept })
 }
 
-async fn accept_loop(listener: TcpListener, state: Arc<DriveState>, mut stopped: watch::Receiver<bool>) {
+/// Longest a client may take to complete the TLS handshake.
+const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+async fn accept_loop(listener: TcpListener, state: Arc<DriveState>, mut stopped: watch::Receiver<bool>, tls: Option<TlsAcceptor>) {
     loop {
         let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
@@ -93,11 +108,11 @@ async fn accept_loop(listener: TcpListener, state: Arc<DriveState>, mut stopped:
             },
             _ = stopped.changed() => return,
         };
-        tokio::spawn(admit(stream, peer, state.clone()));
+        tokio::spawn(admit(stream, peer, state.clone(), tls.clone()));
     }
 }
 
-async fn admit(stream: TcpStream, peer: SocketAddr, state: Arc<DriveState>) {
+async fn admit(stream: TcpStream, peer: SocketAddr, state: Arc<DriveState>, tls: Option<TlsAcceptor>) {
     let _ = stream.set_nodelay(true);
     let max = state.config.limits.max_connections;
     if state.open_connections.fetch_add(1, Ordering::AcqRel) >= max {
@@ -106,6 +121,13 @@ async fn admit(stream: TcpStream, peer: SocketAddr, state: Arc<DriveState>) {
         crate::connection::refuse(stream, &state, &format!("the drive already has maxConnections ({max}) connections")).await;
         return;
     }
-    crate::connection::serve(state.clone(), stream, peer).await;
+    match tls {
+        None => crate::connection::serve(state.clone(), stream, peer, Transport::Plain).await,
+        Some(acceptor) => match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+            Ok(Ok(tls_stream)) => crate::connection::serve(state.clone(), tls_stream, peer, Transport::Tls).await,
+            Ok(Err(e)) => tracing::debug!(%peer, "TLS handshake failed: {e}"),
+            Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+        },
+    }
     state.open_connections.fetch_sub(1, Ordering::AcqRel);
 }

@@ -37,13 +37,13 @@ pub struct DriveState {
 }
 
 impl DriveState {
-    pub fn new(config: DriveConfig, engine: Arc<dyn Engine>, serial: Bytes, port: u16) -> Arc<Self> {
+    pub fn new(config: DriveConfig, engine: Arc<dyn Engine>, serial: Bytes, port: u16, tls_port: u16) -> Arc<Self> {
         let millis = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(1);
         let world_wide_name = Bytes::from(format!("5000c50{}", String::from_utf8_lossy(&serial[..serial.len().min(9)])));
         Arc::new(DriveState {
             capacity: Capacity::new(&config.data_dir, config.capacity_bytes, config.reserved_bytes),
             sampler: SystemSampler::new(&config.data_dir),
-            tls_port: config.tls_port,
+            tls_port,
             config,
             engine,
             security: RwLock::new(Security::default()),

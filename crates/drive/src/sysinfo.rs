@@ -1,10 +1,10 @@
 //! Real figures for GETLOG: utilisation of the machine's CPUs, of this process and of the disk
 //! under the data directory (from /proc), and temperatures where the machine exposes sensors
-//! (/sys/class/hwmon, /sys/class/thermal). Utilisations are averages since the previous
-//! reading (or since start for the first).
+//! (/sys/class/hwmon, /sys/class/thermal). Utilisations are averages over the last second.
 
-use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -18,9 +18,11 @@ struct Sample {
 }
 
 pub struct SystemSampler {
-    data_dir: PathBuf,
-    previous: Mutex<Sample>,
+    latest: Arc<Mutex<Vec<Utilization>>>,
 }
+
+/// How often the background thread refreshes the utilisations.
+const SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// One named utilisation in 0.0..=1.0.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,36 +38,47 @@ pub struct Temperature {
 }
 
 impl SystemSampler {
+    /// Takes a first 100 ms reading, then refreshes every second on a background thread that
+    /// ends with the sampler.
     pub fn new(data_dir: &Path) -> Self {
         let first = sample(data_dir);
-        SystemSampler { data_dir: data_dir.to_path_buf(), previous: Mutex::new(first) }
+        std::thread::sleep(Duration::from_millis(100));
+        let mut previous = sample(data_dir);
+        let latest = Arc::new(Mutex::new(utilizations_between(&first, &previous)));
+        let weak = Arc::downgrade(&latest);
+        let dir = data_dir.to_path_buf();
+        let _ = std::thread::Builder::new().name("spindle-sysinfo".into()).spawn(move || loop {
+            std::thread::sleep(SAMPLE_INTERVAL);
+            let Some(latest) = weak.upgrade() else { return };
+            let now = sample(&dir);
+            *latest.lock() = utilizations_between(&previous, &now);
+            previous = now;
+        });
+        SystemSampler { latest }
     }
 
+    /// Averages over the last sampling interval.
     pub fn utilizations(&self) -> Vec<Utilization> {
-        let now = sample(&self.data_dir);
-        let mut prev = self.previous.lock();
-        let wall_ms = now.at.duration_since(prev.at).as_secs_f64() * 1000.0;
-        let mut out = Vec::new();
-        let total = now.cpu_total.saturating_sub(prev.cpu_total);
-        if total > 0 {
-            let busy = now.cpu_busy.saturating_sub(prev.cpu_busy) as f64 / total as f64;
-            out.push(Utilization { name: "CPU", value: busy.clamp(0.0, 1.0) as f32 });
-        }
-        if wall_ms > 0.0 {
-            let ticks_per_s = clock_ticks_per_second() as f64;
-            let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) as f64;
-            let used_s = now.process_ticks.saturating_sub(prev.process_ticks) as f64 / ticks_per_s;
-            out.push(Utilization { name: "SPINDLE_PROCESS", value: (used_s * 1000.0 / wall_ms / cpus).clamp(0.0, 1.0) as f32 });
-            if let (Some(a), Some(b)) = (prev.disk_io_ms, now.disk_io_ms) {
-                out.push(Utilization { name: "HDA", value: (b.saturating_sub(a) as f64 / wall_ms).clamp(0.0, 1.0) as f32 });
-            }
-        }
-        // Keep at least 50 ms between the readings a figure is averaged over.
-        if wall_ms >= 50.0 {
-            *prev = now;
-        }
-        out
+        self.latest.lock().clone()
     }
+}
+
+fn utilizations_between(prev: &Sample, now: &Sample) -> Vec<Utilization> {
+    let wall_ms = now.at.duration_since(prev.at).as_secs_f64() * 1000.0;
+    let mut out = Vec::new();
+    let total = now.cpu_total.saturating_sub(prev.cpu_total);
+    let busy = if total > 0 { now.cpu_busy.saturating_sub(prev.cpu_busy) as f64 / total as f64 } else { 0.0 };
+    out.push(Utilization { name: "CPU", value: busy.clamp(0.0, 1.0) as f32 });
+    if wall_ms > 0.0 {
+        let ticks_per_s = clock_ticks_per_second() as f64;
+        let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) as f64;
+        let used_s = now.process_ticks.saturating_sub(prev.process_ticks) as f64 / ticks_per_s;
+        out.push(Utilization { name: "SPINDLE_PROCESS", value: (used_s * 1000.0 / wall_ms / cpus).clamp(0.0, 1.0) as f32 });
+        if let (Some(a), Some(b)) = (prev.disk_io_ms, now.disk_io_ms) {
+            out.push(Utilization { name: "HDA", value: (b.saturating_sub(a) as f64 / wall_ms).clamp(0.0, 1.0) as f32 });
+        }
+    }
+    out
 }
 
 fn sample(data_dir: &Path) -> Sample {
@@ -167,7 +180,6 @@ mod tests {
     #[test]
     fn utilizations_are_fractions() {
         let s = SystemSampler::new(&std::env::temp_dir());
-        std::thread::sleep(std::time::Duration::from_millis(60));
         let u = s.utilizations();
         assert!(u.iter().any(|u| u.name == "CPU"), "{u:?}");
         assert!(u.iter().all(|u| (0.0..=1.0).contains(&u.value)), "{u:?}");

@@ -20,6 +20,7 @@ use tokio::net::TcpStream;
 pub struct TestDrive {
     child: Option<Child>,
     pub addr: String,
+    pub tls_addr: String,
     pub data: PathBuf,
     _dir: Option<tempfile::TempDir>,
     extra: Vec<String>,
@@ -30,7 +31,7 @@ impl TestDrive {
         let dir = tempfile::tempdir().expect("temp dir");
         let data = dir.path().join("data");
         let mut drive =
-            TestDrive { child: None, addr: String::new(), data, _dir: Some(dir), extra: extra.iter().map(|s| s.to_string()).collect() };
+            TestDrive { child: None, addr: String::new(), tls_addr: String::new(), data, _dir: Some(dir), extra: extra.iter().map(|s| s.to_string()).collect() };
         drive.spawn();
         drive
     }
@@ -44,6 +45,7 @@ impl TestDrive {
         let mut drive = TestDrive {
             child: None,
             addr: String::new(),
+            tls_addr: String::new(),
             data,
             _dir: Some(dir),
             extra: vec!["--config".into(), path.display().to_string()],
@@ -64,12 +66,10 @@ impl TestDrive {
             .expect("spawn spindle drive");
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let addr = line
-            .split_whitespace()
-            .find(|w| w.starts_with("127.0.0.1:"))
-            .unwrap_or_else(|| panic!("no address in {line:?}"))
-            .to_string();
-        self.addr = addr;
+        // "spindle drive listening on 127.0.0.1:P tls 127.0.0.1:T (data in DIR)"
+        let mut addrs = line.split_whitespace().filter(|w| w.starts_with("127.0.0.1:")).map(str::to_string);
+        self.addr = addrs.next().unwrap_or_else(|| panic!("no address in {line:?}"));
+        self.tls_addr = addrs.next().unwrap_or_else(|| panic!("no TLS address in {line:?}"));
         self.child = Some(child);
     }
 
@@ -97,6 +97,12 @@ impl TestDrive {
 
     pub fn data_dir(&self) -> &Path {
         &self.data
+    }
+
+    /// A client over TLS, trusting the certificate the drive generated.
+    pub async fn tls_client(&self) -> Client {
+        let config = ClientConfig { tls_trust: Some(self.data.join("tls/cert.pem")), ..ClientConfig::default() };
+        Client::connect(self.tls_addr.as_str(), config).await.expect("connect over TLS")
     }
 
     pub async fn client(&self) -> Client {

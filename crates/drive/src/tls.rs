@@ -1,0 +1,97 @@
+//! The TLS listener's identity: a certificate and key from the configuration, or a self-signed
+//! pair generated on first start and kept in the data directory (so clients that pinned it keep
+//! working across restarts).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::ServerConfig;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::TlsAcceptor;
+
+/// Where a generated pair is kept, inside the data directory.
+pub const GENERATED_DIR: &str = "tls";
+
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("TLS certificate {path}: {message}")]
+    Certificate { path: PathBuf, message: String },
+    #[error("TLS private key {path}: {message}")]
+    Key { path: PathBuf, message: String },
+    #[error("generating a self-signed certificate: {0}")]
+    Generate(String),
+    #[error("TLS configuration: {0}")]
+    Config(String),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// Builds the acceptor from `cert`/`key` PEM files, generating them under `data_dir` if unset.
+pub fn acceptor(cert: Option<&Path>, key: Option<&Path>, data_dir: &Path) -> Result<TlsAcceptor, TlsError> {
+    let (cert_path, key_path) = match (cert, key) {
+        (Some(c), Some(k)) => (c.to_path_buf(), k.to_path_buf()),
+        (None, None) => generated_pair(data_dir)?,
+        _ => return Err(TlsError::Config("tls_cert and tls_key must be given together".into())),
+    };
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert_path)
+        .and_then(|it| it.collect())
+        .map_err(|e| TlsError::Certificate { path: cert_path.clone(), message: e.to_string() })?;
+    if certs.is_empty() {
+        return Err(TlsError::Certificate { path: cert_path, message: "no certificate in file".into() });
+    }
+    let key = PrivateKeyDer::from_pem_file(&key_path).map_err(|e| TlsError::Key { path: key_path.clone(), message: e.to_string() })?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|e| TlsError::Config(e.to_string()))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| TlsError::Config(e.to_string()))?;
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+fn generated_pair(data_dir: &Path) -> Result<(PathBuf, PathBuf), TlsError> {
+    let dir = data_dir.join(GENERATED_DIR);
+    let cert_path = dir.join("cert.pem");
+    let key_path = dir.join("key.pem");
+    if cert_path.exists() && key_path.exists() {
+        return Ok((cert_path, key_path));
+    }
+    std::fs::create_dir_all(&dir)?;
+    let names = vec!["localhost".to_string(), "127.0.0.1".to_string(), "spindle-drive".to_string()];
+    let generated = rcgen::generate_simple_self_signed(names).map_err(|e| TlsError::Generate(e.to_string()))?;
+    write_atomically(&key_path, generated.signing_key.serialize_pem().as_bytes(), 0o600)?;
+    write_atomically(&cert_path, generated.cert.pem().as_bytes(), 0o644)?;
+    Ok((cert_path, key_path))
+}
+
+fn write_atomically(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(mode).open(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generates_once_and_reuses() {
+        let dir = std::env::temp_dir().join(format!("spindle-tls-test-{}", std::process::id()));
+        acceptor(None, None, &dir).unwrap();
+        let first = std::fs::read(dir.join(GENERATED_DIR).join("cert.pem")).unwrap();
+        acceptor(None, None, &dir).unwrap();
+        assert_eq!(std::fs::read(dir.join(GENERATED_DIR).join("cert.pem")).unwrap(), first);
+        assert!(matches!(acceptor(Some(&dir.join("nope.pem")), None, &dir), Err(TlsError::Config(_))));
+        assert!(matches!(
+            acceptor(Some(&dir.join("nope.pem")), Some(&dir.join("nope.key")), &dir),
+            Err(TlsError::Certificate { .. })
+        ));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

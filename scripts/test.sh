@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Installs whatever is missing, then runs every test:
+#   1. the Rust workspace: unit and property tests, integration tests over real TCP against
+#      spawned drives, the SIGKILL durability test, the fuzz-corpus replay;
+#   2. the Java interoperability suite (reference client com.seagate.kinetic:kinetic-client
+#      0.8.0.4 from Maven Central) against a freshly started drive;
+#   3. a smoke run of the side-by-side benchmark (Spindle, the Java simulator, redis-server).
+# Ends with one summary line: "N passed, N failed".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+
+apt_updated=
+need_apt() {
+  if [ -z "$apt_updated" ]; then
+    apt-get update -qq
+    apt_updated=1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+# --- toolchains -------------------------------------------------------------------------
+if ! command -v cargo >/dev/null; then
+  [ -x "$HOME/.cargo/bin/cargo" ] || { echo "install Rust first: https://rustup.rs" >&2; exit 1; }
+  export PATH="$HOME/.cargo/bin:$PATH"
+fi
+if ! command -v java >/dev/null || ! java -version 2>&1 | grep -qE 'version "(1[7-9]|[2-9][0-9])'; then
+  need_apt openjdk-17-jdk-headless
+fi
+command -v mvn >/dev/null || need_apt maven
+command -v redis-server >/dev/null || need_apt redis-server redis-tools
+
+passed=0
+failed=0
+count_cargo() {
+  # "test result: ok. 8 passed; 0 failed; ..."
+  local p f
+  p=$(grep -Eo '[0-9]+ passed' "$1" | awk '{s+=$1} END {print s+0}')
+  f=$(grep -Eo '[0-9]+ failed' "$1" | awk '{s+=$1} END {print s+0}')
+  passed=$((passed + p)); failed=$((failed + f))
+}
+count_surefire() {
+  # "Tests run: 38, Failures: 0, Errors: 0, Skipped: 0" (the last such line is the total)
+  local line run fail err
+  line=$(grep -E '^\[[A-Z]+\] Tests run: [0-9]+, Failures' "$1" | tail -1 || true)
+  [ -n "$line" ] || { failed=$((failed + 1)); return; }
+  run=$(echo "$line" | sed -E 's/.*Tests run: ([0-9]+).*/\1/')
+  fail=$(echo "$line" | sed -E 's/.*Failures: ([0-9]+).*/\1/')
+  err=$(echo "$line" | sed -E 's/.*Errors: ([0-9]+).*/\1/')
+  passed=$((passed + run - fail - err)); failed=$((failed + fail + err))
+}
+
+status=0
+
+echo "== cargo test (workspace)"
+if ! cargo test --workspace --locked 2>&1 | tee "$logs/cargo.log"; then status=1; fi
+count_cargo "$logs/cargo.log"
+
+echo "== Java interoperability (kinetic-client 0.8.0.4)"
+cargo build --locked -p spindle-cli
+if ! scripts/java-interop.sh "$root/target/debug/spindle" 2>&1 | tee "$logs/java.log"; then status=1; fi
+count_surefire "$logs/java.log"
+
+echo "== benchmark smoke run (Spindle, Java simulator, redis-server)"
+if scripts/bench-compare.sh --quick --spindle "$root/target/debug/spindle" --out "$logs/bench.md" >"$logs/bench.log" 2>&1; then
+  passed=$((passed + 1)); echo "bench smoke: ok"
+else
+  failed=$((failed + 1)); status=1; echo "bench smoke: FAILED"; tail -40 "$logs/bench.log"
+fi
+
+echo
+echo "all suites: $passed passed, $failed failed"
+exit $status
