@@ -1,6 +1,7 @@
 //! Spindle's benchmark lab. This first piece measures puts and gets against any Kinetic
-//! endpoint: several connections, each keeping `depth` requests in flight, latencies recorded
-//! per operation into an HdrHistogram.
+//! endpoint: several connections, each keeping `depth` requests in flight through a pipelined
+//! connection (one task per connection, one write per round), latencies recorded per operation
+//! into an HdrHistogram.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -11,7 +12,10 @@ use hdrhistogram::Histogram;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::Serialize;
-use spindle_client::{Client, ClientConfig, ClientError, PutOptions, Synchronization};
+use std::collections::HashMap;
+
+use spindle_client::{ClientConfig, ClientError, MessageType, Pipeline, StatusCode, Synchronization};
+use spindle_proto::pb::command::{Body, KeyValue};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -97,61 +101,41 @@ pub async fn run(spec: BenchSpec) -> Result<BenchResult, BenchError> {
         return Err(BenchError::Invalid("connections, depth and key size must be at least 1".into()));
     }
     let addr = spec.target.trim_start_matches("kinetic://").to_string();
-    let mut clients = Vec::with_capacity(spec.connections);
+    let mut pipelines = Vec::with_capacity(spec.connections);
     for _ in 0..spec.connections {
-        clients.push(Client::connect(addr.as_str(), ClientConfig::default()).await?);
+        pipelines.push(Pipeline::connect(addr.as_str(), ClientConfig::default()).await?);
     }
     let mut order: Vec<u64> = (0..spec.count).collect();
     if spec.order == KeyOrder::Random {
         order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(spec.seed));
     }
-    let order = Arc::new(order);
-    let next = Arc::new(AtomicU64::new(0));
-    let errors = Arc::new(AtomicU64::new(0));
-    let value = Bytes::from(vec![0x5a; spec.value_size]);
+    let shared = Arc::new(Work { order, next: AtomicU64::new(0), value: Bytes::from(vec![0x5a; spec.value_size]), spec: spec.clone() });
     let started = Instant::now();
-    let mut tasks = Vec::new();
-    for client in &clients {
-        for _ in 0..spec.depth {
-            let (client, order, next, errors, value, spec) =
-                (client.clone(), order.clone(), next.clone(), errors.clone(), value.clone(), spec.clone());
-            tasks.push(tokio::spawn(async move {
-                let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("valid bounds");
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= spec.count {
-                        break;
-                    }
-                    let key = key_for(order[i as usize], spec.key_size);
-                    let t = Instant::now();
-                    let ok = match spec.operation {
-                        Operation::Put => client.put(&key, value.clone(), PutOptions::forced(spec.sync)).await.is_ok(),
-                        Operation::Get => matches!(client.get(&key).await, Ok(Some(_))),
-                    };
-                    hist.saturating_record(t.elapsed().as_micros().max(1) as u64);
-                    if !ok {
-                        errors.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-                hist
-            }));
-        }
-    }
-    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("valid bounds");
+    let tasks: Vec<_> = pipelines.into_iter().map(|p| tokio::spawn(drive_connection(p, shared.clone()))).collect();
+    let mut hist = new_histogram();
+    let mut errors = 0;
+    let mut finished = Vec::new();
     for t in tasks {
-        let h = t.await.map_err(|e| BenchError::Invalid(e.to_string()))?;
+        let (h, e, p) = t.await.map_err(|e| BenchError::Invalid(e.to_string()))??;
         hist.add(h).map_err(|e| BenchError::Invalid(e.to_string()))?;
+        errors += e;
+        finished.push(p);
     }
     if spec.operation == Operation::Put && spec.flush_at_end {
-        for c in &clients {
-            c.flush_all_data().await?;
+        for mut p in finished {
+            p.queue(MessageType::Flushalldata, None, &[]);
+            p.flush().await?;
+            let (_, response) = p.recv().await?;
+            if response.status() != StatusCode::Success {
+                return Err(BenchError::Invalid(format!("FLUSHALLDATA answered {:?}", response.status())));
+            }
         }
     }
     let seconds = started.elapsed().max(Duration::from_micros(1)).as_secs_f64();
     let ops = spec.count;
     Ok(BenchResult {
         ops,
-        errors: errors.load(Ordering::Relaxed),
+        errors,
         seconds,
         ops_per_second: ops as f64 / seconds,
         megabytes_per_second: ops as f64 * spec.value_size as f64 / seconds / 1e6,
@@ -165,6 +149,68 @@ pub async fn run(spec: BenchSpec) -> Result<BenchResult, BenchError> {
         },
         spec,
     })
+}
+
+struct Work {
+    order: Vec<u64>,
+    next: AtomicU64,
+    value: Bytes,
+    spec: BenchSpec,
+}
+
+fn new_histogram() -> Histogram<u64> {
+    Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("valid bounds")
+}
+
+/// Keeps `depth` requests in flight on one connection until the work runs out: one task, one
+/// write per round of requests, latencies from send to answer.
+async fn drive_connection(mut p: Pipeline, work: Arc<Work>) -> Result<(Histogram<u64>, u64, Pipeline), BenchError> {
+    let spec = &work.spec;
+    let mut hist = new_histogram();
+    let mut errors = 0;
+    let mut in_flight: HashMap<i64, Instant> = HashMap::with_capacity(spec.depth * 2);
+    loop {
+        while in_flight.len() < spec.depth {
+            let i = work.next.fetch_add(1, Ordering::Relaxed);
+            if i >= spec.count {
+                break;
+            }
+            let key = Bytes::from(key_for(work.order[i as usize], spec.key_size));
+            let seq = match spec.operation {
+                Operation::Put => {
+                    let kv = KeyValue {
+                        key: Some(key),
+                        force: Some(true),
+                        synchronization: Some(spec.sync as i32),
+                        ..KeyValue::default()
+                    };
+                    p.queue(MessageType::Put, Some(Body { key_value: Some(kv), ..Body::default() }), &work.value)
+                }
+                Operation::Get => {
+                    let kv = KeyValue { key: Some(key), ..KeyValue::default() };
+                    p.queue(MessageType::Get, Some(Body { key_value: Some(kv), ..Body::default() }), &[])
+                }
+            };
+            in_flight.insert(seq, Instant::now());
+        }
+        if in_flight.is_empty() {
+            return Ok((hist, errors, p));
+        }
+        p.flush().await?;
+        loop {
+            let (ack, response) = p.recv().await?;
+            let sent = in_flight
+                .remove(&ack)
+                .ok_or_else(|| BenchError::Invalid(format!("answer to unknown sequence {ack}")))?;
+            hist.saturating_record(sent.elapsed().as_micros().max(1) as u64);
+            if response.status() != StatusCode::Success {
+                errors += 1;
+            }
+            if !p.response_buffered() {
+                break;
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -110,42 +110,7 @@ pub struct Client {
 impl Client {
     /// Connects, waits for the drive's sign-on and adopts its connection id.
     pub async fn connect(addr: impl ToSocketAddrs, config: ClientConfig) -> Result<Client, ClientError> {
-        let stream = tokio::time::timeout(config.timeout, TcpStream::connect(addr))
-            .await
-            .map_err(|_| ClientError::Timeout(config.timeout))??;
-        stream.set_nodelay(true)?;
-        let (mut rd, wr): (Box<dyn AsyncRead + Send + Unpin>, Box<dyn AsyncWrite + Send + Unpin>) = match &config.tls_trust {
-            None => {
-                let (r, w) = stream.into_split();
-                (Box::new(r), Box::new(w))
-            }
-            Some(trust) => {
-                let tls = tls_connect(stream, trust, config.timeout).await?;
-                let (r, w) = tokio::io::split(tls);
-                (Box::new(r), Box::new(w))
-            }
-        };
-        let mut decoder = FrameDecoder::new(MAX_RESPONSE_PART, MAX_RESPONSE_PART);
-        let mut buf = BytesMut::with_capacity(64 * 1024);
-        let first = tokio::time::timeout(config.timeout, read_frame(&mut *rd, &mut decoder, &mut buf))
-            .await
-            .map_err(|_| ClientError::Timeout(config.timeout))??
-            .ok_or_else(|| ClientError::Terminated("closed before the sign-on".into()))?;
-        if first.message.auth_type != Some(AuthType::Unsolicitedstatus as i32) {
-            return Err(ClientError::Protocol("first message is not the unsolicited sign-on".into()));
-        }
-        let sign_on = Command::decode(first.message.command_bytes.unwrap_or_default())
-            .map_err(|e| ClientError::Protocol(format!("undecodable sign-on: {e}")))?;
-        let status = sign_on.status.as_ref().and_then(|s| s.code);
-        if status != Some(StatusCode::Success as i32) {
-            let message = sign_on.status.as_ref().and_then(|s| s.status_message.clone()).unwrap_or_default();
-            return Err(ClientError::Terminated(message));
-        }
-        let connection_id = sign_on
-            .header
-            .as_ref()
-            .and_then(|h| h.connection_id)
-            .ok_or_else(|| ClientError::Protocol("sign-on without a connection id".into()))?;
+        let Handshake { rd, wr, decoder, buf, sign_on, connection_id } = handshake(addr, &config).await?;
         let (frames, queue) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             config,
@@ -216,16 +181,8 @@ impl Client {
     }
 
     fn encode(&self, command: Command, value: &[u8]) -> Bytes {
-        let command_bytes = Bytes::from(command.encode_to_vec());
-        let hmac = spindle_proto::hmac::sign(&self.shared.config.hmac_key, &command_bytes);
-        let message = Message {
-            auth_type: Some(AuthType::Hmacauth as i32),
-            hmac_auth: Some(HmaCauth { identity: Some(self.shared.config.identity), hmac: Some(Bytes::copy_from_slice(&hmac)) }),
-            pin_auth: None,
-            command_bytes: Some(command_bytes),
-        };
         let mut out = BytesMut::new();
-        encode_frame(&message, value, &mut out);
+        encode_request(&self.shared.config, &command, value, &mut out);
         out.freeze()
     }
 
@@ -336,6 +293,74 @@ impl Client {
     }
 }
 
+pub(crate) type Reader = Box<dyn AsyncRead + Send + Unpin>;
+pub(crate) type Writer = Box<dyn AsyncWrite + Send + Unpin>;
+
+/// A connection that has received the drive's sign-on.
+pub(crate) struct Handshake {
+    pub rd: Reader,
+    pub wr: Writer,
+    pub decoder: FrameDecoder,
+    /// Bytes read past the sign-on.
+    pub buf: BytesMut,
+    pub sign_on: Command,
+    pub connection_id: i64,
+}
+
+/// Connects (over TLS if configured) and waits for the sign-on.
+pub(crate) async fn handshake(addr: impl ToSocketAddrs, config: &ClientConfig) -> Result<Handshake, ClientError> {
+    let stream = tokio::time::timeout(config.timeout, TcpStream::connect(addr))
+        .await
+        .map_err(|_| ClientError::Timeout(config.timeout))??;
+    stream.set_nodelay(true)?;
+    let (mut rd, wr): (Reader, Writer) = match &config.tls_trust {
+        None => {
+            let (r, w) = stream.into_split();
+            (Box::new(r), Box::new(w))
+        }
+        Some(trust) => {
+            let tls = tls_connect(stream, trust, config.timeout).await?;
+            let (r, w) = tokio::io::split(tls);
+            (Box::new(r), Box::new(w))
+        }
+    };
+    let mut decoder = FrameDecoder::new(MAX_RESPONSE_PART, MAX_RESPONSE_PART);
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    let first = tokio::time::timeout(config.timeout, read_frame(&mut *rd, &mut decoder, &mut buf))
+        .await
+        .map_err(|_| ClientError::Timeout(config.timeout))??
+        .ok_or_else(|| ClientError::Terminated("closed before the sign-on".into()))?;
+    if first.message.auth_type != Some(AuthType::Unsolicitedstatus as i32) {
+        return Err(ClientError::Protocol("first message is not the unsolicited sign-on".into()));
+    }
+    let sign_on = Command::decode(first.message.command_bytes.unwrap_or_default())
+        .map_err(|e| ClientError::Protocol(format!("undecodable sign-on: {e}")))?;
+    let status = sign_on.status.as_ref().and_then(|s| s.code);
+    if status != Some(StatusCode::Success as i32) {
+        let message = sign_on.status.as_ref().and_then(|s| s.status_message.clone()).unwrap_or_default();
+        return Err(ClientError::Terminated(message));
+    }
+    let connection_id = sign_on
+        .header
+        .as_ref()
+        .and_then(|h| h.connection_id)
+        .ok_or_else(|| ClientError::Protocol("sign-on without a connection id".into()))?;
+    Ok(Handshake { rd, wr, decoder, buf, sign_on, connection_id })
+}
+
+/// Signs `command` and appends its frame with `value` to `out`.
+pub(crate) fn encode_request(config: &ClientConfig, command: &Command, value: &[u8], out: &mut BytesMut) {
+    let command_bytes = Bytes::from(command.encode_to_vec());
+    let hmac = spindle_proto::hmac::sign(&config.hmac_key, &command_bytes);
+    let message = Message {
+        auth_type: Some(AuthType::Hmacauth as i32),
+        hmac_auth: Some(HmaCauth { identity: Some(config.identity), hmac: Some(Bytes::copy_from_slice(&hmac)) }),
+        pin_auth: None,
+        command_bytes: Some(command_bytes),
+    };
+    encode_frame(&message, value, out);
+}
+
 fn to_entry(r: Response) -> Entry {
     let kv = r.body().key_value.unwrap_or_default();
     Entry {
@@ -372,7 +397,7 @@ async fn tls_connect(
     tokio::time::timeout(timeout, connector.connect(name, stream)).await.map_err(|_| ClientError::Timeout(timeout))?.map_err(ClientError::Io)
 }
 
-async fn read_frame(
+pub(crate) async fn read_frame(
     rd: &mut (dyn AsyncRead + Send + Unpin),
     decoder: &mut FrameDecoder,
     buf: &mut BytesMut,

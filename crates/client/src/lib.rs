@@ -13,10 +13,12 @@
 
 mod client;
 mod error;
+mod pipeline;
 mod types;
 
 pub use client::{Client, ClientConfig, Response};
 pub use error::ClientError;
+pub use pipeline::Pipeline;
 pub use spindle_proto::pb::command::get_log::Type as LogType;
 pub use spindle_proto::pb::command::{Algorithm, GetLog};
 pub use spindle_proto::{MessageType, StatusCode, Synchronization};

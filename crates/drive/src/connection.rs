@@ -1,9 +1,11 @@
 //! One client connection: the sign-on, a reader that authenticates and executes requests in
 //! arrival order, and a writer that signs, frames and batches responses.
 //!
-//! Requests are executed one after another (so a pipelined put-then-get sees its own put), but
-//! a WRITETHROUGH write does not hold up the next request: its response waits for the group
-//! commit on the side, so one connection's pipelined writes share fsyncs too.
+//! Requests are taken in arrival order. Reads run inline; writes are queued to the engine's
+//! single writer (which applies them in order) and answered from its callback, so pipelined
+//! writes, WRITETHROUGH ones included, never wait for each other here and share group commits.
+//! A read first waits until the connection's earlier writes are applied, so a pipelined
+//! put-then-get sees its put.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -15,9 +17,10 @@ use spindle_proto::pb::message::{AuthType, HmaCauth};
 use spindle_proto::pb::{Command, Message};
 use spindle_proto::{encode_frame_head, response_type, FrameError, FrameHeader, MessageType, StatusCode, HEADER_LEN};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
-use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use spindle_engine::{WriteOp, WriteRequest};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 
-use crate::handler::{self, Reply};
+use crate::handler::{self, Outcome, Reply};
 use crate::state::DriveState;
 
 /// A value over maxValueSize but under this is read and thrown away so the client gets an
@@ -76,13 +79,15 @@ where
     let (tx, rx) = mpsc::unbounded_channel();
     let writer = tokio::spawn(write_loop(wr, rx));
 
-    let _ = tx.send(Outgoing { auth: Auth::Unsolicited, command: sign_on(&state, connection_id), value: Bytes::new(), _permit: None });
+    let _ = tx.send(vec![Outgoing { auth: Auth::Unsolicited, command: sign_on(&state, connection_id), value: Bytes::new(), _permit: None }]);
     let mut conn = Connection {
         state: state.clone(),
         tx,
+        out: Vec::new(),
         connection_id,
         transport,
         last_sequence: None,
+        last_write_applied: None,
         reads: Arc::new(Semaphore::new(state.config.limits.max_outstanding_read_requests as usize)),
         writes: Arc::new(Semaphore::new(state.config.limits.max_outstanding_write_requests as usize)),
     };
@@ -95,6 +100,7 @@ where
         }
         Close::Broken(reason) => tracing::debug!(%peer, connection_id, "connection broken: {reason}"),
     }
+    conn.flush_out();
     drop(conn);
     let _ = writer.await;
 }
@@ -136,11 +142,17 @@ pub async fn refuse<S: AsyncWrite + Unpin>(mut stream: S, state: &DriveState, re
 
 struct Connection {
     state: Arc<DriveState>,
-    tx: mpsc::UnboundedSender<Outgoing>,
+    /// Responses go to the writer task in batches: one wake-up and one socket write for all the
+    /// requests that arrived together.
+    tx: mpsc::UnboundedSender<Vec<Outgoing>>,
+    /// Responses of the current read batch, not yet handed to the writer.
+    out: Vec<Outgoing>,
     connection_id: i64,
     #[allow(dead_code)] // consulted by the security layer (TLS-only operations)
     transport: Transport,
     last_sequence: Option<i64>,
+    /// Fires when this connection's latest write is visible to readers.
+    last_write_applied: Option<oneshot::Receiver<()>>,
     reads: Arc<Semaphore>,
     writes: Arc<Semaphore>,
 }
@@ -168,6 +180,16 @@ impl Connection {
             if let Err(close) = self.handle_frame(&message, value, oversize).await {
                 return close;
             }
+            // Hand over the batch once no further whole request is waiting to be read.
+            if !complete_frame_buffered(reader.buffer()) {
+                self.flush_out();
+            }
+        }
+    }
+
+    fn flush_out(&mut self) {
+        if !self.out.is_empty() {
+            let _ = self.tx.send(std::mem::take(&mut self.out));
         }
     }
 
@@ -267,19 +289,38 @@ impl Connection {
             }
         };
 
-        let is_write = matches!(kind, MessageType::Put | MessageType::Delete | MessageType::Flushalldata);
-        let permits = if is_write { &self.writes } else { &self.reads };
-        let permit = permits.clone().acquire_owned().await.map_err(|_| Close::Broken("semaphore closed".into()))?;
+        let is_write = handler::is_write(kind);
+        let permits = if is_write { self.writes.clone() } else { self.reads.clone() };
+        let permit = match permits.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => {
+                // Every permit may be held by responses still in our batch: release them first.
+                self.flush_out();
+                permits.acquire_owned().await.map_err(|_| Close::Broken("semaphore closed".into()))?
+            }
+        };
+        if !is_write {
+            // A read sees every write this connection sent before it.
+            if let Some(applied) = self.last_write_applied.take() {
+                let _ = applied.await;
+            }
+        }
         let value_in = value.len();
-        let reply = handler::execute(&self.state, kind, command.body, value).await;
-        self.state.stats.record(raw_type, value_in + reply.value.len());
-        self.respond(auth(), &header, reply, Some(permit));
+        match handler::execute(&self.state, kind, command.body, value) {
+            Outcome::Reply(reply) => {
+                self.state.stats.record(raw_type, value_in + reply.value.len());
+                self.respond(auth(), &header, reply, Some(permit));
+            }
+            Outcome::Write { op, sync } => {
+                self.state.stats.record(raw_type, value_in);
+                self.submit_write(auth(), &header, op, sync, permit);
+            }
+        }
         Ok(())
     }
 
-    /// Addresses a reply to the request `header` and queues it, after the group commit when
-    /// the reply must wait for durability.
-    fn respond(&self, auth: Auth, header: &Header, reply: Reply, permit: Option<OwnedSemaphorePermit>) {
+    /// The response to the request `header`, addressed and ready to sign.
+    fn addressed(&self, auth: Auth, header: &Header, reply: Reply, permit: Option<OwnedSemaphorePermit>) -> Outgoing {
         let response_header = Header {
             ack_sequence: header.sequence,
             message_type: header.message_type.and_then(response_type).map(|t| t as i32),
@@ -289,44 +330,57 @@ impl Connection {
         };
         let status = Status {
             code: Some(reply.status as i32),
-            status_message: (!reply.message.is_empty()).then(|| reply.message.clone()),
+            status_message: (!reply.message.is_empty()).then_some(reply.message),
             ..Status::default()
         };
-        let outgoing = Outgoing {
+        Outgoing {
             auth,
             command: Command { header: Some(response_header), body: reply.body, status: Some(status) },
             value: reply.value,
             _permit: permit,
-        };
-        if !reply.wait_durable {
-            let _ = self.tx.send(outgoing);
-            return;
         }
-        let tx = self.tx.clone();
-        let mut outgoing = outgoing;
-        self.state.engine.when_durable(Box::new(move |result| {
-            if let Err(e) = result {
-                let code = match e {
-                    spindle_engine::Error::NoSpace => StatusCode::NoSpace,
-                    _ => StatusCode::InternalError,
-                };
-                outgoing.command.status = Some(Status {
-                    code: Some(code as i32),
-                    status_message: Some(format!("write not made durable: {e}")),
-                    ..Status::default()
-                });
-            }
-            let _ = tx.send(outgoing);
-        }));
     }
 
-    fn send_unsolicited(&self, code: StatusCode, message: String) {
+    fn respond(&mut self, auth: Auth, header: &Header, reply: Reply, permit: Option<OwnedSemaphorePermit>) {
+        let outgoing = self.addressed(auth, header, reply, permit);
+        self.out.push(outgoing);
+    }
+
+    /// Hands a write to the engine's writer without waiting: the response is sent from the
+    /// writer's callback once the write is acknowledged (after the group commit for `sync`),
+    /// so pipelined writes of one connection share syncs too.
+    fn submit_write(&mut self, auth: Auth, header: &Header, op: WriteOp, sync: bool, permit: OwnedSemaphorePermit) {
+        let mut outgoing = self.addressed(auth, header, Reply::ok(None), Some(permit));
+        let (applied_tx, applied_rx) = oneshot::channel();
+        self.last_write_applied = Some(applied_rx);
+        let tx = self.tx.clone();
+        self.state.engine.submit(WriteRequest {
+            op,
+            sync,
+            on_applied: Some(Box::new(move |_| {
+                let _ = applied_tx.send(());
+            })),
+            on_done: Box::new(move |result| {
+                if let Err(e) = result {
+                    let reply = handler::engine_error(e);
+                    outgoing.command.status = Some(Status {
+                        code: Some(reply.status as i32),
+                        status_message: Some(reply.message),
+                        ..Status::default()
+                    });
+                }
+                let _ = tx.send(vec![outgoing]);
+            }),
+        });
+    }
+
+    fn send_unsolicited(&mut self, code: StatusCode, message: String) {
         let command = Command {
             header: Some(Header { connection_id: Some(self.connection_id), ..Header::default() }),
             body: None,
             status: Some(Status { code: Some(code as i32), status_message: Some(message), ..Status::default() }),
         };
-        let _ = self.tx.send(Outgoing { auth: Auth::Unsolicited, command, value: Bytes::new(), _permit: None });
+        self.out.push(Outgoing { auth: Auth::Unsolicited, command, value: Bytes::new(), _permit: None });
     }
 }
 
@@ -379,18 +433,28 @@ fn encode_outgoing(o: &Outgoing, out: &mut BytesMut) {
     encode_frame_head(&message, o.value.len() as u32, out);
 }
 
-async fn write_loop<W: AsyncWrite + Unpin>(wr: W, mut rx: mpsc::UnboundedReceiver<Outgoing>) {
+/// Whether `buf` starts with a whole frame (so reading it will not wait for the socket).
+fn complete_frame_buffered(buf: &[u8]) -> bool {
+    if buf.len() < HEADER_LEN {
+        return false;
+    }
+    let len = |at: usize| u32::from_be_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]) as usize;
+    buf.len() >= HEADER_LEN + len(1).saturating_add(len(5))
+}
+
+async fn write_loop<W: AsyncWrite + Unpin>(wr: W, mut rx: mpsc::UnboundedReceiver<Vec<Outgoing>>) {
     let mut out = BufWriter::with_capacity(WRITE_BUFFER, wr);
     let mut scratch = BytesMut::with_capacity(4096);
     while let Some(first) = rx.recv().await {
         let mut next = Some(first);
-        while let Some(o) = next {
-            scratch.clear();
-            encode_outgoing(&o, &mut scratch);
-            if out.write_all(&scratch).await.is_err() || out.write_all(&o.value).await.is_err() {
-                return;
+        while let Some(batch) = next {
+            for o in batch {
+                scratch.clear();
+                encode_outgoing(&o, &mut scratch);
+                if out.write_all(&scratch).await.is_err() || out.write_all(&o.value).await.is_err() {
+                    return;
+                }
             }
-            drop(o);
             next = rx.try_recv().ok();
         }
         if out.flush().await.is_err() {

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use spindle_engine::{Check, Entry, Error as EngineError, KeyRange, Meta};
+use spindle_engine::{Check, Entry, Error as EngineError, KeyRange, Meta, WriteOp};
 use spindle_proto::pb::command::{self, Body, KeyValue, Range};
 use spindle_proto::{MessageType, StatusCode, Synchronization};
 
@@ -15,17 +15,29 @@ pub struct Reply {
     pub message: String,
     pub body: Option<Body>,
     pub value: Bytes,
-    /// Answer only once every earlier write is durable (WRITETHROUGH, FLUSH, FLUSHALLDATA).
-    pub wait_durable: bool,
 }
 
 impl Reply {
     pub fn ok(body: Option<Body>) -> Self {
-        Reply { status: StatusCode::Success, message: String::new(), body, value: Bytes::new(), wait_durable: false }
+        Reply { status: StatusCode::Success, message: String::new(), body, value: Bytes::new() }
     }
 
     pub fn error(status: StatusCode, message: impl Into<String>) -> Self {
-        Reply { status, message: message.into(), body: None, value: Bytes::new(), wait_durable: false }
+        Reply { status, message: message.into(), body: None, value: Bytes::new() }
+    }
+}
+
+/// What executing a request amounts to.
+pub enum Outcome {
+    /// Answered at once (reads, rejected requests).
+    Reply(Reply),
+    /// A write for the engine's writer; answered when it completes (after the sync if `sync`).
+    Write { op: WriteOp, sync: bool },
+}
+
+impl From<Reply> for Outcome {
+    fn from(r: Reply) -> Self {
+        Outcome::Reply(r)
     }
 }
 
@@ -33,7 +45,7 @@ fn invalid(message: impl Into<String>) -> Reply {
     Reply::error(StatusCode::InvalidRequest, message)
 }
 
-fn engine_error(e: EngineError) -> Reply {
+pub fn engine_error(e: EngineError) -> Reply {
     match e {
         EngineError::NotFound => Reply::error(StatusCode::NotFound, "key not found"),
         EngineError::VersionMismatch => Reply::error(StatusCode::VersionMismatch, "stored version differs from dbVersion"),
@@ -43,23 +55,28 @@ fn engine_error(e: EngineError) -> Reply {
     }
 }
 
+/// Whether a request type writes (and so goes through the engine's writer).
+pub fn is_write(kind: MessageType) -> bool {
+    matches!(kind, MessageType::Put | MessageType::Delete | MessageType::Flushalldata)
+}
+
 /// Runs a request of type `kind`. `value` is the frame's value section.
-pub async fn execute(state: &Arc<DriveState>, kind: MessageType, body: Option<Body>, value: Bytes) -> Reply {
+pub fn execute(state: &Arc<DriveState>, kind: MessageType, body: Option<Body>, value: Bytes) -> Outcome {
     let body = body.unwrap_or_default();
     match kind {
-        MessageType::Get => get(state, body.key_value.unwrap_or_default()),
-        MessageType::Getversion => get_version(state, body.key_value.unwrap_or_default()),
-        MessageType::Getnext => neighbour(state, body.key_value.unwrap_or_default(), true),
-        MessageType::Getprevious => neighbour(state, body.key_value.unwrap_or_default(), false),
-        MessageType::Getkeyrange => key_range(state, body.range.unwrap_or_default()),
-        MessageType::Put => put(state, body.key_value.unwrap_or_default(), value).await,
-        MessageType::Delete => delete(state, body.key_value.unwrap_or_default()).await,
-        MessageType::Noop => Reply::ok(None),
-        MessageType::Flushalldata => Reply { wait_durable: true, ..Reply::ok(None) },
+        MessageType::Get => get(state, body.key_value.unwrap_or_default()).into(),
+        MessageType::Getversion => get_version(state, body.key_value.unwrap_or_default()).into(),
+        MessageType::Getnext => neighbour(state, body.key_value.unwrap_or_default(), true).into(),
+        MessageType::Getprevious => neighbour(state, body.key_value.unwrap_or_default(), false).into(),
+        MessageType::Getkeyrange => key_range(state, body.range.unwrap_or_default()).into(),
+        MessageType::Put => put(state, body.key_value.unwrap_or_default(), value),
+        MessageType::Delete => delete(state, body.key_value.unwrap_or_default()),
+        MessageType::Noop => Reply::ok(None).into(),
+        MessageType::Flushalldata => Outcome::Write { op: WriteOp::Flush, sync: true },
         MessageType::Getlog => {
             let mut out = command::GetLog::default();
             let (status, message, value) = crate::getlog::fill(state, &body.get_log.unwrap_or_default(), &mut out);
-            Reply { status, message, body: Some(Body { get_log: Some(out), ..Body::default() }), value, wait_durable: false }
+            Reply { status, message, body: Some(Body { get_log: Some(out), ..Body::default() }), value }.into()
         }
         MessageType::Setup
         | MessageType::Security
@@ -70,8 +87,8 @@ pub async fn execute(state: &Arc<DriveState>, kind: MessageType, body: Option<Bo
         | MessageType::StartBatch
         | MessageType::EndBatch
         | MessageType::AbortBatch
-        | MessageType::SetPowerLevel => invalid(format!("{} is not supported by this drive", kind.as_str_name())),
-        _ => invalid(format!("{} is not a request message type", kind.as_str_name())),
+        | MessageType::SetPowerLevel => invalid(format!("{} is not supported by this drive", kind.as_str_name())).into(),
+        _ => invalid(format!("{} is not a request message type", kind.as_str_name())).into(),
     }
 }
 
@@ -220,7 +237,7 @@ fn write_check(state: &DriveState, kv: &KeyValue) -> Result<Check, Reply> {
     }
 }
 
-async fn put(state: &Arc<DriveState>, kv: KeyValue, value: Bytes) -> Reply {
+fn put(state: &DriveState, kv: KeyValue, value: Bytes) -> Outcome {
     let prepared = (|| {
         let key = check_key(state, &kv.key, false)?;
         let version = check_version(state, "newVersion", &kv.new_version)?;
@@ -239,37 +256,16 @@ async fn put(state: &Arc<DriveState>, kv: KeyValue, value: Bytes) -> Reply {
         if !state.capacity.admit(footprint, || state.engine_disk_usage()) {
             return Err(Reply::error(StatusCode::NoSpace, "the drive is full"));
         }
-        Ok((key, Meta { version, tag, algorithm: kv.algorithm, ..Meta::default() }, sync, check))
+        let meta = Meta { version, tag, algorithm: kv.algorithm, ..Meta::default() };
+        Ok(Outcome::Write { op: WriteOp::Put { key, value, meta, check }, sync: sync != Synchronization::Writeback })
     })();
-    let (key, meta, sync, check) = match prepared {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
-    let engine = state.engine.clone();
-    let result = tokio::task::spawn_blocking(move || engine.put(&key, value, meta, check)).await;
-    finish_write(result, sync)
+    prepared.unwrap_or_else(Outcome::Reply)
 }
 
-async fn delete(state: &Arc<DriveState>, kv: KeyValue) -> Reply {
-    let prepared = (|| Ok((check_key(state, &kv.key, false)?, synchronization(&kv)?, write_check(state, &kv)?)))();
-    let (key, sync, check) = match prepared {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
-    let engine = state.engine.clone();
-    let result = tokio::task::spawn_blocking(move || engine.delete(&key, check)).await;
-    finish_write(result, sync)
-}
-
-fn finish_write(result: Result<spindle_engine::Result<()>, tokio::task::JoinError>, sync: Synchronization) -> Reply {
-    match result {
-        Ok(Ok(())) => Reply { wait_durable: sync != Synchronization::Writeback, ..Reply::ok(None) },
-        Ok(Err(e)) => {
-            // FLUSH still makes earlier writes durable even when this one failed its check.
-            let mut reply = engine_error(e);
-            reply.wait_durable = sync == Synchronization::Flush;
-            reply
-        }
-        Err(e) => Reply::error(StatusCode::InternalError, format!("write task failed: {e}")),
-    }
+fn delete(state: &DriveState, kv: KeyValue) -> Outcome {
+    let prepared = (|| {
+        let (key, sync, check) = (check_key(state, &kv.key, false)?, synchronization(&kv)?, write_check(state, &kv)?);
+        Ok(Outcome::Write { op: WriteOp::Delete { key, check }, sync: sync != Synchronization::Writeback })
+    })();
+    prepared.unwrap_or_else(Outcome::Reply)
 }

@@ -7,10 +7,13 @@
 //!   files and compaction moves only pointers, so a 1 MiB value is written once (plus the
 //!   journal) instead of once per LSM level.
 //!
-//! Writes to one key are serialised by a striped lock held across read-check-write, which is
-//! what makes a versioned put a real compare-and-swap.
+//! All writes go through one writer thread that takes whatever requests are queued, checks
+//! versions against the store plus the writes earlier in the same group (so a versioned put is
+//! a real compare-and-swap), commits the group as one fjall batch (one journal write), and, if
+//! any request of the group needs durability, runs one fdatasync for all of them: LevelDB-style
+//! write grouping and group commit in one place. Readers never wait for the writer.
 
-use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+use std::collections::HashMap;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,11 +22,12 @@ use bytes::Bytes;
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, KvSeparationOptions, PersistMode, Readable};
 use parking_lot::Mutex;
 
-use crate::group_commit::{DurableCallback, GroupCommit};
-use crate::{record, Check, Engine, Entry, Error, KeyRange, Meta, Result};
+use crate::{record, Check, Engine, Entry, Error, KeyRange, Meta, Result, WriteOp, WriteRequest};
 
-/// Number of write locks; keys hash onto them.
-const WRITE_STRIPES: usize = 1024;
+/// Most requests the writer applies as one group.
+const MAX_GROUP_REQUESTS: usize = 1024;
+/// Most value bytes the writer applies as one group (bounds the latency of a group).
+const MAX_GROUP_BYTES: usize = 32 * 1024 * 1024;
 
 /// Tunables of the on-disk engine.
 #[derive(Debug, Clone)]
@@ -43,11 +47,17 @@ impl FjallOptions {
 
 pub struct FjallEngine {
     path: PathBuf,
+    store: Arc<Store>,
+    /// Sender to the writer thread; dropped (closing the queue) when the engine drops.
+    queue: Mutex<Option<std::sync::mpsc::Sender<WriteRequest>>>,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// The database and its keyspaces, shared by readers and the writer thread.
+struct Store {
     db: Database,
     meta: Keyspace,
     data: Keyspace,
-    stripes: Box<[Mutex<()>]>,
-    group_commit: GroupCommit,
 }
 
 impl FjallEngine {
@@ -60,22 +70,11 @@ impl FjallEngine {
             KeyspaceCreateOptions::default()
                 .with_kv_separation(Some(KvSeparationOptions::default().separation_threshold(threshold)))
         })?;
-        let syncing_db = db.clone();
-        let group_commit = GroupCommit::start(
-            "spindle-sync",
-            Box::new(move || syncing_db.persist(PersistMode::SyncData).map_err(Error::from)),
-        )?;
-        let stripes = (0..WRITE_STRIPES).map(|_| Mutex::new(())).collect();
-        Ok(Arc::new(FjallEngine { path: options.path, db, meta, data, stripes, group_commit }))
-    }
-
-    fn stripe(&self, key: &[u8]) -> &Mutex<()> {
-        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(key);
-        &self.stripes[(hash as usize) % WRITE_STRIPES]
-    }
-
-    fn stored_meta(&self, key: &[u8]) -> Result<Option<Meta>> {
-        self.meta.get(key)?.map(|raw| record::decode(raw.into())).transpose()
+        let store = Arc::new(Store { db, meta, data });
+        let (tx, rx) = std::sync::mpsc::channel();
+        let writer_store = store.clone();
+        let writer = std::thread::Builder::new().name("spindle-writer".into()).spawn(move || write_loop(&writer_store, rx))?;
+        Ok(Arc::new(FjallEngine { path: options.path, store, queue: Mutex::new(Some(tx)), writer: Mutex::new(Some(writer)) }))
     }
 
     /// Reads the entry for a metadata record already found in `snapshot`.
@@ -85,7 +84,7 @@ impl FjallEngine {
             Bytes::new()
         } else {
             snapshot
-                .get(&self.data, &key)?
+                .get(&self.store.data, &key)?
                 .ok_or_else(|| Error::Corrupt(format!("value missing for key of {} bytes", key.len())))?
                 .into()
         };
@@ -96,11 +95,11 @@ impl FjallEngine {
     }
 
     fn neighbour(&self, key: &[u8], forward: bool) -> Result<Option<Entry>> {
-        let snapshot = self.db.snapshot();
+        let snapshot = self.store.db.snapshot();
         let found = if forward {
-            snapshot.range::<&[u8], _>(&self.meta, (Bound::Excluded(key), Bound::Unbounded)).next()
+            snapshot.range::<&[u8], _>(&self.store.meta, (Bound::Excluded(key), Bound::Unbounded)).next()
         } else {
-            snapshot.range::<&[u8], _>(&self.meta, (Bound::Unbounded, Bound::Excluded(key))).next_back()
+            snapshot.range::<&[u8], _>(&self.store.meta, (Bound::Unbounded, Bound::Excluded(key))).next_back()
         };
         match found {
             None => Ok(None),
@@ -114,15 +113,15 @@ impl FjallEngine {
 
 impl Engine for FjallEngine {
     fn get(&self, key: &[u8]) -> Result<Option<Entry>> {
-        let snapshot = self.db.snapshot();
-        match snapshot.get(&self.meta, key)? {
+        let snapshot = self.store.db.snapshot();
+        match snapshot.get(&self.store.meta, key)? {
             None => Ok(None),
             Some(raw) => self.entry_at(&snapshot, Bytes::copy_from_slice(key), raw.into()).map(Some),
         }
     }
 
     fn get_meta(&self, key: &[u8]) -> Result<Option<Meta>> {
-        self.stored_meta(key)
+        self.store.stored_meta(key)
     }
 
     fn next(&self, key: &[u8]) -> Result<Option<Entry>> {
@@ -137,7 +136,7 @@ impl Engine for FjallEngine {
         if range.is_empty() || range.max == 0 {
             return Ok(Vec::new());
         }
-        let iter = self.meta.range::<&[u8], _>(range.bounds());
+        let iter = self.store.meta.range::<&[u8], _>(range.bounds());
         let mut keys = Vec::with_capacity(range.max.min(256));
         let mut push = |guard: fjall::Guard| -> Result<bool> {
             keys.push(guard.key()?.into());
@@ -159,53 +158,23 @@ impl Engine for FjallEngine {
         Ok(keys)
     }
 
-    fn put(&self, key: &[u8], value: Bytes, mut meta: Meta, check: Check) -> Result<()> {
-        meta.value_len = u32::try_from(value.len()).map_err(|_| Error::Io("value over 4 GiB".into()))?;
-        meta.value_crc = crc32c::crc32c(&value);
-        let record = record::encode(&meta)?;
-
-        let _guard = self.stripe(key).lock();
-        let stored = self.stored_meta(key)?;
-        if !check.passes(stored.as_ref().map(|m| &m.version[..])) {
-            return Err(Error::VersionMismatch);
-        }
-        let mut batch = self.db.batch();
-        batch.insert(&self.meta, key, record);
-        if !value.is_empty() {
-            batch.insert(&self.data, key, value);
-        } else if stored.is_some_and(|m| m.value_len > 0) {
-            batch.remove(&self.data, key);
-        }
-        batch.commit()?;
-        Ok(())
-    }
-
-    fn delete(&self, key: &[u8], check: Check) -> Result<()> {
-        let _guard = self.stripe(key).lock();
-        let stored = match self.stored_meta(key)? {
-            Some(m) => m,
-            None if check == Check::Force => return Ok(()),
-            None => return Err(Error::NotFound),
+    fn submit(&self, request: WriteRequest) {
+        let rejected = match self.queue.lock().as_ref() {
+            Some(queue) => queue.send(request).err().map(|e| e.0),
+            None => Some(request),
         };
-        if !check.passes(Some(&stored.version)) {
-            return Err(Error::VersionMismatch);
+        if let Some(request) = rejected {
+            let stopped = Error::Io("engine is shutting down".into());
+            if let Some(applied) = request.on_applied {
+                applied(Err(stopped.clone()));
+            }
+            (request.on_done)(Err(stopped));
         }
-        let mut batch = self.db.batch();
-        batch.remove(&self.meta, key);
-        if stored.value_len > 0 {
-            batch.remove(&self.data, key);
-        }
-        batch.commit()?;
-        Ok(())
-    }
-
-    fn when_durable(&self, done: DurableCallback) {
-        self.group_commit.register(done);
     }
 
     fn compact(&self) -> Result<()> {
-        self.meta.major_compact()?;
-        self.data.major_compact()?;
+        self.store.meta.major_compact()?;
+        self.store.data.major_compact()?;
         Ok(())
     }
 
@@ -216,7 +185,120 @@ impl Engine for FjallEngine {
     }
 
     fn approximate_len(&self) -> u64 {
-        self.meta.approximate_len() as u64
+        self.store.meta.approximate_len() as u64
+    }
+}
+
+impl Drop for FjallEngine {
+    fn drop(&mut self) {
+        // Closing the queue lets the writer finish what is queued and exit.
+        self.queue.lock().take();
+        if let Some(writer) = self.writer.lock().take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+impl Store {
+    fn stored_meta(&self, key: &[u8]) -> Result<Option<Meta>> {
+        self.meta.get(key)?.map(|raw| record::decode(raw.into())).transpose()
+    }
+}
+
+/// The writer thread: groups queued requests, applies them, commits, syncs, answers.
+fn write_loop(store: &Store, queue: std::sync::mpsc::Receiver<WriteRequest>) {
+    while let Ok(first) = queue.recv() {
+        let mut group = vec![first];
+        let mut bytes = group[0].op.footprint();
+        while group.len() < MAX_GROUP_REQUESTS && bytes < MAX_GROUP_BYTES {
+            match queue.try_recv() {
+                Ok(r) => {
+                    bytes += r.op.footprint();
+                    group.push(r);
+                }
+                Err(_) => break,
+            }
+        }
+        apply_group(store, group);
+    }
+}
+
+fn apply_group(store: &Store, group: Vec<WriteRequest>) {
+    // What this group has already written, so later requests check against it.
+    let mut written: HashMap<Bytes, Option<Meta>> = HashMap::new();
+    let mut batch = store.db.batch();
+    let mut results: Vec<Result<()>> = group.iter().map(|r| stage(store, &r.op, &mut written, &mut batch)).collect();
+    if !batch.is_empty() {
+        if let Err(e) = batch.commit() {
+            let e = Error::from(e);
+            for r in results.iter_mut().filter(|r| r.is_ok()) {
+                *r = Err(e.clone());
+            }
+        }
+    }
+    let mut waiting = Vec::new();
+    for (request, result) in group.into_iter().zip(results) {
+        if let Some(applied) = request.on_applied {
+            applied(result.clone());
+        }
+        if request.sync {
+            waiting.push((request.on_done, result));
+        } else {
+            (request.on_done)(result);
+        }
+    }
+    if !waiting.is_empty() {
+        let synced = store.db.persist(PersistMode::SyncData).map_err(Error::from);
+        for (done, result) in waiting {
+            done(result.and(synced.clone()));
+        }
+    }
+}
+
+/// Checks one operation and adds its effect to `batch`.
+fn stage(store: &Store, op: &WriteOp, written: &mut HashMap<Bytes, Option<Meta>>, batch: &mut fjall::OwnedWriteBatch) -> Result<()> {
+    let current = |key: &Bytes| -> Result<Option<Meta>> {
+        match written.get(key) {
+            Some(m) => Ok(m.clone()),
+            None => store.stored_meta(key),
+        }
+    };
+    match op {
+        WriteOp::Put { key, value, meta, check } => {
+            let mut meta = meta.clone();
+            meta.value_len = u32::try_from(value.len()).map_err(|_| Error::Io("value over 4 GiB".into()))?;
+            meta.value_crc = crc32c::crc32c(value);
+            // A forced put of a non-empty value needs nothing from the stored entry.
+            let stored = if *check == Check::Force && !value.is_empty() { None } else { current(key)? };
+            if !check.passes(stored.as_ref().map(|m| &m.version[..])) {
+                return Err(Error::VersionMismatch);
+            }
+            batch.insert(&store.meta, key.clone(), record::encode(&meta)?);
+            if !value.is_empty() {
+                batch.insert(&store.data, key.clone(), value.clone());
+            } else if stored.is_some_and(|m| m.value_len > 0) {
+                batch.remove(&store.data, key.clone());
+            }
+            written.insert(key.clone(), Some(meta));
+            Ok(())
+        }
+        WriteOp::Delete { key, check } => {
+            let stored = match current(key)? {
+                Some(m) => m,
+                None if *check == Check::Force => return Ok(()),
+                None => return Err(Error::NotFound),
+            };
+            if !check.passes(Some(&stored.version)) {
+                return Err(Error::VersionMismatch);
+            }
+            batch.remove(&store.meta, key.clone());
+            if stored.value_len > 0 {
+                batch.remove(&store.data, key.clone());
+            }
+            written.insert(key.clone(), None);
+            Ok(())
+        }
+        WriteOp::Flush => Ok(()),
     }
 }
 

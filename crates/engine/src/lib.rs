@@ -1,20 +1,20 @@
 //! Spindle's storage engine: a persistent, sorted, crash-safe key-value store with the
-//! per-entry metadata Kinetic needs (version, tag, algorithm), compare-and-swap writes and
-//! group-committed durability. Knows nothing about the wire protocol.
+//! per-entry metadata Kinetic needs (version, tag, algorithm), compare-and-swap writes applied
+//! in order by one writer, and group-committed durability. Knows nothing about the wire protocol.
 //!
 //! Two implementations sit behind [`Engine`]: [`FjallEngine`] (on disk, the product) and
 //! [`MemEngine`] (in memory, for tests and for measuring the protocol path alone).
 
 mod error;
 mod fjall_engine;
-mod group_commit;
 mod mem_engine;
 pub mod record;
 mod types;
+mod write;
 
 pub use error::{Error, Result};
 pub use fjall_engine::{FjallEngine, FjallOptions};
-pub use group_commit::DurableCallback;
+pub use write::{Callback, WriteOp, WriteRequest};
 pub use mem_engine::MemEngine;
 pub use types::{Check, Entry, KeyRange, Meta};
 
@@ -34,22 +34,39 @@ pub trait Engine: Send + Sync + 'static {
     fn previous(&self, key: &[u8]) -> Result<Option<Entry>>;
     /// Keys in `range`, in order (reverse order if asked), at most `range.max` of them.
     fn keys(&self, range: &KeyRange) -> Result<Vec<bytes::Bytes>>;
-    /// Stores `value` under `key` if `check` passes against the stored version; atomic
-    /// against every other write to the same key.
-    fn put(&self, key: &[u8], value: bytes::Bytes, meta: Meta, check: Check) -> Result<()>;
-    /// Removes `key` if `check` passes. A forced delete of a missing key succeeds; an
-    /// unforced one fails with [`Error::NotFound`].
-    fn delete(&self, key: &[u8], check: Check) -> Result<()>;
-    /// Calls `done` once every write that returned before this call is durable. Concurrent
-    /// callers share one sync (group commit). `done` runs on an engine thread: keep it short.
-    fn when_durable(&self, done: DurableCallback);
-    /// Blocking form of [`Engine::when_durable`].
+    /// Queues a write. Writes are applied in submission order; `on_applied` runs once the
+    /// write is visible to readers, `on_done` once it is acknowledged: right after applying, or
+    /// for `sync` requests after everything applied so far is durable (group commit: one sync
+    /// for every request queued meanwhile). Callbacks run on an engine thread: keep them short.
+    fn submit(&self, request: WriteRequest);
+
+    /// Blocking put: stores `value` under `key` if `check` passes against the stored version.
+    fn put(&self, key: &[u8], value: bytes::Bytes, meta: Meta, check: Check) -> Result<()> {
+        let key = bytes::Bytes::copy_from_slice(key);
+        self.submit_and_wait(WriteOp::Put { key, value, meta, check }, false)
+    }
+    /// Blocking delete. A forced delete of a missing key succeeds; an unforced one fails with
+    /// [`Error::NotFound`].
+    fn delete(&self, key: &[u8], check: Check) -> Result<()> {
+        let key = bytes::Bytes::copy_from_slice(key);
+        self.submit_and_wait(WriteOp::Delete { key, check }, false)
+    }
+    /// Blocks until every write applied so far is durable.
     fn sync(&self) -> Result<()> {
+        self.submit_and_wait(WriteOp::Flush, true)
+    }
+    #[doc(hidden)]
+    fn submit_and_wait(&self, op: WriteOp, sync: bool) -> Result<()> {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        self.when_durable(Box::new(move |r| {
-            let _ = tx.send(r);
-        }));
-        rx.recv().map_err(|_| Error::Io("sync thread stopped".into()))?
+        self.submit(WriteRequest {
+            op,
+            sync,
+            on_applied: None,
+            on_done: Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        });
+        rx.recv().map_err(|_| Error::Io("engine writer stopped".into()))?
     }
     /// Compacts the keys in `range` (the whole store for an unbounded range).
     fn compact(&self) -> Result<()>;

@@ -1,5 +1,5 @@
 //! An in-memory engine with the same semantics as the on-disk one, for tests and for measuring
-//! the protocol path without storage. Durability callbacks complete at once.
+//! the protocol path without storage. Writes apply and complete at once.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -8,7 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use parking_lot::RwLock;
 
-use crate::{Check, DurableCallback, Engine, Entry, Error, KeyRange, Meta, Result};
+use crate::{Check, Engine, Entry, Error, KeyRange, Meta, Result, WriteOp, WriteRequest};
 
 #[derive(Default)]
 pub struct MemEngine {
@@ -18,6 +18,34 @@ pub struct MemEngine {
 impl MemEngine {
     pub fn new() -> Arc<Self> {
         Arc::new(MemEngine::default())
+    }
+}
+
+impl MemEngine {
+    fn apply(&self, op: &WriteOp) -> Result<()> {
+        let mut map = self.map.write();
+        match op {
+            WriteOp::Put { key, value, meta, check } => {
+                let mut meta = meta.clone();
+                meta.value_len = u32::try_from(value.len()).map_err(|_| Error::Io("value over 4 GiB".into()))?;
+                meta.value_crc = crc32c::crc32c(value);
+                if !check.passes(map.get(key).map(|(m, _)| &m.version[..])) {
+                    return Err(Error::VersionMismatch);
+                }
+                map.insert(key.clone(), (meta, value.clone()));
+                Ok(())
+            }
+            WriteOp::Delete { key, check } => match map.get(key) {
+                None if *check == Check::Force => Ok(()),
+                None => Err(Error::NotFound),
+                Some((m, _)) if !check.passes(Some(&m.version)) => Err(Error::VersionMismatch),
+                Some(_) => {
+                    map.remove(key);
+                    Ok(())
+                }
+            },
+            WriteOp::Flush => Ok(()),
+        }
     }
 }
 
@@ -56,32 +84,12 @@ impl Engine for MemEngine {
         Ok(if range.reverse { it.rev().take(range.max).collect() } else { it.take(range.max).collect() })
     }
 
-    fn put(&self, key: &[u8], value: Bytes, mut meta: Meta, check: Check) -> Result<()> {
-        meta.value_len = u32::try_from(value.len()).map_err(|_| Error::Io("value over 4 GiB".into()))?;
-        meta.value_crc = crc32c::crc32c(&value);
-        let mut map = self.map.write();
-        if !check.passes(map.get(key).map(|(m, _)| &m.version[..])) {
-            return Err(Error::VersionMismatch);
+    fn submit(&self, request: WriteRequest) {
+        let result = self.apply(&request.op);
+        if let Some(applied) = request.on_applied {
+            applied(result.clone());
         }
-        map.insert(Bytes::copy_from_slice(key), (meta, value));
-        Ok(())
-    }
-
-    fn delete(&self, key: &[u8], check: Check) -> Result<()> {
-        let mut map = self.map.write();
-        match map.get(key) {
-            None if check == Check::Force => Ok(()),
-            None => Err(Error::NotFound),
-            Some((m, _)) if !check.passes(Some(&m.version)) => Err(Error::VersionMismatch),
-            Some(_) => {
-                map.remove(key);
-                Ok(())
-            }
-        }
-    }
-
-    fn when_durable(&self, done: DurableCallback) {
-        done(Ok(()));
+        (request.on_done)(result);
     }
 
     fn compact(&self) -> Result<()> {

@@ -1,0 +1,96 @@
+//! A single-owner pipelined connection for load generators: requests are queued into one
+//! buffer and written with one syscall, responses are read as they come, and nothing is spawned
+//! per request (no tasks, no channels). [`Client`](crate::Client) is the general-purpose API;
+//! this is for keeping a fixed number of requests in flight as cheaply as possible.
+
+use bytes::{Bytes, BytesMut};
+use prost::Message as _;
+use spindle_proto::pb::command::{Body, Header};
+use spindle_proto::pb::message::AuthType;
+use spindle_proto::pb::Command;
+use spindle_proto::{FrameDecoder, MessageType};
+use tokio::io::AsyncWriteExt;
+use tokio::net::ToSocketAddrs;
+
+use crate::client::{encode_request, handshake, read_frame, Reader, Writer};
+use crate::{ClientConfig, ClientError, Response};
+
+pub struct Pipeline {
+    config: ClientConfig,
+    rd: Reader,
+    wr: Writer,
+    decoder: FrameDecoder,
+    buf: BytesMut,
+    out: BytesMut,
+    connection_id: i64,
+    next_sequence: i64,
+}
+
+impl Pipeline {
+    pub async fn connect(addr: impl ToSocketAddrs, config: ClientConfig) -> Result<Pipeline, ClientError> {
+        let h = handshake(addr, &config).await?;
+        Ok(Pipeline {
+            config,
+            rd: h.rd,
+            wr: h.wr,
+            decoder: h.decoder,
+            buf: h.buf,
+            out: BytesMut::with_capacity(256 * 1024),
+            connection_id: h.connection_id,
+            next_sequence: 1,
+        })
+    }
+
+    /// Queues a request (not sent until [`Pipeline::flush`]); returns its sequence number.
+    pub fn queue(&mut self, kind: MessageType, body: Option<Body>, value: &[u8]) -> i64 {
+        let sequence = self.next_sequence;
+        self.next_sequence += 1;
+        let header = Header {
+            cluster_version: Some(self.config.cluster_version),
+            connection_id: Some(self.connection_id),
+            sequence: Some(sequence),
+            message_type: Some(kind as i32),
+            ..Header::default()
+        };
+        encode_request(&self.config, &Command { header: Some(header), body, status: None }, value, &mut self.out);
+        sequence
+    }
+
+    /// Writes every queued request.
+    pub async fn flush(&mut self) -> Result<(), ClientError> {
+        if !self.out.is_empty() {
+            self.wr.write_all(&self.out).await?;
+            self.wr.flush().await?;
+            self.out.clear();
+        }
+        Ok(())
+    }
+
+    /// Whether another response is already buffered (so [`Pipeline::recv`] will not wait).
+    pub fn response_buffered(&self) -> bool {
+        self.decoder.pending().map_or(self.buf.len() >= spindle_proto::HEADER_LEN, |h| self.buf.len() >= h.body_len())
+    }
+
+    /// The next response, verified; its `ackSequence` says which request it answers.
+    pub async fn recv(&mut self) -> Result<(i64, Response), ClientError> {
+        let frame = read_frame(&mut *self.rd, &mut self.decoder, &mut self.buf)
+            .await?
+            .ok_or_else(|| ClientError::Terminated("drive closed the connection".into()))?;
+        let command_bytes: Bytes = frame.message.command_bytes.clone().unwrap_or_default();
+        let command = Command::decode(&command_bytes[..]).map_err(|e| ClientError::Protocol(format!("undecodable response: {e}")))?;
+        if frame.message.auth_type == Some(AuthType::Unsolicitedstatus as i32) {
+            let message = command.status.and_then(|s| s.status_message).unwrap_or_default();
+            return Err(ClientError::Terminated(message));
+        }
+        let hmac = frame.message.hmac_auth.as_ref().and_then(|h| h.hmac.clone()).unwrap_or_default();
+        if !spindle_proto::hmac::verify(&self.config.hmac_key, &command_bytes, &hmac) {
+            return Err(ClientError::BadResponseHmac);
+        }
+        let ack = command
+            .header
+            .as_ref()
+            .and_then(|h| h.ack_sequence)
+            .ok_or_else(|| ClientError::Protocol("response without ackSequence".into()))?;
+        Ok((ack, Response { command, value: frame.value }))
+    }
+}

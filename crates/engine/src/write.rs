@@ -1,0 +1,37 @@
+//! Write requests: what the single writer of an engine applies, in submission order.
+
+use bytes::Bytes;
+
+use crate::{Check, Meta, Result};
+
+/// Called with the outcome of a write (or of a sync).
+pub type Callback = Box<dyn FnOnce(Result<()>) + Send>;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteOp {
+    Put { key: Bytes, value: Bytes, meta: Meta, check: Check },
+    Delete { key: Bytes, check: Check },
+    /// Writes nothing; with `sync`, completes once every earlier write is durable.
+    Flush,
+}
+
+pub struct WriteRequest {
+    pub op: WriteOp,
+    /// Acknowledge only once durable (WRITETHROUGH, FLUSH).
+    pub sync: bool,
+    /// The write is visible to readers (or failed).
+    pub on_applied: Option<Callback>,
+    /// The write is acknowledged: applied, and durable if `sync`.
+    pub on_done: Callback,
+}
+
+impl WriteOp {
+    /// Bytes this operation adds to the store, for batching limits.
+    pub fn footprint(&self) -> usize {
+        match self {
+            WriteOp::Put { key, value, meta, .. } => key.len() + value.len() + meta.version.len() + meta.tag.len(),
+            WriteOp::Delete { key, .. } => key.len(),
+            WriteOp::Flush => 0,
+        }
+    }
+}
