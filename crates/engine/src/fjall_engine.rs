@@ -58,6 +58,8 @@ struct Store {
     db: Database,
     meta: Keyspace,
     data: Keyspace,
+    /// Journal syncs run since open (one per group that needed durability).
+    syncs: std::sync::atomic::AtomicU64,
 }
 
 impl FjallEngine {
@@ -70,7 +72,7 @@ impl FjallEngine {
             KeyspaceCreateOptions::default()
                 .with_kv_separation(Some(KvSeparationOptions::default().separation_threshold(threshold)))
         })?;
-        let store = Arc::new(Store { db, meta, data });
+        let store = Arc::new(Store { db, meta, data, syncs: Default::default() });
         let (tx, rx) = std::sync::mpsc::channel();
         let writer_store = store.clone();
         let writer = std::thread::Builder::new().name("spindle-writer".into()).spawn(move || write_loop(&writer_store, rx))?;
@@ -108,6 +110,13 @@ impl FjallEngine {
                 self.entry_at(&snapshot, k.into(), v.into()).map(Some)
             }
         }
+    }
+}
+
+impl FjallEngine {
+    /// Journal syncs since open: with group commit, far fewer than durable writes.
+    pub fn sync_count(&self) -> u64 {
+        self.store.syncs.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -249,6 +258,7 @@ fn apply_group(store: &Store, group: Vec<WriteRequest>) {
     }
     if !waiting.is_empty() {
         let synced = store.db.persist(PersistMode::SyncData).map_err(Error::from);
+        store.syncs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         for (done, result) in waiting {
             done(result.and(synced.clone()));
         }

@@ -123,3 +123,51 @@ fn synced_data_survives_reopen_including_large_values() {
     assert_eq!(e.get(b"big").unwrap().unwrap().value, big);
     assert!(e.disk_usage() > 0);
 }
+
+#[test]
+fn compare_and_swaps_queued_together_see_each_other() {
+    // Submitted back to back without waiting, these land in one writer group: the second must
+    // be checked against the first, not against the store.
+    for (e, _dir) in engines() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        for (i, expected) in ["", "", "1"].iter().enumerate() {
+            let tx = tx.clone();
+            e.submit(spindle_engine::WriteRequest {
+                op: spindle_engine::WriteOp::Put { key: b("cas"), value: b("v"), meta: meta(&(i + 1).to_string()), check: Check::Version(b(expected)) },
+                sync: false,
+                on_applied: None,
+                on_done: Box::new(move |r| tx.send((i, r)).unwrap()),
+            });
+        }
+        let mut results: Vec<_> = (0..3).map(|_| rx.recv().unwrap()).collect();
+        results.sort_by_key(|(i, _)| *i);
+        assert_eq!(results.iter().map(|(_, r)| r.clone()).collect::<Vec<_>>(), vec![Ok(()), Err(Error::VersionMismatch), Ok(())]);
+        assert_eq!(e.get_meta(b"cas").unwrap().unwrap().version, b("3"));
+    }
+}
+
+#[test]
+fn concurrent_sync_writes_share_fsyncs() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = FjallEngine::open(FjallOptions::new(dir.path())).unwrap();
+    let writers = 32;
+    std::thread::scope(|s| {
+        for t in 0..writers {
+            let e = e.clone();
+            s.spawn(move || {
+                for i in 0..20 {
+                    let (tx, rx) = std::sync::mpsc::channel();
+                    e.submit(spindle_engine::WriteRequest {
+                        op: spindle_engine::WriteOp::Put { key: b(&format!("{t}-{i}")), value: b("v"), meta: Meta::default(), check: Check::Force },
+                        sync: true,
+                        on_applied: None,
+                        on_done: Box::new(move |r| tx.send(r).unwrap()),
+                    });
+                    rx.recv().unwrap().unwrap();
+                }
+            });
+        }
+    });
+    let syncs = e.sync_count();
+    assert!(syncs < (writers * 20) as u64 / 2, "{syncs} fsyncs for {} acknowledged sync writes", writers * 20);
+}
