@@ -265,15 +265,7 @@ pub async fn run(cmd: ClientCommand) -> CmdResult {
         ClientCommand::Getlog { types, conn } => {
             let client = conn.connect().await?;
             let types: Vec<LogType> = if types.is_empty() {
-                vec![
-                    LogType::Utilizations,
-                    LogType::Temperatures,
-                    LogType::Capacities,
-                    LogType::Configuration,
-                    LogType::Statistics,
-                    LogType::Messages,
-                    LogType::Limits,
-                ]
+                spindle_client::ALL_LOG_TYPES.to_vec()
             } else {
                 types.into_iter().map(Into::into).collect()
             };

@@ -5,6 +5,7 @@ mod client_cmds;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use spindle_drive::config::ConfigFile;
 use spindle_drive::{DriveConfig, EngineKind};
 
 #[derive(Parser)]
@@ -70,36 +71,23 @@ fn drive_config(args: &DriveArgs) -> Result<DriveConfig, Box<dyn std::error::Err
     if let Some(path) = &args.config {
         config = config.merge_file(path)?;
     }
-    if let Some(v) = &args.data {
-        config.data_dir = v.clone();
-    }
-    if let Some(v) = args.port {
-        config.port = v;
-    }
-    if let Some(v) = args.tls_port {
-        config.tls_port = v;
-    }
-    if let Some(v) = args.listen {
-        config.listen = v;
-    }
-    if let Some(v) = args.engine {
-        config.engine = match v {
+    // Flags override the file.
+    let flags = ConfigFile {
+        data: args.data.clone(),
+        listen: args.listen,
+        port: args.port,
+        tls_port: args.tls_port,
+        engine: args.engine.map(|e| match e {
             EngineArg::Fjall => EngineKind::Fjall,
             EngineArg::Memory => EngineKind::Memory,
-        };
-    }
-    if args.capacity_bytes.is_some() {
-        config.capacity_bytes = args.capacity_bytes;
-    }
-    if let Some(v) = args.reserved_bytes {
-        config.reserved_bytes = v;
-    }
-    if args.tls_cert.is_some() {
-        config.tls_cert = args.tls_cert.clone();
-        config.tls_key = args.tls_key.clone();
-    }
-    config.validate()?;
-    Ok(config)
+        }),
+        capacity_bytes: args.capacity_bytes,
+        reserved_bytes: args.reserved_bytes,
+        tls_cert: args.tls_cert.clone(),
+        tls_key: args.tls_key.clone(),
+        ..ConfigFile::default()
+    };
+    Ok(config.merge(flags)?)
 }
 
 async fn run_drive(args: DriveArgs) -> Result<(), Box<dyn std::error::Error>> {

@@ -160,15 +160,7 @@ async fn sign_on_and_getlog_report_real_figures() {
 
     c.put(b"a", Bytes::from(vec![0u8; 1000]), PutOptions::default()).await.unwrap();
     c.get(b"a").await.unwrap();
-    let all = [
-        LogType::Utilizations,
-        LogType::Temperatures,
-        LogType::Capacities,
-        LogType::Configuration,
-        LogType::Statistics,
-        LogType::Messages,
-        LogType::Limits,
-    ];
+    let all = spindle_client::ALL_LOG_TYPES;
     let log = c.get_log(&all).await.unwrap();
     assert_eq!(log.types.len(), all.len());
     assert!(log.utilizations.iter().any(|u| u.name() == "CPU"));

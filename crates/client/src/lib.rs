@@ -23,3 +23,14 @@ pub use spindle_proto::pb::command::get_log::Type as LogType;
 pub use spindle_proto::pb::command::{Algorithm, GetLog};
 pub use spindle_proto::{MessageType, StatusCode, Synchronization};
 pub use types::{DeleteOptions, Entry, Metadata, PutOptions, RangeQuery};
+
+/// Every GETLOG type except DEVICE (which needs a name): what "the whole log" means.
+pub const ALL_LOG_TYPES: [LogType; 7] = [
+    LogType::Utilizations,
+    LogType::Temperatures,
+    LogType::Capacities,
+    LogType::Configuration,
+    LogType::Statistics,
+    LogType::Messages,
+    LogType::Limits,
+];

@@ -109,10 +109,15 @@ pub enum ConfigError {
 
 impl DriveConfig {
     /// Applies a TOML file on top of `self`.
-    pub fn merge_file(mut self, path: &Path) -> Result<Self, ConfigError> {
+    pub fn merge_file(self, path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
         let file: ConfigFile =
             toml::from_str(&text).map_err(|e| ConfigError::Parse { path: path.into(), message: e.to_string() })?;
+        self.merge(file)
+    }
+
+    /// Applies every setting `file` gives (from a TOML file or from command-line flags).
+    pub fn merge(mut self, file: ConfigFile) -> Result<Self, ConfigError> {
         if let Some(v) = file.data {
             self.data_dir = v;
         }
