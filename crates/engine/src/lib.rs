@@ -20,9 +20,9 @@ pub use types::{Check, Entry, KeyRange, Meta};
 
 /// A sorted key-value store with Kinetic semantics.
 ///
-/// Keys sort as unsigned bytes. Writes are visible to readers as soon as the call returns
-/// (acknowledged "once buffered"); [`Engine::when_durable`] reports when everything written
-/// before it is on stable storage.
+/// Keys sort as unsigned bytes. Writes are submitted to a single writer that applies them in
+/// order; a write is visible to readers once applied, and a `sync` request is acknowledged once
+/// everything applied before it is on stable storage.
 pub trait Engine: Send + Sync + 'static {
     /// The entry under `key` with its value.
     fn get(&self, key: &[u8]) -> Result<Option<Entry>>;
