@@ -165,7 +165,7 @@ async fn header_problems_get_their_statuses() {
 
     // A sequence that does not increase.
     let header = raw.header(MessageType::Noop);
-    let mut replay = header.clone();
+    let mut replay = header;
     assert_eq!(raw.call(header, None, b"").await.0, StatusCode::Success);
     replay.message_type = Some(MessageType::Put as i32);
     assert_eq!(raw.call(replay, put_body("replayed"), b"v").await.0, StatusCode::InvalidRequest);

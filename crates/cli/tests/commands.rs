@@ -137,7 +137,7 @@ async fn limits_are_enforced_and_nothing_is_stored() {
 async fn limits_come_from_the_config_file_and_are_published() {
     let drive = TestDrive::with_config("[limits]\nmax_key_size = 10\nmax_key_range_count = 5\n");
     let c = drive.client().await;
-    let limits = c.sign_on().body.as_ref().unwrap().get_log.as_ref().unwrap().limits.clone().unwrap();
+    let limits = c.sign_on().body.as_ref().unwrap().get_log.as_ref().unwrap().limits.unwrap();
     assert_eq!((limits.max_key_size(), limits.max_key_range_count(), limits.max_value_size()), (10, 5, 1024 * 1024));
     assert_eq!(status(c.put(b"elevenbytes", b("v"), PutOptions::default()).await.unwrap_err()), StatusCode::InvalidRequest);
     c.put(b"tenbytes!!", b("v"), PutOptions::default()).await.unwrap();

@@ -142,7 +142,8 @@ fn acknowledged_durable_writes_survive_sigkill() {
                 assert_eq!(e.value, value_for(&d.key, d.len), "{}", d.key);
             }
             for (w, last) in counters.iter().enumerate() {
-                if let Some(acked) = *last.lock().unwrap() {
+                let acked = *last.lock().unwrap();
+                if let Some(acked) = acked {
                     let stored = c.get_version(format!("counter{w}").as_bytes()).await.unwrap().expect("counter lost");
                     let stored: u64 = String::from_utf8(stored.to_vec()).unwrap().parse().unwrap();
                     assert!(stored >= acked, "counter{w}: stored {stored} behind acknowledged {acked}");

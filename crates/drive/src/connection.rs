@@ -224,7 +224,7 @@ impl Connection {
         let auth_type = message.auth_type.and_then(|a| AuthType::try_from(a).ok());
         let command_bytes = message.command_bytes.clone().unwrap_or_default();
         let command = Command::decode(&command_bytes[..]).map_err(|e| Close::Terminate(format!("undecodable command: {e}")))?;
-        let header = command.header.clone().unwrap_or_default();
+        let header = command.header.unwrap_or_default();
 
         match auth_type {
             Some(AuthType::Hmacauth) => {}
