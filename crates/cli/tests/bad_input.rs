@@ -301,3 +301,48 @@ async fn random_garbage_never_crashes_the_drive() {
     }
     healthy_and_absent(&mut drive, &[]).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overloaded_drive_answers_service_busy_and_stores_nothing_it_refused() {
+    // A budget of one byte: a write is admitted only when no other is in flight.
+    let mut drive = TestDrive::with_config("max_inflight_write_bytes = 1\n");
+    let mut raw = RawConn::connect(&drive.addr).await;
+    let value = vec![5u8; 64 * 1024];
+    let mut burst = BytesMut::new();
+    let mut keys = std::collections::HashMap::new();
+    for i in 0..50 {
+        let header = raw.header(MessageType::Put);
+        keys.insert(header.sequence.unwrap(), format!("busy{i}"));
+        let mut body = put_body(&format!("busy{i}")).unwrap();
+        body.key_value.as_mut().unwrap().synchronization = Some(Synchronization::Writethrough as i32);
+        let command = Command { header: Some(header), body: Some(body), status: None };
+        let command_bytes = Bytes::from(command.encode_to_vec());
+        let hmac = spindle_proto::hmac::sign(KEY, &command_bytes);
+        let message = Message {
+            auth_type: Some(AuthType::Hmacauth as i32),
+            hmac_auth: Some(spindle_proto::pb::message::HmaCauth { identity: Some(1), hmac: Some(Bytes::copy_from_slice(&hmac)) }),
+            pin_auth: None,
+            command_bytes: Some(command_bytes),
+        };
+        encode_frame(&message, &value, &mut burst);
+    }
+    raw.send_bytes(&burst).await;
+    let (mut stored, mut busy) = (Vec::new(), Vec::new());
+    for _ in 0..50 {
+        let (_, c, _) = raw.response().await.expect("an answer to every request");
+        let key = keys[&c.header.as_ref().unwrap().ack_sequence.unwrap()].clone();
+        match status_of(&c) {
+            StatusCode::Success => stored.push(key),
+            StatusCode::ServiceBusy => busy.push(key),
+            other => panic!("{key}: {other:?}"),
+        }
+    }
+    assert!(!stored.is_empty(), "nothing was admitted");
+    assert!(!busy.is_empty(), "50 pipelined WRITETHROUGH puts never overlapped");
+    let c = drive.client().await;
+    for k in &stored {
+        assert_eq!(c.get(k.as_bytes()).await.unwrap().unwrap().value.len(), value.len(), "{k}");
+    }
+    let refused: Vec<&str> = busy.iter().map(String::as_str).collect();
+    healthy_and_absent(&mut drive, &refused).await;
+}

@@ -14,6 +14,10 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1";
 /// Writes are refused (NO_SPACE) once the filesystem's free space would drop below this, so the
 /// engine never meets ENOSPC mid-write.
 pub const DEFAULT_RESERVED_BYTES: u64 = 256 * 1024 * 1024;
+/// Bytes of writes (keys, values, versions, tags) queued or being made durable, across all
+/// connections, beyond which further writes get SERVICE_BUSY: bounds the drive's memory however
+/// many clients pipeline large values at once.
+pub const DEFAULT_MAX_INFLIGHT_WRITE_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Which storage engine backs the drive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -43,6 +47,7 @@ pub struct DriveConfig {
     /// generated in the data directory when neither is given.
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
+    pub max_inflight_write_bytes: u64,
 }
 
 impl Default for DriveConfig {
@@ -59,6 +64,7 @@ impl Default for DriveConfig {
             cache_bytes: 64 * 1024 * 1024,
             tls_cert: None,
             tls_key: None,
+            max_inflight_write_bytes: DEFAULT_MAX_INFLIGHT_WRITE_BYTES,
         }
     }
 }
@@ -77,6 +83,7 @@ pub struct ConfigFile {
     pub cache_bytes: Option<u64>,
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
+    pub max_inflight_write_bytes: Option<u64>,
     #[serde(default)]
     pub limits: LimitsFile,
 }
@@ -147,6 +154,9 @@ impl DriveConfig {
         }
         if file.tls_key.is_some() {
             self.tls_key = file.tls_key;
+        }
+        if let Some(v) = file.max_inflight_write_bytes {
+            self.max_inflight_write_bytes = v;
         }
         let l = &mut self.limits;
         let f = file.limits;

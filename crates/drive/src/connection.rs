@@ -350,6 +350,20 @@ impl Connection {
     /// writer's callback once the write is acknowledged (after the group commit for `sync`),
     /// so pipelined writes of one connection share syncs too.
     fn submit_write(&mut self, auth: Auth, header: &Header, op: WriteOp, sync: bool, permit: OwnedSemaphorePermit) {
+        let footprint = op.footprint() as u64;
+        let limit = self.state.config.max_inflight_write_bytes;
+        let before = self.state.inflight_write_bytes.fetch_add(footprint, std::sync::atomic::Ordering::AcqRel);
+        // A lone write is always admitted, however large: the budget limits concurrency only.
+        if before > 0 && before + footprint > limit {
+            self.state.inflight_write_bytes.fetch_sub(footprint, std::sync::atomic::Ordering::AcqRel);
+            let reply = Reply::error(
+                StatusCode::ServiceBusy,
+                format!("{before} bytes of writes in flight on the drive (limit {limit}); retry with back-off"),
+            );
+            self.respond(auth, header, reply, Some(permit));
+            return;
+        }
+        let state = self.state.clone();
         let mut outgoing = self.addressed(auth, header, Reply::ok(None), Some(permit));
         let (applied_tx, applied_rx) = oneshot::channel();
         self.last_write_applied = Some(applied_rx);
@@ -361,6 +375,7 @@ impl Connection {
                 let _ = applied_tx.send(());
             })),
             on_done: Box::new(move |result| {
+                state.inflight_write_bytes.fetch_sub(footprint, std::sync::atomic::Ordering::AcqRel);
                 if let Err(e) = result {
                     let reply = handler::engine_error(e);
                     outgoing.command.status = Some(Status {
