@@ -116,7 +116,13 @@ fn main() {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    // Threads serving connections (default: one per core). The engine's writer and fjall's
+    // background workers run beside them.
+    if let Some(n) = std::env::var("SPINDLE_WORKER_THREADS").ok().and_then(|v| v.parse::<usize>().ok()).filter(|n| *n > 0) {
+        builder.worker_threads(n);
+    }
+    let runtime = builder.enable_all().build().expect("tokio runtime");
     let result = runtime.block_on(async move {
         match cli.command {
             Command::Drive(args) => run_drive(args).await,
