@@ -67,7 +67,7 @@ impl Response {
         self.command.body.clone().unwrap_or_default()
     }
 
-    fn into_result(self) -> Result<Response, ClientError> {
+    pub(crate) fn into_result(self) -> Result<Response, ClientError> {
         match self.status() {
             StatusCode::Success => Ok(self),
             code => Err(ClientError::Status { code, message: self.status_message() }),
@@ -144,6 +144,27 @@ impl Client {
         self.request_with_header(header, body, value).await
     }
 
+    /// Sends a request the drive does not answer (a batched PUT/DELETE); returns its sequence.
+    pub fn send_unanswered(&self, kind: MessageType, batch_id: u32, body: Option<Body>, value: &[u8]) -> Result<i64, ClientError> {
+        let mut sender = self.shared.sender.lock();
+        if let Some(reason) = &self.shared.pending.lock().closed {
+            return Err(ClientError::Terminated(reason.clone()));
+        }
+        let sequence = sender.next_sequence;
+        sender.next_sequence += 1;
+        let header = Header {
+            cluster_version: Some(self.shared.config.cluster_version),
+            connection_id: Some(self.shared.connection_id),
+            message_type: Some(kind as i32),
+            sequence: Some(sequence),
+            batch_id: Some(batch_id),
+            ..Header::default()
+        };
+        let frame = self.encode(Command { header: Some(header), body, status: None }, value);
+        sender.frames.send(frame).map_err(|_| ClientError::Terminated("connection writer stopped".into()))?;
+        Ok(sequence)
+    }
+
     /// Like [`Client::request`] with a caller-built header (its sequence is filled in).
     pub async fn request_with_header(&self, mut header: Header, body: Option<Body>, value: Bytes) -> Result<Response, ClientError> {
         let expected = header.message_type.and_then(response_type);
@@ -186,38 +207,48 @@ impl Client {
         out.freeze()
     }
 
-    async fn call(&self, kind: MessageType, body: Body, value: Bytes) -> Result<Response, ClientError> {
+    pub(crate) async fn call(&self, kind: MessageType, body: Body, value: Bytes) -> Result<Response, ClientError> {
         self.request(kind, Some(body), value).await?.into_result()
     }
 
     pub async fn put(&self, key: &[u8], value: impl Into<Bytes>, options: PutOptions) -> Result<(), ClientError> {
-        let kv = KeyValue {
-            key: Some(Bytes::copy_from_slice(key)),
-            new_version: Some(options.new_version),
-            db_version: (!options.db_version.is_empty()).then_some(options.db_version),
-            force: Some(options.force),
-            tag: Some(options.tag),
-            algorithm: options.algorithm,
-            synchronization: Some(options.sync as i32),
-            ..KeyValue::default()
-        };
+        let kv = put_kv(key, options);
         self.call(MessageType::Put, Body { key_value: Some(kv), ..Body::default() }, value.into()).await.map(drop)
     }
 
     /// Deletes `key`. Returns `false` when it did not exist (unforced deletes only).
     pub async fn delete(&self, key: &[u8], options: DeleteOptions) -> Result<bool, ClientError> {
-        let kv = KeyValue {
-            key: Some(Bytes::copy_from_slice(key)),
-            db_version: (!options.db_version.is_empty()).then_some(options.db_version),
-            force: Some(options.force),
-            synchronization: Some(options.sync as i32),
-            ..KeyValue::default()
-        };
-        match self.call(MessageType::Delete, Body { key_value: Some(kv), ..Body::default() }, Bytes::new()).await {
+        match self.call(MessageType::Delete, Body { key_value: Some(delete_kv(key, options)), ..Body::default() }, Bytes::new()).await {
             Ok(_) => Ok(true),
             Err(e) if e.is_not_found() => Ok(false),
             Err(e) => Err(e),
         }
+    }
+
+    /// Opens a batch: puts and deletes added to it are applied atomically by
+    /// [`Batch::commit`], or not at all.
+    pub async fn start_batch(&self) -> Result<crate::Batch, ClientError> {
+        let id = crate::batch::next_batch_id();
+        let header = Header {
+            cluster_version: Some(self.shared.config.cluster_version),
+            connection_id: Some(self.shared.connection_id),
+            message_type: Some(MessageType::StartBatch as i32),
+            batch_id: Some(id),
+            ..Header::default()
+        };
+        self.request_with_header(header, None, Bytes::new()).await?.into_result()?;
+        Ok(crate::Batch::new(self.clone(), id))
+    }
+
+    pub(crate) async fn batch_request(&self, kind: MessageType, id: u32, body: Option<Body>) -> Result<Response, ClientError> {
+        let header = Header {
+            cluster_version: Some(self.shared.config.cluster_version),
+            connection_id: Some(self.shared.connection_id),
+            message_type: Some(kind as i32),
+            batch_id: Some(id),
+            ..Header::default()
+        };
+        self.request_with_header(header, body, Bytes::new()).await
     }
 
     async fn keyed(&self, kind: MessageType, key: &[u8], metadata_only: bool) -> Result<Option<Response>, ClientError> {
@@ -359,6 +390,31 @@ pub(crate) fn encode_request(config: &ClientConfig, command: &Command, value: &[
         command_bytes: Some(command_bytes),
     };
     encode_frame(&message, value, out);
+}
+
+/// The KeyValue of a PUT.
+pub(crate) fn put_kv(key: &[u8], options: PutOptions) -> KeyValue {
+    KeyValue {
+        key: Some(Bytes::copy_from_slice(key)),
+        new_version: Some(options.new_version),
+        db_version: (!options.db_version.is_empty()).then_some(options.db_version),
+        force: Some(options.force),
+        tag: Some(options.tag),
+        algorithm: options.algorithm,
+        synchronization: Some(options.sync as i32),
+        ..KeyValue::default()
+    }
+}
+
+/// The KeyValue of a DELETE.
+pub(crate) fn delete_kv(key: &[u8], options: DeleteOptions) -> KeyValue {
+    KeyValue {
+        key: Some(Bytes::copy_from_slice(key)),
+        db_version: (!options.db_version.is_empty()).then_some(options.db_version),
+        force: Some(options.force),
+        synchronization: Some(options.sync as i32),
+        ..KeyValue::default()
+    }
 }
 
 fn to_entry(r: Response) -> Entry {

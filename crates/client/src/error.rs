@@ -15,13 +15,21 @@ pub enum ClientError {
     Terminated(String),
     #[error("no response within {0:?}")]
     Timeout(std::time::Duration),
+    /// END_BATCH did not commit; nothing of the batch was applied.
+    #[error("batch not committed ({}): {message}", code.as_str_name())]
+    BatchFailed {
+        code: StatusCode,
+        message: String,
+        /// Position (in the order they were added) of the operation that failed, if one did.
+        failed_index: Option<usize>,
+    },
 }
 
 impl ClientError {
     /// The Kinetic status, when the drive sent one.
     pub fn status(&self) -> Option<StatusCode> {
         match self {
-            ClientError::Status { code, .. } => Some(*code),
+            ClientError::Status { code, .. } | ClientError::BatchFailed { code, .. } => Some(*code),
             _ => None,
         }
     }

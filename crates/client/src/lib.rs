@@ -11,11 +11,13 @@
 //! # Ok(()) }
 //! ```
 
+mod batch;
 mod client;
 mod error;
 mod pipeline;
 mod types;
 
+pub use batch::Batch;
 pub use client::{Client, ClientConfig, Response};
 pub use error::ClientError;
 pub use pipeline::Pipeline;

@@ -102,6 +102,10 @@ pub struct LimitsFile {
     pub max_message_size: Option<u32>,
     pub max_key_range_count: Option<u32>,
     pub max_identity_count: Option<u32>,
+    pub max_operation_count_per_batch: Option<u32>,
+    pub max_batch_count_per_device: Option<u32>,
+    pub max_batch_size: Option<u32>,
+    pub max_deletes_per_batch: Option<u32>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -160,7 +164,7 @@ impl DriveConfig {
         }
         let l = &mut self.limits;
         let f = file.limits;
-        let pairs: [(&mut u32, Option<u32>); 10] = [
+        let pairs: [(&mut u32, Option<u32>); 14] = [
             (&mut l.max_key_size, f.max_key_size),
             (&mut l.max_value_size, f.max_value_size),
             (&mut l.max_version_size, f.max_version_size),
@@ -171,6 +175,10 @@ impl DriveConfig {
             (&mut l.max_message_size, f.max_message_size),
             (&mut l.max_key_range_count, f.max_key_range_count),
             (&mut l.max_identity_count, f.max_identity_count),
+            (&mut l.max_operation_count_per_batch, f.max_operation_count_per_batch),
+            (&mut l.max_batch_count_per_device, f.max_batch_count_per_device),
+            (&mut l.max_batch_size, f.max_batch_size),
+            (&mut l.max_deletes_per_batch, f.max_deletes_per_batch),
         ];
         for (slot, value) in pairs {
             if let Some(v) = value {

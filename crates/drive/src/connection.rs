@@ -20,6 +20,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, B
 use spindle_engine::{WriteOp, WriteRequest};
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 
+use crate::batch::Batches;
 use crate::handler::{self, Outcome, Reply};
 use crate::state::DriveState;
 
@@ -88,6 +89,7 @@ where
         transport,
         last_sequence: None,
         last_write_applied: None,
+        batches: Batches::new(state.clone()),
         reads: Arc::new(Semaphore::new(state.config.limits.max_outstanding_read_requests as usize)),
         writes: Arc::new(Semaphore::new(state.config.limits.max_outstanding_write_requests as usize)),
     };
@@ -153,6 +155,7 @@ struct Connection {
     last_sequence: Option<i64>,
     /// Fires when this connection's latest write is visible to readers.
     last_write_applied: Option<oneshot::Receiver<()>>,
+    batches: Batches,
     reads: Arc<Semaphore>,
     writes: Arc<Semaphore>,
 }
@@ -268,8 +271,6 @@ impl Connection {
                 StatusCode::InvalidRequest,
                 format!("value of {len} bytes exceeds maxValueSize {}", self.state.config.limits.max_value_size),
             ))
-        } else if header.batch_id.is_some() {
-            Some(Reply::error(StatusCode::InvalidBatch, "batches are not supported by this drive"))
         } else {
             None
         };
@@ -288,6 +289,10 @@ impl Connection {
                 return Ok(());
             }
         };
+
+        if let Some(id) = header.batch_id {
+            return self.batch_command(id, kind, sequence, &header, command.body, value, auth()).await;
+        }
 
         let is_write = handler::is_write(kind);
         let permits = if is_write { self.writes.clone() } else { self.reads.clone() };
@@ -313,7 +318,58 @@ impl Connection {
             }
             Outcome::Write { op, sync } => {
                 self.state.stats.record(raw_type, value_in);
-                self.submit_write(auth(), &header, op, sync, permit);
+                self.submit_write(auth(), &header, op, sync, permit, None);
+            }
+        }
+        Ok(())
+    }
+
+    /// A command carrying a batchID.
+    #[allow(clippy::too_many_arguments)]
+    async fn batch_command(
+        &mut self,
+        id: u32,
+        kind: MessageType,
+        sequence: i64,
+        header: &Header,
+        body: Option<Body>,
+        value: Bytes,
+        auth: Auth,
+    ) -> Result<(), Close> {
+        self.state.stats.record(kind as i32, value.len());
+        match kind {
+            MessageType::StartBatch => {
+                let reply = self.batches.start(id);
+                self.respond(auth, header, reply, None);
+            }
+            MessageType::AbortBatch => {
+                let reply = self.batches.abort(id);
+                self.respond(auth, header, reply, None);
+            }
+            MessageType::Put | MessageType::Delete => {
+                let outcome = handler::execute(&self.state, kind, body, value);
+                if let Some(reply) = self.batches.add(id, sequence, outcome) {
+                    self.respond(auth, header, reply, None);
+                }
+            }
+            MessageType::EndBatch => {
+                let count = body.as_ref().and_then(|b| b.batch.as_ref()).and_then(|b| b.count);
+                match self.batches.end(id, count) {
+                    Err(rejected) => {
+                        let mut reply = rejected.reply;
+                        reply.body = Some(batch_body(rejected.sequences, rejected.failed_sequence));
+                        self.respond(auth, header, reply, None);
+                    }
+                    Ok(commit) => {
+                        let permit = self.writes.clone().acquire_owned().await.map_err(|_| Close::Broken("semaphore closed".into()))?;
+                        self.submit_write(auth, header, commit.op, true, permit, Some(commit.sequences));
+                    }
+                }
+            }
+            other => {
+                self.batches.poison(id, sequence, other.as_str_name());
+                let reply = Reply::error(StatusCode::InvalidBatch, format!("{} is not allowed in a batch; the batch will fail", other.as_str_name()));
+                self.respond(auth, header, reply, None);
             }
         }
         Ok(())
@@ -349,7 +405,8 @@ impl Connection {
     /// Hands a write to the engine's writer without waiting: the response is sent from the
     /// writer's callback once the write is acknowledged (after the group commit for `sync`),
     /// so pipelined writes of one connection share syncs too.
-    fn submit_write(&mut self, auth: Auth, header: &Header, op: WriteOp, sync: bool, permit: OwnedSemaphorePermit) {
+    /// `batch` holds the sequences of a batch's operations, reported in END_BATCH's answer.
+    fn submit_write(&mut self, auth: Auth, header: &Header, op: WriteOp, sync: bool, permit: OwnedSemaphorePermit, batch: Option<Vec<i64>>) {
         let footprint = op.footprint() as u64;
         let limit = self.state.config.max_inflight_write_bytes;
         let before = self.state.inflight_write_bytes.fetch_add(footprint, std::sync::atomic::Ordering::AcqRel);
@@ -376,6 +433,13 @@ impl Connection {
             })),
             on_done: Box::new(move |result| {
                 state.inflight_write_bytes.fetch_sub(footprint, std::sync::atomic::Ordering::AcqRel);
+                if let Some(sequences) = batch {
+                    let failed = match &result {
+                        Err(spindle_engine::Error::BatchFailed { index, .. }) => sequences.get(*index).copied(),
+                        _ => None,
+                    };
+                    outgoing.command.body = Some(batch_body(sequences, failed));
+                }
                 if let Err(e) = result {
                     let reply = handler::engine_error(e);
                     outgoing.command.status = Some(Status {
@@ -396,6 +460,14 @@ impl Connection {
             status: Some(Status { code: Some(code as i32), status_message: Some(message), ..Status::default() }),
         };
         self.out.push(Outgoing { auth: Auth::Unsolicited, command, value: Bytes::new(), _permit: None });
+    }
+}
+
+/// The `batch` body of an END_BATCH answer.
+fn batch_body(sequences: Vec<i64>, failed_sequence: Option<i64>) -> Body {
+    Body {
+        batch: Some(command::Batch { count: Some(sequences.len() as i32), sequence: sequences, failed_sequence }),
+        ..Body::default()
     }
 }
 

@@ -52,6 +52,7 @@ pub fn engine_error(e: EngineError) -> Reply {
         EngineError::NoSpace => Reply::error(StatusCode::NoSpace, "the drive is full"),
         EngineError::Corrupt(m) => Reply::error(StatusCode::PermDataError, m),
         EngineError::Io(m) => Reply::error(StatusCode::InternalError, m),
+        e @ EngineError::BatchFailed { .. } => Reply::error(StatusCode::InvalidBatch, e.to_string()),
     }
 }
 
@@ -84,10 +85,11 @@ pub fn execute(state: &Arc<DriveState>, kind: MessageType, body: Option<Body>, v
         | MessageType::Pinop
         | MessageType::Mediascan
         | MessageType::Mediaoptimize
-        | MessageType::StartBatch
-        | MessageType::EndBatch
-        | MessageType::AbortBatch
         | MessageType::SetPowerLevel => invalid(format!("{} is not supported by this drive", kind.as_str_name())).into(),
+        // Batch commands are run by the connection, which owns its batches.
+        MessageType::StartBatch | MessageType::EndBatch | MessageType::AbortBatch => {
+            invalid(format!("{} needs a batchID", kind.as_str_name())).into()
+        }
         _ => invalid(format!("{} is not a request message type", kind.as_str_name())).into(),
     }
 }

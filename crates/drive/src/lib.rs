@@ -4,6 +4,7 @@
 //! authentication, ordering); `handler` executes commands; `getlog`, `capacity`, `sysinfo`
 //! and `stats` describe the drive to GETLOG.
 
+mod batch;
 mod capacity;
 pub mod config;
 mod connection;

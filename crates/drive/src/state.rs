@@ -33,6 +33,8 @@ pub struct DriveState {
     pub tls_port: u16,
     next_connection_id: AtomicI64,
     pub open_connections: AtomicU32,
+    /// Batches open on all connections (bounded by maxBatchCountPerDevice).
+    pub open_batches: AtomicU32,
     /// Footprint of the writes submitted to the engine and not yet acknowledged.
     pub inflight_write_bytes: std::sync::atomic::AtomicU64,
     events: Mutex<VecDeque<String>>,
@@ -57,6 +59,7 @@ impl DriveState {
             port,
             next_connection_id: AtomicI64::new(millis),
             open_connections: AtomicU32::new(0),
+            open_batches: AtomicU32::new(0),
             inflight_write_bytes: Default::default(),
             events: Mutex::new(VecDeque::new()),
         })

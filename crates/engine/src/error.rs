@@ -11,6 +11,9 @@ pub enum Error {
     Corrupt(String),
     #[error("storage I/O error: {0}")]
     Io(String),
+    /// Operation `index` of a batch failed its check; nothing of the batch was applied.
+    #[error("batch operation {index} failed: {cause}")]
+    BatchFailed { index: usize, cause: Box<Error> },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

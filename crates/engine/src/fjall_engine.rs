@@ -236,7 +236,15 @@ fn apply_group(store: &Store, group: Vec<WriteRequest>) {
     // What this group has already written, so later requests check against it.
     let mut written: HashMap<Bytes, Option<Meta>> = HashMap::new();
     let mut batch = store.db.batch();
-    let mut results: Vec<Result<()>> = group.iter().map(|r| stage(store, &r.op, &mut written, &mut batch)).collect();
+    let mut results: Vec<Result<()>> = Vec::with_capacity(group.len());
+    for request in &group {
+        let mut staged = Staged::default();
+        let result = staged.op(store, &written, &request.op);
+        if result.is_ok() {
+            staged.apply_to(store, &mut batch, &mut written);
+        }
+        results.push(result);
+    }
     if !batch.is_empty() {
         if let Err(e) = batch.commit() {
             let e = Error::from(e);
@@ -265,50 +273,91 @@ fn apply_group(store: &Store, group: Vec<WriteRequest>) {
     }
 }
 
-/// Checks one operation and adds its effect to `batch`.
-fn stage(store: &Store, op: &WriteOp, written: &mut HashMap<Bytes, Option<Meta>>, batch: &mut fjall::OwnedWriteBatch) -> Result<()> {
-    let current = |key: &Bytes| -> Result<Option<Meta>> {
-        match written.get(key) {
+/// One change to a keyspace.
+enum Effect {
+    Insert { data: bool, key: Bytes, value: Bytes },
+    Remove { data: bool, key: Bytes },
+}
+
+/// The changes one request would make, kept aside until the whole request has passed its
+/// checks (a failed batch must leave nothing in the group's fjall batch).
+#[derive(Default)]
+struct Staged {
+    effects: Vec<Effect>,
+    /// Metadata after this request, in order (`None`: deleted).
+    written: Vec<(Bytes, Option<Meta>)>,
+}
+
+impl Staged {
+    /// The metadata `key` has after this request's earlier operations, the group's earlier
+    /// requests, or in the store.
+    fn current(&self, store: &Store, group: &HashMap<Bytes, Option<Meta>>, key: &Bytes) -> Result<Option<Meta>> {
+        if let Some((_, m)) = self.written.iter().rev().find(|(k, _)| k == key) {
+            return Ok(m.clone());
+        }
+        match group.get(key) {
             Some(m) => Ok(m.clone()),
             None => store.stored_meta(key),
         }
-    };
-    match op {
-        WriteOp::Put { key, value, meta, check } => {
-            let mut meta = meta.clone();
-            meta.value_len = u32::try_from(value.len()).map_err(|_| Error::Io("value over 4 GiB".into()))?;
-            meta.value_crc = crc32c::crc32c(value);
-            // A forced put of a non-empty value needs nothing from the stored entry.
-            let stored = if *check == Check::Force && !value.is_empty() { None } else { current(key)? };
-            if !check.passes(stored.as_ref().map(|m| &m.version[..])) {
-                return Err(Error::VersionMismatch);
+    }
+
+    fn op(&mut self, store: &Store, group: &HashMap<Bytes, Option<Meta>>, op: &WriteOp) -> Result<()> {
+        match op {
+            WriteOp::Put { key, value, meta, check } => {
+                let mut meta = meta.clone();
+                meta.value_len = u32::try_from(value.len()).map_err(|_| Error::Io("value over 4 GiB".into()))?;
+                meta.value_crc = crc32c::crc32c(value);
+                // A forced put of a non-empty value needs nothing from the stored entry.
+                let stored = if *check == Check::Force && !value.is_empty() { None } else { self.current(store, group, key)? };
+                if !check.passes(stored.as_ref().map(|m| &m.version[..])) {
+                    return Err(Error::VersionMismatch);
+                }
+                self.effects.push(Effect::Insert { data: false, key: key.clone(), value: record::encode(&meta)? });
+                if !value.is_empty() {
+                    self.effects.push(Effect::Insert { data: true, key: key.clone(), value: value.clone() });
+                } else if stored.is_some_and(|m| m.value_len > 0) {
+                    self.effects.push(Effect::Remove { data: true, key: key.clone() });
+                }
+                self.written.push((key.clone(), Some(meta)));
+                Ok(())
             }
-            batch.insert(&store.meta, key.clone(), record::encode(&meta)?);
-            if !value.is_empty() {
-                batch.insert(&store.data, key.clone(), value.clone());
-            } else if stored.is_some_and(|m| m.value_len > 0) {
-                batch.remove(&store.data, key.clone());
+            WriteOp::Delete { key, check } => {
+                let stored = match self.current(store, group, key)? {
+                    Some(m) => m,
+                    None if *check == Check::Force => return Ok(()),
+                    None => return Err(Error::NotFound),
+                };
+                if !check.passes(Some(&stored.version)) {
+                    return Err(Error::VersionMismatch);
+                }
+                self.effects.push(Effect::Remove { data: false, key: key.clone() });
+                if stored.value_len > 0 {
+                    self.effects.push(Effect::Remove { data: true, key: key.clone() });
+                }
+                self.written.push((key.clone(), None));
+                Ok(())
             }
-            written.insert(key.clone(), Some(meta));
-            Ok(())
+            WriteOp::Flush => Ok(()),
+            WriteOp::Batch(ops) => {
+                for (index, op) in ops.iter().enumerate() {
+                    if matches!(op, WriteOp::Batch(_) | WriteOp::Flush) {
+                        return Err(Error::BatchFailed { index, cause: Box::new(Error::Io("only puts and deletes batch".into())) });
+                    }
+                    self.op(store, group, op).map_err(|cause| Error::BatchFailed { index, cause: Box::new(cause) })?;
+                }
+                Ok(())
+            }
         }
-        WriteOp::Delete { key, check } => {
-            let stored = match current(key)? {
-                Some(m) => m,
-                None if *check == Check::Force => return Ok(()),
-                None => return Err(Error::NotFound),
-            };
-            if !check.passes(Some(&stored.version)) {
-                return Err(Error::VersionMismatch);
+    }
+
+    fn apply_to(self, store: &Store, batch: &mut fjall::OwnedWriteBatch, group: &mut HashMap<Bytes, Option<Meta>>) {
+        for effect in self.effects {
+            match effect {
+                Effect::Insert { data, key, value } => batch.insert(if data { &store.data } else { &store.meta }, key, value),
+                Effect::Remove { data, key } => batch.remove(if data { &store.data } else { &store.meta }, key),
             }
-            batch.remove(&store.meta, key.clone());
-            if stored.value_len > 0 {
-                batch.remove(&store.data, key.clone());
-            }
-            written.insert(key.clone(), None);
-            Ok(())
         }
-        WriteOp::Flush => Ok(()),
+        group.extend(self.written);
     }
 }
 

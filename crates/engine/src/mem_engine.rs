@@ -24,6 +24,36 @@ impl MemEngine {
 impl MemEngine {
     fn apply(&self, op: &WriteOp) -> Result<()> {
         let mut map = self.map.write();
+        if let WriteOp::Batch(ops) = op {
+            // Apply to a copy of the touched entries; publish only if every operation passed.
+            let mut scratch = MemEngine::default();
+            {
+                let mut copy = scratch.map.write();
+                for op in ops {
+                    if let Some(key) = op.key() {
+                        if let Some(v) = map.get(key) {
+                            copy.insert(key.clone(), v.clone());
+                        }
+                    }
+                }
+            }
+            let mut touched = Vec::new();
+            for (index, op) in ops.iter().enumerate() {
+                if matches!(op, WriteOp::Batch(_) | WriteOp::Flush) {
+                    return Err(Error::BatchFailed { index, cause: Box::new(Error::Io("only puts and deletes batch".into())) });
+                }
+                scratch.apply(op).map_err(|cause| Error::BatchFailed { index, cause: Box::new(cause) })?;
+                touched.extend(op.key().cloned());
+            }
+            let copy = std::mem::take(&mut *scratch.map.get_mut());
+            for key in touched {
+                match copy.get(&key) {
+                    Some(v) => map.insert(key, v.clone()),
+                    None => map.remove(&key),
+                };
+            }
+            return Ok(());
+        }
         match op {
             WriteOp::Put { key, value, meta, check } => {
                 let mut meta = meta.clone();
@@ -44,7 +74,7 @@ impl MemEngine {
                     Ok(())
                 }
             },
-            WriteOp::Flush => Ok(()),
+            WriteOp::Flush | WriteOp::Batch(_) => Ok(()),
         }
     }
 }

@@ -13,6 +13,9 @@ pub enum WriteOp {
     Delete { key: Bytes, check: Check },
     /// Writes nothing; with `sync`, completes once every earlier write is durable.
     Flush,
+    /// Puts and deletes applied atomically: all of them or, if one fails its check, none
+    /// ([`crate::Error::BatchFailed`] names it). Checks see the batch's own earlier operations.
+    Batch(Vec<WriteOp>),
 }
 
 pub struct WriteRequest {
@@ -26,12 +29,21 @@ pub struct WriteRequest {
 }
 
 impl WriteOp {
+    /// The key a put or delete writes.
+    pub fn key(&self) -> Option<&Bytes> {
+        match self {
+            WriteOp::Put { key, .. } | WriteOp::Delete { key, .. } => Some(key),
+            WriteOp::Flush | WriteOp::Batch(_) => None,
+        }
+    }
+
     /// Bytes this operation adds to the store, for batching limits.
     pub fn footprint(&self) -> usize {
         match self {
             WriteOp::Put { key, value, meta, .. } => key.len() + value.len() + meta.version.len() + meta.tag.len(),
             WriteOp::Delete { key, .. } => key.len(),
             WriteOp::Flush => 0,
+            WriteOp::Batch(ops) => ops.iter().map(WriteOp::footprint).sum(),
         }
     }
 }

@@ -171,3 +171,62 @@ fn concurrent_sync_writes_share_fsyncs() {
     let syncs = e.sync_count();
     assert!(syncs < (writers * 20) as u64 / 2, "{syncs} fsyncs for {} acknowledged sync writes", writers * 20);
 }
+
+fn submit_wait(e: &Arc<dyn Engine>, op: spindle_engine::WriteOp) -> Result<(), Error> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    e.submit(spindle_engine::WriteRequest { op, sync: true, on_applied: None, on_done: Box::new(move |r| tx.send(r).unwrap()) });
+    rx.recv().unwrap()
+}
+
+#[test]
+fn batches_apply_all_or_nothing() {
+    use spindle_engine::WriteOp::{Batch, Delete, Put};
+    for (e, _dir) in engines() {
+        e.put(b"old", b("o"), meta("1"), Check::Force).unwrap();
+        let put = |k: &str, v: &str, check| Put { key: b(k), value: b(v), meta: meta(v), check };
+        // The third operation fails: nothing of the batch is applied.
+        let failing = Batch(vec![put("a", "1", Check::Force), Delete { key: b("old"), check: Check::Force }, put("b", "1", Check::Version(b("x")))]);
+        match submit_wait(&e, failing) {
+            Err(Error::BatchFailed { index, cause }) => assert_eq!((index, *cause), (2, Error::VersionMismatch)),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(e.get(b"a").unwrap(), None);
+        assert!(e.get(b"old").unwrap().is_some());
+        // Checks see the batch's own earlier operations.
+        let chained = Batch(vec![put("a", "1", Check::Version(Bytes::new())), put("a", "2", Check::Version(b("1"))), Delete { key: b("old"), check: Check::Version(b("1")) }]);
+        submit_wait(&e, chained).unwrap();
+        assert_eq!(e.get(b"a").unwrap().unwrap().value, b("2"));
+        assert_eq!(e.get(b"old").unwrap(), None);
+    }
+}
+
+#[test]
+fn readers_never_see_half_a_batch() {
+    use spindle_engine::WriteOp::Put;
+    for (e, _dir) in engines() {
+        let keys = ["x1", "x2", "x3", "x4"];
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let reader = s.spawn(|| {
+                // Each batch writes round r under x1..x4 in that order. Reading x1 and then x4:
+                // if batches are atomic, x4 can never be behind x1.
+                let round = |k: &[u8]| e.get(k).unwrap().map(|x| String::from_utf8(x.value.to_vec()).unwrap().parse::<u32>().unwrap());
+                let mut checks = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let first = round(b"x1");
+                    let last = round(b"x4");
+                    assert!(last >= first, "saw x1 at {first:?} but x4 at {last:?}");
+                    checks += 1;
+                }
+                checks
+            });
+            for round in 0..300u32 {
+                let v = b(&round.to_string());
+                let ops = keys.iter().map(|k| Put { key: b(k), value: v.clone(), meta: Meta::default(), check: Check::Force }).collect();
+                submit_wait(&e, spindle_engine::WriteOp::Batch(ops)).unwrap();
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            assert!(reader.join().unwrap() > 0);
+        });
+    }
+}

@@ -1,0 +1,76 @@
+//! Atomic batches: puts and deletes sent without waiting (the drive holds them unanswered),
+//! then applied all together by END_BATCH, or dropped by ABORT_BATCH.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use bytes::Bytes;
+use spindle_proto::pb::command::Body;
+use spindle_proto::{MessageType, StatusCode};
+
+use crate::client::{delete_kv, put_kv};
+use crate::{Client, ClientError, DeleteOptions, PutOptions};
+
+/// Batch ids only need to be unique per connection; one counter per process is simplest.
+static NEXT_BATCH_ID: AtomicU32 = AtomicU32::new(1);
+
+pub(crate) fn next_batch_id() -> u32 {
+    NEXT_BATCH_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+/// An open batch. Dropping it without [`Batch::commit`] or [`Batch::abort`] leaves it open on
+/// the drive until the connection closes.
+pub struct Batch {
+    client: Client,
+    id: u32,
+    sequences: Vec<i64>,
+}
+
+impl Batch {
+    pub(crate) fn new(client: Client, id: u32) -> Self {
+        Batch { client, id, sequences: Vec::new() }
+    }
+
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// Adds a put (its `sync` is ignored: a committed batch is durable).
+    pub fn put(&mut self, key: &[u8], value: impl Into<Bytes>, options: PutOptions) -> Result<(), ClientError> {
+        let body = Body { key_value: Some(put_kv(key, options)), ..Body::default() };
+        let value: Bytes = value.into();
+        let seq = self.client.send_unanswered(MessageType::Put, self.id, Some(body), &value)?;
+        self.sequences.push(seq);
+        Ok(())
+    }
+
+    pub fn delete(&mut self, key: &[u8], options: DeleteOptions) -> Result<(), ClientError> {
+        let body = Body { key_value: Some(delete_kv(key, options)), ..Body::default() };
+        let seq = self.client.send_unanswered(MessageType::Delete, self.id, Some(body), &[])?;
+        self.sequences.push(seq);
+        Ok(())
+    }
+
+    /// Applies every operation atomically and durably, or none. On failure the error names the
+    /// operation (by position) that failed its check, if one did.
+    pub async fn commit(self) -> Result<(), ClientError> {
+        let body = Body {
+            batch: Some(spindle_proto::pb::command::Batch { count: Some(self.sequences.len() as i32), ..Default::default() }),
+            ..Body::default()
+        };
+        let response = self.client.batch_request(MessageType::EndBatch, self.id, Some(body)).await?;
+        if response.status() == StatusCode::Success {
+            return Ok(());
+        }
+        let failed = response.body().batch.and_then(|b| b.failed_sequence);
+        Err(ClientError::BatchFailed {
+            code: response.status(),
+            message: response.status_message(),
+            failed_index: failed.and_then(|f| self.sequences.iter().position(|s| *s == f)),
+        })
+    }
+
+    /// Drops every operation of the batch.
+    pub async fn abort(self) -> Result<(), ClientError> {
+        self.client.batch_request(MessageType::AbortBatch, self.id, None).await?.into_result().map(drop)
+    }
+}
