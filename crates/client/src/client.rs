@@ -129,6 +129,11 @@ impl Client {
         &self.shared.sign_on
     }
 
+    /// Whether the connection is gone (every request would fail).
+    pub fn is_closed(&self) -> bool {
+        self.shared.pending.lock().closed.is_some()
+    }
+
     pub fn connection_id(&self) -> i64 {
         self.shared.connection_id
     }
@@ -295,6 +300,15 @@ impl Client {
         };
         let r = self.call(MessageType::Getkeyrange, Body { range: Some(range), ..Body::default() }, Bytes::new()).await?;
         Ok(r.body().range.map(|r| r.keys).unwrap_or_default())
+    }
+
+    /// Asks the drive to copy entries to `peer` itself (PEER2PEERPUSH). The answer carries a
+    /// status per operation; the call fails only when the push as a whole could not run (for
+    /// example REMOTE_CONNECTION_ERROR when the peer cannot be reached).
+    pub async fn push_to_peer(&self, peer: &crate::Peer, operations: Vec<crate::PushOp>) -> Result<crate::PushResult, ClientError> {
+        let request = peer.to_proto(operations);
+        let r = self.call(MessageType::Peer2peerpush, Body { p2p_operation: Some(request), ..Body::default() }, Bytes::new()).await?;
+        Ok(crate::PushResult::from_proto(r.body().p2p_operation.unwrap_or_default()))
     }
 
     pub async fn noop(&self) -> Result<(), ClientError> {

@@ -14,12 +14,14 @@
 mod batch;
 mod client;
 mod error;
+mod p2p;
 mod pipeline;
 mod types;
 
 pub use batch::Batch;
 pub use client::{Client, ClientConfig, Response};
 pub use error::ClientError;
+pub use p2p::{Peer, PushOp, PushOutcome, PushResult};
 pub use pipeline::Pipeline;
 pub use spindle_proto::pb::command::get_log::Type as LogType;
 pub use spindle_proto::pb::command::{Algorithm, GetLog};

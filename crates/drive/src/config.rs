@@ -48,7 +48,15 @@ pub struct DriveConfig {
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
     pub max_inflight_write_bytes: u64,
+    /// PEM certificates trusted when a PEER2PEERPUSH asks for TLS to the peer; without it such
+    /// pushes fail with REMOTE_CONNECTION_ERROR rather than trusting any certificate.
+    pub p2p_tls_trust: Option<PathBuf>,
+    /// How long a peer may take to answer one request of a push.
+    pub p2p_timeout_ms: u64,
 }
+
+/// Default for `p2p_timeout_ms`.
+pub const DEFAULT_P2P_TIMEOUT_MS: u64 = 10_000;
 
 impl Default for DriveConfig {
     fn default() -> Self {
@@ -65,6 +73,8 @@ impl Default for DriveConfig {
             tls_cert: None,
             tls_key: None,
             max_inflight_write_bytes: DEFAULT_MAX_INFLIGHT_WRITE_BYTES,
+            p2p_tls_trust: None,
+            p2p_timeout_ms: DEFAULT_P2P_TIMEOUT_MS,
         }
     }
 }
@@ -84,6 +94,8 @@ pub struct ConfigFile {
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
     pub max_inflight_write_bytes: Option<u64>,
+    pub p2p_tls_trust: Option<PathBuf>,
+    pub p2p_timeout_ms: Option<u64>,
     #[serde(default)]
     pub limits: LimitsFile,
 }
@@ -161,6 +173,12 @@ impl DriveConfig {
         }
         if let Some(v) = file.max_inflight_write_bytes {
             self.max_inflight_write_bytes = v;
+        }
+        if file.p2p_tls_trust.is_some() {
+            self.p2p_tls_trust = file.p2p_tls_trust;
+        }
+        if let Some(v) = file.p2p_timeout_ms {
+            self.p2p_timeout_ms = v;
         }
         let l = &mut self.limits;
         let f = file.limits;

@@ -293,6 +293,20 @@ impl Connection {
         if let Some(id) = header.batch_id {
             return self.batch_command(id, kind, sequence, &header, command.body, value, auth()).await;
         }
+        if kind == MessageType::Peer2peerpush {
+            let permit = self.writes.clone().acquire_owned().await.map_err(|_| Close::Broken("semaphore closed".into()))?;
+            let request = command.body.and_then(|b| b.p2p_operation).unwrap_or_default();
+            let mut outgoing = self.addressed(auth(), &header, Reply::ok(None), Some(permit));
+            let (state, tx) = (self.state.clone(), self.tx.clone());
+            // The push talks to another drive: it runs beside this connection, not in its way.
+            tokio::spawn(async move {
+                let reply = crate::p2p::push(state, identity, key, request).await;
+                outgoing.command.body = reply.body.clone();
+                outgoing.command.status = reply.into_status();
+                let _ = tx.send(vec![outgoing]);
+            });
+            return Ok(());
+        }
 
         let is_write = handler::is_write(kind);
         let permits = if is_write { self.writes.clone() } else { self.reads.clone() };

@@ -25,6 +25,15 @@ impl Reply {
     pub fn error(status: StatusCode, message: impl Into<String>) -> Self {
         Reply { status, message: message.into(), body: None, value: Bytes::new() }
     }
+
+    /// The status part alone (for statuses nested inside other messages).
+    pub fn into_status(self) -> Option<command::Status> {
+        Some(command::Status {
+            code: Some(self.status as i32),
+            status_message: (!self.message.is_empty()).then_some(self.message),
+            ..command::Status::default()
+        })
+    }
 }
 
 /// What executing a request amounts to.
@@ -81,11 +90,12 @@ pub fn execute(state: &Arc<DriveState>, kind: MessageType, body: Option<Body>, v
         }
         MessageType::Setup
         | MessageType::Security
-        | MessageType::Peer2peerpush
         | MessageType::Pinop
         | MessageType::Mediascan
         | MessageType::Mediaoptimize
         | MessageType::SetPowerLevel => invalid(format!("{} is not supported by this drive", kind.as_str_name())).into(),
+        // Run by the connection: it owns its batches, and a push runs beside the connection.
+        MessageType::Peer2peerpush => invalid("PEER2PEERPUSH is run by the connection").into(),
         // Batch commands are run by the connection, which owns its batches.
         MessageType::StartBatch | MessageType::EndBatch | MessageType::AbortBatch => {
             invalid(format!("{} needs a batchID", kind.as_str_name())).into()

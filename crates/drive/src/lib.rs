@@ -10,6 +10,7 @@ pub mod config;
 mod connection;
 mod getlog;
 mod handler;
+mod p2p;
 mod security;
 mod server;
 mod state;

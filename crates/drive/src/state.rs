@@ -35,6 +35,8 @@ pub struct DriveState {
     pub open_connections: AtomicU32,
     /// Batches open on all connections (bounded by maxBatchCountPerDevice).
     pub open_batches: AtomicU32,
+    /// Connections to peer drives, for PEER2PEERPUSH.
+    pub peers: Mutex<std::collections::HashMap<crate::p2p::PeerKey, spindle_client::Client>>,
     /// Footprint of the writes submitted to the engine and not yet acknowledged.
     pub inflight_write_bytes: std::sync::atomic::AtomicU64,
     events: Mutex<VecDeque<String>>,
@@ -60,6 +62,7 @@ impl DriveState {
             next_connection_id: AtomicI64::new(millis),
             open_connections: AtomicU32::new(0),
             open_batches: AtomicU32::new(0),
+            peers: Mutex::new(Default::default()),
             inflight_write_bytes: Default::default(),
             events: Mutex::new(VecDeque::new()),
         })

@@ -1,0 +1,164 @@
+//! Peer-to-peer pushes between real drive processes: copies, renames, version conflicts at
+//! the target, pipelines of three drives, TLS to the peer, a peer that is down or dies
+//! mid-transfer.
+
+mod common;
+
+use bytes::Bytes;
+use common::TestDrive;
+use spindle_client::{Peer, PutOptions, PushOp, StatusCode};
+
+fn b(s: &str) -> Bytes {
+    Bytes::copy_from_slice(s.as_bytes())
+}
+
+fn peer_of(d: &TestDrive) -> Peer {
+    let port = d.addr.rsplit(':').next().unwrap().parse().unwrap();
+    Peer { host: "127.0.0.1".into(), port, tls: false }
+}
+
+fn versioned(v: &str) -> PutOptions {
+    PutOptions { new_version: b(v), tag: b("t"), algorithm: Some(1), force: true, ..PutOptions::default() }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_copies_renames_and_reports_each_operation() {
+    let (a, peer) = (TestDrive::start(&[]), TestDrive::start(&[]));
+    let (ca, cb) = (a.client().await, peer.client().await);
+    ca.put(b"k1", b("one"), versioned("v1")).await.unwrap();
+    ca.put(b"k2", Bytes::from(vec![7u8; 1024 * 1024]), versioned("v2")).await.unwrap();
+
+    let ops = vec![
+        PushOp::copy(b("k1")),
+        PushOp { new_key: Some(b("renamed")), ..PushOp::copy(b("k2")) },
+        PushOp::copy(b("missing")),
+    ];
+    let result = ca.push_to_peer(&peer_of(&peer), ops).await.unwrap();
+    let statuses: Vec<_> = result.operations.iter().map(|o| o.status).collect();
+    assert_eq!(statuses, vec![StatusCode::Success, StatusCode::Success, StatusCode::NotFound]);
+    assert!(!result.all_succeeded);
+
+    let e = cb.get(b"k1").await.unwrap().unwrap();
+    assert_eq!((e.value, e.metadata.version, e.metadata.tag, e.metadata.algorithm), (b("one"), b("v1"), b("t"), Some(1)));
+    assert_eq!(cb.get(b"renamed").await.unwrap().unwrap().value.len(), 1024 * 1024);
+    assert_eq!(cb.get(b"k2").await.unwrap(), None);
+    // The source is untouched.
+    assert_eq!(ca.get(b"k2").await.unwrap().unwrap().metadata.version, b("v2"));
+
+    // Everything succeeding says so.
+    let result = ca.push_to_peer(&peer_of(&peer), vec![PushOp::copy(b("k1"))]).await.unwrap();
+    assert!(result.all_succeeded);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn versions_are_checked_at_the_peer() {
+    let (a, peer) = (TestDrive::start(&[]), TestDrive::start(&[]));
+    let (ca, cb) = (a.client().await, peer.client().await);
+    ca.put(b"k", b("new"), versioned("v2")).await.unwrap();
+    cb.put(b"k", b("old"), versioned("v1")).await.unwrap();
+
+    let op = |expected: Option<&str>, force| PushOp { key: b("k"), expected_version: expected.map(b), force, ..PushOp::default() };
+    let r = ca.push_to_peer(&peer_of(&peer), vec![op(Some("v0"), false)]).await.unwrap();
+    assert_eq!(r.operations[0].status, StatusCode::VersionMismatch);
+    let r = ca.push_to_peer(&peer_of(&peer), vec![op(None, false)]).await.unwrap();
+    assert_eq!(r.operations[0].status, StatusCode::VersionMismatch, "no expected version: the peer must not hold a versioned entry");
+    assert_eq!(cb.get(b"k").await.unwrap().unwrap().value, b("old"));
+    let r = ca.push_to_peer(&peer_of(&peer), vec![op(Some("v1"), false)]).await.unwrap();
+    assert_eq!(r.operations[0].status, StatusCode::Success);
+    let e = cb.get(b"k").await.unwrap().unwrap();
+    assert_eq!((e.value, e.metadata.version), (b("new"), b("v2")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelines_of_three_drives_return_every_status() {
+    let (a, b_drive, c_drive) = (TestDrive::start(&[]), TestDrive::start(&[]), TestDrive::start(&[]));
+    let ca = a.client().await;
+    ca.put(b"p", b("payload"), versioned("v7")).await.unwrap();
+    // A -> B (as "p"), then B -> C (as "p" and a missing key).
+    let onward = (peer_of(&c_drive), vec![PushOp::copy(b("p")), PushOp::copy(b("absent"))]);
+    let op = PushOp { then: Some(onward), ..PushOp::copy(b("p")) };
+    let r = ca.push_to_peer(&peer_of(&b_drive), vec![op]).await.unwrap();
+    assert_eq!(r.operations[0].status, StatusCode::Success);
+    let nested = r.operations[0].nested.as_ref().expect("the nested push's answer");
+    assert_eq!(nested.operations.iter().map(|o| o.status).collect::<Vec<_>>(), vec![StatusCode::Success, StatusCode::NotFound]);
+    assert!(!r.all_succeeded, "a nested failure shows at the top");
+    let cc = c_drive.client().await;
+    assert_eq!(cc.get(b"p").await.unwrap().unwrap().metadata.version, b("v7"));
+    assert_eq!(b_drive.client().await.get(b"p").await.unwrap().unwrap().value, b("payload"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_over_tls_trusts_only_the_configured_certificate() {
+    let peer = TestDrive::start(&[]);
+    let cert = peer.data_dir().join("tls/cert.pem");
+    let a = TestDrive::with_config(&format!("p2p_tls_trust = {:?}\n", cert.display().to_string()));
+    let untrusting = TestDrive::start(&[]);
+    let tls_port = peer.tls_addr.rsplit(':').next().unwrap().parse().unwrap();
+    let tls_peer = Peer { host: "127.0.0.1".into(), port: tls_port, tls: true };
+
+    let ca = a.client().await;
+    ca.put(b"secret", b("s"), versioned("v1")).await.unwrap();
+    let r = ca.push_to_peer(&tls_peer, vec![PushOp::copy(b("secret"))]).await.unwrap();
+    assert_eq!(r.operations[0].status, StatusCode::Success);
+    assert_eq!(peer.client().await.get(b"secret").await.unwrap().unwrap().value, b("s"));
+
+    // A drive without p2p_tls_trust refuses to push over TLS.
+    let cu = untrusting.client().await;
+    cu.put(b"secret", b("s"), versioned("v1")).await.unwrap();
+    let err = cu.push_to_peer(&tls_peer, vec![PushOp::copy(b("secret"))]).await.unwrap_err();
+    assert_eq!(err.status(), Some(StatusCode::RemoteConnectionError));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_is_down_gives_remote_connection_error() {
+    let a = TestDrive::start(&[]);
+    let ca = a.client().await;
+    ca.put(b"k", b("v"), versioned("1")).await.unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let err = ca.push_to_peer(&Peer { host: "127.0.0.1".into(), port, tls: false }, vec![PushOp::copy(b("k"))]).await.unwrap_err();
+    assert_eq!(err.status(), Some(StatusCode::RemoteConnectionError));
+    // The drive is fine and the request is answered promptly.
+    ca.noop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_killed_mid_transfer_leaves_both_drives_consistent() {
+    let a = TestDrive::start(&[]);
+    let mut peer = TestDrive::start(&[]);
+    let ca = a.client().await;
+    let value = |i: u32| Bytes::from(vec![(i % 251) as u8; 512 * 1024]);
+    let keys: Vec<String> = (0..60).map(|i| format!("big{i:02}")).collect();
+    for (i, k) in keys.iter().enumerate() {
+        ca.put(k.as_bytes(), value(i as u32), PutOptions::forced(spindle_client::Synchronization::Writeback)).await.unwrap();
+    }
+    let target = peer_of(&peer);
+    let ops = keys.iter().map(|k| PushOp::copy(Bytes::from(k.clone()))).collect();
+    let push = tokio::spawn({
+        let ca = ca.clone();
+        async move { ca.push_to_peer(&target, ops).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(60)).await;
+    peer.kill();
+    match push.await.unwrap() {
+        Ok(r) => {
+            assert!(r.operations.iter().all(|o| matches!(o.status, StatusCode::Success | StatusCode::RemoteConnectionError)), "{r:?}");
+        }
+        Err(e) => assert_eq!(e.status(), Some(StatusCode::RemoteConnectionError), "{e}"),
+    }
+    // The source is intact; the peer holds whole entries or nothing after restarting.
+    for (i, k) in keys.iter().enumerate() {
+        assert_eq!(ca.get(k.as_bytes()).await.unwrap().unwrap().value, value(i as u32));
+    }
+    peer.restart_after_kill();
+    let cb = peer.client().await;
+    for (i, k) in keys.iter().enumerate() {
+        if let Some(e) = cb.get(k.as_bytes()).await.unwrap() {
+            assert_eq!(e.value, value(i as u32), "{k} is torn on the peer");
+        }
+    }
+    // And a new push to the restarted peer works (the broken pooled connection is not reused).
+    let r = ca.push_to_peer(&peer_of(&peer), vec![PushOp::copy(b("big00"))]).await.unwrap();
+    assert_eq!(r.operations[0].status, StatusCode::Success);
+}
