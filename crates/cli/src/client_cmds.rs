@@ -7,7 +7,7 @@ use bytes::Bytes;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
 use spindle_bench::{BenchSpec, KeyOrder, Operation};
-use spindle_client::{Client, ClientConfig, DeleteOptions, LogType, PutOptions, RangeQuery, Synchronization};
+use spindle_client::{Client, ClientConfig, DeleteOptions, LogType, Peer, PushOp, PutOptions, RangeQuery, Synchronization};
 
 type CmdResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -128,10 +128,42 @@ pub enum ClientCommand {
         #[command(flatten)]
         conn: Conn,
     },
+    /// Drive-to-drive transfers.
+    #[command(subcommand)]
+    P2p(P2pCommand),
     /// Round-trip NOOPs and report the latency.
     Ping {
         #[arg(long, short = 'n', default_value_t = 5)]
         count: u32,
+        #[command(flatten)]
+        conn: Conn,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum P2pCommand {
+    /// Have drive FROM copy keys to drive TO itself (PEER2PEERPUSH): the listed keys, or every
+    /// key in a range, walked in pages of the drive's maxKeyRangeCount.
+    Push {
+        /// Source drive HOST:PORT (receives the request)
+        #[arg(long)]
+        from: String,
+        /// Target drive HOST:PORT, as the source reaches it
+        #[arg(long)]
+        to: String,
+        /// Keys to copy
+        #[arg(long, num_args = 1.., conflicts_with = "range")]
+        keys: Vec<String>,
+        /// Copy every key from START to END (inclusive)
+        #[arg(long, num_args = 2, value_names = ["START", "END"])]
+        range: Vec<String>,
+        /// The source connects to the target over TLS
+        #[arg(long)]
+        tls: bool,
+        /// Overwrite whatever the target holds (default: the target must not hold a versioned
+        /// entry under the key)
+        #[arg(long)]
+        force: bool,
         #[command(flatten)]
         conn: Conn,
     },
@@ -271,6 +303,71 @@ pub async fn run(cmd: ClientCommand) -> CmdResult {
             };
             let log = client.get_log(&types).await?;
             print_log(&log, conn.json);
+        }
+        ClientCommand::P2p(P2pCommand::Push { from, to, keys, range, tls, force, conn }) => {
+            let source = Conn { drive: from, ..conn.clone() }.connect().await?;
+            let (host, port) = to.rsplit_once(':').ok_or("--to must be HOST:PORT")?;
+            let peer = Peer { host: host.to_string(), port: port.parse().map_err(|_| format!("bad port in --to {to}"))?, tls };
+            let op = |k: Bytes| PushOp { key: k, force, ..PushOp::default() };
+            let mut counts: std::collections::BTreeMap<&'static str, u64> = Default::default();
+            let mut failures = Vec::new();
+            let mut tally = |result: spindle_client::PushResult| {
+                for o in result.operations {
+                    *counts.entry(o.status.as_str_name()).or_default() += 1;
+                    if o.status != spindle_client::StatusCode::Success {
+                        failures.push(json!({"key": text(&o.key), "status": o.status.as_str_name(), "message": o.message}));
+                    }
+                }
+            };
+            if range.is_empty() {
+                if keys.is_empty() {
+                    return Err("give --keys KEY... or --range START END".into());
+                }
+                tally(source.push_to_peer(&peer, keys.into_iter().map(|k| op(Bytes::from(k))).collect()).await?);
+            } else {
+                let page = source
+                    .sign_on()
+                    .body
+                    .as_ref()
+                    .and_then(|b| b.get_log.as_ref())
+                    .and_then(|l| l.limits.as_ref())
+                    .map(|l| l.max_key_range_count() as i32)
+                    .filter(|n| *n > 0)
+                    .unwrap_or(200);
+                let mut start = Bytes::from(range[0].clone());
+                let mut inclusive = true;
+                loop {
+                    let q = RangeQuery {
+                        start: start.clone(),
+                        start_inclusive: inclusive,
+                        end: Some(Bytes::from(range[1].clone())),
+                        end_inclusive: true,
+                        max_returned: page,
+                        reverse: false,
+                    };
+                    let batch = source.get_key_range(q).await?;
+                    let Some(last) = batch.last().cloned() else { break };
+                    let full = batch.len() as i32 == page;
+                    tally(source.push_to_peer(&peer, batch.into_iter().map(op).collect()).await?);
+                    if !full {
+                        break;
+                    }
+                    start = last;
+                    inclusive = false;
+                }
+            }
+            let total: u64 = counts.values().sum();
+            if conn.json {
+                print_json(json!({"pushed": total, "statuses": counts, "failures": failures}));
+            } else {
+                println!("{total} keys: {}", counts.iter().map(|(s, n)| format!("{n} {s}")).collect::<Vec<_>>().join(", "));
+                for f in &failures {
+                    println!("  {} {} {}", f["key"], f["status"], f["message"]);
+                }
+            }
+            if !failures.is_empty() {
+                return Err(format!("{} of {total} keys were not copied", failures.len()).into());
+            }
         }
         ClientCommand::Ping { count, conn } => {
             let client = conn.connect().await?;
