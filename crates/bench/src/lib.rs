@@ -228,3 +228,5 @@ mod tests {
         }
     }
 }
+
+pub mod p2p;

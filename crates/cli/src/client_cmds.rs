@@ -452,6 +452,35 @@ pub enum BenchCommand {
     Put(BenchArgs),
     /// Get COUNT keys (written by a previous `bench put`) and report throughput and latency.
     Get(BenchArgs),
+    /// Client put versus drive-to-drive push of the same pairs between two drives.
+    P2p(P2pBenchArgs),
+}
+
+#[derive(Args)]
+pub struct P2pBenchArgs {
+    /// Source drive (holds the data, pushes it)
+    #[arg(long)]
+    source: String,
+    /// Target drive
+    #[arg(long)]
+    target: String,
+    /// The target's address as the source reaches it (default: --target)
+    #[arg(long)]
+    target_from_source: Option<String>,
+    #[arg(long, default_value_t = 512)]
+    count: u64,
+    #[arg(long, default_value_t = 1024 * 1024)]
+    value_size: usize,
+    #[arg(long, default_value_t = 256)]
+    keys_per_request: usize,
+    #[arg(long, default_value_t = 2)]
+    requests_in_flight: usize,
+    #[arg(long, default_value_t = 4)]
+    connections: usize,
+    #[arg(long, default_value_t = 4)]
+    depth: usize,
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -493,6 +522,7 @@ pub async fn bench(cmd: BenchCommand) -> CmdResult {
     let (operation, a) = match cmd {
         BenchCommand::Put(a) => (Operation::Put, a),
         BenchCommand::Get(a) => (Operation::Get, a),
+        BenchCommand::P2p(a) => return bench_p2p(a).await,
     };
     let spec = BenchSpec {
         target: a.drive,
@@ -518,6 +548,30 @@ pub async fn bench(cmd: BenchCommand) -> CmdResult {
             "{:?} {} x {} B, {} conns x depth {}: {:.0} ops/s, {:.1} MB/s, p50 {} us, p99 {} us, errors {}",
             r.spec.operation, r.ops, r.spec.value_size, r.spec.connections, r.spec.depth, r.ops_per_second,
             r.megabytes_per_second, r.latency_us.p50, r.latency_us.p99, r.errors
+        );
+    }
+    Ok(())
+}
+
+async fn bench_p2p(a: P2pBenchArgs) -> CmdResult {
+    let spec = spindle_bench::p2p::P2pSpec {
+        target_from_source: a.target_from_source.unwrap_or_else(|| a.target.clone()),
+        source: a.source,
+        target: a.target,
+        count: a.count,
+        value_size: a.value_size,
+        keys_per_request: a.keys_per_request,
+        requests_in_flight: a.requests_in_flight,
+        connections: a.connections,
+        depth: a.depth,
+    };
+    let r = spindle_bench::p2p::run_p2p(spec).await?;
+    if a.json {
+        println!("{}", serde_json::to_string(&r)?);
+    } else {
+        println!(
+            "{} x {} B: client put {:.1} MB/s, drive push {:.1} MB/s ({:.2}x), {} failed",
+            r.spec.count, r.spec.value_size, r.client_put_mb_per_second, r.push_mb_per_second, r.push_over_put, r.push_failures
         );
     }
     Ok(())

@@ -19,6 +19,10 @@ use spindle_proto::{MessageType, StatusCode};
 use crate::handler::Reply;
 use crate::state::DriveState;
 
+/// Copies in flight at once per push: enough to keep the peer connection busy, few enough to
+/// bound memory (each holds one value of up to maxValueSize).
+pub const PUSH_WINDOW: usize = 16;
+
 /// Pool key: who connects, to where, how.
 pub type PeerKey = (i64, String, i32, bool);
 
@@ -89,11 +93,17 @@ pub async fn push(state: Arc<DriveState>, identity: i64, hmac_key: Bytes, reques
         }
     };
 
-    // Every put in flight at once: the client pipelines them on one connection.
+    // Up to PUSH_WINDOW copies in flight, pipelined on the one peer connection.
+    let window = Arc::new(tokio::sync::Semaphore::new(PUSH_WINDOW));
     let mut tasks = Vec::with_capacity(request.operation.len());
     for op in request.operation.clone() {
+        let Ok(permit) = window.clone().acquire_owned().await else { break };
         let (state, client) = (state.clone(), client.clone());
-        tasks.push(tokio::spawn(async move { copy_one(&state, &client, op).await }));
+        tasks.push(tokio::spawn(async move {
+            let done = copy_one(&state, &client, op).await;
+            drop(permit);
+            done
+        }));
     }
     let mut operations = Vec::with_capacity(tasks.len());
     let mut moved = 0usize;
