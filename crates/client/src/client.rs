@@ -8,7 +8,7 @@ use prost::Message as _;
 use spindle_proto::pb::command::{get_log, Body, Header, KeyValue, Range};
 use spindle_proto::pb::message::{AuthType, HmaCauth};
 use spindle_proto::pb::{Command, Message};
-use spindle_proto::{encode_frame, response_type, FrameDecoder, MessageType, StatusCode};
+use spindle_proto::{encode_frame_head, response_type, FrameDecoder, MessageType, StatusCode};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::net::{TcpStream, ToSocketAddrs};
 use tokio::sync::{mpsc, oneshot};
@@ -91,7 +91,8 @@ struct Shared {
 
 struct Sender {
     next_sequence: i64,
-    frames: mpsc::UnboundedSender<Bytes>,
+    /// Frame head (header and message) and value: large values are written without copying.
+    frames: mpsc::UnboundedSender<(Bytes, Bytes)>,
 }
 
 #[derive(Default)]
@@ -165,7 +166,7 @@ impl Client {
             batch_id: Some(batch_id),
             ..Header::default()
         };
-        let frame = self.encode(Command { header: Some(header), body, status: None }, value);
+        let frame = self.encode(Command { header: Some(header), body, status: None }, Bytes::copy_from_slice(value));
         sender.frames.send(frame).map_err(|_| ClientError::Terminated("connection writer stopped".into()))?;
         Ok(sequence)
     }
@@ -186,7 +187,7 @@ impl Client {
                 }
                 pending.waiters.insert(sequence, tx);
             }
-            let frame = self.encode(Command { header: Some(header), body, status: None }, &value);
+            let frame = self.encode(Command { header: Some(header), body, status: None }, value);
             if sender.frames.send(frame).is_err() {
                 self.shared.pending.lock().waiters.remove(&sequence);
                 return Err(ClientError::Terminated("connection writer stopped".into()));
@@ -206,10 +207,10 @@ impl Client {
         Ok(response)
     }
 
-    fn encode(&self, command: Command, value: &[u8]) -> Bytes {
-        let mut out = BytesMut::new();
-        encode_request(&self.shared.config, &command, value, &mut out);
-        out.freeze()
+    fn encode(&self, command: Command, value: Bytes) -> (Bytes, Bytes) {
+        let mut head = BytesMut::new();
+        encode_request_head(&self.shared.config, &command, value.len() as u32, &mut head);
+        (head.freeze(), value)
     }
 
     pub(crate) async fn call(&self, kind: MessageType, body: Body, value: Bytes) -> Result<Response, ClientError> {
@@ -395,6 +396,12 @@ pub(crate) async fn handshake(addr: impl ToSocketAddrs, config: &ClientConfig) -
 
 /// Signs `command` and appends its frame with `value` to `out`.
 pub(crate) fn encode_request(config: &ClientConfig, command: &Command, value: &[u8], out: &mut BytesMut) {
+    encode_request_head(config, command, value.len() as u32, out);
+    out.extend_from_slice(value);
+}
+
+/// Signs `command` and appends the head of its frame (the caller sends the value after it).
+pub(crate) fn encode_request_head(config: &ClientConfig, command: &Command, value_len: u32, out: &mut BytesMut) {
     let command_bytes = Bytes::from(command.encode_to_vec());
     let hmac = spindle_proto::hmac::sign(&config.hmac_key, &command_bytes);
     let message = Message {
@@ -403,7 +410,7 @@ pub(crate) fn encode_request(config: &ClientConfig, command: &Command, value: &[
         pin_auth: None,
         command_bytes: Some(command_bytes),
     };
-    encode_frame(&message, value, out);
+    encode_frame_head(&message, value_len, out);
 }
 
 /// The KeyValue of a PUT.
@@ -532,12 +539,13 @@ async fn read_loop(mut rd: Box<dyn AsyncRead + Send + Unpin>, mut decoder: Frame
     }
 }
 
-async fn write_loop(wr: Box<dyn AsyncWrite + Send + Unpin>, mut queue: mpsc::UnboundedReceiver<Bytes>) {
+async fn write_loop(wr: Box<dyn AsyncWrite + Send + Unpin>, mut queue: mpsc::UnboundedReceiver<(Bytes, Bytes)>) {
     let mut out = BufWriter::with_capacity(256 * 1024, wr);
     while let Some(first) = queue.recv().await {
         let mut next = Some(first);
-        while let Some(frame) = next {
-            if out.write_all(&frame).await.is_err() {
+        while let Some((head, value)) = next {
+            // BufWriter passes writes larger than its buffer straight through.
+            if out.write_all(&head).await.is_err() || out.write_all(&value).await.is_err() {
                 return;
             }
             next = queue.try_recv().ok();

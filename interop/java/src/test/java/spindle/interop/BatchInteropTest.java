@@ -5,7 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -215,16 +215,24 @@ class BatchInteropTest extends InteropSupport {
     }
 
     /**
-     * One operation more than maxOperationCountPerBatch. Spindle answers END_BATCH with
-     * INVALID_BATCH and failedSequence = the 16th operation (the client turns that into a
-     * BatchAbortedException); the reference simulator instead sends an unsolicited
-     * INVALID_REQUEST when the 16th operation arrives and closes the connection, so the client
-     * fails with a plain KineticException. Either way nothing may be applied. Runs on its own
-     * connection because of the simulator's behaviour.
+     * One operation more than maxOperationCountPerBatch: the batch fails and nothing is applied.
+     *
+     * <p>Spindle holds the operations and answers END_BATCH with INVALID_BATCH and
+     * failedSequence = the 16th operation, which the client turns into a
+     * BatchAbortedException with failedOperationIndex 15. The reference simulator instead
+     * sends an unsolicited INVALID_REQUEST as soon as the 16th operation arrives and closes the
+     * connection (the client then fails every call with "IO error"). A NOOP is sent between the
+     * last operation and the commit: a drive that keeps the connection answers it (requests
+     * without a batch id are executed normally during a batch), and on the simulator it fails,
+     * so END_BATCH is not sent at all. (If END_BATCH reaches the simulator in the same read as
+     * the 16th operation, the simulator starts committing the first 15 on the closed
+     * connection and never finishes, blocking every later request on every connection.)
+     * Runs on its own connection because the simulator closes it; reported as skipped there.
      */
     @Test
     void moreThanMaxOperationCountFailsAndAppliesNothing() throws Exception {
         int n = MAX_OPERATIONS_PER_BATCH + 1;
+        boolean connectionKept;
         ClientConfiguration config = clientConfig();
         config.setRequestTimeoutMillis(10_000);
         KineticClient own = KineticClientFactory.createInstance(config);
@@ -233,22 +241,34 @@ class BatchInteropTest extends InteropSupport {
             for (int i = 0; i < n; i++) {
                 batch.putForced(entry(key(String.format("k%02d", i)), bytes("v" + i), null));
             }
-            KineticException e = assertThrows(KineticException.class, batch::commit);
-            System.err.println("DIAG commit threw " + e + " status=" + statusOf(e));
-            if (e instanceof BatchAbortedException) {
-                assertEquals(StatusCode.INVALID_BATCH, statusOf(e), "END_BATCH status: " + e);
-                assertEquals(n - 1, ((BatchAbortedException) e).getFailedOperationIndex(),
-                        "failedOperationIndex names the operation beyond the limit: " + e);
+            try {
+                own.noop();
+                connectionKept = true;
+            } catch (KineticException closedByDrive) {
+                // the reference simulator's behaviour (see above)
+                connectionKept = false;
+            }
+            if (connectionKept) {
+                KineticException e = assertThrows(KineticException.class, batch::commit,
+                        "commit of " + n + " operations");
+                if (e instanceof BatchAbortedException) {
+                    assertEquals(StatusCode.INVALID_BATCH, statusOf(e), "END_BATCH status: " + e);
+                    assertEquals(n - 1, ((BatchAbortedException) e).getFailedOperationIndex(),
+                            "failedOperationIndex names the operation beyond the limit: " + e);
+                }
             }
         } finally {
             try {
                 own.close();
             } catch (KineticException ignored) {
-                // the simulator has closed it already
+                // already closed by the drive
             }
         }
         for (int i = 0; i < n; i++) {
             assertAbsent(key(String.format("k%02d", i)));
         }
+        // Reported as skipped (after the checks above) when the drive did not get to END_BATCH.
+        assumeTrue(connectionKept, "the drive closed the connection at operation " + n
+                + " (reference simulator behaviour): END_BATCH not tested");
     }
 }
