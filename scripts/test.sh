@@ -4,7 +4,8 @@
 #      spawned drives, the SIGKILL durability test, the fuzz-corpus replay;
 #   2. the Java interoperability suite (reference client com.seagate.kinetic:kinetic-client
 #      0.8.0.4 from Maven Central) against a freshly started drive;
-#   3. a smoke run of the side-by-side benchmark (Spindle, the Java simulator, redis-server).
+#   3. smoke runs of the side-by-side benchmarks (Spindle, the Java simulator, redis-server;
+#      P2P between two drives and between two simulators).
 # Ends with one summary line: "N passed, N failed".
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -68,6 +69,13 @@ if scripts/bench-compare.sh --quick --spindle "$root/target/debug/spindle" --out
   passed=$((passed + 1)); echo "bench smoke: ok"
 else
   failed=$((failed + 1)); status=1; echo "bench smoke: FAILED"; tail -40 "$logs/bench.log"
+fi
+
+echo "== P2P benchmark smoke run (two drives, two Java simulators)"
+if scripts/bench-p2p.sh --quick --spindle "$root/target/debug/spindle" >"$logs/p2p.log" 2>&1; then
+  passed=$((passed + 1)); echo "p2p bench smoke: ok"
+else
+  failed=$((failed + 1)); status=1; echo "p2p bench smoke: FAILED"; tail -40 "$logs/p2p.log"
 fi
 
 echo
