@@ -123,3 +123,8 @@ if [ -n "$out" ]; then
     echo "$table"
   } >"$out"
 fi
+# Any operation that failed to copy makes the run fail.
+if printf '%s\n' "${rows[@]}" | awk -F'|' '{ gsub(/[ ,]/, "", $11); if ($11 + 0 > 0) bad = 1 } END { exit !bad }'; then
+  echo "bench-p2p: some pushed operations failed" >&2
+  exit 3
+fi
