@@ -3,7 +3,8 @@
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=proto/kinetic.proto");
-    let descriptors = protox::compile(["proto/kinetic.proto"], ["proto"])?;
+    println!("cargo:rerun-if-changed=proto/spindle_state.proto");
+    let descriptors = protox::compile(["proto/kinetic.proto", "proto/spindle_state.proto"], ["proto"])?;
     prost_build::Config::new()
         .bytes(["."])
         .compile_fds(descriptors)?;

@@ -1,35 +1,267 @@
-//! Who may talk to the drive: identities and their HMAC keys.
+//! Who may do what: identities with their HMAC keys and scoped permissions (the ACL), and the
+//! lock and erase PINs.
 //!
-//! A factory-fresh drive knows exactly the identity every reference client uses by default
-//! (1, key "asdfasdf"). Full ACLs (scopes, permissions, TLS-only identities) replace this table
-//! through the SECURITY command; the lookup below is the single place requests are
-//! authenticated, so permission checks attach here.
+//! A factory-fresh (or erased) drive knows exactly the identity every reference client uses by
+//! default: 1, key "asdfasdf", every permission on every key. A SECURITY command replaces the
+//! whole list (the protocol's semantics; the 0.8.0.4 simulator merged instead).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use bytes::Bytes;
-use spindle_proto::{DEFAULT_HMAC_KEY, DEFAULT_IDENTITY};
+use spindle_proto::pb::command::security::acl::{self, HmacAlgorithm};
+use spindle_proto::pb::command::security::Acl;
+use spindle_proto::{StatusCode, DEFAULT_HMAC_KEY, DEFAULT_IDENTITY};
+
+/// The protocol's permissions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Permission {
+    Read,
+    Write,
+    Delete,
+    Range,
+    Setup,
+    P2pop,
+    Getlog,
+    Security,
+    PowerManagement,
+}
+
+impl Permission {
+    const ALL: [Permission; 9] = [
+        Permission::Read,
+        Permission::Write,
+        Permission::Delete,
+        Permission::Range,
+        Permission::Setup,
+        Permission::P2pop,
+        Permission::Getlog,
+        Permission::Security,
+        Permission::PowerManagement,
+    ];
+
+    fn bit(self) -> u16 {
+        1 << (self as u16)
+    }
+
+    fn from_proto(p: i32) -> Option<Permission> {
+        use acl::Permission as P;
+        Some(match P::try_from(p).ok()? {
+            P::Read => Permission::Read,
+            P::Write => Permission::Write,
+            P::Delete => Permission::Delete,
+            P::Range => Permission::Range,
+            P::Setup => Permission::Setup,
+            P::P2pop => Permission::P2pop,
+            P::Getlog => Permission::Getlog,
+            P::Security => Permission::Security,
+            P::PowerManagement => Permission::PowerManagement,
+            P::InvalidPermission => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Permission::Read => "READ",
+            Permission::Write => "WRITE",
+            Permission::Delete => "DELETE",
+            Permission::Range => "RANGE",
+            Permission::Setup => "SETUP",
+            Permission::P2pop => "P2POP",
+            Permission::Getlog => "GETLOG",
+            Permission::Security => "SECURITY",
+            Permission::PowerManagement => "POWER_MANAGEMENT",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Scope {
+    pub offset: usize,
+    /// Must appear in the key at `offset`; empty matches every key.
+    pub value: Bytes,
+    permissions: u16,
+    /// The scope applies only to requests that arrived over TLS.
+    pub tls_required: bool,
+}
+
+impl Scope {
+    fn matches(&self, key: &[u8]) -> bool {
+        self.value.is_empty() || key.get(self.offset..self.offset + self.value.len()).is_some_and(|k| k == &self.value[..])
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct Identity {
     pub id: i64,
     pub hmac_key: Bytes,
+    pub scopes: Vec<Scope>,
+    /// Highest request priority this identity may use (None: any).
+    pub max_priority: Option<i32>,
+}
+
+impl Identity {
+    /// Whether the identity holds `permission`, for `key` when the permission is about keys.
+    pub fn allows(&self, permission: Permission, key: Option<&[u8]>, tls: bool) -> bool {
+        self.scopes.iter().any(|s| {
+            (tls || !s.tls_required) && s.permissions & permission.bit() != 0 && key.is_none_or(|k| s.matches(k))
+        })
+    }
+}
+
+/// A SECURITY request that cannot be accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct Rejected {
+    pub status: StatusCode,
+    pub message: String,
+}
+
+fn rejected(status: StatusCode, message: impl Into<String>) -> Rejected {
+    Rejected { status, message: message.into() }
 }
 
 #[derive(Debug, Clone)]
 pub struct Security {
-    identities: HashMap<i64, Identity>,
+    identities: HashMap<i64, Arc<Identity>>,
+    /// The ACL as last set (persisted); empty while the factory identity is in force.
+    pub acl: Vec<Acl>,
+    pub lock_pin: Bytes,
+    pub erase_pin: Bytes,
 }
 
 impl Default for Security {
     fn default() -> Self {
-        let factory = Identity { id: DEFAULT_IDENTITY, hmac_key: Bytes::from_static(DEFAULT_HMAC_KEY) };
-        Security { identities: HashMap::from([(factory.id, factory)]) }
+        let factory = Identity {
+            id: DEFAULT_IDENTITY,
+            hmac_key: Bytes::from_static(DEFAULT_HMAC_KEY),
+            scopes: vec![Scope {
+                offset: 0,
+                value: Bytes::new(),
+                permissions: Permission::ALL.iter().fold(0, |m, p| m | p.bit()),
+                tls_required: false,
+            }],
+            max_priority: None,
+        };
+        Security { identities: HashMap::from([(factory.id, Arc::new(factory))]), acl: Vec::new(), lock_pin: Bytes::new(), erase_pin: Bytes::new() }
     }
 }
 
 impl Security {
-    pub fn identity(&self, id: i64) -> Option<&Identity> {
-        self.identities.get(&id)
+    pub fn identity(&self, id: i64) -> Option<Arc<Identity>> {
+        self.identities.get(&id).cloned()
+    }
+
+    /// A security state with `acl` in force (validated), PINs kept.
+    pub fn with_acl(&self, acl: Vec<Acl>, max_identities: u32) -> Result<Security, Rejected> {
+        let identities = validate(&acl, max_identities)?;
+        Ok(Security { identities, acl, lock_pin: self.lock_pin.clone(), erase_pin: self.erase_pin.clone() })
+    }
+
+    /// Rebuilds the state read back from disk (validated again: a damaged file is refused).
+    pub fn restore(acl: Vec<Acl>, lock_pin: Bytes, erase_pin: Bytes, max_identities: u32) -> Result<Security, Rejected> {
+        let mut s = if acl.is_empty() { Security::default() } else { Security::default().with_acl(acl, max_identities)? };
+        s.lock_pin = lock_pin;
+        s.erase_pin = erase_pin;
+        Ok(s)
+    }
+}
+
+fn validate(acl: &[Acl], max_identities: u32) -> Result<HashMap<i64, Arc<Identity>>, Rejected> {
+    if acl.is_empty() {
+        return Err(rejected(StatusCode::InvalidRequest, "an ACL needs at least one identity"));
+    }
+    if acl.len() > max_identities as usize {
+        return Err(rejected(StatusCode::InvalidRequest, format!("{} identities exceed maxIdentityCount {max_identities}", acl.len())));
+    }
+    let mut seen = HashSet::new();
+    let mut identities = HashMap::new();
+    for a in acl {
+        let id = a.identity.ok_or_else(|| rejected(StatusCode::InvalidRequest, "every ACL entry needs an identity"))?;
+        if !seen.insert(id) {
+            return Err(rejected(StatusCode::InvalidRequest, format!("identity {id} appears twice")));
+        }
+        let key = a.key.clone().unwrap_or_default();
+        if key.is_empty() {
+            return Err(rejected(StatusCode::InvalidRequest, format!("identity {id} has an empty HMAC key")));
+        }
+        match a.hmac_algorithm.map(HmacAlgorithm::try_from) {
+            None | Some(Ok(HmacAlgorithm::HmacSha1)) => {}
+            Some(_) => return Err(rejected(StatusCode::NoSuchHmacAlgorithm, format!("identity {id}: unsupported HMAC algorithm"))),
+        }
+        if a.scope.is_empty() {
+            return Err(rejected(StatusCode::InvalidRequest, format!("identity {id} has no scope")));
+        }
+        let mut scopes = Vec::new();
+        for s in &a.scope {
+            let offset = s.offset.unwrap_or(0);
+            if offset < 0 || offset > u16::MAX as i64 {
+                return Err(rejected(StatusCode::InvalidRequest, format!("identity {id}: invalid scope offset {offset}")));
+            }
+            if s.permission.is_empty() {
+                return Err(rejected(StatusCode::InvalidRequest, format!("identity {id}: a scope without permissions")));
+            }
+            let mut permissions = 0;
+            for p in &s.permission {
+                let p = Permission::from_proto(*p).ok_or_else(|| rejected(StatusCode::InvalidRequest, format!("identity {id}: unknown permission {p}")))?;
+                permissions |= p.bit();
+            }
+            scopes.push(Scope { offset: offset as usize, value: s.value.clone().unwrap_or_default(), permissions, tls_required: s.tls_required.unwrap_or(false) });
+        }
+        identities.insert(id, Arc::new(Identity { id, hmac_key: key, scopes, max_priority: a.max_priority }));
+    }
+    Ok(identities)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spindle_proto::pb::command::security::acl::Scope as ScopeProto;
+
+    fn acl(id: i64, scopes: Vec<ScopeProto>) -> Acl {
+        Acl { identity: Some(id), key: Some(Bytes::from_static(b"k")), hmac_algorithm: Some(1), scope: scopes, max_priority: None }
+    }
+
+    fn scope(offset: i64, value: &str, perms: &[acl::Permission], tls: bool) -> ScopeProto {
+        ScopeProto {
+            offset: Some(offset),
+            value: Some(Bytes::copy_from_slice(value.as_bytes())),
+            permission: perms.iter().map(|p| *p as i32).collect(),
+            tls_required: Some(tls),
+        }
+    }
+
+    #[test]
+    fn scopes_match_at_their_offset_and_respect_tls() {
+        use acl::Permission as P;
+        let s = Security::default().with_acl(vec![acl(2, vec![scope(3, "ab", &[P::Read], false), scope(0, "", &[P::Write], true)])], 10).unwrap();
+        let id = s.identity(2).unwrap();
+        assert!(id.allows(Permission::Read, Some(b"xyzab"), false));
+        assert!(id.allows(Permission::Read, Some(b"xyzabc"), false));
+        assert!(!id.allows(Permission::Read, Some(b"abxyz"), false));
+        assert!(!id.allows(Permission::Read, Some(b"xyza"), false), "a key shorter than offset + value does not match");
+        assert!(!id.allows(Permission::Write, Some(b"any"), false), "TLS-only scope over plain TCP");
+        assert!(id.allows(Permission::Write, Some(b"any"), true));
+        assert!(!id.allows(Permission::Getlog, None, true));
+        assert!(s.identity(1).is_none(), "the factory identity is replaced, not merged");
+    }
+
+    #[test]
+    fn bad_acls_are_refused_with_the_right_status() {
+        use acl::Permission as P;
+        let ok = || acl(2, vec![scope(0, "", &[P::Read], false)]);
+        let d = Security::default();
+        assert_eq!(d.with_acl(vec![ok(), ok()], 10).unwrap_err().status, StatusCode::InvalidRequest);
+        let mut empty_key = ok();
+        empty_key.key = Some(Bytes::new());
+        assert_eq!(d.with_acl(vec![empty_key], 10).unwrap_err().status, StatusCode::InvalidRequest);
+        let mut algo = ok();
+        algo.hmac_algorithm = Some(-1);
+        assert_eq!(d.with_acl(vec![algo], 10).unwrap_err().status, StatusCode::NoSuchHmacAlgorithm);
+        assert_eq!(d.with_acl(vec![acl(2, vec![scope(0, "", &[], false)])], 10).unwrap_err().status, StatusCode::InvalidRequest);
+        assert_eq!(d.with_acl(vec![acl(2, vec![scope(-1, "", &[P::Read], false)])], 10).unwrap_err().status, StatusCode::InvalidRequest);
+        let many: Vec<_> = (0..3).map(|i| acl(i, vec![scope(0, "", &[P::Read], false)])).collect();
+        assert_eq!(d.with_acl(many, 2).unwrap_err().status, StatusCode::InvalidRequest);
+        assert_eq!(d.with_acl(vec![], 2).unwrap_err().status, StatusCode::InvalidRequest);
     }
 }

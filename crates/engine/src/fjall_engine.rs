@@ -232,7 +232,46 @@ fn write_loop(store: &Store, queue: std::sync::mpsc::Receiver<WriteRequest>) {
     }
 }
 
+/// Applies a group, with erases as barriers: the writes before an erase are committed first,
+/// the erase runs alone, then the writes after it.
 fn apply_group(store: &Store, group: Vec<WriteRequest>) {
+    let mut segment = Vec::new();
+    for request in group {
+        if let WriteOp::Erase { secure } = request.op {
+            if !segment.is_empty() {
+                apply_writes(store, std::mem::take(&mut segment));
+            }
+            let result = erase(store, secure);
+            if let Some(applied) = request.on_applied {
+                applied(result.clone());
+            }
+            (request.on_done)(result);
+        } else {
+            segment.push(request);
+        }
+    }
+    if !segment.is_empty() {
+        apply_writes(store, segment);
+    }
+}
+
+fn erase(store: &Store, secure: bool) -> Result<()> {
+    store.meta.clear()?;
+    store.data.clear()?;
+    store.db.persist(PersistMode::SyncData)?;
+    if secure {
+        // Flush what the journal holds into (empty) tables and compact, so fjall drops every
+        // table and blob file that held the old data, and the old journals with them.
+        for ks in [&store.meta, &store.data] {
+            ks.rotate_memtable_and_wait()?;
+            ks.major_compact()?;
+        }
+        store.db.persist(PersistMode::SyncAll)?;
+    }
+    Ok(())
+}
+
+fn apply_writes(store: &Store, group: Vec<WriteRequest>) {
     // What this group has already written, so later requests check against it.
     let mut written: HashMap<Bytes, Option<Meta>> = HashMap::new();
     let mut batch = store.db.batch();
@@ -338,9 +377,10 @@ impl Staged {
                 Ok(())
             }
             WriteOp::Flush => Ok(()),
+            WriteOp::Erase { .. } => Err(Error::Io("an erase is never staged with writes".into())),
             WriteOp::Batch(ops) => {
                 for (index, op) in ops.iter().enumerate() {
-                    if matches!(op, WriteOp::Batch(_) | WriteOp::Flush) {
+                    if matches!(op, WriteOp::Batch(_) | WriteOp::Flush | WriteOp::Erase { .. }) {
                         return Err(Error::BatchFailed { index, cause: Box::new(Error::Io("only puts and deletes batch".into())) });
                     }
                     self.op(store, group, op).map_err(|cause| Error::BatchFailed { index, cause: Box::new(cause) })?;

@@ -39,7 +39,7 @@ impl MemEngine {
             }
             let mut touched = Vec::new();
             for (index, op) in ops.iter().enumerate() {
-                if matches!(op, WriteOp::Batch(_) | WriteOp::Flush) {
+                if matches!(op, WriteOp::Batch(_) | WriteOp::Flush | WriteOp::Erase { .. }) {
                     return Err(Error::BatchFailed { index, cause: Box::new(Error::Io("only puts and deletes batch".into())) });
                 }
                 scratch.apply(op).map_err(|cause| Error::BatchFailed { index, cause: Box::new(cause) })?;
@@ -74,6 +74,10 @@ impl MemEngine {
                     Ok(())
                 }
             },
+            WriteOp::Erase { .. } => {
+                map.clear();
+                Ok(())
+            }
             WriteOp::Flush | WriteOp::Batch(_) => Ok(()),
         }
     }

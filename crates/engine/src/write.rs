@@ -13,6 +13,9 @@ pub enum WriteOp {
     Delete { key: Bytes, check: Check },
     /// Writes nothing; with `sync`, completes once every earlier write is durable.
     Flush,
+    /// Removes every entry (PIN erase). `secure` also rewrites the store so that no table or
+    /// blob file holding the old data is left in the data directory.
+    Erase { secure: bool },
     /// Puts and deletes applied atomically: all of them or, if one fails its check, none
     /// ([`crate::Error::BatchFailed`] names it). Checks see the batch's own earlier operations.
     Batch(Vec<WriteOp>),
@@ -33,7 +36,7 @@ impl WriteOp {
     pub fn key(&self) -> Option<&Bytes> {
         match self {
             WriteOp::Put { key, .. } | WriteOp::Delete { key, .. } => Some(key),
-            WriteOp::Flush | WriteOp::Batch(_) => None,
+            WriteOp::Flush | WriteOp::Batch(_) | WriteOp::Erase { .. } => None,
         }
     }
 
@@ -42,7 +45,7 @@ impl WriteOp {
         match self {
             WriteOp::Put { key, value, meta, .. } => key.len() + value.len() + meta.version.len() + meta.tag.len(),
             WriteOp::Delete { key, .. } => key.len(),
-            WriteOp::Flush => 0,
+            WriteOp::Flush | WriteOp::Erase { .. } => 0,
             WriteOp::Batch(ops) => ops.iter().map(WriteOp::footprint).sum(),
         }
     }

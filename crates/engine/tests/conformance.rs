@@ -230,3 +230,26 @@ fn readers_never_see_half_a_batch() {
         });
     }
 }
+
+#[test]
+fn erase_removes_everything_and_the_store_keeps_working() {
+    for secure in [false, true] {
+        for (e, dir) in engines() {
+            for i in 0..50 {
+                e.put(format!("e{i}").as_bytes(), Bytes::from(vec![1u8; 10_000]), meta("1"), Check::Force).unwrap();
+            }
+            submit_wait(&e, spindle_engine::WriteOp::Erase { secure }).unwrap();
+            assert_eq!(e.get(b"e1").unwrap(), None);
+            assert_eq!(e.next(b"").unwrap(), None);
+            e.put(b"after", b("x"), meta("1"), Check::Force).unwrap();
+            assert_eq!(e.get(b"after").unwrap().unwrap().value, b("x"));
+            if let Some(dir) = dir {
+                // Reopening sees the erase too.
+                drop(e);
+                let reopened = FjallEngine::open(FjallOptions::new(dir.path())).unwrap();
+                assert_eq!(reopened.get(b"e2").unwrap(), None);
+                assert!(reopened.get(b"after").unwrap().is_some());
+            }
+        }
+    }
+}
