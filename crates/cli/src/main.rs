@@ -102,6 +102,7 @@ async fn run_drive(args: DriveArgs) -> Result<(), Box<dyn std::error::Error>> {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
+        _ = drive.shutdown_requested() => {}
     }
     tracing::info!("stopping: making acknowledged writes durable");
     drive.shutdown().await?;

@@ -21,6 +21,8 @@ use spindle_engine::{WriteOp, WriteRequest};
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 
 use crate::batch::Batches;
+use crate::security::{Caller, Permission};
+use spindle_proto::pb::command::PowerLevel;
 use crate::handler::{self, Outcome, Reply};
 use crate::state::DriveState;
 
@@ -232,8 +234,22 @@ impl Connection {
         match auth_type {
             Some(AuthType::Hmacauth) => {}
             Some(AuthType::Pinauth) => {
-                // PIN operations are authenticated by PIN and answered without an HMAC.
-                let reply = Reply::error(StatusCode::InvalidRequest, "PIN operations are not supported by this drive");
+                // PIN operations are authenticated by PIN and answered without an HMAC; they work
+                // on a locked drive, and only over TLS.
+                let reply = if self.transport != Transport::Tls {
+                    Reply::error(StatusCode::InvalidRequest, "PIN operations are accepted only over TLS")
+                } else if header.message_type != Some(MessageType::Pinop as i32) {
+                    Reply::error(StatusCode::InvalidRequest, "PINAUTH is only for PINOP requests")
+                } else {
+                    let pin = message.pin_auth.and_then(|p| p.pin).unwrap_or_default();
+                    let max = self.state.config.limits.max_pin_size as usize;
+                    if pin.len() > max {
+                        Reply::error(StatusCode::InvalidRequest, format!("PIN of {} bytes exceeds maxPinSize {max}", pin.len()))
+                    } else {
+                        let op = command.body.and_then(|b| b.pin_op).unwrap_or_default();
+                        crate::admin::pin_op(&self.state, pin, op).await
+                    }
+                };
                 self.respond(Auth::Pin, &header, reply, None);
                 return Ok(());
             }
@@ -242,12 +258,14 @@ impl Connection {
 
         let hmac_auth = message.hmac_auth.clone().unwrap_or_default();
         let identity = hmac_auth.identity.unwrap_or_default();
-        let key = self.state.security.read().identity(identity).map(|i| i.hmac_key.clone());
-        let Some(key) = key else {
+        let found = self.state.security.read().identity(identity);
+        let Some(caller_identity) = found else {
             let reply = Reply::error(StatusCode::HmacFailure, format!("unknown identity {identity}"));
             self.respond(Auth::Unsigned { identity }, &header, reply, None);
             return Ok(());
         };
+        let key = caller_identity.hmac_key.clone();
+        let caller = Caller { identity: caller_identity, tls: self.transport == Transport::Tls };
         let auth = || Auth::Hmac { identity, key: key.clone() };
         if !spindle_proto::hmac::verify(&key, &command_bytes, &hmac_auth.hmac.clone().unwrap_or_default()) {
             let reply = Reply::error(StatusCode::HmacFailure, "HMAC does not match the identity's key");
@@ -289,9 +307,30 @@ impl Connection {
                 return Ok(());
             }
         };
+        if let Some(reply) = self.gate(&caller, kind, &header) {
+            self.respond(auth(), &header, reply, None);
+            return Ok(());
+        }
+        match kind {
+            MessageType::Security | MessageType::Setup | MessageType::SetPowerLevel => {
+                let body = command.body.unwrap_or_default();
+                let reply = match kind {
+                    MessageType::Security if !caller.tls => {
+                        Reply::error(StatusCode::InvalidRequest, "SECURITY is accepted only over TLS")
+                    }
+                    MessageType::Security => crate::admin::security(&self.state, body.security.unwrap_or_default()),
+                    MessageType::Setup => crate::admin::setup(&self.state, body.setup.unwrap_or_default()),
+                    _ => crate::admin::set_power_level(&self.state, body.power.and_then(|p| p.level)),
+                };
+                self.state.stats.record(raw_type, value.len());
+                self.respond(auth(), &header, reply, None);
+                return Ok(());
+            }
+            _ => {}
+        }
 
         if let Some(id) = header.batch_id {
-            return self.batch_command(id, kind, sequence, &header, command.body, value, auth()).await;
+            return self.batch_command(&caller, id, kind, sequence, &header, command.body, value, auth()).await;
         }
         if kind == MessageType::Peer2peerpush {
             let permit = self.writes.clone().acquire_owned().await.map_err(|_| Close::Broken("semaphore closed".into()))?;
@@ -300,7 +339,7 @@ impl Connection {
             let (state, tx) = (self.state.clone(), self.tx.clone());
             // The push talks to another drive: it runs beside this connection, not in its way.
             tokio::spawn(async move {
-                let reply = crate::p2p::push(state, identity, key, request).await;
+                let reply = crate::p2p::push(state, caller, request).await;
                 outgoing.command.body = reply.body.clone();
                 outgoing.command.status = reply.into_status();
                 let _ = tx.send(vec![outgoing]);
@@ -325,7 +364,7 @@ impl Connection {
             }
         }
         let value_in = value.len();
-        match handler::execute(&self.state, kind, command.body, value) {
+        match handler::execute(&self.state, &caller, kind, command.body, value) {
             Outcome::Reply(reply) => {
                 self.state.stats.record(raw_type, value_in + reply.value.len());
                 self.respond(auth(), &header, reply, Some(permit));
@@ -342,6 +381,7 @@ impl Connection {
     #[allow(clippy::too_many_arguments)]
     async fn batch_command(
         &mut self,
+        caller: &Caller,
         id: u32,
         kind: MessageType,
         sequence: i64,
@@ -361,7 +401,7 @@ impl Connection {
                 self.respond(auth, header, reply, None);
             }
             MessageType::Put | MessageType::Delete => {
-                let outcome = handler::execute(&self.state, kind, body, value);
+                let outcome = handler::execute(&self.state, caller, kind, body, value);
                 if let Some(reply) = self.batches.add(id, sequence, outcome) {
                     self.respond(auth, header, reply, None);
                 }
@@ -387,6 +427,38 @@ impl Connection {
             }
         }
         Ok(())
+    }
+
+    /// Drive states and permissions that stop a request before it runs: a locked drive, a
+    /// hibernating one, a permission the caller lacks (key-independent ones here; per-key
+    /// checks happen where the keys are known), a priority above the caller's maximum.
+    fn gate(&self, caller: &Caller, kind: MessageType, header: &Header) -> Option<Reply> {
+        if self.state.locked.load(std::sync::atomic::Ordering::Acquire) {
+            return Some(Reply::error(StatusCode::DeviceLocked, "the drive is locked; unlock it with its PIN over TLS"));
+        }
+        let power = self.state.power_level();
+        if power == PowerLevel::Hibernate as i32 && kind != MessageType::SetPowerLevel {
+            return Some(Reply::error(StatusCode::Hibernate, "the drive is hibernating; only SET_POWER_LEVEL is accepted"));
+        }
+        if power == PowerLevel::Shutdown as i32 {
+            return Some(Reply::error(StatusCode::Shutdown, "the drive is shutting down"));
+        }
+        if let (Some(max), Some(asked)) = (caller.identity.max_priority, header.priority) {
+            if asked > max {
+                return Some(Reply::error(StatusCode::NotAuthorized, format!("priority {asked} is above this identity's maximum {max}")));
+            }
+        }
+        let needed = match kind {
+            MessageType::Getlog => Permission::Getlog,
+            MessageType::Setup => Permission::Setup,
+            MessageType::Security => Permission::Security,
+            MessageType::Peer2peerpush => Permission::P2pop,
+            MessageType::SetPowerLevel => Permission::PowerManagement,
+            MessageType::Flushalldata | MessageType::StartBatch | MessageType::EndBatch | MessageType::AbortBatch => Permission::Write,
+            MessageType::Mediascan | MessageType::Mediaoptimize => Permission::Range,
+            _ => return None,
+        };
+        (!caller.may(needed, None)).then(|| caller.refusal(needed))
     }
 
     /// The response to the request `header`, addressed and ready to sign.

@@ -3,7 +3,6 @@
 use bytes::Bytes;
 use spindle_proto::pb::command::get_log::{self, Type};
 use spindle_proto::pb::command;
-use spindle_proto::pb::command::PowerLevel;
 use spindle_proto::{StatusCode, PROTOCOL_VERSION};
 
 use crate::state::DriveState;
@@ -40,7 +39,7 @@ pub fn configuration(state: &DriveState) -> get_log::Configuration {
         }],
         port: Some(state.port as i32),
         tls_port: Some(state.tls_port as i32),
-        current_power_level: Some(PowerLevel::Operational as i32),
+        current_power_level: Some(state.power_level()),
     }
 }
 

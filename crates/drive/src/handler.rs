@@ -7,6 +7,7 @@ use spindle_engine::{Check, Entry, Error as EngineError, KeyRange, Meta, WriteOp
 use spindle_proto::pb::command::{self, Body, KeyValue, Range};
 use spindle_proto::{MessageType, StatusCode, Synchronization};
 
+use crate::security::{Caller, Permission};
 use crate::state::DriveState;
 
 /// A response before it is addressed, signed and framed.
@@ -71,16 +72,16 @@ pub fn is_write(kind: MessageType) -> bool {
 }
 
 /// Runs a request of type `kind`. `value` is the frame's value section.
-pub fn execute(state: &Arc<DriveState>, kind: MessageType, body: Option<Body>, value: Bytes) -> Outcome {
+pub fn execute(state: &Arc<DriveState>, caller: &Caller, kind: MessageType, body: Option<Body>, value: Bytes) -> Outcome {
     let body = body.unwrap_or_default();
     match kind {
-        MessageType::Get => get(state, body.key_value.unwrap_or_default()).into(),
-        MessageType::Getversion => get_version(state, body.key_value.unwrap_or_default()).into(),
-        MessageType::Getnext => neighbour(state, body.key_value.unwrap_or_default(), true).into(),
-        MessageType::Getprevious => neighbour(state, body.key_value.unwrap_or_default(), false).into(),
-        MessageType::Getkeyrange => key_range(state, body.range.unwrap_or_default()).into(),
-        MessageType::Put => put(state, body.key_value.unwrap_or_default(), value),
-        MessageType::Delete => delete(state, body.key_value.unwrap_or_default()),
+        MessageType::Get => get(state, caller, body.key_value.unwrap_or_default()).into(),
+        MessageType::Getversion => get_version(state, caller, body.key_value.unwrap_or_default()).into(),
+        MessageType::Getnext => neighbour(state, caller, body.key_value.unwrap_or_default(), true).into(),
+        MessageType::Getprevious => neighbour(state, caller, body.key_value.unwrap_or_default(), false).into(),
+        MessageType::Getkeyrange => key_range(state, caller, body.range.unwrap_or_default()).into(),
+        MessageType::Put => put(state, caller, body.key_value.unwrap_or_default(), value),
+        MessageType::Delete => delete(state, caller, body.key_value.unwrap_or_default()),
         MessageType::Noop => Reply::ok(None).into(),
         MessageType::Flushalldata => Outcome::Write { op: WriteOp::Flush, sync: true },
         MessageType::Getlog => {
@@ -88,12 +89,11 @@ pub fn execute(state: &Arc<DriveState>, kind: MessageType, body: Option<Body>, v
             let (status, message, value) = crate::getlog::fill(state, &body.get_log.unwrap_or_default(), &mut out);
             Reply { status, message, body: Some(Body { get_log: Some(out), ..Body::default() }), value }.into()
         }
-        MessageType::Setup
-        | MessageType::Security
-        | MessageType::Pinop
-        | MessageType::Mediascan
-        | MessageType::Mediaoptimize
-        | MessageType::SetPowerLevel => invalid(format!("{} is not supported by this drive", kind.as_str_name())).into(),
+        MessageType::Setup | MessageType::Security => invalid(format!("{} is run by the connection", kind.as_str_name())).into(),
+        MessageType::Pinop => invalid("PINOP needs PIN authentication (PINAUTH) over TLS").into(),
+        MessageType::SetPowerLevel => invalid("SET_POWER_LEVEL is run by the connection").into(),
+        MessageType::Mediascan
+        | MessageType::Mediaoptimize => invalid(format!("{} is not supported by this drive", kind.as_str_name())).into(),
         // Run by the connection: it owns its batches, and a push runs beside the connection.
         MessageType::Peer2peerpush => invalid("PEER2PEERPUSH is run by the connection").into(),
         // Batch commands are run by the connection, which owns its batches.
@@ -146,11 +146,14 @@ fn entry_reply(entry: Entry, with_value: bool) -> Reply {
     reply
 }
 
-fn get(state: &DriveState, kv: KeyValue) -> Reply {
+fn get(state: &DriveState, caller: &Caller, kv: KeyValue) -> Reply {
     let key = match check_key(state, &kv.key, false) {
         Ok(k) => k,
         Err(r) => return r,
     };
+    if !caller.may(Permission::Read, Some(&key)) {
+        return caller.refusal(Permission::Read);
+    }
     if kv.metadata_only.unwrap_or(false) {
         return match state.engine.get_meta(&key) {
             Ok(Some(meta)) => Reply::ok(Some(Body { key_value: Some(metadata_kv(key, &meta)), ..Body::default() })),
@@ -165,11 +168,14 @@ fn get(state: &DriveState, kv: KeyValue) -> Reply {
     }
 }
 
-fn get_version(state: &DriveState, kv: KeyValue) -> Reply {
+fn get_version(state: &DriveState, caller: &Caller, kv: KeyValue) -> Reply {
     let key = match check_key(state, &kv.key, false) {
         Ok(k) => k,
         Err(r) => return r,
     };
+    if !caller.may(Permission::Read, Some(&key)) {
+        return caller.refusal(Permission::Read);
+    }
     match state.engine.get_meta(&key) {
         Ok(Some(meta)) => Reply::ok(Some(Body {
             key_value: Some(KeyValue { db_version: Some(meta.version), ..KeyValue::default() }),
@@ -180,20 +186,25 @@ fn get_version(state: &DriveState, kv: KeyValue) -> Reply {
     }
 }
 
-fn neighbour(state: &DriveState, kv: KeyValue, forward: bool) -> Reply {
+fn neighbour(state: &DriveState, caller: &Caller, kv: KeyValue, forward: bool) -> Reply {
     let key = match check_key(state, &kv.key, true) {
         Ok(k) => k,
         Err(r) => return r,
     };
     let found = if forward { state.engine.next(&key) } else { state.engine.previous(&key) };
     match found {
+        // The neighbour's key is revealed only to a caller that may read it.
+        Ok(Some(entry)) if !caller.may(Permission::Read, Some(&entry.key)) => caller.refusal(Permission::Read),
         Ok(Some(entry)) => entry_reply(entry, !kv.metadata_only.unwrap_or(false)),
         Ok(None) => engine_error(EngineError::NotFound),
         Err(e) => engine_error(e),
     }
 }
 
-fn key_range(state: &DriveState, range: Range) -> Reply {
+fn key_range(state: &DriveState, caller: &Caller, range: Range) -> Reply {
+    if !caller.may(Permission::Range, None) {
+        return caller.refusal(Permission::Range);
+    }
     let limit = state.config.limits.max_key_range_count;
     let max = match range.max_returned {
         None => limit,
@@ -223,7 +234,11 @@ fn key_range(state: &DriveState, range: Range) -> Reply {
         max: max as usize,
     };
     match state.engine.keys(&query) {
-        Ok(keys) => Reply::ok(Some(Body { range: Some(Range { keys, ..Range::default() }), ..Body::default() })),
+        Ok(mut keys) => {
+            // Keys outside the caller's RANGE scopes are never revealed.
+            keys.retain(|k| caller.may(Permission::Range, Some(k)));
+            Reply::ok(Some(Body { range: Some(Range { keys, ..Range::default() }), ..Body::default() }))
+        }
         Err(e) => engine_error(e),
     }
 }
@@ -249,9 +264,12 @@ fn write_check(state: &DriveState, kv: &KeyValue) -> Result<Check, Reply> {
     }
 }
 
-fn put(state: &DriveState, kv: KeyValue, value: Bytes) -> Outcome {
+fn put(state: &DriveState, caller: &Caller, kv: KeyValue, value: Bytes) -> Outcome {
     let prepared = (|| {
         let key = check_key(state, &kv.key, false)?;
+        if !caller.may(Permission::Write, Some(&key)) {
+            return Err(caller.refusal(Permission::Write));
+        }
         let version = check_version(state, "newVersion", &kv.new_version)?;
         let tag = kv.tag.clone().unwrap_or_default();
         let max_tag = state.config.limits.max_tag_size as usize;
@@ -274,9 +292,13 @@ fn put(state: &DriveState, kv: KeyValue, value: Bytes) -> Outcome {
     prepared.unwrap_or_else(Outcome::Reply)
 }
 
-fn delete(state: &DriveState, kv: KeyValue) -> Outcome {
+fn delete(state: &DriveState, caller: &Caller, kv: KeyValue) -> Outcome {
     let prepared = (|| {
-        let (key, sync, check) = (check_key(state, &kv.key, false)?, synchronization(&kv)?, write_check(state, &kv)?);
+        let key = check_key(state, &kv.key, false)?;
+        if !caller.may(Permission::Delete, Some(&key)) {
+            return Err(caller.refusal(Permission::Delete));
+        }
+        let (sync, check) = (synchronization(&kv)?, write_check(state, &kv)?);
         Ok(Outcome::Write { op: WriteOp::Delete { key, check }, sync: sync != Synchronization::Writeback })
     })();
     prepared.unwrap_or_else(Outcome::Reply)

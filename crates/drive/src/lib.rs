@@ -4,6 +4,7 @@
 //! authentication, ordering); `handler` executes commands; `getlog`, `capacity`, `sysinfo`
 //! and `stats` describe the drive to GETLOG.
 
+mod admin;
 mod batch;
 mod capacity;
 pub mod config;
@@ -11,6 +12,7 @@ mod connection;
 mod getlog;
 mod handler;
 mod p2p;
+mod persist;
 mod security;
 mod server;
 mod state;

@@ -17,6 +17,7 @@ use spindle_proto::pb::command::{Body, P2pOperation, Status};
 use spindle_proto::{MessageType, StatusCode};
 
 use crate::handler::Reply;
+use crate::security::{Caller, Permission};
 use crate::state::DriveState;
 
 /// Copies in flight at once per push: enough to keep the peer connection busy, few enough to
@@ -71,7 +72,8 @@ async fn connect(state: &DriveState, key: &PeerKey, hmac_key: Bytes) -> Result<C
 }
 
 /// Runs one PEER2PEERPUSH for `identity` (whose HMAC key is `hmac_key`).
-pub async fn push(state: Arc<DriveState>, identity: i64, hmac_key: Bytes, request: P2pOperation) -> Reply {
+pub async fn push(state: Arc<DriveState>, caller: Caller, request: P2pOperation) -> Reply {
+    let (identity, hmac_key) = (caller.identity.id, caller.identity.hmac_key.clone());
     let Some(peer) = request.peer.clone() else {
         return Reply::error(StatusCode::InvalidRequest, "PEER2PEERPUSH needs a peer");
     };
@@ -98,9 +100,9 @@ pub async fn push(state: Arc<DriveState>, identity: i64, hmac_key: Bytes, reques
     let mut tasks = Vec::with_capacity(request.operation.len());
     for op in request.operation.clone() {
         let Ok(permit) = window.clone().acquire_owned().await else { break };
-        let (state, client) = (state.clone(), client.clone());
+        let (state, client, caller) = (state.clone(), client.clone(), caller.clone());
         tasks.push(tokio::spawn(async move {
-            let done = copy_one(&state, &client, op).await;
+            let done = copy_one(&state, &caller, &client, op).await;
             drop(permit);
             done
         }));
@@ -140,8 +142,12 @@ pub async fn push(state: Arc<DriveState>, identity: i64, hmac_key: Bytes, reques
 
 /// Copies one entry to the peer, then runs its nested push there if it has one. Returns the
 /// answered operation and the value bytes moved.
-async fn copy_one(state: &DriveState, peer: &Client, mut op: Operation) -> (Operation, usize) {
+async fn copy_one(state: &DriveState, caller: &Caller, peer: &Client, mut op: Operation) -> (Operation, usize) {
     let key = op.key.clone().unwrap_or_default();
+    if !caller.may(Permission::Read, Some(&key)) {
+        op.status = caller.refusal(Permission::Read).into_status();
+        return (op, 0);
+    }
     let entry = match state.engine.get(&key) {
         Ok(Some(e)) => e,
         Ok(None) => {

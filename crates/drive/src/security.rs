@@ -265,3 +265,24 @@ mod tests {
         assert_eq!(d.with_acl(vec![], 2).unwrap_err().status, StatusCode::InvalidRequest);
     }
 }
+
+/// Who is asking, and over which transport.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub identity: Arc<Identity>,
+    pub tls: bool,
+}
+
+impl Caller {
+    pub fn may(&self, permission: Permission, key: Option<&[u8]>) -> bool {
+        self.identity.allows(permission, key, self.tls)
+    }
+
+    /// The NOT_AUTHORIZED answer for a refused permission.
+    pub fn refusal(&self, permission: Permission) -> crate::handler::Reply {
+        crate::handler::Reply::error(
+            StatusCode::NotAuthorized,
+            format!("identity {} lacks {} for this request", self.identity.id, permission.name()),
+        )
+    }
+}

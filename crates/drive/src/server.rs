@@ -32,6 +32,11 @@ pub struct RunningDrive {
 }
 
 impl RunningDrive {
+    /// Resolves when a client asked the drive to shut down (SET_POWER_LEVEL SHUTDOWN).
+    pub async fn shutdown_requested(&self) {
+        self.state.shutdown.notified().await
+    }
+
     /// Stops accepting, makes every acknowledged write durable and returns.
     pub async fn shutdown(self) -> Result<(), DriveError> {
         let _ = self.stop.send(true);
@@ -81,7 +86,24 @@ pub async fn start(config: DriveConfig) -> Result<RunningDrive, DriveError> {
     let local_addr = listener.local_addr()?;
     let tls_listener = TcpListener::bind((config.listen, config.tls_port)).await?;
     let tls_addr = tls_listener.local_addr()?;
+    let stored = crate::persist::load(&config.data_dir)?;
+    let max_identities = config.limits.max_identity_count;
     let state = DriveState::new(config, engine, serial, local_addr.port(), tls_addr.port());
+    {
+        let security = crate::security::Security::restore(
+            stored.acl,
+            stored.lock_pin.unwrap_or_default(),
+            stored.erase_pin.unwrap_or_default(),
+            max_identities,
+        )
+        .map_err(|r| DriveError::Io(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("stored ACL: {r}"))))?;
+        // Like a self-encrypting drive: one with a lock PIN comes up locked.
+        if !security.lock_pin.is_empty() {
+            state.locked.store(true, std::sync::atomic::Ordering::Release);
+        }
+        *state.security.write() = security;
+        state.cluster_version.store(stored.cluster_version.unwrap_or(0), std::sync::atomic::Ordering::Release);
+    }
     state.event(format!("drive listening on {local_addr}, TLS on {tls_addr} ({:?} engine)", state.config.engine));
     let (stop, stopped) = watch::channel(false);
     let accept = vec![

@@ -23,6 +23,16 @@ pub struct DriveState {
     pub engine: Arc<dyn Engine>,
     pub security: RwLock<Security>,
     pub cluster_version: AtomicI64,
+    /// Locked by a PIN: everything but PIN operations gets DEVICE_LOCKED.
+    pub locked: std::sync::atomic::AtomicBool,
+    /// The protocol's PowerLevel (OPERATIONAL, HIBERNATE, SHUTDOWN).
+    pub power_level: std::sync::atomic::AtomicI32,
+    /// Serialises changes to the persistent settings.
+    pub admin: Mutex<()>,
+    /// Wrong PINs in a row, for the back-off against guessing.
+    pub pin_failures: AtomicU32,
+    /// Signalled when a SET_POWER_LEVEL SHUTDOWN asks the drive to stop.
+    pub shutdown: tokio::sync::Notify,
     pub stats: Statistics,
     pub capacity: Capacity,
     pub sampler: SystemSampler,
@@ -54,6 +64,11 @@ impl DriveState {
             engine,
             security: RwLock::new(Security::default()),
             cluster_version: AtomicI64::new(0),
+            locked: Default::default(),
+            power_level: std::sync::atomic::AtomicI32::new(spindle_proto::pb::command::PowerLevel::Operational as i32),
+            admin: Mutex::new(()),
+            pin_failures: AtomicU32::new(0),
+            shutdown: tokio::sync::Notify::new(),
             stats: Statistics::default(),
             serial_number: serial,
             world_wide_name,
@@ -72,6 +87,22 @@ impl DriveState {
     /// then counting up, like the reference drive).
     pub fn new_connection_id(&self) -> i64 {
         self.next_connection_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The persistent settings as they are in memory now.
+    pub fn stored_settings(&self) -> spindle_proto::spindle::DriveState {
+        let security = self.security.read();
+        spindle_proto::spindle::DriveState {
+            cluster_version: Some(self.cluster_version()),
+            acl_configured: Some(!security.acl.is_empty()),
+            acl: security.acl.clone(),
+            lock_pin: Some(security.lock_pin.clone()),
+            erase_pin: Some(security.erase_pin.clone()),
+        }
+    }
+
+    pub fn power_level(&self) -> i32 {
+        self.power_level.load(Ordering::Acquire)
     }
 
     pub fn cluster_version(&self) -> i64 {

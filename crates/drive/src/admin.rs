@@ -1,0 +1,215 @@
+//! Administration: SECURITY (ACL and PINs), SETUP (cluster version, firmware), PINOP (lock,
+//! unlock, erase, secure erase) and SET_POWER_LEVEL. Every change to the persistent settings
+//! is written (atomically) before it takes effect in memory, under one lock.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use spindle_engine::{WriteOp, WriteRequest};
+use spindle_proto::pb::command::pin_operation::PinOpType;
+use spindle_proto::pb::command::security::SecurityOpType;
+use spindle_proto::pb::command::setup::SetupOpType;
+use spindle_proto::pb::command::{PinOperation, PowerLevel, Security as SecurityProto, Setup};
+use spindle_proto::StatusCode;
+
+use crate::handler::Reply;
+use crate::persist;
+use crate::security::Security;
+use crate::state::DriveState;
+
+/// Longest wait before answering a wrong PIN; the wait doubles with every wrong PIN in a row
+/// from 100 ms, so guessing a PIN over the network is slow.
+pub const MAX_PIN_BACKOFF: Duration = Duration::from_secs(10);
+
+fn invalid(message: impl Into<String>) -> Reply {
+    Reply::error(StatusCode::InvalidRequest, message)
+}
+
+fn save(state: &DriveState, settings: &spindle_proto::spindle::DriveState) -> Result<(), Reply> {
+    persist::store(&state.config.data_dir, settings)
+        .map_err(|e| Reply::error(StatusCode::InternalError, format!("cannot save the drive's settings: {e}")))
+}
+
+/// SECURITY: one kind of change per message (ACL, erase PIN or lock PIN).
+pub fn security(state: &DriveState, request: SecurityProto) -> Reply {
+    let has_acl = !request.acl.is_empty();
+    let lock = request.old_lock_pin.is_some() || request.new_lock_pin.is_some();
+    let erase = request.old_erase_pin.is_some() || request.new_erase_pin.is_some();
+    let kind = match request.security_op_type.map(SecurityOpType::try_from) {
+        Some(Ok(k)) if k != SecurityOpType::InvalidSecurityop => k,
+        Some(_) => return invalid("invalid securityOpType"),
+        // Protocol 3.0.6 clients send no type: infer it from what the message carries.
+        None => match (has_acl, erase, lock) {
+            (true, false, false) => SecurityOpType::AclSecurityop,
+            (false, true, false) => SecurityOpType::ErasePinSecurityop,
+            (false, false, true) => SecurityOpType::LockPinSecurityop,
+            _ => return invalid("a SECURITY message sets exactly one of: the ACL, the erase PIN, the lock PIN"),
+        },
+    };
+    let _admin = state.admin.lock();
+    let current = state.security.read().clone();
+    let max_pin = state.config.limits.max_pin_size as usize;
+    let updated = match kind {
+        SecurityOpType::AclSecurityop => match current.with_acl(request.acl, state.config.limits.max_identity_count) {
+            Ok(s) => s,
+            Err(r) => return Reply::error(r.status, r.message),
+        },
+        SecurityOpType::LockPinSecurityop | SecurityOpType::ErasePinSecurityop => {
+            let lock = kind == SecurityOpType::LockPinSecurityop;
+            let (old, new, stored) = if lock {
+                (request.old_lock_pin, request.new_lock_pin, &current.lock_pin)
+            } else {
+                (request.old_erase_pin, request.new_erase_pin, &current.erase_pin)
+            };
+            let new = new.unwrap_or_default();
+            if new.len() > max_pin {
+                return invalid(format!("PIN of {} bytes exceeds maxPinSize {max_pin}", new.len()));
+            }
+            if !stored.is_empty() && old.as_deref() != Some(&stored[..]) {
+                return Reply::error(StatusCode::NotAuthorized, "the old PIN does not match");
+            }
+            let mut s = current.clone();
+            if lock {
+                s.lock_pin = new;
+            } else {
+                s.erase_pin = new;
+            }
+            s
+        }
+        SecurityOpType::InvalidSecurityop => return invalid("invalid securityOpType"),
+    };
+    let mut settings = state.stored_settings();
+    settings.acl = updated.acl.clone();
+    settings.acl_configured = Some(!updated.acl.is_empty());
+    settings.lock_pin = Some(updated.lock_pin.clone());
+    settings.erase_pin = Some(updated.erase_pin.clone());
+    if let Err(r) = save(state, &settings) {
+        return r;
+    }
+    *state.security.write() = updated;
+    state.event(format!("security settings changed ({})", kind.as_str_name()));
+    Reply::ok(None)
+}
+
+/// SETUP: a new cluster version (persisted), or a firmware download (refused).
+pub fn setup(state: &DriveState, request: Setup) -> Reply {
+    let firmware = request.firmware_download.unwrap_or(false) || request.setup_op_type == Some(SetupOpType::FirmwareSetupop as i32);
+    if firmware {
+        return invalid("firmware downloads are not supported: a Spindle drive is upgraded by installing a new spindle binary");
+    }
+    let Some(version) = request.new_cluster_version else {
+        return invalid("SETUP needs newClusterVersion");
+    };
+    let _admin = state.admin.lock();
+    let mut settings = state.stored_settings();
+    settings.cluster_version = Some(version);
+    if let Err(r) = save(state, &settings) {
+        return r;
+    }
+    state.cluster_version.store(version, Ordering::Release);
+    state.event(format!("cluster version set to {version}"));
+    Reply::ok(None)
+}
+
+/// SET_POWER_LEVEL.
+pub fn set_power_level(state: &DriveState, level: Option<i32>) -> Reply {
+    match level.and_then(|l| PowerLevel::try_from(l).ok()) {
+        Some(l @ (PowerLevel::Operational | PowerLevel::Hibernate)) => {
+            state.power_level.store(l as i32, Ordering::Release);
+            state.event(format!("power level {}", l.as_str_name()));
+            Reply::ok(None)
+        }
+        Some(PowerLevel::Shutdown) => {
+            state.power_level.store(PowerLevel::Shutdown as i32, Ordering::Release);
+            state.event("shutdown requested by SET_POWER_LEVEL".into());
+            // notify_one stores a permit, so the waiter sees it even if it is not waiting yet.
+            state.shutdown.notify_one();
+            Reply::ok(None)
+        }
+        _ => invalid("power level must be OPERATIONAL, HIBERNATE or SHUTDOWN"),
+    }
+}
+
+fn pins_match(stored: &Bytes, given: &Bytes) -> bool {
+    // Compare in constant time: a PIN must not leak through timing.
+    use hmac::digest::Mac;
+    let mut a = hmac::Hmac::<sha1::Sha1>::new_from_slice(b"pin").expect("any key");
+    a.update(stored);
+    a.verify_slice(&{
+        let mut b = hmac::Hmac::<sha1::Sha1>::new_from_slice(b"pin").expect("any key");
+        b.update(given);
+        b.finalize().into_bytes()
+    })
+    .is_ok()
+}
+
+/// Waits after a wrong PIN (exponential back-off) and answers NOT_AUTHORIZED.
+async fn wrong_pin(state: &DriveState) -> Reply {
+    let failures = state.pin_failures.fetch_add(1, Ordering::AcqRel).min(16);
+    let wait = Duration::from_millis(100u64 << failures).min(MAX_PIN_BACKOFF);
+    state.event(format!("wrong PIN ({} in a row); answering after {wait:?}", failures + 1));
+    tokio::time::sleep(wait).await;
+    Reply::error(StatusCode::NotAuthorized, "wrong PIN")
+}
+
+/// PINOP: lock, unlock, erase, secure erase. The caller checked the transport (TLS only).
+pub async fn pin_op(state: &Arc<DriveState>, pin: Bytes, op: PinOperation) -> Reply {
+    let kind = op.pin_op_type.and_then(|t| PinOpType::try_from(t).ok()).unwrap_or(PinOpType::InvalidPinop);
+    let security = state.security.read().clone();
+    match kind {
+        PinOpType::LockPinop | PinOpType::UnlockPinop => {
+            if security.lock_pin.is_empty() {
+                return invalid("no lock PIN is set (set one with a SECURITY LOCK_PIN_SECURITYOP first)");
+            }
+            if !pins_match(&security.lock_pin, &pin) {
+                return wrong_pin(state).await;
+            }
+            state.pin_failures.store(0, Ordering::Release);
+            let lock = kind == PinOpType::LockPinop;
+            if !lock && !state.locked.load(Ordering::Acquire) {
+                return Reply::error(StatusCode::DeviceAlreadyUnlocked, "the drive is not locked");
+            }
+            state.locked.store(lock, Ordering::Release);
+            state.event(if lock { "drive locked".into() } else { "drive unlocked".into() });
+            Reply::ok(None)
+        }
+        PinOpType::ErasePinop | PinOpType::SecureErasePinop => {
+            if !security.erase_pin.is_empty() && !pins_match(&security.erase_pin, &pin) {
+                return wrong_pin(state).await;
+            }
+            state.pin_failures.store(0, Ordering::Release);
+            erase(state, kind == PinOpType::SecureErasePinop).await
+        }
+        PinOpType::InvalidPinop => invalid("invalid pinOpType"),
+    }
+}
+
+/// Removes all user data and returns the settings to the factory's: cluster version 0, the
+/// default identity, no PINs, unlocked.
+async fn erase(state: &Arc<DriveState>, secure: bool) -> Reply {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    state.engine.submit(WriteRequest {
+        op: WriteOp::Erase { secure },
+        sync: true,
+        on_applied: None,
+        on_done: Box::new(move |r| {
+            let _ = tx.send(r);
+        }),
+    });
+    match rx.await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return crate::handler::engine_error(e),
+        Err(_) => return Reply::error(StatusCode::InternalError, "engine stopped during the erase"),
+    }
+    let _admin = state.admin.lock();
+    if let Err(e) = persist::clear(&state.config.data_dir) {
+        return Reply::error(StatusCode::InternalError, format!("data erased, but the settings could not be reset: {e}"));
+    }
+    *state.security.write() = Security::default();
+    state.cluster_version.store(0, Ordering::Release);
+    state.locked.store(false, Ordering::Release);
+    state.event(if secure { "secure erase completed".into() } else { "erase completed".into() });
+    Reply::ok(None)
+}
