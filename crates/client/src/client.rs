@@ -171,8 +171,23 @@ impl Client {
         Ok(sequence)
     }
 
+    /// Sends a PIN-authenticated PINOP (no HMAC) and waits for its answer.
+    pub async fn pin_request(&self, pin: &[u8], body: Body) -> Result<Response, ClientError> {
+        let header = Header {
+            cluster_version: Some(self.shared.config.cluster_version),
+            connection_id: Some(self.shared.connection_id),
+            message_type: Some(MessageType::Pinop as i32),
+            ..Header::default()
+        };
+        self.send(header, Some(body), Bytes::new(), Some(Bytes::copy_from_slice(pin))).await
+    }
+
     /// Like [`Client::request`] with a caller-built header (its sequence is filled in).
-    pub async fn request_with_header(&self, mut header: Header, body: Option<Body>, value: Bytes) -> Result<Response, ClientError> {
+    pub async fn request_with_header(&self, header: Header, body: Option<Body>, value: Bytes) -> Result<Response, ClientError> {
+        self.send(header, body, value, None).await
+    }
+
+    async fn send(&self, mut header: Header, body: Option<Body>, value: Bytes, pin: Option<Bytes>) -> Result<Response, ClientError> {
         let expected = header.message_type.and_then(response_type);
         let (tx, rx) = oneshot::channel();
         {
@@ -187,7 +202,21 @@ impl Client {
                 }
                 pending.waiters.insert(sequence, tx);
             }
-            let frame = self.encode(Command { header: Some(header), body, status: None }, value);
+            let command = Command { header: Some(header), body, status: None };
+            let frame = match pin {
+                None => self.encode(command, value),
+                Some(pin) => {
+                    let message = Message {
+                        auth_type: Some(AuthType::Pinauth as i32),
+                        hmac_auth: None,
+                        pin_auth: Some(spindle_proto::pb::message::PiNauth { pin: Some(pin) }),
+                        command_bytes: Some(Bytes::from(command.encode_to_vec())),
+                    };
+                    let mut head = BytesMut::new();
+                    encode_frame_head(&message, 0, &mut head);
+                    (head.freeze(), Bytes::new())
+                }
+            };
             if sender.frames.send(frame).is_err() {
                 self.shared.pending.lock().waiters.remove(&sequence);
                 return Err(ClientError::Terminated("connection writer stopped".into()));
@@ -522,7 +551,9 @@ async fn read_loop(mut rd: Box<dyn AsyncRead + Send + Unpin>, mut decoder: Frame
             continue;
         };
         let hmac = frame.message.hmac_auth.as_ref().and_then(|h| h.hmac.clone()).unwrap_or_default();
-        let result = if spindle_proto::hmac::verify(&hmac_key, &command_bytes, &hmac) {
+        // Answers to PIN operations carry no HMAC (the request carried a PIN instead).
+        let pin_answer = frame.message.auth_type == Some(AuthType::Pinauth as i32);
+        let result = if pin_answer || spindle_proto::hmac::verify(&hmac_key, &command_bytes, &hmac) {
             Ok(Response { command, value: frame.value })
         } else {
             Err(ClientError::BadResponseHmac)

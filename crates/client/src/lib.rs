@@ -11,6 +11,7 @@
 //! # Ok(()) }
 //! ```
 
+mod admin;
 mod batch;
 mod client;
 mod error;
@@ -18,7 +19,11 @@ mod p2p;
 mod pipeline;
 mod types;
 
+pub use admin::{AclEntry, AclScope};
 pub use batch::Batch;
+pub use spindle_proto::pb::command::pin_operation::PinOpType;
+pub use spindle_proto::pb::command::security::Acl;
+pub use spindle_proto::pb::command::PowerLevel;
 pub use client::{Client, ClientConfig, Response};
 pub use error::ClientError;
 pub use p2p::{Peer, PushOp, PushOutcome, PushResult};
