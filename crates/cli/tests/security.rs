@@ -68,6 +68,8 @@ async fn every_permission_against_every_operation() {
             ("GETNEXT", "READ", status(c.get_next(b"t/a").await)),
             ("GETPREVIOUS", "READ", status(c.get_previous(b"t/b").await)),
             ("GETKEYRANGE", "RANGE", status(c.get_key_range(RangeQuery::inclusive(b("t/"), b("t/z"), 10)).await)),
+            ("MEDIASCAN", "RANGE", status(c.media_scan(RangeQuery::inclusive(b("t/"), b("t/z"), 10)).await)),
+            ("MEDIAOPTIMIZE", "RANGE", status(c.media_optimize(RangeQuery::inclusive(b("t/"), b("t/z"), 10)).await)),
             ("PUT", "WRITE", status(c.put(b"t/c", b("v"), PutOptions::default()).await)),
             ("DELETE", "DELETE", status(c.delete(b"t/b", DeleteOptions { force: true, ..DeleteOptions::default() }).await)),
             ("FLUSHALLDATA", "WRITE", status(c.flush_all_data().await)),

@@ -319,16 +319,7 @@ impl Client {
     }
 
     pub async fn get_key_range(&self, q: RangeQuery) -> Result<Vec<Bytes>, ClientError> {
-        let range = Range {
-            start_key: Some(q.start),
-            end_key: q.end,
-            start_key_inclusive: Some(q.start_inclusive),
-            end_key_inclusive: Some(q.end_inclusive),
-            max_returned: Some(q.max_returned),
-            reverse: Some(q.reverse),
-            keys: Vec::new(),
-        };
-        let r = self.call(MessageType::Getkeyrange, Body { range: Some(range), ..Body::default() }, Bytes::new()).await?;
+        let r = self.call(MessageType::Getkeyrange, Body { range: Some(range_proto(q)), ..Body::default() }, Bytes::new()).await?;
         Ok(r.body().range.map(|r| r.keys).unwrap_or_default())
     }
 
@@ -339,6 +330,19 @@ impl Client {
         let request = peer.to_proto(operations);
         let r = self.call(MessageType::Peer2peerpush, Body { p2p_operation: Some(request), ..Body::default() }, Bytes::new()).await?;
         Ok(crate::PushResult::from_proto(r.body().p2p_operation.unwrap_or_default()))
+    }
+
+    /// MEDIASCAN: keys in the range whose stored value fails its checksum or tag, and the last
+    /// key the drive examined (continue from there for a large range).
+    pub async fn media_scan(&self, q: RangeQuery) -> Result<(Vec<Bytes>, Option<Bytes>), ClientError> {
+        let r = self.call(MessageType::Mediascan, Body { range: Some(range_proto(q)), ..Body::default() }, Bytes::new()).await?;
+        let range = r.body().range.unwrap_or_default();
+        Ok((range.keys, range.end_key))
+    }
+
+    /// MEDIAOPTIMIZE: compacts the drive's store.
+    pub async fn media_optimize(&self, q: RangeQuery) -> Result<(), ClientError> {
+        self.call(MessageType::Mediaoptimize, Body { range: Some(range_proto(q)), ..Body::default() }, Bytes::new()).await.map(drop)
     }
 
     pub async fn noop(&self) -> Result<(), ClientError> {
@@ -440,6 +444,18 @@ pub(crate) fn encode_request_head(config: &ClientConfig, command: &Command, valu
         command_bytes: Some(command_bytes),
     };
     encode_frame_head(&message, value_len, out);
+}
+
+fn range_proto(q: RangeQuery) -> Range {
+    Range {
+        start_key: Some(q.start),
+        end_key: q.end,
+        start_key_inclusive: Some(q.start_inclusive),
+        end_key_inclusive: Some(q.end_inclusive),
+        max_returned: Some(q.max_returned),
+        reverse: Some(q.reverse),
+        keys: Vec::new(),
+    }
 }
 
 /// The KeyValue of a PUT.

@@ -182,7 +182,8 @@ impl Connection {
                 Incoming::Frame { message, value } => (message, value, None),
                 Incoming::OversizeValue { message, len } => (message, Bytes::new(), Some(len)),
             };
-            if let Err(close) = self.handle_frame(&message, value, oversize).await {
+            let received = std::time::Instant::now();
+            if let Err(close) = self.handle_frame(&message, value, oversize, received).await {
                 return close;
             }
             // Hand over the batch once no further whole request is waiting to be read.
@@ -224,7 +225,7 @@ impl Connection {
         Ok(Some(Incoming::Frame { message: message.freeze(), value: value.freeze() }))
     }
 
-    async fn handle_frame(&mut self, raw_message: &[u8], value: Bytes, oversize: Option<u32>) -> Result<(), Close> {
+    async fn handle_frame(&mut self, raw_message: &[u8], value: Bytes, oversize: Option<u32>, received: std::time::Instant) -> Result<(), Close> {
         let message = Message::decode(raw_message).map_err(|e| Close::Terminate(format!("undecodable message: {e}")))?;
         let auth_type = message.auth_type.and_then(|a| AuthType::try_from(a).ok());
         let command_bytes = message.command_bytes.clone().unwrap_or_default();
@@ -332,6 +333,18 @@ impl Connection {
         if let Some(id) = header.batch_id {
             return self.batch_command(&caller, id, kind, sequence, &header, command.body, value, auth()).await;
         }
+        if kind == MessageType::Mediaoptimize {
+            // Compaction takes a while: it runs beside the connection.
+            let permit = self.writes.clone().acquire_owned().await.map_err(|_| Close::Broken("semaphore closed".into()))?;
+            let mut outgoing = self.addressed(auth(), &header, Reply::ok(None), Some(permit));
+            let (state, tx) = (self.state.clone(), self.tx.clone());
+            tokio::spawn(async move {
+                let reply = crate::media::optimize(&state).await;
+                outgoing.command.status = reply.into_status();
+                let _ = tx.send(vec![outgoing]);
+            });
+            return Ok(());
+        }
         if kind == MessageType::Peer2peerpush {
             let permit = self.writes.clone().acquire_owned().await.map_err(|_| Close::Broken("semaphore closed".into()))?;
             let request = command.body.and_then(|b| b.p2p_operation).unwrap_or_default();
@@ -362,6 +375,20 @@ impl Connection {
             if let Some(applied) = self.last_write_applied.take() {
                 let _ = applied.await;
             }
+        }
+        // The request's timeout (ms) counts from its arrival: one that waited too long for its
+        // turn is answered SERVICE_BUSY without running.
+        let deadline = header.timeout.filter(|t| *t > 0).map(|t| received + std::time::Duration::from_millis(t as u64));
+        if deadline.is_some_and(|d| std::time::Instant::now() > d) {
+            let reply = Reply::error(StatusCode::ServiceBusy, "the request waited longer than its timeout; retry with back-off");
+            self.respond(auth(), &header, reply, Some(permit));
+            return Ok(());
+        }
+        if kind == MessageType::Mediascan {
+            let reply = crate::media::scan(&self.state, &caller, command.body.and_then(|b| b.range).unwrap_or_default(), deadline);
+            self.state.stats.record(raw_type, 0);
+            self.respond(auth(), &header, reply, Some(permit));
+            return Ok(());
         }
         let value_in = value.len();
         match handler::execute(&self.state, &caller, kind, command.body, value) {

@@ -92,8 +92,8 @@ pub fn execute(state: &Arc<DriveState>, caller: &Caller, kind: MessageType, body
         MessageType::Setup | MessageType::Security => invalid(format!("{} is run by the connection", kind.as_str_name())).into(),
         MessageType::Pinop => invalid("PINOP needs PIN authentication (PINAUTH) over TLS").into(),
         MessageType::SetPowerLevel => invalid("SET_POWER_LEVEL is run by the connection").into(),
-        MessageType::Mediascan
-        | MessageType::Mediaoptimize => invalid(format!("{} is not supported by this drive", kind.as_str_name())).into(),
+        MessageType::Mediascan => crate::media::scan(state, caller, body.range.unwrap_or_default(), None).into(),
+        MessageType::Mediaoptimize => invalid("MEDIAOPTIMIZE is run by the connection").into(),
         // Run by the connection: it owns its batches, and a push runs beside the connection.
         MessageType::Peer2peerpush => invalid("PEER2PEERPUSH is run by the connection").into(),
         // Batch commands are run by the connection, which owns its batches.

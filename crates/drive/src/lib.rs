@@ -11,6 +11,7 @@ pub mod config;
 mod connection;
 mod getlog;
 mod handler;
+mod media;
 mod p2p;
 mod persist;
 mod security;
