@@ -15,7 +15,7 @@ type CmdResult = Result<(), Box<dyn std::error::Error>>;
 pub struct Conn {
     /// Drive address
     #[arg(long, default_value = "127.0.0.1:8123", global = true)]
-    drive: String,
+    pub drive: String,
     /// Identity to authenticate as
     #[arg(long, default_value_t = spindle_proto::DEFAULT_IDENTITY, global = true)]
     identity: i64,
@@ -30,11 +30,11 @@ pub struct Conn {
     tls_trust: Option<std::path::PathBuf>,
     /// Machine-readable output
     #[arg(long, global = true)]
-    json: bool,
+    pub json: bool,
 }
 
 impl Conn {
-    async fn connect(&self) -> Result<Client, Box<dyn std::error::Error>> {
+    pub async fn connect(&self) -> Result<Client, Box<dyn std::error::Error>> {
         let config = ClientConfig {
             identity: self.identity,
             hmac_key: Bytes::from(self.hmac_key.clone()),

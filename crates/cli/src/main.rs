@@ -1,5 +1,6 @@
 //! `spindle`: run a drive, talk to one, benchmark one.
 
+mod admin_cmds;
 mod client_cmds;
 
 use std::path::PathBuf;
@@ -24,6 +25,9 @@ enum Command {
     /// Measure a Kinetic endpoint.
     #[command(subcommand)]
     Bench(client_cmds::BenchCommand),
+    /// Administer a drive: ACLs, PINs, lock/erase, cluster version, power (TLS for security).
+    #[command(subcommand)]
+    Admin(admin_cmds::AdminCommand),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -129,6 +133,7 @@ fn main() {
             Command::Drive(args) => run_drive(args).await,
             Command::Client(cmd) => client_cmds::run(cmd).await,
             Command::Bench(cmd) => client_cmds::bench(cmd).await,
+            Command::Admin(cmd) => admin_cmds::run(cmd).await,
         }
     });
     if let Err(e) = result {

@@ -296,3 +296,46 @@ fn security_settings_survive_sigkill() {
         assert!(factory.noop().await.is_err(), "the factory identity came back");
     });
 }
+
+#[test]
+fn the_admin_cli_drives_every_operation_over_tls() {
+    let drive = TestDrive::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let acl = dir.path().join("acl.json");
+    std::fs::write(
+        &acl,
+        r#"[{"identity": 1, "key": "asdfasdf", "scopes": [{"permissions": ["READ","WRITE","DELETE","RANGE","SETUP","P2POP","GETLOG","SECURITY","POWER_MANAGEMENT"]}]},
+            {"identity": 5, "key": "five", "scopes": [{"offset": 0, "value": "five/", "permissions": ["READ"], "tls_required": true}], "max_priority": 5}]"#,
+    )
+    .unwrap();
+    let cert = drive.data_dir().join("tls/cert.pem");
+    let cert = cert.to_str().unwrap();
+    let spindle = env!("CARGO_BIN_EXE_spindle");
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(spindle).args(args).args(["--drive", &drive.tls_addr, "--tls-trust", cert]).output().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
+    };
+    let (ok, out) = run(&["admin", "acl", "set", acl.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    let (ok, out) = run(&["admin", "acl", "show"]);
+    assert!(ok && out.contains("five/") && !out.contains("asdfasdf"), "{out}");
+    assert!(run(&["admin", "pin", "lock", "--new", "4321"]).0);
+    assert!(run(&["admin", "lock", "--pin", "4321"]).0);
+    let (ok, out) = run(&["ping"]);
+    assert!(!ok && out.contains("DEVICE_LOCKED"), "{out}");
+    let (ok, out) = run(&["admin", "unlock", "--pin", "0000"]);
+    assert!(!ok && out.contains("NOT_AUTHORIZED"), "{out}");
+    assert!(run(&["admin", "unlock", "--pin", "4321"]).0);
+    assert!(run(&["admin", "power", "hibernate"]).0);
+    assert!(run(&["admin", "power", "operational"]).0);
+    assert!(run(&["admin", "cluster-version", "2"]).0);
+    let (ok, out) = run(&["ping"]);
+    assert!(!ok && out.contains("VERSION_FAILURE"), "{out}");
+    assert!(run(&["admin", "erase", "--cluster-version", "2"]).0);
+    // Factory settings again: cluster version 0, identity 1, no ACL file needed.
+    assert!(run(&["ping"]).0);
+    // Security over plain TCP is refused with a clear message.
+    let out = std::process::Command::new(spindle).args(["admin", "acl", "set", acl.to_str().unwrap(), "--drive", &drive.addr]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("only over TLS"));
+}

@@ -5,10 +5,13 @@ use spindle_proto::pb::command::get_log::{self, Type};
 use spindle_proto::pb::command;
 use spindle_proto::{StatusCode, PROTOCOL_VERSION};
 
+use crate::security::{Caller, Permission};
 use crate::state::DriveState;
 
 /// Vendor-specific device logs served under GETLOG DEVICE.
 pub const DEVICE_LOG_ENGINE: &str = "com.spindle:engine";
+/// The ACL in force, HMAC keys left out; needs the SECURITY permission as well as GETLOG.
+pub const DEVICE_LOG_ACL: &str = "com.spindle:acl";
 
 /// Name reported when the machine exposes no temperature sensor.
 pub const NO_TEMPERATURE_SENSOR: &str = "none: this machine exposes no temperature sensor";
@@ -45,7 +48,7 @@ pub fn configuration(state: &DriveState) -> get_log::Configuration {
 
 /// Fills a GETLOG response for the requested types. Returns the status, its message and the
 /// value section (DEVICE logs travel there).
-pub fn fill(state: &DriveState, requested: &command::GetLog, out: &mut command::GetLog) -> (StatusCode, String, Bytes) {
+pub fn fill(state: &DriveState, caller: &Caller, requested: &command::GetLog, out: &mut command::GetLog) -> (StatusCode, String, Bytes) {
     let mut message = String::new();
     let mut value = Bytes::new();
     out.types = requested.types.clone();
@@ -107,6 +110,10 @@ pub fn fill(state: &DriveState, requested: &command::GetLog, out: &mut command::
             Ok(Type::Limits) => out.limits = Some(state.config.limits.to_proto()),
             Ok(Type::Device) => {
                 let name = requested.device.as_ref().and_then(|d| d.name.clone()).unwrap_or_default();
+                if name == DEVICE_LOG_ACL.as_bytes() && !caller.may(Permission::Security, None) {
+                    let refusal = caller.refusal(Permission::Security);
+                    return (refusal.status, refusal.message, Bytes::new());
+                }
                 match device_log(state, &name) {
                     Some(log) => {
                         out.device = Some(get_log::Device { name: Some(name) });
@@ -127,6 +134,9 @@ pub fn fill(state: &DriveState, requested: &command::GetLog, out: &mut command::
 }
 
 fn device_log(state: &DriveState, name: &[u8]) -> Option<Bytes> {
+    if name == DEVICE_LOG_ACL.as_bytes() {
+        return Some(Bytes::from(acl_document(state).to_string()));
+    }
     if name != DEVICE_LOG_ENGINE.as_bytes() {
         return None;
     }
@@ -139,4 +149,37 @@ fn device_log(state: &DriveState, name: &[u8]) -> Option<Bytes> {
         "open_connections": state.open_connections.load(std::sync::atomic::Ordering::Relaxed),
     });
     Some(Bytes::from(doc.to_string()))
+}
+
+/// The ACL as JSON, without the HMAC keys.
+fn acl_document(state: &DriveState) -> serde_json::Value {
+    use spindle_proto::pb::command::security::acl::Permission as P;
+    let security = state.security.read();
+    let text = |b: &Bytes| String::from_utf8_lossy(b).into_owned();
+    let identities: Vec<serde_json::Value> = if security.acl.is_empty() {
+        vec![serde_json::json!({"identity": spindle_proto::DEFAULT_IDENTITY, "factory": true, "scopes": [{"offset": 0, "value": "", "permissions": ["all"], "tls_required": false}]})]
+    } else {
+        security
+            .acl
+            .iter()
+            .map(|a| {
+                let scopes: Vec<serde_json::Value> = a
+                    .scope
+                    .iter()
+                    .map(|s| {
+                        let perms: Vec<&str> = s.permission.iter().filter_map(|p| P::try_from(*p).ok()).map(|p| p.as_str_name()).collect();
+                        serde_json::json!({"offset": s.offset(), "value": text(&s.value.clone().unwrap_or_default()), "permissions": perms, "tls_required": s.tls_required()})
+                    })
+                    .collect();
+                serde_json::json!({"identity": a.identity(), "scopes": scopes, "max_priority": a.max_priority})
+            })
+            .collect()
+    };
+    serde_json::json!({
+        "identities": identities,
+        "lock_pin_set": !security.lock_pin.is_empty(),
+        "erase_pin_set": !security.erase_pin.is_empty(),
+        "locked": state.locked.load(std::sync::atomic::Ordering::Acquire),
+        "cluster_version": state.cluster_version(),
+    })
 }

@@ -86,7 +86,7 @@ pub fn execute(state: &Arc<DriveState>, caller: &Caller, kind: MessageType, body
         MessageType::Flushalldata => Outcome::Write { op: WriteOp::Flush, sync: true },
         MessageType::Getlog => {
             let mut out = command::GetLog::default();
-            let (status, message, value) = crate::getlog::fill(state, &body.get_log.unwrap_or_default(), &mut out);
+            let (status, message, value) = crate::getlog::fill(state, caller, &body.get_log.unwrap_or_default(), &mut out);
             Reply { status, message, body: Some(Body { get_log: Some(out), ..Body::default() }), value }.into()
         }
         MessageType::Setup | MessageType::Security => invalid(format!("{} is run by the connection", kind.as_str_name())).into(),

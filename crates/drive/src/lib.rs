@@ -26,7 +26,7 @@ pub mod fuzzing;
 pub use config::{ConfigError, DriveConfig, EngineKind};
 pub use connection::Transport;
 pub use connection::MAX_DISCARDED_VALUE;
-pub use getlog::{DEVICE_LOG_ENGINE, NO_TEMPERATURE_SENSOR};
+pub use getlog::{DEVICE_LOG_ACL, DEVICE_LOG_ENGINE, NO_TEMPERATURE_SENSOR};
 pub use server::{start, RunningDrive};
 pub use state::DriveState;
 
