@@ -4,14 +4,17 @@
 #
 #   scripts/java-interop.sh SPINDLE_BIN [extra mvn args, e.g. -Dtest=RangeInteropTest]
 #
-# Starts two drives, each `SPINDLE_BIN drive --data TMPDIR --port 0 --tls-port 0 --listen
-# 127.0.0.1` on its own TMPDIR: the drive under test and a second one, the peer for the P2P tests
-# (P2PInteropTest); the drive under test gets a config file trusting the peer's TLS certificate
-# (p2p_tls_trust). Waits for each one's first stdout line "spindle drive listening on
+# Starts three drives, each `SPINDLE_BIN drive --data TMPDIR --port 0 --tls-port 0 --listen
+# 127.0.0.1` on its own TMPDIR: the drive under test; a second one, the peer for the P2P tests
+# (P2PInteropTest); and a third one dedicated to the security/admin tests (SecurityInteropTest),
+# which change drive-wide state (ACL, PINs, lock, erase, cluster version) and so must not share
+# a drive with the others. The drive under test gets a config file trusting the peer's TLS
+# certificate (p2p_tls_trust). Waits for each one's first stdout line "spindle drive listening on
 # 127.0.0.1:PORT [tls 127.0.0.1:TLSPORT]", runs
 # `mvn -B test -Dkinetic.port=PORT -Dkinetic.tlsPort=TLSPORT -Dkinetic.peerPort=PORT2
-# -Dkinetic.peerTlsPort=TLSPORT2`, then stops both drives and removes the TMPDIRs (also on error
-# or interrupt). Exits with Maven's status (or 1 if a drive does not come up).
+# -Dkinetic.peerTlsPort=TLSPORT2 -Dkinetic.adminPort=PORT3 -Dkinetic.adminTlsPort=TLSPORT3`, then
+# stops the drives and removes the TMPDIRs (also on error or interrupt). Exits with Maven's
+# status (or 1 if a drive does not come up).
 # The first run lets mvn download the client and test dependencies from Maven Central.
 set -euo pipefail
 
@@ -122,12 +125,17 @@ else
 fi
 start_drive drive ${drive_args[@]+"${drive_args[@]}"}
 port=$drive_port tls_port=$drive_tls_port
+# Dedicated to SecurityInteropTest (it skips without TLS: SECURITY and PINOP need TLS).
+start_drive admin
+admin_port=$drive_port admin_tls_port=$drive_tls_port
 
 set +e
 mvn -B --no-transfer-progress -f "$root/interop/java/pom.xml" test \
     -Dkinetic.host=127.0.0.1 -Dkinetic.port="$port" -Dkinetic.tlsPort="${tls_port:-0}" \
     -Dkinetic.peerHost=127.0.0.1 -Dkinetic.peerPort="$peer_port" \
-    -Dkinetic.peerTlsPort="${peer_tls_port:-0}" "$@"
+    -Dkinetic.peerTlsPort="${peer_tls_port:-0}" \
+    -Dkinetic.adminHost=127.0.0.1 -Dkinetic.adminPort="$admin_port" \
+    -Dkinetic.adminTlsPort="${admin_tls_port:-0}" "$@"
 status=$?
 set -e
 
@@ -135,6 +143,7 @@ if [[ $status -ne 0 ]]; then
     echo "java-interop: maven exited with status $status" >&2
     show_drive_log drive
     show_drive_log peer
+    show_drive_log admin
     echo "(per-test client output: interop/java/target/surefire-reports/)" >&2
 fi
 exit "$status"

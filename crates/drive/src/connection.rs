@@ -330,6 +330,9 @@ impl Connection {
             _ => {}
         }
 
+        // Held until this request has run (or been handed to the writer).
+        let state = self.state.clone();
+        let _turn = state.priorities.enter(header.priority).await;
         if let Some(id) = header.batch_id {
             return self.batch_command(&caller, id, kind, sequence, &header, command.body, value, auth()).await;
         }

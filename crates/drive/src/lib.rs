@@ -14,6 +14,7 @@ mod handler;
 mod media;
 mod p2p;
 mod persist;
+mod priority;
 mod security;
 mod server;
 mod state;

@@ -33,6 +33,8 @@ pub struct DriveState {
     pub pin_failures: AtomicU32,
     /// Signalled when a SET_POWER_LEVEL SHUTDOWN asks the drive to stop.
     pub shutdown: tokio::sync::Notify,
+    /// Higher-priority requests run before lower-priority ones.
+    pub priorities: crate::priority::PriorityGate,
     pub stats: Statistics,
     pub capacity: Capacity,
     pub sampler: SystemSampler,
@@ -69,6 +71,7 @@ impl DriveState {
             admin: Mutex::new(()),
             pin_failures: AtomicU32::new(0),
             shutdown: tokio::sync::Notify::new(),
+            priorities: Default::default(),
             stats: Statistics::default(),
             serial_number: serial,
             world_wide_name,
