@@ -200,3 +200,35 @@ fn the_cli_pushes_key_lists_and_whole_ranges_in_pages() {
         assert_eq!(cb.get_key_range(q).await.unwrap().len(), 30);
     });
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pushes_run_as_the_requesting_identity_under_its_acl() {
+    use spindle_client::{AclEntry, AclScope, Client, ClientConfig};
+    let (a, peer) = (TestDrive::start(&[]), TestDrive::start(&[]));
+    let all = ["READ", "WRITE", "DELETE", "RANGE", "SETUP", "P2POP", "GETLOG", "SECURITY", "POWER_MANAGEMENT"];
+    let acl = vec![
+        AclEntry { identity: 1, key: "asdfasdf".into(), scopes: vec![AclScope { offset: 0, value: "".into(), permissions: all.iter().map(|p| p.to_string()).collect(), tls_required: false }], max_priority: None },
+        AclEntry {
+            identity: 6,
+            key: "six".into(),
+            scopes: vec![AclScope { offset: 0, value: "a/".into(), permissions: vec!["READ".into(), "WRITE".into(), "P2POP".into()], tls_required: false }],
+            max_priority: None,
+        },
+    ];
+    // Drives of one installation share their ACL.
+    for d in [&a, &peer] {
+        d.tls_client().await.set_acl(acl.iter().map(|e| e.to_proto().unwrap()).collect()).await.unwrap();
+    }
+    let admin = a.client().await;
+    admin.put(b"a/1", b("x"), versioned("1")).await.unwrap();
+    admin.put(b"b/1", b("y"), versioned("1")).await.unwrap();
+    let six = Client::connect(a.addr.as_str(), ClientConfig { identity: 6, hmac_key: b("six"), ..ClientConfig::default() }).await.unwrap();
+    let r = six.push_to_peer(&peer_of(&peer), vec![PushOp::copy(b("a/1")), PushOp::copy(b("b/1"))]).await.unwrap();
+    assert_eq!(r.operations.iter().map(|o| o.status).collect::<Vec<_>>(), vec![StatusCode::Success, StatusCode::NotAuthorized]);
+    let peer_admin = peer.client().await;
+    assert!(peer_admin.get(b"a/1").await.unwrap().is_some());
+    assert_eq!(peer_admin.get(b"b/1").await.unwrap(), None);
+    // Renaming into a key the identity may not write at the peer is refused by the peer.
+    let r = six.push_to_peer(&peer_of(&peer), vec![PushOp { new_key: Some(b("b/stolen")), ..PushOp::copy(b("a/1")) }]).await.unwrap();
+    assert_eq!(r.operations[0].status, StatusCode::NotAuthorized);
+}

@@ -339,3 +339,46 @@ fn the_admin_cli_drives_every_operation_over_tls() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("only over TLS"));
 }
+
+#[test]
+fn an_acl_replaced_during_a_crash_is_the_old_or_the_new_never_a_mix() {
+    let rt = common::runtime();
+    let mut drive = TestDrive::start(&[]);
+    // Each version i: the admin plus identities 100+i and 200+i, both keyed "v{i}".
+    let version = |i: i64| vec![admin_entry(), entry(100 + i, &format!("v{i}"), vec![scope(0, "", &["READ"], false)]), entry(200 + i, &format!("v{i}"), vec![scope(0, "", &["READ"], false)])];
+    for attempt in 0..3u64 {
+        let acknowledged = rt.block_on(async {
+            let admin = drive.tls_client().await;
+            let task = tokio::spawn(async move {
+                let mut last = None;
+                for i in 0..10_000i64 {
+                    if set_acl(&admin, version(i)).await.is_err() {
+                        break;
+                    }
+                    last = Some(i);
+                }
+                last
+            });
+            tokio::time::sleep(Duration::from_millis(150 + 100 * attempt)).await;
+            drive.kill();
+            task.await.unwrap()
+        });
+        drive.restart_after_kill();
+        let acked = acknowledged.expect("no ACL change was acknowledged before the kill");
+        rt.block_on(async {
+            // Find the version in force: identity 100+i answers with key v{i}; so must 200+i.
+            let mut found = None;
+            for i in acked..=acked + 1 {
+                let c = Client::connect(drive.addr.as_str(), ClientConfig { identity: 100 + i, hmac_key: b(&format!("v{i}")), ..ClientConfig::default() }).await.unwrap();
+                if c.noop().await.is_ok() {
+                    found = Some(i);
+                }
+            }
+            let i = found.unwrap_or_else(|| panic!("attempt {attempt}: neither version {acked} nor {} is in force", acked + 1));
+            let twin = Client::connect(drive.addr.as_str(), ClientConfig { identity: 200 + i, hmac_key: b(&format!("v{i}")), ..ClientConfig::default() }).await.unwrap();
+            twin.noop().await.unwrap_or_else(|e| panic!("attempt {attempt}: a mix of ACL versions is in force: {e}"));
+            let stale = Client::connect(drive.addr.as_str(), ClientConfig { identity: 100 + i - 1, hmac_key: b(&format!("v{}", i - 1)), ..ClientConfig::default() }).await.unwrap();
+            assert!(i == 0 || stale.noop().await.is_err(), "attempt {attempt}: an older identity survived");
+        });
+    }
+}

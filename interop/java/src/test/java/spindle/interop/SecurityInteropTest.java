@@ -711,6 +711,7 @@ class SecurityInteropTest {
      */
     @Test
     @Order(14)
+    @SuppressWarnings("deprecation") // firmwareDownload(pin, bytes): still part of the 0.8.0.4 API
     void firmwareDownloadIsRefused() throws Exception {
         KineticAdminClient admin = factoryAdmin();
         byte[] image = bytes("this is not a firmware image");
