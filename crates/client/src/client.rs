@@ -8,6 +8,7 @@ use prost::Message as _;
 use spindle_proto::pb::command::{get_log, Body, Header, KeyValue, Range};
 use spindle_proto::pb::message::{AuthType, HmaCauth};
 use spindle_proto::pb::{Command, Message};
+use spindle_proto::hmac::HmacKey;
 use spindle_proto::{encode_frame_head, response_type, FrameDecoder, MessageType, StatusCode};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::net::{TcpStream, ToSocketAddrs};
@@ -79,6 +80,8 @@ type Waiter = oneshot::Sender<Result<Response, ClientError>>;
 
 struct Shared {
     config: ClientConfig,
+    /// `config.hmac_key` prepared for signing and verifying.
+    mac: HmacKey,
     connection_id: i64,
     sign_on: Command,
     /// Sequence numbers and the send queue under one lock: wire order = sequence order.
@@ -114,6 +117,7 @@ impl Client {
         let Handshake { rd, wr, decoder, buf, sign_on, connection_id } = handshake(addr, &config).await?;
         let (frames, queue) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
+            mac: HmacKey::new(&config.hmac_key),
             config,
             connection_id,
             sign_on,
@@ -121,7 +125,7 @@ impl Client {
             pending: Arc::new(Mutex::new(Pending::default())),
         });
         tokio::spawn(write_loop(wr, queue));
-        tokio::spawn(read_loop(rd, decoder, buf, shared.pending.clone(), shared.config.hmac_key.clone()));
+        tokio::spawn(read_loop(rd, decoder, buf, shared.pending.clone(), shared.mac.clone()));
         Ok(Client { shared })
     }
 
@@ -238,7 +242,7 @@ impl Client {
 
     fn encode(&self, command: Command, value: Bytes) -> (Bytes, Bytes) {
         let mut head = BytesMut::new();
-        encode_request_head(&self.shared.config, &command, value.len() as u32, &mut head);
+        encode_request_head(&self.shared.config, &self.shared.mac, &command, value.len() as u32, &mut head);
         (head.freeze(), value)
     }
 
@@ -428,15 +432,15 @@ pub(crate) async fn handshake(addr: impl ToSocketAddrs, config: &ClientConfig) -
 }
 
 /// Signs `command` and appends its frame with `value` to `out`.
-pub(crate) fn encode_request(config: &ClientConfig, command: &Command, value: &[u8], out: &mut BytesMut) {
-    encode_request_head(config, command, value.len() as u32, out);
+pub(crate) fn encode_request(config: &ClientConfig, mac: &HmacKey, command: &Command, value: &[u8], out: &mut BytesMut) {
+    encode_request_head(config, mac, command, value.len() as u32, out);
     out.extend_from_slice(value);
 }
 
 /// Signs `command` and appends the head of its frame (the caller sends the value after it).
-pub(crate) fn encode_request_head(config: &ClientConfig, command: &Command, value_len: u32, out: &mut BytesMut) {
+pub(crate) fn encode_request_head(config: &ClientConfig, mac: &HmacKey, command: &Command, value_len: u32, out: &mut BytesMut) {
     let command_bytes = Bytes::from(command.encode_to_vec());
-    let hmac = spindle_proto::hmac::sign(&config.hmac_key, &command_bytes);
+    let hmac = mac.sign(&command_bytes);
     let message = Message {
         auth_type: Some(AuthType::Hmacauth as i32),
         hmac_auth: Some(HmaCauth { identity: Some(config.identity), hmac: Some(Bytes::copy_from_slice(&hmac)) }),
@@ -539,7 +543,7 @@ pub(crate) async fn read_frame(
     }
 }
 
-async fn read_loop(mut rd: Box<dyn AsyncRead + Send + Unpin>, mut decoder: FrameDecoder, mut buf: BytesMut, pending: Arc<Mutex<Pending>>, hmac_key: Bytes) {
+async fn read_loop(mut rd: Box<dyn AsyncRead + Send + Unpin>, mut decoder: FrameDecoder, mut buf: BytesMut, pending: Arc<Mutex<Pending>>, mac: HmacKey) {
     let reason = loop {
         let frame = match read_frame(&mut *rd, &mut decoder, &mut buf).await {
             Ok(Some(f)) => f,
@@ -569,7 +573,7 @@ async fn read_loop(mut rd: Box<dyn AsyncRead + Send + Unpin>, mut decoder: Frame
         let hmac = frame.message.hmac_auth.as_ref().and_then(|h| h.hmac.clone()).unwrap_or_default();
         // Answers to PIN operations carry no HMAC (the request carried a PIN instead).
         let pin_answer = frame.message.auth_type == Some(AuthType::Pinauth as i32);
-        let result = if pin_answer || spindle_proto::hmac::verify(&hmac_key, &command_bytes, &hmac) {
+        let result = if pin_answer || mac.verify(&command_bytes, &hmac) {
             Ok(Response { command, value: frame.value })
         } else {
             Err(ClientError::BadResponseHmac)

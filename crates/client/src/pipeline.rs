@@ -17,6 +17,7 @@ use crate::{ClientConfig, ClientError, Response};
 
 pub struct Pipeline {
     config: ClientConfig,
+    mac: spindle_proto::hmac::HmacKey,
     rd: Reader,
     wr: Writer,
     decoder: FrameDecoder,
@@ -30,6 +31,7 @@ impl Pipeline {
     pub async fn connect(addr: impl ToSocketAddrs, config: ClientConfig) -> Result<Pipeline, ClientError> {
         let h = handshake(addr, &config).await?;
         Ok(Pipeline {
+            mac: spindle_proto::hmac::HmacKey::new(&config.hmac_key),
             config,
             rd: h.rd,
             wr: h.wr,
@@ -52,7 +54,7 @@ impl Pipeline {
             message_type: Some(kind as i32),
             ..Header::default()
         };
-        encode_request(&self.config, &Command { header: Some(header), body, status: None }, value, &mut self.out);
+        encode_request(&self.config, &self.mac, &Command { header: Some(header), body, status: None }, value, &mut self.out);
         sequence
     }
 
@@ -83,7 +85,7 @@ impl Pipeline {
             return Err(ClientError::Terminated(message));
         }
         let hmac = frame.message.hmac_auth.as_ref().and_then(|h| h.hmac.clone()).unwrap_or_default();
-        if !spindle_proto::hmac::verify(&self.config.hmac_key, &command_bytes, &hmac) {
+        if !self.mac.verify(&command_bytes, &hmac) {
             return Err(ClientError::BadResponseHmac);
         }
         let ack = command

@@ -37,7 +37,7 @@ const WRITE_BUFFER: usize = 256 * 1024;
 /// How a response is authenticated.
 enum Auth {
     /// Signed with the requesting identity's key.
-    Hmac { identity: i64, key: Bytes },
+    Hmac { identity: i64, key: spindle_proto::hmac::HmacKey },
     /// Sent unsigned with HMACAUTH (the identity was unknown, so there is no key to sign with).
     Unsigned { identity: i64 },
     /// The drive speaking on its own: sign-on, termination notices.
@@ -265,10 +265,10 @@ impl Connection {
             self.respond(Auth::Unsigned { identity }, &header, reply, None);
             return Ok(());
         };
-        let key = caller_identity.hmac_key.clone();
+        let key = caller_identity.mac.clone();
         let caller = Caller { identity: caller_identity, tls: self.transport == Transport::Tls };
         let auth = || Auth::Hmac { identity, key: key.clone() };
-        if !spindle_proto::hmac::verify(&key, &command_bytes, &hmac_auth.hmac.clone().unwrap_or_default()) {
+        if !key.verify(&command_bytes, &hmac_auth.hmac.clone().unwrap_or_default()) {
             let reply = Reply::error(StatusCode::HmacFailure, "HMAC does not match the identity's key");
             self.respond(auth(), &header, reply, None);
             return Ok(());
@@ -608,7 +608,7 @@ fn encode_outgoing(o: &Outgoing, out: &mut BytesMut) {
             auth_type: Some(AuthType::Hmacauth as i32),
             hmac_auth: Some(HmaCauth {
                 identity: Some(*identity),
-                hmac: Some(Bytes::copy_from_slice(&spindle_proto::hmac::sign(key, &command_bytes))),
+                hmac: Some(Bytes::copy_from_slice(&key.sign(&command_bytes))),
             }),
             pin_auth: None,
             command_bytes: Some(command_bytes),

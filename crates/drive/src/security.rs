@@ -95,6 +95,8 @@ impl Scope {
 pub struct Identity {
     pub id: i64,
     pub hmac_key: Bytes,
+    /// `hmac_key` prepared for signing and verifying.
+    pub mac: spindle_proto::hmac::HmacKey,
     pub scopes: Vec<Scope>,
     /// Highest request priority this identity may use (None: any).
     pub max_priority: Option<i32>,
@@ -135,6 +137,7 @@ impl Default for Security {
         let factory = Identity {
             id: DEFAULT_IDENTITY,
             hmac_key: Bytes::from_static(DEFAULT_HMAC_KEY),
+            mac: spindle_proto::hmac::HmacKey::new(DEFAULT_HMAC_KEY),
             scopes: vec![Scope {
                 offset: 0,
                 value: Bytes::new(),
@@ -208,7 +211,8 @@ fn validate(acl: &[Acl], max_identities: u32) -> Result<HashMap<i64, Arc<Identit
             }
             scopes.push(Scope { offset: offset as usize, value: s.value.clone().unwrap_or_default(), permissions, tls_required: s.tls_required.unwrap_or(false) });
         }
-        identities.insert(id, Arc::new(Identity { id, hmac_key: key, scopes, max_priority: a.max_priority }));
+        let mac = spindle_proto::hmac::HmacKey::new(&key);
+        identities.insert(id, Arc::new(Identity { id, hmac_key: key, mac, scopes, max_priority: a.max_priority }));
     }
     Ok(identities)
 }

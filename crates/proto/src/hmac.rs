@@ -18,6 +18,43 @@ fn keyed(key: &[u8], command_bytes: &[u8]) -> HmacSha1 {
     mac
 }
 
+/// A key with its HMAC state prepared once (the inner and outer pads hashed), so signing and
+/// verifying a message costs only the message's own SHA-1 blocks. Cheap to clone.
+#[derive(Clone)]
+pub struct HmacKey {
+    keyed: HmacSha1,
+}
+
+impl std::fmt::Debug for HmacKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HmacKey(..)")
+    }
+}
+
+impl HmacKey {
+    pub fn new(key: &[u8]) -> Self {
+        HmacKey { keyed: HmacSha1::new_from_slice(key).expect("HMAC accepts keys of any length") }
+    }
+
+    fn with(&self, command_bytes: &[u8]) -> HmacSha1 {
+        let mut mac = self.keyed.clone();
+        if !command_bytes.is_empty() {
+            mac.update(&(command_bytes.len() as u32).to_be_bytes());
+            mac.update(command_bytes);
+        }
+        mac
+    }
+
+    pub fn sign(&self, command_bytes: &[u8]) -> [u8; HMAC_LEN] {
+        self.with(command_bytes).finalize().into_bytes().into()
+    }
+
+    /// Constant-time check of a received HMAC.
+    pub fn verify(&self, command_bytes: &[u8], hmac: &[u8]) -> bool {
+        self.with(command_bytes).verify_slice(hmac).is_ok()
+    }
+}
+
 /// The HMAC a message carrying `command_bytes` must have under `key`.
 pub fn sign(key: &[u8], command_bytes: &[u8]) -> [u8; HMAC_LEN] {
     keyed(key, command_bytes).finalize().into_bytes().into()
@@ -43,6 +80,11 @@ mod tests {
         assert!(!verify(b"asdfasdg", b"abc", &tag));
         assert!(!verify(b"asdfasdf", b"abd", &tag));
         assert!(!verify(b"asdfasdf", b"abc", &tag[..19]));
+        let prepared = HmacKey::new(b"asdfasdf");
+        assert_eq!(prepared.sign(b"abc"), tag);
+        assert!(prepared.verify(b"abc", &tag));
+        assert!(!prepared.verify(b"abd", &tag));
+        assert_eq!(prepared.sign(b""), sign(b"asdfasdf", b""));
     }
 
     fn hex(b: &[u8]) -> String {
