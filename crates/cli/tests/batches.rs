@@ -233,7 +233,7 @@ async fn readers_never_see_half_a_batch() {
         checks += 1;
     }
     write.await.unwrap();
-    assert!(checks > 10);
+    assert!(checks > 0, "the reader never ran while batches were committed");
 }
 
 #[test]

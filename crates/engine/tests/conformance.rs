@@ -206,6 +206,7 @@ fn readers_never_see_half_a_batch() {
     for (e, _dir) in engines() {
         let keys = ["x1", "x2", "x3", "x4"];
         let stop = std::sync::atomic::AtomicBool::new(false);
+        let checks_done = std::sync::atomic::AtomicUsize::new(0);
         std::thread::scope(|s| {
             let reader = s.spawn(|| {
                 // Each batch writes round r under x1..x4 in that order. Reading x1 and then x4:
@@ -217,9 +218,14 @@ fn readers_never_see_half_a_batch() {
                     let last = round(b"x4");
                     assert!(last >= first, "saw x1 at {first:?} but x4 at {last:?}");
                     checks += 1;
+                    checks_done.store(checks, std::sync::atomic::Ordering::Relaxed);
                 }
                 checks
             });
+            // Start writing only once the reader runs, so the two really overlap.
+            while checks_done.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+                std::thread::yield_now();
+            }
             for round in 0..300u32 {
                 let v = b(&round.to_string());
                 let ops = keys.iter().map(|k| Put { key: b(k), value: v.clone(), meta: Meta::default(), check: Check::Force }).collect();
