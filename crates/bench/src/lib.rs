@@ -230,3 +230,4 @@ mod tests {
 }
 
 pub mod p2p;
+pub mod ycsb;
