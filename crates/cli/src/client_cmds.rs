@@ -454,6 +454,41 @@ pub enum BenchCommand {
     Get(BenchArgs),
     /// Client put versus drive-to-drive push of the same pairs between two drives.
     P2p(P2pBenchArgs),
+    /// A YCSB core workload (A-F): load phase, run phase, or both; YCSB-style output lines.
+    Ycsb(YcsbArgs),
+}
+
+#[derive(Args)]
+pub struct YcsbArgs {
+    #[arg(long, default_value = "127.0.0.1:8123")]
+    drive: String,
+    /// A, B, C, D, E or F
+    #[arg(long, default_value = "A")]
+    workload: char,
+    #[arg(long, default_value_t = 10_000)]
+    records: u64,
+    #[arg(long, default_value_t = 10_000)]
+    operations: u64,
+    /// Client threads (one connection each)
+    #[arg(long, default_value_t = 8)]
+    threads: usize,
+    /// Open-loop target rate, operations per second over all threads
+    #[arg(long)]
+    target_rate: Option<f64>,
+    #[arg(long, value_enum, default_value = "both")]
+    phase: PhaseArg,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print JSON results instead of YCSB's text lines
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum PhaseArg {
+    Load,
+    Run,
+    Both,
 }
 
 #[derive(Args)]
@@ -523,6 +558,7 @@ pub async fn bench(cmd: BenchCommand) -> CmdResult {
         BenchCommand::Put(a) => (Operation::Put, a),
         BenchCommand::Get(a) => (Operation::Get, a),
         BenchCommand::P2p(a) => return bench_p2p(a).await,
+        BenchCommand::Ycsb(a) => return bench_ycsb(a).await,
     };
     let spec = BenchSpec {
         target: a.drive,
@@ -573,6 +609,40 @@ async fn bench_p2p(a: P2pBenchArgs) -> CmdResult {
             "{} x {} B: client put {:.1} MB/s, drive push {:.1} MB/s ({:.2}x), {} failed",
             r.spec.count, r.spec.value_size, r.client_put_mb_per_second, r.push_mb_per_second, r.push_over_put, r.push_failures
         );
+    }
+    Ok(())
+}
+
+async fn bench_ycsb(a: YcsbArgs) -> CmdResult {
+    use spindle_bench::ycsb::{runner, workload::Workload};
+    let workload = Workload::core(a.workload).ok_or_else(|| format!("unknown workload {:?}: use A to F", a.workload))?;
+    let spec = runner::YcsbSpec {
+        target: a.drive,
+        workload,
+        records: a.records,
+        operations: a.operations,
+        threads: a.threads,
+        target_ops_per_second: a.target_rate,
+        seed: a.seed,
+    };
+    let mut results = Vec::new();
+    if a.phase != PhaseArg::Run {
+        results.push(runner::load(spec.clone()).await?);
+    }
+    if a.phase != PhaseArg::Load {
+        results.push(runner::run(spec).await?);
+    }
+    for r in &results {
+        if a.json {
+            println!("{}", serde_json::to_string(r)?);
+        } else {
+            println!("# YCSB workload {} {} phase: {} records, {} threads", r.spec.workload.name, r.phase, r.spec.records, r.spec.threads);
+            print!("{}", r.ycsb_lines());
+        }
+    }
+    let failures: u64 = results.iter().flat_map(|r| r.operations.values()).map(|s| s.failures).sum();
+    if failures > 0 {
+        return Err(format!("{failures} operations failed").into());
     }
     Ok(())
 }

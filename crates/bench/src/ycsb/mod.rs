@@ -3,4 +3,5 @@
 //! runner that drives them against targets comes with the rest of the bench lab.
 
 pub mod generators;
+pub mod runner;
 pub mod workload;
