@@ -456,6 +456,23 @@ pub enum BenchCommand {
     P2p(P2pBenchArgs),
     /// A YCSB core workload (A-F): load phase, run phase, or both; YCSB-style output lines.
     Ycsb(YcsbArgs),
+    /// Draw operations and keys as a YCSB run would, without a target (JSON: operation
+    /// counts and the most drawn record numbers), to compare with YCSB's own generators.
+    YcsbSample {
+        #[arg(long, default_value = "A")]
+        workload: char,
+        #[arg(long, default_value_t = 1000)]
+        records: u64,
+        #[arg(long, default_value_t = 1000)]
+        operations: u64,
+        #[arg(long, default_value_t = 1_000_000)]
+        draws: u64,
+        /// How many of the most drawn records to list
+        #[arg(long, default_value_t = 50)]
+        top: usize,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
 }
 
 #[derive(Args)]
@@ -559,6 +576,16 @@ pub async fn bench(cmd: BenchCommand) -> CmdResult {
         BenchCommand::Get(a) => (Operation::Get, a),
         BenchCommand::P2p(a) => return bench_p2p(a).await,
         BenchCommand::Ycsb(a) => return bench_ycsb(a).await,
+        BenchCommand::YcsbSample { workload, records, operations, draws, top, seed } => {
+            let w = spindle_bench::ycsb::workload::Workload::core(workload).ok_or("unknown workload: use A to F")?;
+            let (ops, keys) = spindle_bench::ycsb::runner::sample(&w, records, operations, draws, seed);
+            let mut ranked: Vec<(u64, u64)> = keys.into_iter().collect();
+            ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            ranked.truncate(top);
+            let top: Vec<serde_json::Value> = ranked.iter().map(|(k, n)| json!({"record": k, "count": n})).collect();
+            println!("{}", json!({"workload": w.name, "draws": draws, "operations": ops, "top_records": top}));
+            return Ok(());
+        }
     };
     let spec = BenchSpec {
         target: a.drive,

@@ -264,3 +264,36 @@ async fn worker(c: Client, shared: Arc<Shared>, phase: &'static str, thread: u64
         record_op(&mut hist, name, scheduled.elapsed().as_micros() as u64, ok);
     }
 }
+
+/// Draws `draws` operations and keys as the run phase would (no target involved), for
+/// comparing this generator with YCSB's own: operation counts and record-number counts.
+pub fn sample(workload: &Workload, records: u64, operations: u64, draws: u64, seed: u64) -> (BTreeMap<String, u64>, BTreeMap<u64, u64>) {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let expected_new = (operations as f64 * workload.insert * 2.0) as u64;
+    let mut zipf = ScrambledZipfian::new(0, records + expected_new);
+    let mut latest = SkewedLatest::new(records);
+    let uniform = Uniform { lb: 0, ub: records - 1 };
+    let hotspot = Hotspot { lb: 0, ub: records - 1, data_fraction: 0.2, op_fraction: 0.8 };
+    let acknowledged = records - 1;
+    let (mut ops, mut keys) = (BTreeMap::new(), BTreeMap::new());
+    for _ in 0..draws {
+        let op = workload.next_op(&mut rng);
+        *ops.entry(format!("{op:?}")).or_insert(0) += 1;
+        if op == Op::Insert {
+            continue;
+        }
+        let k = loop {
+            let k = match workload.distribution {
+                Distribution::Zipfian => zipf.next(&mut rng),
+                Distribution::Latest => latest.next(&mut rng, acknowledged),
+                Distribution::Uniform => uniform.next(&mut rng),
+                Distribution::Hotspot => hotspot.next(&mut rng),
+            };
+            if k <= acknowledged {
+                break k;
+            }
+        };
+        *keys.entry(k).or_insert(0) += 1;
+    }
+    (ops, keys)
+}
