@@ -96,9 +96,15 @@ pub enum BenchError {
     Invalid(String),
 }
 
+/// Runs a put or get benchmark. `spec.target` is a Kinetic endpoint (`HOST:PORT` or
+/// `kinetic://HOST:PORT`), or Spindle's engine in this process: `embedded:DIR` (on disk) or
+/// `memory:` (no storage), which shows what the protocol and the network cost.
 pub async fn run(spec: BenchSpec) -> Result<BenchResult, BenchError> {
     if spec.connections == 0 || spec.depth == 0 || spec.key_size < 1 {
         return Err(BenchError::Invalid("connections, depth and key size must be at least 1".into()));
+    }
+    if let Some(engine) = embedded_engine(&spec.target)? {
+        return embedded::run(engine, spec).await;
     }
     let addr = spec.target.trim_start_matches("kinetic://").to_string();
     let mut pipelines = Vec::with_capacity(spec.connections);
@@ -131,9 +137,14 @@ pub async fn run(spec: BenchSpec) -> Result<BenchResult, BenchError> {
             }
         }
     }
-    let seconds = started.elapsed().max(Duration::from_micros(1)).as_secs_f64();
+    Ok(summarize(spec, &hist, errors, started.elapsed()))
+}
+
+/// The result of `spec.count` operations that took `elapsed`.
+fn summarize(spec: BenchSpec, hist: &Histogram<u64>, errors: u64, elapsed: Duration) -> BenchResult {
+    let seconds = elapsed.max(Duration::from_micros(1)).as_secs_f64();
     let ops = spec.count;
-    Ok(BenchResult {
+    BenchResult {
         ops,
         errors,
         seconds,
@@ -148,8 +159,23 @@ pub async fn run(spec: BenchSpec) -> Result<BenchResult, BenchError> {
             mean: hist.mean(),
         },
         spec,
-    })
+    }
 }
+
+/// The engine named by an `embedded:DIR` or `memory:` target.
+fn embedded_engine(target: &str) -> Result<Option<Arc<dyn spindle_engine::Engine>>, BenchError> {
+    if let Some(dir) = target.strip_prefix("embedded:") {
+        let engine = spindle_engine::FjallEngine::open(spindle_engine::FjallOptions::new(dir))
+            .map_err(|e| BenchError::Invalid(format!("{dir}: {e}")))?;
+        return Ok(Some(engine));
+    }
+    if target == "memory:" {
+        return Ok(Some(spindle_engine::MemEngine::new()));
+    }
+    Ok(None)
+}
+
+mod embedded;
 
 struct Work {
     order: Vec<u64>,

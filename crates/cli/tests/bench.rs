@@ -1,0 +1,31 @@
+//! The put/get benchmark runs against a spawned drive, an in-process engine on disk and one in
+//! memory, with the same options.
+
+mod common;
+
+use common::TestDrive;
+
+fn bench(args: &[&str]) -> serde_json::Value {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_spindle")).arg("bench").args(args).arg("--json").output().unwrap();
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn put_and_get_run_against_every_kind_of_target() {
+    let drive = TestDrive::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let embedded = format!("embedded:{}", dir.path().display());
+    for target in [drive.addr.as_str(), embedded.as_str()] {
+        for order in ["sequential", "random"] {
+            let common = ["--drive", target, "--count", "2000", "--value-size", "4096", "--connections", "4", "--depth", "4", "--order", order];
+            let put = bench(&[&["put"][..], &common[..], &["--sync", "writethrough", "--flush"]].concat());
+            assert_eq!((put["ops"].as_u64(), put["errors"].as_u64()), (Some(2000), Some(0)), "{target} {order}");
+            let get = bench(&[&["get"][..], &common[..]].concat());
+            assert_eq!(get["errors"], 0, "{target} {order}: every key written by the put run is found");
+            assert!(get["latency_us"]["p50"].as_u64().unwrap() >= 1);
+        }
+    }
+    let mem = bench(&["put", "--drive", "memory:", "--count", "1000", "--value-size", "120"]);
+    assert_eq!(mem["errors"], 0);
+}
