@@ -11,7 +11,7 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use spindle_engine::{Check, Engine, Meta, WriteOp, WriteRequest};
 
-use crate::{key_for, new_histogram, summarize, BenchError, BenchResult, BenchSpec, KeyOrder, Operation, Work};
+use crate::{new_histogram, summarize, BenchError, BenchResult, BenchSpec, KeyOrder, Operation, Work};
 use spindle_client::Synchronization;
 
 pub async fn run(engine: Arc<dyn Engine>, spec: BenchSpec) -> Result<BenchResult, BenchError> {
@@ -33,7 +33,7 @@ pub async fn run(engine: Arc<dyn Engine>, spec: BenchSpec) -> Result<BenchResult
                 if i >= spec.count {
                     return (hist, errors);
                 }
-                let key = Bytes::from(key_for(work.order[i as usize], spec.key_size));
+                let key = Bytes::from(spec.key(work.order[i as usize]));
                 let t = Instant::now();
                 let ok = match spec.operation {
                     Operation::Put => {

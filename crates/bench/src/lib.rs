@@ -47,6 +47,36 @@ pub struct BenchSpec {
     /// End a put run with FLUSHALLDATA on every connection, inside the timed window.
     pub flush_at_end: bool,
     pub seed: u64,
+    /// Item i uses key number `key_offset + i * key_stride`: a stride of 2 writes every other
+    /// key, so offset 1 reads keys that are absent yet inside the written range.
+    pub key_offset: u64,
+    pub key_stride: u64,
+}
+
+impl BenchSpec {
+    /// A spec with the defaults of `spindle bench` (16-byte sequential keys, 8 x 16, WRITEBACK).
+    pub fn new(target: &str, operation: Operation, count: u64, value_size: usize) -> Self {
+        BenchSpec {
+            target: target.to_string(),
+            operation,
+            count,
+            value_size,
+            key_size: 16,
+            connections: 8,
+            depth: 16,
+            order: KeyOrder::Sequential,
+            sync: Synchronization::Writeback,
+            flush_at_end: false,
+            seed: 1,
+            key_offset: 0,
+            key_stride: 1,
+        }
+    }
+
+    /// The key of item `i` (after ordering).
+    pub fn key(&self, item: u64) -> Vec<u8> {
+        key_for(self.key_offset + item * self.key_stride.max(1), self.key_size)
+    }
 }
 
 fn sync_name<S: serde::Serializer>(s: &Synchronization, ser: S) -> Result<S::Ok, S::Error> {
@@ -66,6 +96,9 @@ pub struct BenchResult {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Percentiles {
+    /// Operations per 10 ms latency bin (0-10 ms, 10-20 ms, ...; the last bin is 100 ms and
+    /// more), as the Kinetic paper's histograms.
+    pub bins_10ms: Vec<u64>,
     pub p50: u64,
     pub p90: u64,
     pub p99: u64,
@@ -140,6 +173,15 @@ pub async fn run(spec: BenchSpec) -> Result<BenchResult, BenchError> {
     Ok(summarize(spec, &hist, errors, started.elapsed()))
 }
 
+fn bins_10ms(hist: &Histogram<u64>) -> Vec<u64> {
+    let mut bins = vec![0u64; 11];
+    for v in hist.iter_recorded() {
+        let bin = ((v.value_iterated_to() / 10_000) as usize).min(10);
+        bins[bin] += v.count_at_value();
+    }
+    bins
+}
+
 /// The result of `spec.count` operations that took `elapsed`.
 fn summarize(spec: BenchSpec, hist: &Histogram<u64>, errors: u64, elapsed: Duration) -> BenchResult {
     let seconds = elapsed.max(Duration::from_micros(1)).as_secs_f64();
@@ -151,6 +193,7 @@ fn summarize(spec: BenchSpec, hist: &Histogram<u64>, errors: u64, elapsed: Durat
         ops_per_second: ops as f64 / seconds,
         megabytes_per_second: ops as f64 * spec.value_size as f64 / seconds / 1e6,
         latency_us: Percentiles {
+            bins_10ms: bins_10ms(hist),
             p50: hist.value_at_quantile(0.5),
             p90: hist.value_at_quantile(0.9),
             p99: hist.value_at_quantile(0.99),
@@ -201,7 +244,7 @@ async fn drive_connection(mut p: Pipeline, work: Arc<Work>) -> Result<(Histogram
             if i >= spec.count {
                 break;
             }
-            let key = Bytes::from(key_for(work.order[i as usize], spec.key_size));
+            let key = Bytes::from(spec.key(work.order[i as usize]));
             let seq = match spec.operation {
                 Operation::Put => {
                     let kv = KeyValue {
@@ -256,4 +299,5 @@ mod tests {
 }
 
 pub mod p2p;
+pub mod paper;
 pub mod ycsb;

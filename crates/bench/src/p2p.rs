@@ -9,8 +9,7 @@ use bytes::Bytes;
 use serde::Serialize;
 use spindle_client::{Client, ClientConfig, Peer, PushOp};
 
-use crate::{run, BenchError, BenchSpec, KeyOrder, Operation};
-use spindle_client::Synchronization;
+use crate::{run, BenchError, BenchSpec, Operation};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct P2pSpec {
@@ -52,17 +51,10 @@ pub async fn run_p2p(spec: P2pSpec) -> Result<P2pResult, BenchError> {
         return Err(BenchError::Invalid("keys per request and requests in flight must be at least 1".into()));
     }
     let put_spec = |target: &str| BenchSpec {
-        target: target.to_string(),
-        operation: Operation::Put,
-        count: spec.count,
-        value_size: spec.value_size,
-        key_size: 16,
         connections: spec.connections,
         depth: spec.depth,
-        order: KeyOrder::Sequential,
-        sync: Synchronization::Writeback,
         flush_at_end: true,
-        seed: 1,
+        ..BenchSpec::new(target, Operation::Put, spec.count, spec.value_size)
     };
     // Load the source (untimed), then time the client relaying the same pairs to the target.
     run(put_spec(&spec.source)).await?;

@@ -456,6 +456,17 @@ pub enum BenchCommand {
     P2p(P2pBenchArgs),
     /// A YCSB core workload (A-F): load phase, run phase, or both; YCSB-style output lines.
     Ycsb(YcsbArgs),
+    /// The Kinetic paper's micro-benchmarks against one target, as versioned JSON.
+    Paper {
+        /// Kinetic endpoint, `embedded:DIR` or `memory:`
+        #[arg(long, default_value = "127.0.0.1:8123")]
+        drive: String,
+        #[arg(long, value_enum, default_value = "default")]
+        scale: ScaleArg,
+        /// Where to write the JSON results (default: standard output)
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
+    },
     /// Draw operations and keys as a YCSB run would, without a target (JSON: operation
     /// counts and the most drawn record numbers), to compare with YCSB's own generators.
     YcsbSample {
@@ -499,6 +510,13 @@ pub struct YcsbArgs {
     /// Print JSON results instead of YCSB's text lines
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum ScaleArg {
+    Quick,
+    Default,
+    Paper,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -576,6 +594,28 @@ pub async fn bench(cmd: BenchCommand) -> CmdResult {
         BenchCommand::Get(a) => (Operation::Get, a),
         BenchCommand::P2p(a) => return bench_p2p(a).await,
         BenchCommand::Ycsb(a) => return bench_ycsb(a).await,
+        BenchCommand::Paper { drive, scale, out } => {
+            use spindle_bench::paper::{run_paper, Scale};
+            let scale = match scale {
+                ScaleArg::Quick => Scale::Quick,
+                ScaleArg::Default => Scale::Default,
+                ScaleArg::Paper => Scale::Paper,
+            };
+            let results = run_paper(&drive, scale, |row| {
+                let r = &row.result;
+                eprintln!(
+                    "{:<36} {:>28}: {:>10.0} ops/s {:>9.1} MB/s  p50 {:>6} us  p99 {:>7} us",
+                    row.experiment, row.label, r.ops_per_second, r.megabytes_per_second, r.latency_us.p50, r.latency_us.p99
+                );
+            })
+            .await?;
+            let text = serde_json::to_string_pretty(&results)?;
+            match out {
+                Some(path) => std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?,
+                None => println!("{text}"),
+            }
+            return Ok(());
+        }
         BenchCommand::YcsbSample { workload, records, operations, draws, top, seed } => {
             let w = spindle_bench::ycsb::workload::Workload::core(workload).ok_or("unknown workload: use A to F")?;
             let (ops, keys) = spindle_bench::ycsb::runner::sample(&w, records, operations, draws, seed);
@@ -602,6 +642,8 @@ pub async fn bench(cmd: BenchCommand) -> CmdResult {
         sync: a.sync.into(),
         flush_at_end: a.flush,
         seed: a.seed,
+        key_offset: 0,
+        key_stride: 1,
     };
     let r = spindle_bench::run(spec).await?;
     if a.json {

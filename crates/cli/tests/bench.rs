@@ -29,3 +29,35 @@ fn put_and_get_run_against_every_kind_of_target() {
     let mem = bench(&["put", "--drive", "memory:", "--count", "1000", "--value-size", "120"]);
     assert_eq!(mem["errors"], 0);
 }
+
+#[test]
+fn the_paper_micro_benchmarks_run_end_to_end() {
+    let drive = TestDrive::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("paper.json");
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args(["bench", "paper", "--drive", &drive.addr, "--scale", "quick", "--out"])
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(doc["schema_version"], 1);
+    assert!(doc["machine"]["cores"].as_u64().unwrap() >= 1);
+    let rows = doc["rows"].as_array().unwrap();
+    let count = |e: &str| rows.iter().filter(|r| r["experiment"] == e).count();
+    assert_eq!((count("sequential-write"), count("sequential-read"), count("random-read-after-sequential-write")), (7, 7, 7));
+    assert_eq!((count("random-write"), count("random-read"), count("key-size-write"), count("write-mode")), (7, 7, 2, 3));
+    assert_eq!((count("not-found"), count("read-latency-histogram")), (2, 2));
+    for row in rows {
+        let r = &row["result"];
+        if row["experiment"] == "not-found" {
+            // Every lookup of an absent key is a NOT_FOUND.
+            assert_eq!(r["errors"], r["ops"], "{row}");
+        } else {
+            assert_eq!(r["errors"], 0, "{row}");
+        }
+        let bins: u64 = r["latency_us"]["bins_10ms"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap()).sum();
+        assert_eq!(bins, r["ops"].as_u64().unwrap(), "every operation is in one 10 ms bin: {row}");
+    }
+}
