@@ -300,4 +300,5 @@ mod tests {
 
 pub mod p2p;
 pub mod paper;
+pub mod report;
 pub mod ycsb;

@@ -467,6 +467,12 @@ pub enum BenchCommand {
         #[arg(long)]
         out: Option<std::path::PathBuf>,
     },
+    /// Markdown + HTML report with SVG figures from `bench paper` result files (one per target).
+    Report {
+        results: Vec<std::path::PathBuf>,
+        #[arg(long, default_value = "bench-report")]
+        out: std::path::PathBuf,
+    },
     /// Draw operations and keys as a YCSB run would, without a target (JSON: operation
     /// counts and the most drawn record numbers), to compare with YCSB's own generators.
     YcsbSample {
@@ -594,6 +600,11 @@ pub async fn bench(cmd: BenchCommand) -> CmdResult {
         BenchCommand::Get(a) => (Operation::Get, a),
         BenchCommand::P2p(a) => return bench_p2p(a).await,
         BenchCommand::Ycsb(a) => return bench_ycsb(a).await,
+        BenchCommand::Report { results, out } => {
+            let files = spindle_bench::report::write_report(&results, &out)?;
+            println!("report written: {} files in {}", files.len(), out.display());
+            return Ok(());
+        }
         BenchCommand::Paper { drive, scale, out } => {
             use spindle_bench::paper::{run_paper, Scale};
             let scale = match scale {
