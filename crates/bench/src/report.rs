@@ -123,6 +123,17 @@ pub fn write_report(inputs: &[PathBuf], out: &Path) -> Result<Vec<PathBuf>, Benc
     Ok(files)
 }
 
+/// Axis ticks fall on powers of ten: 1000 -> "1 kB", 1000000 -> "1 MB".
+fn bytes_label(v: f64) -> String {
+    let units = [(1e6, "MB"), (1e3, "kB")];
+    for (scale, unit) in units {
+        if v >= scale {
+            return format!("{} {unit}", (v / scale * 10.0).round() / 10.0);
+        }
+    }
+    format!("{v:.0} B")
+}
+
 fn sanitize(s: &str) -> String {
     s.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect()
 }
@@ -171,7 +182,14 @@ fn sweep_chart(all: &[Results], experiment: &str, title: &str, path: &Path) -> R
         .y_label_area_size(60)
         .build_cartesian_2d((64f64..2_000_000f64).log_scale(), (min_y..max_y).log_scale())
         .map_err(err)?;
-    chart.configure_mesh().x_desc("value size (bytes)").y_desc("MB/s").draw().map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc("value size")
+        .y_desc("MB/s")
+        .x_label_formatter(&|v| bytes_label(*v))
+        .y_label_formatter(&|v| if *v >= 1.0 { format!("{v:.0}") } else { format!("{v}") })
+        .draw()
+        .map_err(err)?;
     for (i, (name, points)) in series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
         chart
