@@ -4,7 +4,9 @@
 #      spawned drives, the SIGKILL durability test, the fuzz-corpus replay;
 #   2. the Java interoperability suite (reference client com.seagate.kinetic:kinetic-client
 #      0.8.0.4 from Maven Central) against a freshly started drive;
-#   3. smoke runs of the side-by-side benchmarks (Spindle, the Java simulator, redis-server;
+#   3. the official YCSB client with Spindle's Java binding, and a cross-check of the Rust YCSB
+#      generators against YCSB's own;
+#   4. smoke runs of the side-by-side benchmarks (Spindle, the Java simulator, redis-server;
 #      P2P between two drives and between two simulators).
 # Ends with one summary line: "N passed, N failed".
 set -euo pipefail
@@ -63,6 +65,20 @@ echo "== Java interoperability (kinetic-client 0.8.0.4)"
 cargo build --locked -p spindle-cli
 if ! scripts/java-interop.sh "$root/target/debug/spindle" 2>&1 | tee "$logs/java.log"; then status=1; fi
 count_surefire "$logs/java.log"
+
+echo "== the official YCSB client (site.ycsb:core:0.17.0) with Spindle's Java binding"
+if scripts/ycsb-java.sh "$root/target/debug/spindle" A E 2>&1 | tee "$logs/ycsb.log" | tail -5; [ "${PIPESTATUS[0]}" -eq 0 ]; then
+  passed=$((passed + 1)); echo "ycsb java: ok"
+else
+  failed=$((failed + 1)); status=1; echo "ycsb java: FAILED"; tail -40 "$logs/ycsb.log"
+fi
+
+echo "== YCSB generators: Rust against YCSB's own"
+if scripts/ycsb-crosscheck.sh "$root/target/debug/spindle" >"$logs/crosscheck.log" 2>&1; then
+  passed=$((passed + 1)); echo "ycsb crosscheck: ok"
+else
+  failed=$((failed + 1)); status=1; echo "ycsb crosscheck: FAILED"; tail -40 "$logs/crosscheck.log"
+fi
 
 echo "== benchmark smoke run (Spindle, Java simulator, redis-server)"
 if scripts/bench-compare.sh --quick --spindle "$root/target/debug/spindle" --out "$logs/bench.md" >"$logs/bench.log" 2>&1; then

@@ -54,12 +54,13 @@ impl Zipfian {
         Zipfian { base, items, theta, alpha: 1.0 / (1.0 - theta), zetan, eta, zeta2, counted: items }
     }
 
-    /// Draws over `items` items; a larger count extends zeta incrementally (eta keeps the
-    /// construction-time count, as YCSB does).
+    /// Draws over `items` items; a larger count extends zeta incrementally and recomputes eta
+    /// from it, with the construction-time count in eta's first factor, as YCSB does.
     pub fn next_with(&mut self, rng: &mut impl Rng, items: u64) -> u64 {
         if items > self.counted {
             self.zetan = zeta(self.counted, items, self.theta, self.zetan);
             self.counted = items;
+            self.eta = (1.0 - (2.0 / self.items as f64).powf(1.0 - self.theta)) / (1.0 - self.zeta2 / self.zetan);
         }
         let u: f64 = rng.random();
         let uz = u * self.zetan;
@@ -96,8 +97,9 @@ pub struct ScrambledZipfian {
     inner: Zipfian,
 }
 
-/// YCSB's fixed inner item count and its precomputed zeta.
-pub const SCRAMBLED_ITEM_COUNT: u64 = 10_000_000_000;
+/// YCSB's fixed inner item count (its range 0..=10^10 holds 10^10 + 1 items) and its
+/// precomputed zeta.
+pub const SCRAMBLED_ITEM_COUNT: u64 = 10_000_000_001;
 pub const SCRAMBLED_ZETAN: f64 = 26.469_028_201_783_02;
 
 impl ScrambledZipfian {
@@ -119,8 +121,9 @@ pub struct SkewedLatest {
 }
 
 impl SkewedLatest {
+    /// YCSB builds the Zipfian over the counter's last value at construction: records - 1.
     pub fn new(initial_records: u64) -> Self {
-        SkewedLatest { zipfian: Zipfian::new(0, initial_records.max(1)) }
+        SkewedLatest { zipfian: Zipfian::new(0, initial_records.saturating_sub(1).max(1)) }
     }
 
     /// A record number given the highest acknowledged insert `latest`: `latest - Z` with Z a

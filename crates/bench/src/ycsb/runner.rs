@@ -97,13 +97,41 @@ struct Shared {
     spec: YcsbSpec,
     /// Next record number to insert (load phase and run-phase inserts).
     next_insert: AtomicU64,
-    /// Highest record number whose insert was acknowledged (for `latest`).
-    acknowledged: AtomicU64,
+    /// Highest record number below which every insert was acknowledged (for `latest`, and the
+    /// bound on keys a read may choose): YCSB's AcknowledgedCounterGenerator.
+    acknowledged: Acknowledged,
     next_op: AtomicU64,
     started: Instant,
 }
 
 type Histograms = BTreeMap<&'static str, (Histogram<u64>, u64)>;
+
+/// The highest record number `L` such that every insert up to `L` was acknowledged: inserts
+/// finish out of order across threads, and a key is readable only once all before it are.
+struct Acknowledged {
+    limit: AtomicU64,
+    pending: std::sync::Mutex<std::collections::BTreeSet<u64>>,
+}
+
+impl Acknowledged {
+    fn new(limit: u64) -> Self {
+        Acknowledged { limit: AtomicU64::new(limit), pending: Default::default() }
+    }
+
+    fn limit(&self) -> u64 {
+        self.limit.load(Ordering::Acquire)
+    }
+
+    fn acknowledge(&self, k: u64) {
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        pending.insert(k);
+        let mut limit = self.limit();
+        while pending.remove(&(limit + 1)) {
+            limit += 1;
+        }
+        self.limit.store(limit, Ordering::Release);
+    }
+}
 
 fn record_op(h: &mut Histograms, name: &'static str, us: u64, ok: bool) {
     let entry = h.entry(name).or_insert_with(|| (Histogram::new_with_bounds(1, 60_000_000, 3).expect("bounds"), 0));
@@ -135,7 +163,7 @@ async fn drive(spec: YcsbSpec, phase: &'static str) -> Result<YcsbResult, BenchE
     let addr = spec.target.trim_start_matches("kinetic://").to_string();
     let shared = Arc::new(Shared {
         next_insert: AtomicU64::new(if phase == "load" { 0 } else { spec.records }),
-        acknowledged: AtomicU64::new(spec.records - 1),
+        acknowledged: Acknowledged::new(spec.records - 1),
         next_op: AtomicU64::new(0),
         started: Instant::now(),
         spec,
@@ -204,7 +232,7 @@ async fn worker(c: Client, shared: Arc<Shared>, phase: &'static str, thread: u64
         };
         let op = if phase == "load" { Op::Insert } else { w.next_op(&mut rng) };
         let mut keynum = || loop {
-            let acknowledged = shared.acknowledged.load(Ordering::Acquire);
+            let acknowledged = shared.acknowledged.limit();
             let k = match w.distribution {
                 Distribution::Zipfian => zipf.next(&mut rng),
                 Distribution::Latest => latest.next(&mut rng, acknowledged),
@@ -221,7 +249,7 @@ async fn worker(c: Client, shared: Arc<Shared>, phase: &'static str, thread: u64
                 let k = shared.next_insert.fetch_add(1, Ordering::Relaxed);
                 let ok = insert(&c, k, &mut rng, w).await;
                 if ok {
-                    shared.acknowledged.fetch_max(k, Ordering::AcqRel);
+                    shared.acknowledged.acknowledge(k);
                 }
                 ("INSERT", ok)
             }
