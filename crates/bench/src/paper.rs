@@ -12,6 +12,10 @@ use crate::{run, BenchError, BenchResult, BenchSpec, KeyOrder, Operation};
 /// Version of the result document's layout.
 pub const SCHEMA_VERSION: u32 = 1;
 
+/// Points one run measures: 7 sizes x 3 (sequential sweep) + 7 x 2 (random sweep) + 2 x 2 (key
+/// size) + 3 (write modes) + 2 (not found) + 2 (histograms).
+pub const POINTS: u64 = 46;
+
 /// The paper's value sizes (16-byte keys).
 pub const VALUE_SIZES: [usize; 7] = [120, 1024, 4096, 16 * 1024, 64 * 1024, 256 * 1024, 1024 * 1024];
 
@@ -88,7 +92,15 @@ pub struct PaperResults {
     pub target: String,
     pub scale: Scale,
     pub machine: Machine,
+    /// False while the run is going (or was interrupted): the rows so far are valid results.
+    pub complete: bool,
     pub rows: Vec<Row>,
+}
+
+impl PaperResults {
+    pub fn new(target: &str, scale: Scale) -> Self {
+        PaperResults { schema_version: SCHEMA_VERSION, target: target.to_string(), scale, machine: Machine::this(), complete: false, rows: Vec::new() }
+    }
 }
 
 /// Keys of different experiments never collide: each gets its own block of key numbers.
@@ -96,13 +108,14 @@ fn block(n: u64) -> u64 {
     n * 10_000_000_000
 }
 
-/// Runs every experiment against `target`; `progress` hears about each finished point.
-pub async fn run_paper(target: &str, scale: Scale, mut progress: impl FnMut(&Row)) -> Result<PaperResults, BenchError> {
-    let mut rows = Vec::new();
-    let mut push = |rows: &mut Vec<Row>, experiment, label: String, result| {
-        let row = Row { experiment, label, result };
-        progress(&row);
-        rows.push(row);
+/// Runs every experiment against `target`; `progress` sees the results after every point (so
+/// an interrupted run can still leave valid, partial results behind).
+pub async fn run_paper(target: &str, scale: Scale, mut progress: impl FnMut(&PaperResults)) -> Result<PaperResults, BenchError> {
+    let mut results = PaperResults::new(target, scale);
+    let rows = &mut results;
+    let mut push = |results: &mut PaperResults, experiment, label: String, result| {
+        results.rows.push(Row { experiment, label, result });
+        progress(results);
     };
     let mut next_block = 1;
     let mut fresh = || {
@@ -114,24 +127,24 @@ pub async fn run_paper(target: &str, scale: Scale, mut progress: impl FnMut(&Row
     for size in VALUE_SIZES {
         let count = scale.count(size);
         let base = BenchSpec { key_offset: fresh(), flush_at_end: true, ..BenchSpec::new(target, Operation::Put, count, size) };
-        push(&mut rows, "sequential-write", format!("{size}"), run(base.clone()).await?);
+        push(rows, "sequential-write", format!("{size}"), run(base.clone()).await?);
         let read = BenchSpec { operation: Operation::Get, flush_at_end: false, ..base.clone() };
-        push(&mut rows, "sequential-read", format!("{size}"), run(read.clone()).await?);
-        push(&mut rows, "random-read-after-sequential-write", format!("{size}"), run(BenchSpec { order: KeyOrder::Random, ..read }).await?);
+        push(rows, "sequential-read", format!("{size}"), run(read.clone()).await?);
+        push(rows, "random-read-after-sequential-write", format!("{size}"), run(BenchSpec { order: KeyOrder::Random, ..read }).await?);
     }
     // Random-key-order writes and reads, per value size.
     for size in VALUE_SIZES {
         let count = scale.count(size);
         let base = BenchSpec { key_offset: fresh(), order: KeyOrder::Random, flush_at_end: true, ..BenchSpec::new(target, Operation::Put, count, size) };
-        push(&mut rows, "random-write", format!("{size}"), run(base.clone()).await?);
-        push(&mut rows, "random-read", format!("{size}"), run(BenchSpec { operation: Operation::Get, flush_at_end: false, ..base }).await?);
+        push(rows, "random-write", format!("{size}"), run(base.clone()).await?);
+        push(rows, "random-read", format!("{size}"), run(BenchSpec { operation: Operation::Get, flush_at_end: false, ..base }).await?);
     }
     // Key size: 16 B versus 4 KiB keys, 4 KiB values.
     for key_size in [16, 4096] {
         let count = scale.count(4096);
         let base = BenchSpec { key_offset: fresh(), key_size, order: KeyOrder::Random, flush_at_end: true, ..BenchSpec::new(target, Operation::Put, count, 4096) };
-        push(&mut rows, "key-size-write", format!("{key_size}"), run(base.clone()).await?);
-        push(&mut rows, "key-size-read", format!("{key_size}"), run(BenchSpec { operation: Operation::Get, flush_at_end: false, ..base }).await?);
+        push(rows, "key-size-write", format!("{key_size}"), run(base.clone()).await?);
+        push(rows, "key-size-read", format!("{key_size}"), run(BenchSpec { operation: Operation::Get, flush_at_end: false, ..base }).await?);
     }
     // Write modes (Table IV): one client, one request at a time, 4 KiB values.
     let count = scale.count(4096).min(match scale {
@@ -145,7 +158,7 @@ pub async fn run_paper(target: &str, scale: Scale, mut progress: impl FnMut(&Row
         ("WRITEBACK + FLUSH", Synchronization::Writeback, true),
     ] {
         let spec = BenchSpec { key_offset: fresh(), connections: 1, depth: 1, sync, flush_at_end, ..BenchSpec::new(target, Operation::Put, count, 4096) };
-        push(&mut rows, "write-mode", label.to_string(), run(spec).await?);
+        push(rows, "write-mode", label.to_string(), run(spec).await?);
     }
     // Key-not-found latency: every other key written, then absent keys inside and outside the
     // written range, one lookup at a time.
@@ -154,15 +167,16 @@ pub async fn run_paper(target: &str, scale: Scale, mut progress: impl FnMut(&Row
     let written = BenchSpec { key_offset: offset, key_stride: 2, ..BenchSpec::new(target, Operation::Put, lookups, 120) };
     run(written).await?;
     let probe = |key_offset| BenchSpec { key_offset, key_stride: 2, connections: 1, depth: 1, order: KeyOrder::Random, ..BenchSpec::new(target, Operation::Get, lookups, 120) };
-    push(&mut rows, "not-found", "inside the written range".into(), run(probe(offset + 1)).await?);
-    push(&mut rows, "not-found", "outside the written range".into(), run(probe(fresh())).await?);
+    push(rows, "not-found", "inside the written range".into(), run(probe(offset + 1)).await?);
+    push(rows, "not-found", "outside the written range".into(), run(probe(fresh())).await?);
     // Random-read latency histograms after sequential-order and after random-order writes.
     for (label, order) in [("after sequential-order writes", KeyOrder::Sequential), ("after random-order writes", KeyOrder::Random)] {
         let count = scale.count(4096);
         let base = BenchSpec { key_offset: fresh(), order, flush_at_end: true, ..BenchSpec::new(target, Operation::Put, count, 4096) };
         run(base.clone()).await?;
         let reads = BenchSpec { operation: Operation::Get, order: KeyOrder::Random, connections: 1, depth: 1, flush_at_end: false, seed: 7, ..base };
-        push(&mut rows, "read-latency-histogram", label.to_string(), run(reads).await?);
+        push(rows, "read-latency-histogram", label.to_string(), run(reads).await?);
     }
-    Ok(PaperResults { schema_version: SCHEMA_VERSION, target: target.to_string(), scale, machine: Machine::this(), rows })
+    results.complete = true;
+    Ok(results)
 }

@@ -612,18 +612,44 @@ pub async fn bench(cmd: BenchCommand) -> CmdResult {
                 ScaleArg::Default => Scale::Default,
                 ScaleArg::Paper => Scale::Paper,
             };
-            let results = run_paper(&drive, scale, |row| {
+            let bar = indicatif::ProgressBar::new(spindle_bench::paper::POINTS);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
+                    .expect("valid template")
+                    .progress_chars("=> "),
+            );
+            let mut write_error = None;
+            let results = run_paper(&drive, scale, |partial| {
+                let Some(row) = partial.rows.last() else { return };
                 let r = &row.result;
-                eprintln!(
+                let line = format!(
                     "{:<36} {:>28}: {:>10.0} ops/s {:>9.1} MB/s  p50 {:>6} us  p99 {:>7} us",
                     row.experiment, row.label, r.ops_per_second, r.megabytes_per_second, r.latency_us.p50, r.latency_us.p99
                 );
+                // The bar draws only on a terminal; the lines go to stderr either way.
+                if bar.is_hidden() {
+                    eprintln!("{line}");
+                } else {
+                    bar.println(line);
+                }
+                bar.set_message(format!("{} {}", row.experiment, row.label));
+                bar.inc(1);
+                // After every point the file holds valid results, so Ctrl-C loses only the
+                // point in progress ("complete": false says the run did not finish).
+                if let Some(path) = &out {
+                    if let Err(e) = write_atomically(path, partial) {
+                        write_error.get_or_insert(e);
+                    }
+                }
             })
             .await?;
-            let text = serde_json::to_string_pretty(&results)?;
+            bar.finish_and_clear();
+            if let Some(e) = write_error {
+                return Err(e);
+            }
             match out {
-                Some(path) => std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?,
-                None => println!("{text}"),
+                Some(path) => write_atomically(&path, &results)?,
+                None => println!("{}", serde_json::to_string_pretty(&results)?),
             }
             return Ok(());
         }
@@ -724,5 +750,13 @@ async fn bench_ycsb(a: YcsbArgs) -> CmdResult {
     if failures > 0 {
         return Err(format!("{failures} operations failed").into());
     }
+    Ok(())
+}
+
+/// Writes `value` as JSON to `path` through a temporary file and a rename.
+fn write_atomically(path: &std::path::Path, value: &impl serde::Serialize) -> CmdResult {
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, serde_json::to_string_pretty(value)?).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(())
 }

@@ -61,3 +61,28 @@ fn the_paper_micro_benchmarks_run_end_to_end() {
         assert_eq!(bins, r["ops"].as_u64().unwrap(), "every operation is in one 10 ms bin: {row}");
     }
 }
+
+#[test]
+fn an_interrupted_paper_run_leaves_valid_partial_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("partial.json");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args(["bench", "paper", "--drive", "memory:", "--scale", "paper", "--out"])
+        .arg(&out)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait for the first points, then Ctrl-C.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !out.exists() {
+        assert!(std::time::Instant::now() < deadline, "no result written within 60 s");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // SAFETY: sending a signal to our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    child.wait().unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(doc["complete"], false);
+    assert!(!doc["rows"].as_array().unwrap().is_empty());
+    assert_eq!(doc["schema_version"], 1);
+}
