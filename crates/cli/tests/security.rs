@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use common::TestDrive;
 use spindle_client::{
-    AclEntry, AclScope, Client, ClientConfig, ClientError, DeleteOptions, LogType, MessageType, Peer, PinOpType, PowerLevel, PushOp,
+    AclEntry, AclScope, Client, ClientConfig, ClientError, DeleteOptions, LogType, MessageType, Peer, PinOpType, PowerLevel,
     PutOptions, RangeQuery, StatusCode,
 };
 
