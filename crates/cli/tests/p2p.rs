@@ -206,7 +206,7 @@ async fn pushes_run_as_the_requesting_identity_under_its_acl() {
     use spindle_client::{AclEntry, AclScope, Client, ClientConfig};
     let (a, peer) = (TestDrive::start(&[]), TestDrive::start(&[]));
     let all = ["READ", "WRITE", "DELETE", "RANGE", "SETUP", "P2POP", "GETLOG", "SECURITY", "POWER_MANAGEMENT"];
-    let acl = vec![
+    let acl = [
         AclEntry { identity: 1, key: "asdfasdf".into(), scopes: vec![AclScope { offset: 0, value: "".into(), permissions: all.iter().map(|p| p.to_string()).collect(), tls_required: false }], max_priority: None },
         AclEntry {
             identity: 6,

@@ -124,7 +124,7 @@ async fn scopes_offsets_tls_only_scopes_and_priorities() {
         priority: Some(PowerLevelPriority::HIGHEST),
         ..Default::default()
     };
-    let r = c4.request_with_header(header.clone(), None, Bytes::new()).await.unwrap();
+    let r = c4.request_with_header(header, None, Bytes::new()).await.unwrap();
     assert_eq!(r.status(), StatusCode::NotAuthorized);
     header.priority = Some(PowerLevelPriority::LOWER);
     assert_eq!(c4.request_with_header(header, None, Bytes::new()).await.unwrap().status(), StatusCode::Success);

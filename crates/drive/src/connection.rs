@@ -356,7 +356,7 @@ impl Connection {
             // The push talks to another drive: it runs beside this connection, not in its way.
             tokio::spawn(async move {
                 let reply = crate::p2p::push(state, caller, request).await;
-                outgoing.command.body = reply.body.clone();
+                outgoing.command.body = reply.body.clone().map(|b| *b);
                 outgoing.command.status = reply.into_status();
                 let _ = tx.send(vec![outgoing]);
             });
@@ -441,7 +441,7 @@ impl Connection {
                 match self.batches.end(id, count) {
                     Err(rejected) => {
                         let mut reply = rejected.reply;
-                        reply.body = Some(batch_body(rejected.sequences, rejected.failed_sequence));
+                        reply.body = Some(Box::new(batch_body(rejected.sequences, rejected.failed_sequence)));
                         self.respond(auth, header, reply, None);
                     }
                     Ok(commit) => {
@@ -507,7 +507,7 @@ impl Connection {
         };
         Outgoing {
             auth,
-            command: Command { header: Some(response_header), body: reply.body, status: Some(status) },
+            command: Command { header: Some(response_header), body: reply.body.map(|b| *b), status: Some(status) },
             value: reply.value,
             _permit: permit,
         }

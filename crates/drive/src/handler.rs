@@ -14,13 +14,14 @@ use crate::state::DriveState;
 pub struct Reply {
     pub status: StatusCode,
     pub message: String,
-    pub body: Option<Body>,
+    /// Boxed: a Body is large, and replies move around by value.
+    pub body: Option<Box<Body>>,
     pub value: Bytes,
 }
 
 impl Reply {
     pub fn ok(body: Option<Body>) -> Self {
-        Reply { status: StatusCode::Success, message: String::new(), body, value: Bytes::new() }
+        Reply { status: StatusCode::Success, message: String::new(), body: body.map(Box::new), value: Bytes::new() }
     }
 
     pub fn error(status: StatusCode, message: impl Into<String>) -> Self {
@@ -87,7 +88,7 @@ pub fn execute(state: &Arc<DriveState>, caller: &Caller, kind: MessageType, body
         MessageType::Getlog => {
             let mut out = command::GetLog::default();
             let (status, message, value) = crate::getlog::fill(state, caller, &body.get_log.unwrap_or_default(), &mut out);
-            Reply { status, message, body: Some(Body { get_log: Some(out), ..Body::default() }), value }.into()
+            Reply { status, message, body: Some(Box::new(Body { get_log: Some(out), ..Body::default() })), value }.into()
         }
         MessageType::Setup | MessageType::Security => invalid(format!("{} is run by the connection", kind.as_str_name())).into(),
         MessageType::Pinop => invalid("PINOP needs PIN authentication (PINAUTH) over TLS").into(),

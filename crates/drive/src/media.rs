@@ -109,7 +109,7 @@ pub fn scan(state: &DriveState, caller: &Caller, range: Range, deadline: Option<
     }
     let body = Body { range: Some(Range { keys: failed, end_key: last, ..Range::default() }), ..Body::default() };
     if expired {
-        return Reply { body: Some(body), ..Reply::error(StatusCode::Expired, "the scan ran out of time; endKey is the last key examined") };
+        return Reply { body: Some(Box::new(body)), ..Reply::error(StatusCode::Expired, "the scan ran out of time; endKey is the last key examined") };
     }
     Reply::ok(Some(body))
 }
