@@ -130,14 +130,18 @@ pub enum BenchError {
 }
 
 /// Runs a put or get benchmark. `spec.target` is a Kinetic endpoint (`HOST:PORT` or
-/// `kinetic://HOST:PORT`), or Spindle's engine in this process: `embedded:DIR` (on disk) or
-/// `memory:` (no storage), which shows what the protocol and the network cost.
+/// `kinetic://HOST:PORT`), Spindle's engine in this process: `embedded:DIR` (on disk) or
+/// `memory:` (no storage), which shows what the protocol and the network cost, or a redis
+/// server (`redis://HOST:PORT`: SET and GET).
 pub async fn run(spec: BenchSpec) -> Result<BenchResult, BenchError> {
     if spec.connections == 0 || spec.depth == 0 || spec.key_size < 1 {
         return Err(BenchError::Invalid("connections, depth and key size must be at least 1".into()));
     }
     if let Some(engine) = embedded_engine(&spec.target)? {
         return embedded::run(engine, spec).await;
+    }
+    if spec.target.starts_with("redis://") {
+        return redis_target::run(spec).await;
     }
     let addr = spec.target.trim_start_matches("kinetic://").to_string();
     let mut pipelines = Vec::with_capacity(spec.connections);
@@ -219,6 +223,7 @@ fn embedded_engine(target: &str) -> Result<Option<Arc<dyn spindle_engine::Engine
 }
 
 mod embedded;
+mod redis_target;
 
 struct Work {
     order: Vec<u64>,

@@ -86,3 +86,33 @@ fn an_interrupted_paper_run_leaves_valid_partial_results() {
     assert!(!doc["rows"].as_array().unwrap().is_empty());
     assert_eq!(doc["schema_version"], 1);
 }
+
+#[test]
+fn put_and_get_run_against_redis_when_it_is_installed() {
+    // scripts/test.sh installs redis-server; a bare `cargo test` on a machine without it skips.
+    if std::process::Command::new("redis-server").arg("--version").output().is_err() {
+        eprintln!("redis-server not installed: skipped");
+        return;
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut server = std::process::Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = format!("redis://127.0.0.1:{port}");
+    let mut ready = false;
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            ready = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(ready, "redis-server did not start");
+    let put = bench(&["put", "--drive", &url, "--count", "3000", "--value-size", "1000", "--order", "random"]);
+    let get = bench(&["get", "--drive", &url, "--count", "3000", "--value-size", "1000", "--order", "random"]);
+    server.kill().unwrap();
+    server.wait().unwrap();
+    assert_eq!((put["errors"].as_u64(), get["errors"].as_u64()), (Some(0), Some(0)));
+}
