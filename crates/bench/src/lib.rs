@@ -209,6 +209,50 @@ fn summarize(spec: BenchSpec, hist: &Histogram<u64>, errors: u64, elapsed: Durat
     }
 }
 
+/// Runs `spec` on `tasks` concurrent tasks, each taking the next item, building its key and
+/// calling `op(task, key, value)` (true: success), timed per operation. For targets driven one
+/// request per task (the in-process engine, redis).
+pub(crate) async fn run_tasks<F, Fut>(spec: BenchSpec, tasks: usize, op: F) -> Result<BenchResult, BenchError>
+where
+    F: Fn(usize, Bytes, Bytes) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = bool> + Send,
+{
+    let mut order: Vec<u64> = (0..spec.count).collect();
+    if spec.order == KeyOrder::Random {
+        order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(spec.seed));
+    }
+    let work = Arc::new(Work { order, next: AtomicU64::new(0), value: Bytes::from(vec![0x5a; spec.value_size]), spec: spec.clone() });
+    let started = Instant::now();
+    let handles: Vec<_> = (0..tasks)
+        .map(|task| {
+            let (work, op) = (work.clone(), op.clone());
+            tokio::spawn(async move {
+                let mut hist = new_histogram();
+                let mut errors = 0u64;
+                loop {
+                    let i = work.next.fetch_add(1, Ordering::Relaxed);
+                    if i >= work.spec.count {
+                        return (hist, errors);
+                    }
+                    let key = Bytes::from(work.spec.key(work.order[i as usize]));
+                    let t = Instant::now();
+                    let ok = op(task, key, work.value.clone()).await;
+                    hist.saturating_record(t.elapsed().as_micros().max(1) as u64);
+                    errors += u64::from(!ok);
+                }
+            })
+        })
+        .collect();
+    let mut hist = new_histogram();
+    let mut errors = 0;
+    for h in handles {
+        let (part, e) = h.await.map_err(|e| BenchError::Invalid(e.to_string()))?;
+        hist.add(part).map_err(|e| BenchError::Invalid(e.to_string()))?;
+        errors += e;
+    }
+    Ok(summarize(spec, &hist, errors, started.elapsed()))
+}
+
 /// The engine named by an `embedded:DIR` or `memory:` target.
 fn embedded_engine(target: &str) -> Result<Option<Arc<dyn spindle_engine::Engine>>, BenchError> {
     if let Some(dir) = target.strip_prefix("embedded:") {
