@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use common::{status_of, RawConn, TestDrive, KEY};
+use common::{signed_frame, status_of, RawConn, TestDrive, KEY};
 use prost::Message as _;
 use spindle_client::{ClientConfig, MessageType, PutOptions, StatusCode, Synchronization};
 use spindle_proto::pb::command::{Body, Header, KeyValue};
@@ -224,15 +224,7 @@ async fn a_client_that_stops_reading_does_not_stall_others() {
         let header = raw.header(MessageType::Get);
         let body = Body { key_value: Some(KeyValue { key: Some(Bytes::from_static(b"big")), ..KeyValue::default() }), ..Body::default() };
         let command = Command { header: Some(header), body: Some(body), status: None };
-        let command_bytes = Bytes::from(command.encode_to_vec());
-        let hmac = spindle_proto::hmac::sign(KEY, &command_bytes);
-        let message = Message {
-            auth_type: Some(AuthType::Hmacauth as i32),
-            hmac_auth: Some(spindle_proto::pb::message::HmaCauth { identity: Some(1), hmac: Some(Bytes::copy_from_slice(&hmac)) }),
-            pin_auth: None,
-            command_bytes: Some(command_bytes),
-        };
-        encode_frame(&message, b"", &mut burst);
+        signed_frame(&command, 1, KEY, b"", &mut burst);
     }
     let _ = tokio::time::timeout(Duration::from_secs(2), raw.send_bytes(&burst)).await;
 
@@ -316,15 +308,7 @@ async fn an_overloaded_drive_answers_service_busy_and_stores_nothing_it_refused(
         let mut body = put_body(&format!("busy{i}")).unwrap();
         body.key_value.as_mut().unwrap().synchronization = Some(Synchronization::Writethrough as i32);
         let command = Command { header: Some(header), body: Some(body), status: None };
-        let command_bytes = Bytes::from(command.encode_to_vec());
-        let hmac = spindle_proto::hmac::sign(KEY, &command_bytes);
-        let message = Message {
-            auth_type: Some(AuthType::Hmacauth as i32),
-            hmac_auth: Some(spindle_proto::pb::message::HmaCauth { identity: Some(1), hmac: Some(Bytes::copy_from_slice(&hmac)) }),
-            pin_auth: None,
-            command_bytes: Some(command_bytes),
-        };
-        encode_frame(&message, &value, &mut burst);
+        signed_frame(&command, 1, KEY, &value, &mut burst);
     }
     raw.send_bytes(&burst).await;
     let (mut stored, mut busy) = (Vec::new(), Vec::new());

@@ -152,7 +152,7 @@ struct Connection {
     /// Responses of the current read batch, not yet handed to the writer.
     out: Vec<Outgoing>,
     connection_id: i64,
-    #[allow(dead_code)] // consulted by the security layer (TLS-only operations)
+    /// TLS-only operations and TlsRequired scopes depend on it.
     transport: Transport,
     last_sequence: Option<i64>,
     /// Fires when this connection's latest write is visible to readers.
@@ -183,7 +183,7 @@ impl Connection {
                 Incoming::OversizeValue { message, len } => (message, Bytes::new(), Some(len)),
             };
             let received = std::time::Instant::now();
-            if let Err(close) = self.handle_frame(&message, value, oversize, received).await {
+            if let Err(close) = self.handle_frame(message, value, oversize, received).await {
                 return close;
             }
             // Hand over the batch once no further whole request is waiting to be read.
@@ -225,11 +225,12 @@ impl Connection {
         Ok(Some(Incoming::Frame { message: message.freeze(), value: value.freeze() }))
     }
 
-    async fn handle_frame(&mut self, raw_message: &[u8], value: Bytes, oversize: Option<u32>, received: std::time::Instant) -> Result<(), Close> {
+    async fn handle_frame(&mut self, raw_message: Bytes, value: Bytes, oversize: Option<u32>, received: std::time::Instant) -> Result<(), Close> {
+        // Decoding from `Bytes` lets commandBytes share the read buffer instead of being copied.
         let message = Message::decode(raw_message).map_err(|e| Close::Terminate(format!("undecodable message: {e}")))?;
         let auth_type = message.auth_type.and_then(|a| AuthType::try_from(a).ok());
         let command_bytes = message.command_bytes.clone().unwrap_or_default();
-        let command = Command::decode(&command_bytes[..]).map_err(|e| Close::Terminate(format!("undecodable command: {e}")))?;
+        let command = Command::decode(command_bytes.clone()).map_err(|e| Close::Terminate(format!("undecodable command: {e}")))?;
         let header = command.header.unwrap_or_default();
 
         match auth_type {

@@ -194,16 +194,8 @@ impl RawConn {
 
     /// Signs `command` as `identity` with `key` and sends it with `value`.
     pub async fn send(&mut self, command: &Command, identity: i64, key: &[u8], value: &[u8]) {
-        let command_bytes = Bytes::from(command.encode_to_vec());
-        let hmac = spindle_proto::hmac::sign(key, &command_bytes);
-        let message = Message {
-            auth_type: Some(AuthType::Hmacauth as i32),
-            hmac_auth: Some(HmaCauth { identity: Some(identity), hmac: Some(Bytes::copy_from_slice(&hmac)) }),
-            pin_auth: None,
-            command_bytes: Some(command_bytes),
-        };
         let mut out = BytesMut::new();
-        encode_frame(&message, value, &mut out);
+        signed_frame(command, identity, key, value, &mut out);
         self.send_bytes(&out).await;
     }
 
@@ -214,6 +206,19 @@ impl RawConn {
         let (_, c, v) = self.response().await.expect("a response");
         (status_of(&c), c, v)
     }
+}
+
+/// Appends the frame of `command` signed as `identity` with `key`, carrying `value`.
+pub fn signed_frame(command: &Command, identity: i64, key: &[u8], value: &[u8], out: &mut BytesMut) {
+    let command_bytes = Bytes::from(command.encode_to_vec());
+    let hmac = spindle_proto::hmac::sign(key, &command_bytes);
+    let message = Message {
+        auth_type: Some(AuthType::Hmacauth as i32),
+        hmac_auth: Some(HmaCauth { identity: Some(identity), hmac: Some(Bytes::copy_from_slice(&hmac)) }),
+        pin_auth: None,
+        command_bytes: Some(command_bytes),
+    };
+    encode_frame(&message, value, out);
 }
 
 pub fn status_of(c: &Command) -> StatusCode {
