@@ -382,3 +382,19 @@ fn an_acl_replaced_during_a_crash_is_the_old_or_the_new_never_a_mix() {
         });
     }
 }
+
+#[test]
+fn a_damaged_settings_file_stops_the_drive_instead_of_reverting_to_factory_access() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("drive-state.pb"), b"\xff\xff\xff\xff").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args(["drive", "--port", "0", "--tls-port", "0", "--data"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the drive started on a damaged settings file");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("drive-state.pb"), "{stderr}");
+}
