@@ -34,6 +34,9 @@ if ! command -v java >/dev/null || ! java -version 2>&1 | grep -qE 'version "(1[
 fi
 command -v mvn >/dev/null || need_apt maven
 command -v redis-server >/dev/null || need_apt redis-server redis-tools
+# LevelDB and RocksDB, which the bench lab loads at run time as the paper's "LevelDB servers".
+ldconfig -p | grep -q 'libleveldb\.so\.1' || need_apt libleveldb1d
+ldconfig -p | grep -q 'librocksdb\.so\.' || need_apt librocksdb7.8
 
 passed=0
 failed=0

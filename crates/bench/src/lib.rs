@@ -132,27 +132,25 @@ pub enum BenchError {
 /// Runs a put or get benchmark. `spec.target` is a Kinetic endpoint (`HOST:PORT` or
 /// `kinetic://HOST:PORT`), Spindle's engine in this process: `embedded:DIR` (on disk) or
 /// `memory:` (no storage), which shows what the protocol and the network cost, or a redis
-/// server (`redis://HOST:PORT`: SET and GET).
+/// server (`redis://HOST:PORT`: SET and GET), or LevelDB and RocksDB through their own
+/// libraries (`leveldb:DIR`, `rocksdb:DIR`: the paper's "LevelDB servers").
 pub async fn run(spec: BenchSpec) -> Result<BenchResult, BenchError> {
     if spec.connections == 0 || spec.depth == 0 || spec.key_size < 1 {
         return Err(BenchError::Invalid("connections, depth and key size must be at least 1".into()));
     }
-    if let Some(engine) = embedded_engine(&spec.target)? {
-        return embedded::run(engine, spec).await;
+    if let (Some((kind, _)), Some(target::InProcess::Lsm(db))) = (lsm_library::LsmKind::parse(&spec.target), target::in_process(&spec.target)?) {
+        return lsm_library::run(kind, db, spec).await;
     }
-    if spec.target.starts_with("redis://") {
-        return redis_target::run(spec).await;
+    if !target::is_kinetic(&spec.target) {
+        let stores = target::connect(&spec.target, spec.connections, target::Needs { scans: false }).await?;
+        return run_sessions(spec, stores).await;
     }
     let addr = spec.target.trim_start_matches("kinetic://").to_string();
     let mut pipelines = Vec::with_capacity(spec.connections);
     for _ in 0..spec.connections {
         pipelines.push(Pipeline::connect(addr.as_str(), ClientConfig::default()).await?);
     }
-    let mut order: Vec<u64> = (0..spec.count).collect();
-    if spec.order == KeyOrder::Random {
-        order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(spec.seed));
-    }
-    let shared = Arc::new(Work { order, next: AtomicU64::new(0), value: Bytes::from(vec![0x5a; spec.value_size]), spec: spec.clone() });
+    let shared = Arc::new(Work::new(spec.clone()));
     let started = Instant::now();
     let tasks: Vec<_> = pipelines.into_iter().map(|p| tokio::spawn(drive_connection(p, shared.clone()))).collect();
     let mut hist = new_histogram();
@@ -209,37 +207,29 @@ fn summarize(spec: BenchSpec, hist: &Histogram<u64>, errors: u64, elapsed: Durat
     }
 }
 
-/// Runs `spec` on `tasks` concurrent tasks, each taking the next item, building its key and
-/// calling `op(task, key, value)` (true: success), timed per operation. For targets driven one
-/// request per task (the in-process engine, redis).
-pub(crate) async fn run_tasks<F, Fut>(spec: BenchSpec, tasks: usize, op: F) -> Result<BenchResult, BenchError>
-where
-    F: Fn(usize, Bytes, Bytes) -> Fut + Clone + Send + Sync + 'static,
-    Fut: std::future::Future<Output = bool> + Send,
-{
-    let mut order: Vec<u64> = (0..spec.count).collect();
-    if spec.order == KeyOrder::Random {
-        order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(spec.seed));
-    }
-    let work = Arc::new(Work { order, next: AtomicU64::new(0), value: Bytes::from(vec![0x5a; spec.value_size]), spec: spec.clone() });
+/// Runs `spec` through `stores` (one per connection), `depth` tasks per store, each taking the
+/// next item and waiting for its answer, timed per operation; `flush_at_end` flushes inside the
+/// timed window. For targets without a pipelined path (in-process engines, redis).
+async fn run_sessions(spec: BenchSpec, stores: Vec<Arc<dyn target::Store>>) -> Result<BenchResult, BenchError> {
+    let work = Arc::new(Work::new(spec.clone()));
     let started = Instant::now();
-    let handles: Vec<_> = (0..tasks)
+    let handles: Vec<_> = (0..stores.len() * spec.depth)
         .map(|task| {
-            let (work, op) = (work.clone(), op.clone());
+            let (work, store) = (work.clone(), stores[task % stores.len()].clone());
             tokio::spawn(async move {
                 let mut hist = new_histogram();
                 let mut errors = 0u64;
-                loop {
-                    let i = work.next.fetch_add(1, Ordering::Relaxed);
-                    if i >= work.spec.count {
-                        return (hist, errors);
-                    }
-                    let key = Bytes::from(work.spec.key(work.order[i as usize]));
+                while let Some(key) = work.next_key() {
+                    let key = Bytes::from(key);
                     let t = Instant::now();
-                    let ok = op(task, key, work.value.clone()).await;
+                    let ok = match work.spec.operation {
+                        Operation::Put => store.put(key, work.value.clone(), work.spec.sync).await.is_ok(),
+                        Operation::Get => matches!(store.get(key).await, Ok(Some(_))),
+                    };
                     hist.saturating_record(t.elapsed().as_micros().max(1) as u64);
                     errors += u64::from(!ok);
                 }
+                (hist, errors)
             })
         })
         .collect();
@@ -250,30 +240,46 @@ where
         hist.add(part).map_err(|e| BenchError::Invalid(e.to_string()))?;
         errors += e;
     }
+    if spec.operation == Operation::Put && spec.flush_at_end {
+        stores[0].flush().await.map_err(BenchError::Invalid)?;
+    }
     Ok(summarize(spec, &hist, errors, started.elapsed()))
 }
 
-/// The engine named by an `embedded:DIR` or `memory:` target.
-fn embedded_engine(target: &str) -> Result<Option<Arc<dyn spindle_engine::Engine>>, BenchError> {
-    if let Some(dir) = target.strip_prefix("embedded:") {
-        let engine = spindle_engine::FjallEngine::open(spindle_engine::FjallOptions::new(dir))
-            .map_err(|e| BenchError::Invalid(format!("{dir}: {e}")))?;
-        return Ok(Some(engine));
-    }
-    if target == "memory:" {
-        return Ok(Some(spindle_engine::MemEngine::new()));
-    }
-    Ok(None)
-}
+pub mod lsm_library;
+pub mod target;
 
-mod embedded;
-mod redis_target;
-
+/// The items of one run, handed out in the spec's key order to whichever worker asks next.
 struct Work {
     order: Vec<u64>,
     next: AtomicU64,
     value: Bytes,
     spec: BenchSpec,
+}
+
+impl Work {
+    fn new(spec: BenchSpec) -> Work {
+        let mut order: Vec<u64> = (0..spec.count).collect();
+        if spec.order == KeyOrder::Random {
+            order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(spec.seed));
+        }
+        Work { order, next: AtomicU64::new(0), value: bench_value(spec.value_size, spec.seed), spec }
+    }
+
+    /// The key of the next item, until the run's count is reached.
+    fn next_key(&self) -> Option<Vec<u8>> {
+        let i = self.next.fetch_add(1, Ordering::Relaxed);
+        (i < self.spec.count).then(|| self.spec.key(self.order[i as usize]))
+    }
+}
+
+/// The value every put of a run stores: random bytes, so that no target's compression (LevelDB
+/// and RocksDB compress blocks with Snappy by default) makes its figures look better than the
+/// bytes a user stores would.
+pub fn bench_value(size: usize, seed: u64) -> Bytes {
+    let mut value = vec![0u8; size];
+    rand::RngCore::fill_bytes(&mut rand::rngs::StdRng::seed_from_u64(seed ^ 0x5eed_1e55), &mut value);
+    Bytes::from(value)
 }
 
 fn new_histogram() -> Histogram<u64> {
@@ -289,11 +295,8 @@ async fn drive_connection(mut p: Pipeline, work: Arc<Work>) -> Result<(Histogram
     let mut in_flight: HashMap<i64, Instant> = HashMap::with_capacity(spec.depth * 2);
     loop {
         while in_flight.len() < spec.depth {
-            let i = work.next.fetch_add(1, Ordering::Relaxed);
-            if i >= spec.count {
-                break;
-            }
-            let key = Bytes::from(spec.key(work.order[i as usize]));
+            let Some(key) = work.next_key() else { break };
+            let key = Bytes::from(key);
             let seq = match spec.operation {
                 Operation::Put => {
                     let kv = KeyValue {

@@ -47,8 +47,8 @@ pub fn write_report(inputs: &[PathBuf], out: &Path) -> Result<Vec<PathBuf>, Benc
     for path in inputs {
         let doc: Value = serde_json::from_slice(&std::fs::read(path).map_err(|e| err(format!("{}: {e}", path.display())))?)
             .map_err(|e| err(format!("{}: {e}", path.display())))?;
-        if doc["schema_version"] != 1 {
-            return Err(err(format!("{}: not a schema-1 `spindle bench paper` result", path.display())));
+        if doc["schema_version"] != 1 && doc["schema_version"] != 2 {
+            return Err(err(format!("{}: not a `spindle bench paper` result (schema 1 or 2)", path.display())));
         }
         let name = doc["target"].as_str().unwrap_or("?").to_string();
         all.push(Results { name, doc });
@@ -80,11 +80,12 @@ pub fn write_report(inputs: &[PathBuf], out: &Path) -> Result<Vec<PathBuf>, Benc
         for r in &all {
             for row in r.rows(experiment) {
                 let res = &row["result"];
-                rows.push(vec![r.name.clone(), row["label"].as_str().unwrap_or("").into(), format!("{:.0}", f(&res["ops_per_second"])), format!("{:.1}", f(&res["megabytes_per_second"])), res["latency_us"]["p50"].to_string(), res["latency_us"]["p99"].to_string()]);
+                rows.push(vec![r.name.clone(), row["label"].as_str().unwrap_or("").into(), format!("{:.0}", f(&res["ops_per_second"])), format!("{:.1}", f(&res["megabytes_per_second"])), spread(row), res["latency_us"]["p50"].to_string(), res["latency_us"]["p99"].to_string()]);
             }
         }
-        table(&mut md, &mut html, "", &["target", "value bytes", "ops/s", "MB/s", "p50 µs", "p99 µs"], &rows);
+        table(&mut md, &mut html, "", &["target", "value bytes", "ops/s", "MB/s", "MB/s min–max (runs)", "p50 µs", "p99 µs"], &rows);
     }
+    paper_comparison(&all, &mut md, &mut html);
 
     let simple = |experiment: &str| -> Vec<Vec<String>> {
         let mut rows = Vec::new();
@@ -102,6 +103,8 @@ pub fn write_report(inputs: &[PathBuf], out: &Path) -> Result<Vec<PathBuf>, Benc
     table(&mut md, &mut html, "Key-not-found latency", &head, &simple("not-found"));
     table(&mut md, &mut html, "Key size: 16 B against 4 KiB keys, 4 KiB values (writes)", &head, &simple("key-size-write"));
     table(&mut md, &mut html, "Key size: 16 B against 4 KiB keys, 4 KiB values (random reads)", &head, &simple("key-size-read"));
+
+    ycsb_section(&all, out, &mut files, &mut md, &mut html)?;
 
     for (n, r) in all.iter().enumerate() {
         for (i, row) in r.rows("read-latency-histogram").enumerate() {
@@ -121,6 +124,132 @@ pub fn write_report(inputs: &[PathBuf], out: &Path) -> Result<Vec<PathBuf>, Benc
     files.push(md_path);
     files.push(html_path);
     Ok(files)
+}
+
+/// "min–max (n)" of a row's repetitions; "–" for a schema-1 row (one run, no spread).
+fn spread(row: &Value) -> String {
+    let rep = &row["repetitions"];
+    match rep["runs"].as_u64() {
+        Some(n) => format!("{:.1}–{:.1} ({n})", f(&rep["megabytes_per_second"]["min"]), f(&rep["megabytes_per_second"]["max"])),
+        None => "–".into(),
+    }
+}
+
+/// The paper's published drive figures beside each target's 1 MiB sequential write and read.
+fn paper_comparison(all: &[Results], md: &mut String, html: &mut String) {
+    let mb = |r: &Results, experiment: &str| r.rows(experiment).find(|row| row["label"] == "1048576").map(|row| format!("{:.0}", f(&row["result"]["megabytes_per_second"]))).unwrap_or_else(|| "–".into());
+    let mut rows = vec![vec!["Kinetic drive, as published (ICPADS 2017)".to_string(), PAPER_SEQUENTIAL_WRITE_MBPS.to_string(), PAPER_SEQUENTIAL_READ_MBPS.to_string()]];
+    rows.extend(all.iter().map(|r| vec![r.name.clone(), mb(r, "sequential-write"), mb(r, "sequential-read")]));
+    table(md, html, "1 MiB sequential throughput against the paper's Kinetic drive", &["system", "write MB/s", "read MB/s"], &rows);
+}
+
+/// The Kinetic paper's averages for its drives with 1 MB values (section IV).
+const PAPER_SEQUENTIAL_WRITE_MBPS: u32 = 63;
+const PAPER_SEQUENTIAL_READ_MBPS: u32 = 78;
+
+/// YCSB throughput per workload and target, one figure and table per record size.
+fn ycsb_section(all: &[Results], out: &Path, files: &mut Vec<PathBuf>, md: &mut String, html: &mut String) -> Result<(), BenchError> {
+    let rows_of = |r: &Results| r.doc["ycsb"].as_array().cloned().unwrap_or_default();
+    let mut sizes: Vec<u64> = all.iter().flat_map(|r| rows_of(r).iter().filter_map(|y| y["record_size"].as_u64()).collect::<Vec<_>>()).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    for size in sizes {
+        let title = format!("YCSB, {} records", bytes_label(size as f64));
+        // (target, [(phase/workload label, ops/s)])
+        let series: Vec<(String, Vec<(String, f64)>)> = all
+            .iter()
+            .map(|r| {
+                let bars = rows_of(r)
+                    .iter()
+                    .filter(|y| y["record_size"].as_u64() == Some(size))
+                    .map(|y| (ycsb_label(y), f(&y["result"]["throughput_ops_per_second"])))
+                    .collect();
+                (r.name.clone(), bars)
+            })
+            .collect();
+        let file = format!("ycsb-{size}.svg");
+        ycsb_chart(&title, &series, &out.join(&file))?;
+        files.push(out.join(&file));
+        let _ = writeln!(md, "## {title}
+
+![{title}]({file})
+");
+        let _ = writeln!(html, "<h2>{title}</h2><img src=\"{file}\" alt=\"{title}\">");
+        let mut rows = Vec::new();
+        for r in all {
+            for y in rows_of(r).iter().filter(|y| y["record_size"].as_u64() == Some(size)) {
+                let ops = &y["result"]["operations"];
+                let p99 = |name: &str| ops[name]["p99_us"].as_u64().map(|v| v.to_string()).unwrap_or_else(|| "–".into());
+                let failures: u64 = ops.as_object().into_iter().flatten().map(|(_, s)| s["failures"].as_u64().unwrap_or(0)).sum();
+                let t = &y["throughput"];
+                rows.push(vec![r.name.clone(), ycsb_label(y), format!("{:.0}", f(&y["result"]["throughput_ops_per_second"])), format!("{:.0}–{:.0}", f(&t["min"]), f(&t["max"])), p99("READ"), p99("UPDATE"), p99("INSERT"), p99("SCAN"), failures.to_string()]);
+            }
+        }
+        table(md, html, "", &["target", "workload", "ops/s", "min–max", "READ p99 µs", "UPDATE p99 µs", "INSERT p99 µs", "SCAN p99 µs", "failures"], &rows);
+    }
+    Ok(())
+}
+
+fn ycsb_label(y: &Value) -> String {
+    match y["phase"].as_str() {
+        Some("load") => "load".into(),
+        _ => y["workload"].as_str().unwrap_or("?").trim_start_matches("workload").to_string(),
+    }
+}
+
+/// Grouped bars: one group per workload, one bar per target, throughput on a log axis.
+fn ycsb_chart(title: &str, series: &[(String, Vec<(String, f64)>)], path: &Path) -> Result<(), BenchError> {
+    let mut groups: Vec<String> = Vec::new();
+    for (_, bars) in series {
+        for (label, _) in bars {
+            if !groups.contains(label) {
+                groups.push(label.clone());
+            }
+        }
+    }
+    let max = series.iter().flat_map(|(_, b)| b.iter().map(|(_, v)| *v)).fold(1.0, f64::max) * 2.0;
+    let root = SVGBackend::new(path, (800, 420)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..groups.len().max(1) as f64, (1f64..max).log_scale())
+        .map_err(err)?;
+    let names = groups.clone();
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(groups.len().max(1) * 2 + 1)
+        .x_label_formatter(&move |x| {
+            let i = x.floor() as usize;
+            if (x - x.floor() - 0.5).abs() < 0.01 { names.get(i).cloned().unwrap_or_default() } else { String::new() }
+        })
+        .x_desc("workload")
+        .y_desc("operations/s")
+        .draw()
+        .map_err(err)?;
+    let width = 0.8 / series.len().max(1) as f64;
+    for (t, (name, bars)) in series.iter().enumerate() {
+        let color = COLORS[t % COLORS.len()];
+        let rects: Vec<_> = bars
+            .iter()
+            .filter_map(|(label, v)| {
+                let g = groups.iter().position(|x| x == label)? as f64;
+                let x0 = g + 0.1 + t as f64 * width;
+                Some(Rectangle::new([(x0, 1.0), (x0 + width * 0.9, v.max(1.0))], color.filled()))
+            })
+            .collect();
+        chart
+            .draw_series(rects)
+            .map_err(err)?
+            .label(name.clone())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], color.filled()));
+    }
+    chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw().map_err(err)?;
+    root.present().map_err(err)?;
+    Ok(())
 }
 
 /// Axis ticks fall on powers of ten: 1000 -> "1 kB", 1000000 -> "1 MB".

@@ -458,11 +458,19 @@ pub enum BenchCommand {
     Ycsb(YcsbArgs),
     /// The Kinetic paper's micro-benchmarks against one target, as versioned JSON.
     Paper {
-        /// Kinetic endpoint, `embedded:DIR` or `memory:`
+    /// Target: a Kinetic endpoint (HOST:PORT or kinetic://HOST:PORT), Spindle's engine in-process
+    /// (embedded:DIR, memory:), redis://HOST:PORT, or LevelDB/RocksDB in-process (leveldb:DIR,
+    /// rocksdb:DIR)
         #[arg(long, default_value = "127.0.0.1:8123")]
         drive: String,
         #[arg(long, value_enum, default_value = "default")]
         scale: ScaleArg,
+        /// Measurements per point (rows give the median run, with min and max)
+        #[arg(long, default_value_t = 1)]
+        repeat: usize,
+        /// Leave out YCSB A-F (4 KiB and 1 MiB records)
+        #[arg(long)]
+        no_ycsb: bool,
         /// Where to write the JSON results (default: standard output)
         #[arg(long)]
         out: Option<std::path::PathBuf>,
@@ -494,6 +502,9 @@ pub enum BenchCommand {
 
 #[derive(Args)]
 pub struct YcsbArgs {
+    /// Target: a Kinetic endpoint (HOST:PORT or kinetic://HOST:PORT), Spindle's engine in-process
+    /// (embedded:DIR, memory:), redis://HOST:PORT, or LevelDB/RocksDB in-process (leveldb:DIR,
+    /// rocksdb:DIR)
     #[arg(long, default_value = "127.0.0.1:8123")]
     drive: String,
     /// A, B, C, D, E or F
@@ -503,6 +514,9 @@ pub struct YcsbArgs {
     records: u64,
     #[arg(long, default_value_t = 10_000)]
     operations: u64,
+    /// Bytes per field (YCSB's fieldlength; ten fields per record)
+    #[arg(long, default_value_t = 100)]
+    field_length: usize,
     /// Client threads (one connection each)
     #[arg(long, default_value_t = 8)]
     threads: usize,
@@ -561,7 +575,9 @@ pub struct P2pBenchArgs {
 
 #[derive(Args)]
 pub struct BenchArgs {
-    /// Kinetic endpoint (HOST:PORT or kinetic://HOST:PORT)
+    /// Target: a Kinetic endpoint (HOST:PORT or kinetic://HOST:PORT), Spindle's engine in-process
+    /// (embedded:DIR, memory:), redis://HOST:PORT, or LevelDB/RocksDB in-process (leveldb:DIR,
+    /// rocksdb:DIR)
     #[arg(long, default_value = "127.0.0.1:8123")]
     drive: String,
     #[arg(long, default_value_t = 10_000)]
@@ -605,34 +621,40 @@ pub async fn bench(cmd: BenchCommand) -> CmdResult {
             println!("report written: {} files in {}", files.len(), out.display());
             return Ok(());
         }
-        BenchCommand::Paper { drive, scale, out } => {
-            use spindle_bench::paper::{run_paper, Scale};
+        BenchCommand::Paper { drive, scale, repeat, no_ycsb, out } => {
+            use spindle_bench::paper::{points, run_paper, PaperOptions, Scale};
             let scale = match scale {
                 ScaleArg::Quick => Scale::Quick,
                 ScaleArg::Default => Scale::Default,
                 ScaleArg::Paper => Scale::Paper,
             };
-            let bar = indicatif::ProgressBar::new(spindle_bench::paper::POINTS);
+            let options = PaperOptions { scale, repeat, ycsb: !no_ycsb };
+            let bar = indicatif::ProgressBar::new(points(&options));
             bar.set_style(
                 indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
                     .expect("valid template")
                     .progress_chars("=> "),
             );
             let mut write_error = None;
-            let results = run_paper(&drive, scale, |partial| {
-                let Some(row) = partial.rows.last() else { return };
-                let r = &row.result;
-                let line = format!(
-                    "{:<36} {:>28}: {:>10.0} ops/s {:>9.1} MB/s  p50 {:>6} us  p99 {:>7} us",
-                    row.experiment, row.label, r.ops_per_second, r.megabytes_per_second, r.latency_us.p50, r.latency_us.p99
-                );
+            let results = run_paper(&drive, options, |partial| {
+                // YCSB rows come after every micro-benchmark row.
+                let line = if let Some(y) = partial.ycsb.last() {
+                    format!("ycsb {:>7} B {:<6} {:<4}: {:>10.0} ops/s", y.record_size, y.workload, y.phase, y.result.throughput_ops_per_second)
+                } else {
+                    let Some(row) = partial.rows.last() else { return };
+                    let r = &row.result;
+                    format!(
+                        "{:<36} {:>28}: {:>10.0} ops/s {:>9.1} MB/s  p50 {:>6} us  p99 {:>7} us",
+                        row.experiment, row.label, r.ops_per_second, r.megabytes_per_second, r.latency_us.p50, r.latency_us.p99
+                    )
+                };
+                bar.set_message(line.split(':').next().unwrap_or_default().trim().to_string());
                 // The bar draws only on a terminal; the lines go to stderr either way.
                 if bar.is_hidden() {
                     eprintln!("{line}");
                 } else {
                     bar.println(line);
                 }
-                bar.set_message(format!("{} {}", row.experiment, row.label));
                 bar.inc(1);
                 // After every point the file holds valid results, so Ctrl-C loses only the
                 // point in progress ("complete": false says the run did not finish).
@@ -721,7 +743,11 @@ async fn bench_p2p(a: P2pBenchArgs) -> CmdResult {
 
 async fn bench_ycsb(a: YcsbArgs) -> CmdResult {
     use spindle_bench::ycsb::{runner, workload::Workload};
-    let workload = Workload::core(a.workload).ok_or_else(|| format!("unknown workload {:?}: use A to F", a.workload))?;
+    let mut workload = Workload::core(a.workload).ok_or_else(|| format!("unknown workload {:?}: use A to F", a.workload))?;
+    if a.field_length == 0 {
+        return Err("--field-length must be at least 1".into());
+    }
+    workload.field_length = a.field_length;
     let spec = runner::YcsbSpec {
         target: a.drive,
         workload,

@@ -1,5 +1,5 @@
 //! The put/get benchmark runs against a spawned drive, an in-process engine on disk and one in
-//! memory, with the same options.
+//! memory, and LevelDB and RocksDB in-process, with the same options.
 
 mod common;
 
@@ -15,8 +15,10 @@ fn bench(args: &[&str]) -> serde_json::Value {
 fn put_and_get_run_against_every_kind_of_target() {
     let drive = TestDrive::start(&[]);
     let dir = tempfile::tempdir().unwrap();
-    let embedded = format!("embedded:{}", dir.path().display());
-    for target in [drive.addr.as_str(), embedded.as_str()] {
+    let embedded = format!("embedded:{}/e", dir.path().display());
+    let leveldb = format!("leveldb:{}/l", dir.path().display());
+    let rocksdb = format!("rocksdb:{}/r", dir.path().display());
+    for target in [drive.addr.as_str(), embedded.as_str(), leveldb.as_str(), rocksdb.as_str()] {
         for order in ["sequential", "random"] {
             let common = ["--drive", target, "--count", "2000", "--value-size", "4096", "--connections", "4", "--depth", "4", "--order", order];
             let put = bench(&[&["put"][..], &common[..], &["--sync", "writethrough", "--flush"]].concat());
@@ -36,13 +38,14 @@ fn the_paper_micro_benchmarks_run_end_to_end() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("paper.json");
     let status = std::process::Command::new(env!("CARGO_BIN_EXE_spindle"))
-        .args(["bench", "paper", "--drive", &drive.addr, "--scale", "quick", "--out"])
+        .args(["bench", "paper", "--drive", &drive.addr, "--scale", "quick", "--repeat", "2", "--out"])
         .arg(&out)
         .status()
         .unwrap();
     assert!(status.success());
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
-    assert_eq!(doc["schema_version"], 1);
+    assert_eq!((doc["schema_version"].as_u64(), doc["complete"].as_bool()), (Some(2), Some(true)));
+    assert!(doc["warmup"].as_str().unwrap().contains("not measured"));
     assert!(doc["machine"]["cores"].as_u64().unwrap() >= 1);
     let rows = doc["rows"].as_array().unwrap();
     let count = |e: &str| rows.iter().filter(|r| r["experiment"] == e).count();
@@ -59,7 +62,21 @@ fn the_paper_micro_benchmarks_run_end_to_end() {
         }
         let bins: u64 = r["latency_us"]["bins_10ms"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap()).sum();
         assert_eq!(bins, r["ops"].as_u64().unwrap(), "every operation is in one 10 ms bin: {row}");
+        // Two repetitions, the reported run is their median, inside their spread.
+        let spread = &row["repetitions"]["ops_per_second"];
+        assert_eq!(row["repetitions"]["runs"], 2, "{row}");
+        let ops = r["ops_per_second"].as_f64().unwrap();
+        assert!(spread["min"].as_f64().unwrap() <= ops && ops <= spread["max"].as_f64().unwrap(), "{row}");
     }
+    // YCSB: a load and A-F at 4 KiB and at 1 MiB records, nothing failed.
+    let ycsb = doc["ycsb"].as_array().unwrap();
+    assert_eq!(ycsb.len(), 14);
+    for y in ycsb {
+        let ops = y["result"]["operations"].as_object().unwrap();
+        assert!(!ops.is_empty() && ops.values().all(|s| s["failures"] == 0), "{y}");
+    }
+    let workloads: Vec<_> = ycsb.iter().filter(|y| y["record_size"] == 1048576).map(|y| y["workload"].as_str().unwrap()).collect();
+    assert_eq!(workloads, ["A", "A", "B", "C", "F", "D", "E"]);
 }
 
 #[test]
@@ -84,35 +101,15 @@ fn an_interrupted_paper_run_leaves_valid_partial_results() {
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     assert_eq!(doc["complete"], false);
     assert!(!doc["rows"].as_array().unwrap().is_empty());
-    assert_eq!(doc["schema_version"], 1);
+    assert_eq!(doc["schema_version"], 2);
 }
 
 #[test]
 fn put_and_get_run_against_redis_when_it_is_installed() {
-    // scripts/test.sh installs redis-server; a bare `cargo test` on a machine without it skips.
-    if std::process::Command::new("redis-server").arg("--version").output().is_err() {
-        eprintln!("redis-server not installed: skipped");
-        return;
-    }
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut server = std::process::Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let url = format!("redis://127.0.0.1:{port}");
-    let mut ready = false;
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            ready = true;
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    assert!(ready, "redis-server did not start");
+    let Some(server) = common::RedisServer::start() else { return };
+    let url = server.url.clone();
     let put = bench(&["put", "--drive", &url, "--count", "3000", "--value-size", "1000", "--order", "random"]);
     let get = bench(&["get", "--drive", &url, "--count", "3000", "--value-size", "1000", "--order", "random"]);
-    server.kill().unwrap();
-    server.wait().unwrap();
+    drop(server);
     assert_eq!((put["errors"].as_u64(), get["errors"].as_u64()), (Some(0), Some(0)));
 }

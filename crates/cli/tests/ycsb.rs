@@ -43,3 +43,33 @@ fn every_core_workload_loads_and_runs() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("[OVERALL], Throughput(ops/sec)") && text.contains("[READ], 99thPercentileLatency(us)"), "{text}");
 }
+
+/// The same workloads run against the peers the lab compares with: Spindle's engine in-process,
+/// LevelDB and RocksDB through their libraries, and redis when it is installed (E's scans go
+/// through each target's own ordered scan).
+#[test]
+fn workloads_run_against_every_kind_of_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display();
+    let mut targets = vec![format!("embedded:{d}/e"), "memory:".to_string(), format!("leveldb:{d}/l"), format!("rocksdb:{d}/r")];
+    let redis = common::RedisServer::start();
+    if let Some(r) = &redis {
+        targets.push(r.url.clone());
+    }
+    for target in &targets {
+        for w in ['A', 'E'] {
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_spindle"))
+                .args(["bench", "ycsb", "--drive", target, "--records", "200", "--operations", "300", "--threads", "3", "--json"])
+                .args(["--workload", &w.to_string(), "--field-length", "400"])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{target} {w}: {}", String::from_utf8_lossy(&out.stderr));
+            let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+            assert_eq!(lines[1]["spec"]["workload"]["field_length"], 400);
+            for (op, stats) in lines[1]["operations"].as_object().unwrap() {
+                assert!(stats["operations"].as_u64().unwrap() > 0);
+                assert_eq!(stats["failures"], 0, "{target} workload {w} {op}");
+            }
+        }
+    }
+}

@@ -1,11 +1,12 @@
-//! Runs a YCSB workload against a Kinetic endpoint: a load phase inserting `records` records,
+//! Runs a YCSB workload against any target (a Kinetic endpoint or a peer, see
+//! [`crate::target`]): a load phase inserting `records` records,
 //! and a run phase drawing operations from the workload's mix and keys from its distribution.
 //!
 //! Records are YCSB's: key `user<fnvhash64(k)>`, ten fields `field0..field9` of 100 bytes,
 //! stored as one Kinetic value (`name=value` fields separated by 0x1f). An UPDATE rewrites one
 //! randomly chosen field, writing the whole record (a Kinetic value has no fields to patch);
 //! READ-MODIFY-WRITE is a GET then that PUT; SCAN is GETKEYRANGE from the chosen key followed
-//! by a GET of every key returned. With `target_ops_per_second` the run is open-loop: each
+//! by a GET of every key returned (the same range-then-get on every target). With `target_ops_per_second` the run is open-loop: each
 //! operation has a scheduled start and its latency counts from then, so a stall shows in the
 //! latencies instead of silently lowering the offered load (no coordinated omission).
 
@@ -18,10 +19,11 @@ use bytes::Bytes;
 use hdrhistogram::Histogram;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
-use spindle_client::{Client, ClientConfig, PutOptions, RangeQuery, Synchronization};
+use spindle_client::Synchronization;
 
 use super::generators::{key_name, Hotspot, ScrambledZipfian, SkewedLatest, Uniform};
 use super::workload::{Distribution, Op, Workload};
+use crate::target::{self, Store};
 use crate::BenchError;
 
 #[derive(Debug, Clone, Serialize)]
@@ -81,6 +83,18 @@ impl YcsbResult {
 
 const FIELD_SEPARATOR: u8 = 0x1f;
 
+/// Bytes a stored record of `w` takes: its fields, their `fieldN=` names and the separators.
+pub fn record_len(w: &Workload) -> usize {
+    (0..w.field_count).map(|f| format!("field{f}=").len() + w.field_length).sum::<usize>() + w.field_count.saturating_sub(1)
+}
+
+/// The largest field length whose stored records fit in `record_size` bytes (a 1 MiB record
+/// must still fit a drive's 1 MiB value limit).
+pub fn field_length_for(w: &Workload, record_size: usize) -> usize {
+    let overhead = record_len(&Workload { field_length: 0, ..w.clone() });
+    record_size.saturating_sub(overhead) / w.field_count.max(1)
+}
+
 fn record(rng: &mut impl Rng, w: &Workload) -> Bytes {
     let mut v = Vec::with_capacity(w.field_count * (w.field_length + 8));
     for f in 0..w.field_count {
@@ -88,7 +102,14 @@ fn record(rng: &mut impl Rng, w: &Workload) -> Bytes {
             v.push(FIELD_SEPARATOR);
         }
         v.extend_from_slice(format!("field{f}=").as_bytes());
-        v.extend((0..w.field_length).map(|_| rng.random_range(b' '..=b'~')));
+        // Printable random bytes, as YCSB's RandomByteIterator; drawn in bulk so that a 1 MiB
+        // record costs the load generator a memory pass, not a million draws.
+        let start = v.len();
+        v.resize(start + w.field_length, 0);
+        rng.fill_bytes(&mut v[start..]);
+        for b in &mut v[start..] {
+            *b = b' ' + *b % 95;
+        }
     }
     Bytes::from(v)
 }
@@ -141,9 +162,12 @@ fn record_op(h: &mut Histograms, name: &'static str, us: u64, ok: bool) {
     }
 }
 
-async fn insert(c: &Client, k: u64, rng: &mut impl Rng, w: &Workload) -> bool {
-    let options = PutOptions { force: true, sync: Synchronization::Writeback, ..PutOptions::default() };
-    c.put(key_name(k, true).as_bytes(), record(rng, w), options).await.is_ok()
+async fn insert(c: &dyn Store, k: u64, rng: &mut impl Rng, w: &Workload) -> bool {
+    c.put(Bytes::from(key_name(k, true)), record(rng, w), Synchronization::Writeback).await.is_ok()
+}
+
+async fn read(c: &dyn Store, k: u64) -> bool {
+    matches!(c.get(Bytes::from(key_name(k, true))).await, Ok(Some(_)))
 }
 
 /// Loads records 0..records (YCSB's load phase).
@@ -160,7 +184,8 @@ async fn drive(spec: YcsbSpec, phase: &'static str) -> Result<YcsbResult, BenchE
     if spec.threads == 0 || spec.records == 0 {
         return Err(BenchError::Invalid("threads and records must be at least 1".into()));
     }
-    let addr = spec.target.trim_start_matches("kinetic://").to_string();
+    let needs_scans = spec.workload.scan > 0.0;
+    let stores = target::connect(&spec.target, spec.threads, target::Needs { scans: needs_scans }).await?;
     let shared = Arc::new(Shared {
         next_insert: AtomicU64::new(if phase == "load" { 0 } else { spec.records }),
         acknowledged: Acknowledged::new(spec.records - 1),
@@ -169,10 +194,9 @@ async fn drive(spec: YcsbSpec, phase: &'static str) -> Result<YcsbResult, BenchE
         spec,
     });
     let mut tasks = Vec::new();
-    for t in 0..shared.spec.threads {
-        let client = Client::connect(addr.as_str(), ClientConfig::default()).await?;
+    for (t, store) in stores.into_iter().enumerate() {
         let shared = shared.clone();
-        tasks.push(tokio::spawn(async move { worker(client, shared, phase, t as u64).await }));
+        tasks.push(tokio::spawn(async move { worker(store, shared, phase, t as u64).await }));
     }
     let mut all: Histograms = BTreeMap::new();
     for task in tasks {
@@ -203,7 +227,7 @@ async fn drive(spec: YcsbSpec, phase: &'static str) -> Result<YcsbResult, BenchE
     Ok(YcsbResult { spec, phase, runtime_ms: runtime * 1000.0, throughput_ops_per_second: total as f64 / runtime.max(1e-9), operations })
 }
 
-async fn worker(c: Client, shared: Arc<Shared>, phase: &'static str, thread: u64) -> Result<Histograms, BenchError> {
+async fn worker(c: Arc<dyn Store>, shared: Arc<Shared>, phase: &'static str, thread: u64) -> Result<Histograms, BenchError> {
     let spec = &shared.spec;
     let w = &spec.workload;
     let mut rng = rand::rngs::StdRng::seed_from_u64(spec.seed ^ (thread + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
@@ -247,7 +271,7 @@ async fn worker(c: Client, shared: Arc<Shared>, phase: &'static str, thread: u64
         let (name, ok): (&'static str, bool) = match op {
             Op::Insert => {
                 let k = shared.next_insert.fetch_add(1, Ordering::Relaxed);
-                let ok = insert(&c, k, &mut rng, w).await;
+                let ok = insert(&*c, k, &mut rng, w).await;
                 if ok {
                     shared.acknowledged.acknowledge(k);
                 }
@@ -255,32 +279,30 @@ async fn worker(c: Client, shared: Arc<Shared>, phase: &'static str, thread: u64
             }
             Op::Read => {
                 let k = keynum();
-                ("READ", matches!(c.get(key_name(k, true).as_bytes()).await, Ok(Some(_))))
+                ("READ", read(&*c, k).await)
             }
             Op::Update => {
                 let k = keynum();
-                ("UPDATE", insert(&c, k, &mut rng, w).await)
+                ("UPDATE", insert(&*c, k, &mut rng, w).await)
             }
             Op::ReadModifyWrite => {
                 let k = keynum();
                 let t = Instant::now();
-                let read_ok = matches!(c.get(key_name(k, true).as_bytes()).await, Ok(Some(_)));
+                let read_ok = read(&*c, k).await;
                 record_op(&mut hist, "READ", t.elapsed().as_micros() as u64, read_ok);
                 let t = Instant::now();
-                let write_ok = insert(&c, k, &mut rng, w).await;
+                let write_ok = insert(&*c, k, &mut rng, w).await;
                 record_op(&mut hist, "UPDATE", t.elapsed().as_micros() as u64, write_ok);
                 ("READ-MODIFY-WRITE", read_ok && write_ok)
             }
             Op::Scan => {
                 let k = keynum();
                 let len = rng.random_range(1..=w.max_scan_length).min(200) as i32;
-                let start = Bytes::from(key_name(k, true));
-                let q = RangeQuery { start, start_inclusive: true, end: None, end_inclusive: false, max_returned: len, reverse: false };
-                let ok = match c.get_key_range(q).await {
+                let ok = match c.scan(Bytes::from(key_name(k, true)), len as usize).await {
                     Ok(keys) => {
                         let mut ok = true;
                         for key in keys {
-                            ok &= c.get(&key).await.is_ok();
+                            ok &= c.get(key).await.is_ok();
                         }
                         ok
                     }
@@ -324,4 +346,20 @@ pub fn sample(workload: &Workload, records: u64, operations: u64, draws: u64, se
         *keys.entry(k).or_insert(0) += 1;
     }
     (ops, keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_are_as_long_as_record_len_says_and_printable() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        for field_length in [0, 1, 100, 4000] {
+            let w = Workload { field_length, ..Workload::core('A').unwrap() };
+            let r = record(&mut rng, &w);
+            assert_eq!(r.len(), record_len(&w));
+            assert!(r.iter().all(|b| *b == FIELD_SEPARATOR || (b' '..=b'~').contains(b)));
+        }
+    }
 }

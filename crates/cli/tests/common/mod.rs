@@ -228,3 +228,41 @@ pub fn status_of(c: &Command) -> StatusCode {
 pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
 }
+
+/// A throw-away `redis-server` on a free loopback port, persistence off; stopped on drop.
+pub struct RedisServer {
+    pub url: String,
+    child: Child,
+}
+
+impl RedisServer {
+    /// `None` when redis-server is not installed (scripts/test.sh installs it; a bare `cargo
+    /// test` elsewhere skips what needs it).
+    pub fn start() -> Option<RedisServer> {
+        if Process::new("redis-server").arg("--version").output().is_err() {
+            eprintln!("redis-server not installed: skipped");
+            return None;
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = Process::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let server = RedisServer { url: format!("redis://127.0.0.1:{port}"), child };
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Some(server);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("redis-server did not start on port {port}");
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,283 @@
+//! Every system the lab measures, behind one trait: a [`Store`] takes puts (with a Kinetic
+//! synchronization mode), gets, ordered scans and a flush. One `Store` is one session (a
+//! connection, or a handle on an in-process database); [`connect`] opens as many as a run needs.
+//!
+//! Targets:
+//! - `HOST:PORT` or `kinetic://HOST:PORT`: any Kinetic endpoint (Spindle, the Java simulator, a
+//!   real drive); a session is one client connection;
+//! - `embedded:DIR` / `memory:`: Spindle's engine in this process (no protocol, no network);
+//! - `redis://HOST:PORT`: redis SET/GET over multiplexed connections (scans, which redis lacks
+//!   for plain keys, go through a sorted-set index of every key, as YCSB's redis binding does);
+//! - `leveldb:DIR` / `rocksdb:DIR`: the libraries in this process ([`crate::lsm_library`]).
+//!
+//! The put/get micro-benchmarks drive Kinetic endpoints through a leaner pipelined path (see
+//! `lib.rs`) so that the load generator is never what they measure; everything else uses this.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use bytes::Bytes;
+use spindle_client::{Client, ClientConfig, PutOptions, RangeQuery, Synchronization};
+use spindle_engine::{Check, Engine, KeyRange, Meta, WriteOp, WriteRequest};
+
+use crate::lsm_library::{LsmDb, LsmKind};
+use crate::BenchError;
+
+/// A store operation's outcome; errors are the target's own words.
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'a>>;
+
+/// One session with a target.
+pub trait Store: Send + Sync {
+    /// Stores `value` under `key` unconditionally. WRITETHROUGH and FLUSH return once the write
+    /// is durable; WRITEBACK once the target has it.
+    fn put(&self, key: Bytes, value: Bytes, sync: Synchronization) -> StoreFuture<'_, ()>;
+    /// The value under `key`, if any.
+    fn get(&self, key: Bytes) -> StoreFuture<'_, Option<Bytes>>;
+    /// Up to `count` keys from `start` (inclusive) upwards, in key order.
+    fn scan(&self, start: Bytes, count: usize) -> StoreFuture<'_, Vec<Bytes>>;
+    /// Makes every earlier acknowledged write durable (FLUSHALLDATA for a drive).
+    fn flush(&self) -> StoreFuture<'_, ()>;
+}
+
+/// What a target needs to support beyond puts and gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Needs {
+    /// Ordered scans (YCSB E). Only redis pays for this: it keeps an index of every key.
+    pub scans: bool,
+}
+
+/// Opens `sessions` sessions with `target`.
+pub async fn connect(target: &str, sessions: usize, needs: Needs) -> Result<Vec<Arc<dyn Store>>, BenchError> {
+    let sessions = sessions.max(1);
+    if let Some(handle) = in_process(target)? {
+        let store: Arc<dyn Store> = match handle {
+            InProcess::Engine(engine) => Arc::new(EngineStore(engine)),
+            InProcess::Lsm(db) => Arc::new(LsmStore(db)),
+        };
+        return Ok(vec![store; sessions]);
+    }
+    if target.starts_with("redis://") {
+        let client = redis::Client::open(target).map_err(redis_err)?;
+        let mut out: Vec<Arc<dyn Store>> = Vec::with_capacity(sessions);
+        for _ in 0..sessions {
+            let connection = client.get_multiplexed_async_connection().await.map_err(redis_err)?;
+            out.push(Arc::new(RedisStore { connection, indexed: needs.scans }));
+        }
+        return Ok(out);
+    }
+    let addr = target.trim_start_matches("kinetic://");
+    let mut out: Vec<Arc<dyn Store>> = Vec::with_capacity(sessions);
+    for _ in 0..sessions {
+        out.push(Arc::new(KineticStore(Client::connect(addr, ClientConfig::default()).await?)));
+    }
+    Ok(out)
+}
+
+/// An in-process database, opened once per process and target and kept open: every run and
+/// phase against `memory:` sees the same store (as every run against a drive sees the drive),
+/// and a library's lock on its directory is taken once.
+#[derive(Clone)]
+pub enum InProcess {
+    Engine(Arc<dyn Engine>),
+    Lsm(Arc<LsmDb>),
+}
+
+/// The in-process database `target` names (opening it on first use), or `None` for a
+/// networked target.
+pub fn in_process(target: &str) -> Result<Option<InProcess>, BenchError> {
+    static OPEN: OnceLock<Mutex<HashMap<String, InProcess>>> = OnceLock::new();
+    if is_kinetic(target) || target.starts_with("redis://") {
+        return Ok(None);
+    }
+    let mut open = OPEN.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(handle) = open.get(target) {
+        return Ok(Some(handle.clone()));
+    }
+    let handle = if let Some(dir) = target.strip_prefix("embedded:") {
+        InProcess::Engine(spindle_engine::FjallEngine::open(spindle_engine::FjallOptions::new(dir)).map_err(|e| BenchError::Invalid(format!("{dir}: {e}")))?)
+    } else if let Some((kind, dir)) = LsmKind::parse(target) {
+        InProcess::Lsm(Arc::new(LsmDb::open(kind, dir)?))
+    } else {
+        InProcess::Engine(spindle_engine::MemEngine::new())
+    };
+    open.insert(target.to_string(), handle.clone());
+    Ok(Some(handle))
+}
+
+/// Whether `target` is a Kinetic endpoint (the others run in-process or speak redis).
+pub fn is_kinetic(target: &str) -> bool {
+    !(target.starts_with("embedded:") || target == "memory:" || target.starts_with("redis://") || LsmKind::parse(target).is_some())
+}
+
+fn redis_err(e: impl std::fmt::Display) -> BenchError {
+    BenchError::Invalid(format!("redis: {e}"))
+}
+
+struct KineticStore(Client);
+
+impl Store for KineticStore {
+    fn put(&self, key: Bytes, value: Bytes, sync: Synchronization) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            let options = PutOptions { force: true, sync, ..PutOptions::default() };
+            self.0.put(&key, value, options).await.map_err(|e| e.to_string())
+        })
+    }
+
+    fn get(&self, key: Bytes) -> StoreFuture<'_, Option<Bytes>> {
+        Box::pin(async move { Ok(self.0.get(&key).await.map_err(|e| e.to_string())?.map(|e| e.value)) })
+    }
+
+    fn scan(&self, start: Bytes, count: usize) -> StoreFuture<'_, Vec<Bytes>> {
+        Box::pin(async move {
+            let max_returned = i32::try_from(count).unwrap_or(i32::MAX);
+            let q = RangeQuery { start, start_inclusive: true, end: None, end_inclusive: false, max_returned, reverse: false };
+            self.0.get_key_range(q).await.map_err(|e| e.to_string())
+        })
+    }
+
+    fn flush(&self) -> StoreFuture<'_, ()> {
+        Box::pin(async move { self.0.flush_all_data().await.map_err(|e| e.to_string()) })
+    }
+}
+
+struct EngineStore(Arc<dyn Engine>);
+
+impl Store for EngineStore {
+    fn put(&self, key: Bytes, value: Bytes, sync: Synchronization) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            self.0.submit(WriteRequest {
+                op: WriteOp::Put { key, value, meta: Meta::default(), check: Check::Force },
+                sync: sync != Synchronization::Writeback,
+                on_applied: None,
+                on_done: Box::new(move |r| {
+                    let _ = tx.send(r);
+                }),
+            });
+            match rx.await {
+                Ok(r) => r.map_err(|e| e.to_string()),
+                Err(_) => Err("the engine's writer stopped".into()),
+            }
+        })
+    }
+
+    fn get(&self, key: Bytes) -> StoreFuture<'_, Option<Bytes>> {
+        Box::pin(async move { Ok(self.0.get(&key).map_err(|e| e.to_string())?.map(|e| e.value)) })
+    }
+
+    fn scan(&self, start: Bytes, count: usize) -> StoreFuture<'_, Vec<Bytes>> {
+        Box::pin(async move {
+            let range = KeyRange { start, start_inclusive: true, end: None, end_inclusive: false, reverse: false, max: count };
+            self.0.keys(&range).map_err(|e| e.to_string())
+        })
+    }
+
+    fn flush(&self) -> StoreFuture<'_, ()> {
+        let engine = self.0.clone();
+        Box::pin(async move { tokio::task::spawn_blocking(move || engine.sync()).await.map_err(|e| e.to_string())?.map_err(|e| e.to_string()) })
+    }
+}
+
+/// The libraries block the calling thread: on a multi-threaded runtime the call leaves its
+/// worker's other tasks to another worker first, so concurrent sessions really overlap (and
+/// synchronous writes can share a log sync, as they would in a threaded server).
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
+
+struct LsmStore(Arc<LsmDb>);
+
+impl Store for LsmStore {
+    fn put(&self, key: Bytes, value: Bytes, sync: Synchronization) -> StoreFuture<'_, ()> {
+        Box::pin(async move { blocking(|| self.0.put(&key, &value, sync != Synchronization::Writeback)) })
+    }
+
+    fn get(&self, key: Bytes) -> StoreFuture<'_, Option<Bytes>> {
+        Box::pin(async move { blocking(|| self.0.get(&key)).map(|v| v.map(Bytes::from)) })
+    }
+
+    fn scan(&self, start: Bytes, count: usize) -> StoreFuture<'_, Vec<Bytes>> {
+        Box::pin(async move { Ok(blocking(|| self.0.keys_from(&start, count)).into_iter().map(Bytes::from).collect()) })
+    }
+
+    fn flush(&self) -> StoreFuture<'_, ()> {
+        Box::pin(async move { blocking(|| self.0.sync()) })
+    }
+}
+
+/// The sorted set that indexes every key when scans are needed (score 0: ordered by bytes).
+const REDIS_INDEX: &str = "spindle-bench:index";
+
+struct RedisStore {
+    connection: redis::aio::MultiplexedConnection,
+    indexed: bool,
+}
+
+impl Store for RedisStore {
+    fn put(&self, key: Bytes, value: Bytes, _sync: Synchronization) -> StoreFuture<'_, ()> {
+        let mut c = self.connection.clone();
+        Box::pin(async move {
+            let mut pipe = redis::pipe();
+            pipe.cmd("SET").arg(&key[..]).arg(&value[..]).ignore();
+            if self.indexed {
+                pipe.cmd("ZADD").arg(REDIS_INDEX).arg(0).arg(&key[..]).ignore();
+            }
+            pipe.query_async::<()>(&mut c).await.map_err(|e| e.to_string())
+        })
+    }
+
+    fn get(&self, key: Bytes) -> StoreFuture<'_, Option<Bytes>> {
+        let mut c = self.connection.clone();
+        Box::pin(async move { Ok(redis::cmd("GET").arg(&key[..]).query_async::<Option<Vec<u8>>>(&mut c).await.map_err(|e| e.to_string())?.map(Bytes::from)) })
+    }
+
+    fn scan(&self, start: Bytes, count: usize) -> StoreFuture<'_, Vec<Bytes>> {
+        let mut c = self.connection.clone();
+        Box::pin(async move {
+            if !self.indexed {
+                return Err("redis scans need the key index (this session was opened without it)".into());
+            }
+            let mut from = b"[".to_vec();
+            from.extend_from_slice(&start);
+            let keys: Vec<Vec<u8>> = redis::cmd("ZRANGEBYLEX").arg(REDIS_INDEX).arg(from).arg("+").arg("LIMIT").arg(0).arg(count).query_async(&mut c).await.map_err(|e| e.to_string())?;
+            Ok(keys.into_iter().map(Bytes::from).collect())
+        })
+    }
+
+    fn flush(&self) -> StoreFuture<'_, ()> {
+        // Run without persistence, as redis is measured here: nothing to make durable.
+        Box::pin(async { Ok(()) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every in-process target behaves alike: puts, gets, ordered scans and flushes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn in_process_targets_agree() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().display();
+        for target in ["memory:".to_string(), format!("embedded:{d}/e"), format!("leveldb:{d}/l"), format!("rocksdb:{d}/r")] {
+            assert!(!is_kinetic(&target));
+            let sessions = connect(&target, 2, Needs { scans: true }).await.unwrap();
+            // A second connect within the process reaches the same store.
+            let again = connect(&target, 1, Needs { scans: true }).await.unwrap();
+            for i in [5u8, 1, 3, 2, 4] {
+                sessions[usize::from(i % 2)].put(Bytes::from(vec![b'k', i]), Bytes::from(vec![i; 10]), Synchronization::Writeback).await.unwrap();
+            }
+            sessions[0].flush().await.unwrap();
+            assert_eq!(again[0].get(Bytes::from_static(b"k\x03")).await.unwrap().as_deref(), Some(&[3u8; 10][..]), "{target}");
+            assert_eq!(sessions[1].get(Bytes::from_static(b"k\x09")).await.unwrap(), None, "{target}");
+            let keys = sessions[0].scan(Bytes::from_static(b"k\x02"), 3).await.unwrap();
+            assert_eq!(keys, vec![Bytes::from_static(b"k\x02"), Bytes::from_static(b"k\x03"), Bytes::from_static(b"k\x04")], "{target}");
+        }
+        assert!(is_kinetic("127.0.0.1:8123") && is_kinetic("kinetic://h:1"));
+    }
+}
