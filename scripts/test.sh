@@ -7,7 +7,8 @@
 #   3. the official YCSB client with Spindle's Java binding, and a cross-check of the Rust YCSB
 #      generators against YCSB's own;
 #   4. smoke runs of the side-by-side benchmarks (Spindle, the Java simulator, redis-server;
-#      P2P between two drives and between two simulators).
+#      the paper's evaluation also against the engine in-process, LevelDB and RocksDB; P2P
+#      between two drives and between two simulators).
 # Ends with one summary line: "N passed, N failed".
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -88,6 +89,13 @@ if scripts/bench-compare.sh --quick --spindle "$root/target/debug/spindle" --out
   passed=$((passed + 1)); echo "bench smoke: ok"
 else
   failed=$((failed + 1)); status=1; echo "bench smoke: FAILED"; tail -40 "$logs/bench.log"
+fi
+
+echo "== the Kinetic paper's evaluation, smoke run (Spindle, simulator, redis, engine, LevelDB, RocksDB)"
+if scripts/bench-paper.sh --quick --spindle "$root/target/debug/spindle" --out "$logs/paper" >"$logs/paper.log" 2>&1; then
+  passed=$((passed + 1)); echo "paper bench smoke: ok"
+else
+  failed=$((failed + 1)); status=1; echo "paper bench smoke: FAILED"; tail -40 "$logs/paper.log"
 fi
 
 echo "== P2P benchmark smoke run (two drives, two Java simulators)"

@@ -39,11 +39,13 @@ pub struct PaperOptions {
     pub repeat: usize,
     /// Also run YCSB A-F at 4 KiB and 1 MiB records.
     pub ycsb: bool,
+    /// The system's name in reports (default: the target).
+    pub label: Option<String>,
 }
 
 impl PaperOptions {
     pub fn new(scale: Scale) -> Self {
-        PaperOptions { scale, repeat: 1, ycsb: true }
+        PaperOptions { scale, repeat: 1, ycsb: true, label: None }
     }
 }
 
@@ -173,6 +175,8 @@ impl Machine {
 pub struct PaperResults {
     pub schema_version: u32,
     pub target: String,
+    /// The system measured, as reports name it.
+    pub name: String,
     pub scale: Scale,
     pub options: PaperOptions,
     pub machine: Machine,
@@ -189,6 +193,7 @@ impl PaperResults {
         PaperResults {
             schema_version: SCHEMA_VERSION,
             target: target.to_string(),
+            name: options.label.clone().unwrap_or_else(|| target.to_string()),
             scale: options.scale,
             options: options.clone(),
             machine: Machine::this(),

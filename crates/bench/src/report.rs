@@ -50,7 +50,7 @@ pub fn write_report(inputs: &[PathBuf], out: &Path) -> Result<Vec<PathBuf>, Benc
         if doc["schema_version"] != 1 && doc["schema_version"] != 2 {
             return Err(err(format!("{}: not a `spindle bench paper` result (schema 1 or 2)", path.display())));
         }
-        let name = doc["target"].as_str().unwrap_or("?").to_string();
+        let name = doc["name"].as_str().or(doc["target"].as_str()).unwrap_or("?").to_string();
         all.push(Results { name, doc });
     }
     if all.is_empty() {

@@ -471,6 +471,9 @@ pub enum BenchCommand {
         /// Leave out YCSB A-F (4 KiB and 1 MiB records)
         #[arg(long)]
         no_ycsb: bool,
+        /// The system's name in reports (default: the target)
+        #[arg(long)]
+        label: Option<String>,
         /// Where to write the JSON results (default: standard output)
         #[arg(long)]
         out: Option<std::path::PathBuf>,
@@ -621,14 +624,14 @@ pub async fn bench(cmd: BenchCommand) -> CmdResult {
             println!("report written: {} files in {}", files.len(), out.display());
             return Ok(());
         }
-        BenchCommand::Paper { drive, scale, repeat, no_ycsb, out } => {
+        BenchCommand::Paper { drive, scale, repeat, no_ycsb, label, out } => {
             use spindle_bench::paper::{points, run_paper, PaperOptions, Scale};
             let scale = match scale {
                 ScaleArg::Quick => Scale::Quick,
                 ScaleArg::Default => Scale::Default,
                 ScaleArg::Paper => Scale::Paper,
             };
-            let options = PaperOptions { scale, repeat, ycsb: !no_ycsb };
+            let options = PaperOptions { scale, repeat, ycsb: !no_ycsb, label };
             let bar = indicatif::ProgressBar::new(points(&options));
             bar.set_style(
                 indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
