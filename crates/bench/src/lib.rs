@@ -92,6 +92,12 @@ pub struct BenchResult {
     pub ops_per_second: f64,
     pub megabytes_per_second: f64,
     pub latency_us: Percentiles,
+    /// CPU time (user + system) the bench process spent on the run. For a networked target
+    /// this is the load generator's own cost; for an in-process one it includes the store's.
+    pub bench_cpu_seconds: f64,
+    /// Operations per second of bench CPU: the rate the load generator could drive with one
+    /// core to itself (networked targets).
+    pub ops_per_bench_cpu_second: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -135,6 +141,25 @@ pub enum BenchError {
 /// server (`redis://HOST:PORT`: SET and GET), or LevelDB and RocksDB through their own
 /// libraries (`leveldb:DIR`, `rocksdb:DIR`: the paper's "LevelDB servers").
 pub async fn run(spec: BenchSpec) -> Result<BenchResult, BenchError> {
+    let cpu = process_cpu_seconds();
+    let mut result = run_on_target(spec).await?;
+    result.bench_cpu_seconds = (process_cpu_seconds() - cpu).max(0.0);
+    result.ops_per_bench_cpu_second = result.ops as f64 / result.bench_cpu_seconds.max(1e-6);
+    Ok(result)
+}
+
+/// User plus system CPU time of this process so far.
+fn process_cpu_seconds() -> f64 {
+    // SAFETY: getrusage fills the struct we pass; RUSAGE_SELF is always valid.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return 0.0;
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
+}
+
+async fn run_on_target(spec: BenchSpec) -> Result<BenchResult, BenchError> {
     if spec.connections == 0 || spec.depth == 0 || spec.key_size < 1 {
         return Err(BenchError::Invalid("connections, depth and key size must be at least 1".into()));
     }
@@ -203,6 +228,8 @@ fn summarize(spec: BenchSpec, hist: &Histogram<u64>, errors: u64, elapsed: Durat
             max: hist.max(),
             mean: hist.mean(),
         },
+        bench_cpu_seconds: 0.0,
+        ops_per_bench_cpu_second: 0.0,
         spec,
     }
 }

@@ -712,9 +712,9 @@ pub async fn bench(cmd: BenchCommand) -> CmdResult {
         println!("{}", serde_json::to_string(&r)?);
     } else {
         println!(
-            "{:?} {} x {} B, {} conns x depth {}: {:.0} ops/s, {:.1} MB/s, p50 {} us, p99 {} us, errors {}",
+            "{:?} {} x {} B, {} conns x depth {}: {:.0} ops/s, {:.1} MB/s, p50 {} us, p99 {} us, errors {}; bench CPU {:.2} s ({:.0} ops per CPU-second)",
             r.spec.operation, r.ops, r.spec.value_size, r.spec.connections, r.spec.depth, r.ops_per_second,
-            r.megabytes_per_second, r.latency_us.p50, r.latency_us.p99, r.errors
+            r.megabytes_per_second, r.latency_us.p50, r.latency_us.p99, r.errors, r.bench_cpu_seconds, r.ops_per_bench_cpu_second
         );
     }
     Ok(())
