@@ -90,6 +90,8 @@ struct Api {
 /// An open database. The handles are owned here and freed in `Drop`; the libraries allow
 /// concurrent calls on one database and one set of options from many threads.
 pub struct LsmDb {
+    kind: LsmKind,
+    soname: &'static str,
     api: Api,
     db: Opaque,
     options: Opaque,
@@ -123,11 +125,11 @@ fn take_error(api: &Api, err: *mut c_char) -> Option<String> {
 impl LsmDb {
     /// Loads the library and opens (creating if missing) the database in `dir`.
     pub fn open(kind: LsmKind, dir: &str) -> Result<LsmDb, BenchError> {
-        let library = kind
+        let (soname, library) = kind
             .sonames()
             .iter()
             // SAFETY: loading a system library runs its initialisers, which is what linking it would do.
-            .find_map(|name| unsafe { Library::new(*name) }.ok())
+            .find_map(|name| unsafe { Library::new(*name) }.ok().map(|l| (*name, l)))
             .ok_or_else(|| lib_err(kind, format!("shared library not found (tried {}); {}", kind.sonames().join(", "), kind.package_hint())))?;
         let api = load_api(&library, kind)?;
         std::fs::create_dir_all(dir).map_err(|e| lib_err(kind, format!("{dir}: {e}")))?;
@@ -147,7 +149,7 @@ impl LsmDb {
             let write_async = (api.writeoptions_create)();
             let write_sync = (api.writeoptions_create)();
             (api.writeoptions_set_sync)(write_sync, 1);
-            Ok(LsmDb { api, db, options, read, write_async, write_sync, _library: library })
+            Ok(LsmDb { kind, soname, api, db, options, read, write_async, write_sync, _library: library })
         }
     }
 
@@ -177,6 +179,11 @@ impl LsmDb {
             (self.api.free)(value.cast());
             Ok(Some(copy))
         }
+    }
+
+    /// The library and options, for results files.
+    pub fn describe(&self) -> serde_json::Value {
+        serde_json::json!({"kind": self.kind.prefix(), "library": self.soname, "options": "library defaults, create_if_missing"})
     }
 
     /// Up to `count` keys from `start` (inclusive) upwards, in key order.

@@ -149,10 +149,60 @@ pub struct Machine {
     pub memory_bytes: u64,
     pub kernel: String,
     pub spindle_version: &'static str,
+    /// The filesystem and block device under the bench's working directory (for an in-process
+    /// target: under its data directory).
+    pub disk: Disk,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Disk {
+    pub mount_point: String,
+    pub device: String,
+    pub filesystem: String,
+    /// From /sys/block/*/queue/rotational: false for an SSD or a virtual disk that says so.
+    pub rotational: Option<bool>,
+    pub model: String,
+}
+
+impl Disk {
+    /// The mount holding `path` (longest matching mount point in /proc/self/mounts).
+    pub fn under(path: &std::path::Path) -> Disk {
+        let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+        let Some((device, mount_point, filesystem)) = mounts
+            .lines()
+            .filter_map(|l| {
+                let mut f = l.split_whitespace();
+                Some((f.next()?, f.next()?, f.next()?))
+            })
+            .filter(|(_, mp, _)| path.starts_with(mp))
+            .max_by_key(|(_, mp, _)| mp.len())
+        else {
+            return Disk::default();
+        };
+        // /dev/vda1 -> vda1 -> its parent disk vda for queue/rotational and device/model.
+        let name = device.rsplit('/').next().unwrap_or(device);
+        let base = name.trim_end_matches(|c: char| c.is_ascii_digit()).trim_end_matches('p');
+        let sys = |disk: &str, file: &str| std::fs::read_to_string(format!("/sys/block/{disk}/{file}")).ok().map(|s| s.trim().to_string());
+        let pick = |file: &str| sys(name, file).or_else(|| sys(base, file));
+        Disk {
+            mount_point: mount_point.to_string(),
+            device: device.to_string(),
+            filesystem: filesystem.to_string(),
+            rotational: pick("queue/rotational").map(|r| r == "1"),
+            model: pick("device/model").unwrap_or_default(),
+        }
+    }
 }
 
 impl Machine {
+    /// This machine, with the disk under the working directory.
     pub fn this() -> Machine {
+        Machine::this_for(std::path::Path::new("."))
+    }
+
+    /// This machine, with the disk under `data` (a directory the target stores in).
+    pub fn this_for(data: &std::path::Path) -> Machine {
         let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
         let cpu = read("/proc/cpuinfo").lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).unwrap_or("unknown").trim().to_string();
         let memory_bytes = read("/proc/meminfo")
@@ -167,6 +217,7 @@ impl Machine {
             memory_bytes,
             kernel: read("/proc/sys/kernel/osrelease").trim().to_string(),
             spindle_version: env!("CARGO_PKG_VERSION"),
+            disk: Disk::under(data),
         }
     }
 }
@@ -180,6 +231,8 @@ pub struct PaperResults {
     pub scale: Scale,
     pub options: PaperOptions,
     pub machine: Machine,
+    /// What the target says it is: product, version, configuration.
+    pub target_description: serde_json::Value,
     /// What ran before the measurements, unmeasured.
     pub warmup: String,
     /// False while the run is going (or was interrupted): the rows so far are valid results.
@@ -196,13 +249,22 @@ impl PaperResults {
             name: options.label.clone().unwrap_or_else(|| target.to_string()),
             scale: options.scale,
             options: options.clone(),
-            machine: Machine::this(),
+            machine: Machine::this_for(&data_dir(target)),
+            target_description: serde_json::Value::Null,
             warmup: String::new(),
             complete: false,
             rows: Vec::new(),
             ycsb: Vec::new(),
         }
     }
+}
+
+/// Where an in-process target keeps its data; the working directory for the others.
+fn data_dir(target: &str) -> std::path::PathBuf {
+    let dir = target.strip_prefix("embedded:").or_else(|| crate::lsm_library::LsmKind::parse(target).map(|(_, d)| d));
+    let dir = std::path::PathBuf::from(dir.unwrap_or("."));
+    // The directory may not exist yet: its nearest existing ancestor is on the same mount.
+    dir.ancestors().find(|a| a.exists()).map(|a| a.to_path_buf()).unwrap_or_else(|| ".".into())
 }
 
 /// Keys of different experiments never collide: each gets its own block of key numbers.
@@ -224,6 +286,9 @@ pub async fn run_paper(target: &str, options: PaperOptions, mut progress: impl F
     let scale = options.scale;
     let mut results = PaperResults::new(target, &options);
     let mut blocks = Blocks(1);
+    let session = crate::target::connect(target, 1, crate::target::Needs { scans: false }).await?;
+    results.target_description = session[0].describe().await.map_err(BenchError::Invalid)?;
+    drop(session);
 
     // Warm-up, unmeasured: connections, the target's caches and allocator, a JVM's JIT.
     let warm = BenchSpec { key_offset: blocks.fresh(), ..BenchSpec::new(target, Operation::Put, scale.count(4096), 4096) };

@@ -39,6 +39,8 @@ pub trait Store: Send + Sync {
     fn scan(&self, start: Bytes, count: usize) -> StoreFuture<'_, Vec<Bytes>>;
     /// Makes every earlier acknowledged write durable (FLUSHALLDATA for a drive).
     fn flush(&self) -> StoreFuture<'_, ()>;
+    /// What the target says it is: product, version, configuration (for results files).
+    fn describe(&self) -> StoreFuture<'_, serde_json::Value>;
 }
 
 /// What a target needs to support beyond puts and gets.
@@ -140,6 +142,26 @@ impl Store for KineticStore {
     fn flush(&self) -> StoreFuture<'_, ()> {
         Box::pin(async move { self.0.flush_all_data().await.map_err(|e| e.to_string()) })
     }
+
+    fn describe(&self) -> StoreFuture<'_, serde_json::Value> {
+        Box::pin(async move {
+            // The sign-on carries the drive's configuration and limits.
+            let log = self.0.sign_on().body.as_ref().and_then(|b| b.get_log.clone()).unwrap_or_default();
+            let c = log.configuration.unwrap_or_default();
+            let l = log.limits.unwrap_or_default();
+            Ok(serde_json::json!({
+                "kind": "kinetic",
+                "vendor": c.vendor, "model": c.model, "version": c.version,
+                "protocol_version": c.protocol_version,
+                "limits": {
+                    "max_key_size": l.max_key_size, "max_value_size": l.max_value_size,
+                    "max_key_range_count": l.max_key_range_count, "max_connections": l.max_connections,
+                    "max_outstanding_read_requests": l.max_outstanding_read_requests,
+                    "max_outstanding_write_requests": l.max_outstanding_write_requests,
+                },
+            }))
+        })
+    }
 }
 
 struct EngineStore(Arc<dyn Engine>);
@@ -178,6 +200,10 @@ impl Store for EngineStore {
         let engine = self.0.clone();
         Box::pin(async move { tokio::task::spawn_blocking(move || engine.sync()).await.map_err(|e| e.to_string())?.map_err(|e| e.to_string()) })
     }
+
+    fn describe(&self) -> StoreFuture<'_, serde_json::Value> {
+        Box::pin(async move { Ok(serde_json::json!({"kind": "spindle engine in-process", "version": env!("CARGO_PKG_VERSION"), "disk_usage_bytes": self.0.disk_usage()})) })
+    }
 }
 
 /// The libraries block the calling thread: on a multi-threaded runtime the call leaves its
@@ -207,6 +233,10 @@ impl Store for LsmStore {
 
     fn flush(&self) -> StoreFuture<'_, ()> {
         Box::pin(async move { blocking(|| self.0.sync()) })
+    }
+
+    fn describe(&self) -> StoreFuture<'_, serde_json::Value> {
+        Box::pin(async move { Ok(self.0.describe()) })
     }
 }
 
@@ -252,6 +282,22 @@ impl Store for RedisStore {
     fn flush(&self) -> StoreFuture<'_, ()> {
         // Run without persistence, as redis is measured here: nothing to make durable.
         Box::pin(async { Ok(()) })
+    }
+
+    fn describe(&self) -> StoreFuture<'_, serde_json::Value> {
+        let mut c = self.connection.clone();
+        Box::pin(async move {
+            let info: String = redis::cmd("INFO").arg("server").query_async(&mut c).await.map_err(|e| e.to_string())?;
+            let field = |name: &str| info.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(':')).unwrap_or("").trim().to_string();
+            let config = |name: &'static str| {
+                let mut c = c.clone();
+                async move { redis::cmd("CONFIG").arg("GET").arg(name).query_async::<Vec<String>>(&mut c).await.ok().and_then(|v| v.get(1).cloned()) }
+            };
+            Ok(serde_json::json!({
+                "kind": "redis", "version": field("redis_version"),
+                "save": config("save").await, "appendonly": config("appendonly").await,
+            }))
+        })
     }
 }
 
