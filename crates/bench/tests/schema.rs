@@ -47,7 +47,8 @@ fn documents_that_drift_from_the_schema_are_refused() {
     let v = validator();
     let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/paper-quick-memory-v2.json");
     let good: Value = serde_json::from_slice(&std::fs::read(fixture).unwrap()).unwrap();
-    let broken: [(&str, fn(&mut Value)); 5] = [
+    type Breakage = (&'static str, fn(&mut Value));
+    let broken: [Breakage; 5] = [
         ("a newer schema version", |d| d["schema_version"] = 3.into()),
         ("a row without its operation count", |d| {
             d["rows"][0]["result"].as_object_mut().unwrap().remove("ops");
