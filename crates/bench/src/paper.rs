@@ -65,7 +65,7 @@ impl Scale {
     fn count(self, value_size: usize) -> u64 {
         let (budget, min, max) = match self {
             Scale::Quick => (2 << 20, 20, 500),
-            Scale::Default => (128 << 20, 1000, 50_000),
+            Scale::Default => (128 << 20, 500, 50_000),
             Scale::Paper => return 1_000_000,
         };
         ((budget / value_size) as u64).clamp(min, max)

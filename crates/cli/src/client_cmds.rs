@@ -601,6 +601,10 @@ pub struct BenchArgs {
     /// End a put run with FLUSHALLDATA (timed)
     #[arg(long)]
     flush: bool,
+    /// Before a get run, put the same keys (not measured): for an in-process target, whose
+    /// data lives only as long as this process (memory:)
+    #[arg(long)]
+    preload: bool,
     #[arg(long, default_value_t = 1)]
     seed: u64,
     #[arg(long)]
@@ -707,6 +711,9 @@ pub async fn bench(cmd: BenchCommand) -> CmdResult {
         key_offset: 0,
         key_stride: 1,
     };
+    if a.preload && operation == Operation::Get {
+        spindle_bench::run(BenchSpec { operation: Operation::Put, ..spec.clone() }).await?;
+    }
     let r = spindle_bench::run(spec).await?;
     if a.json {
         println!("{}", serde_json::to_string(&r)?);

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Is the load generator ever the bottleneck? 4 KiB gets, 8 connections x 16 in flight, from one
+# `spindle bench` process against: a `spindle drive` (fjall), a `spindle drive --engine memory`
+# (the protocol path alone), Spindle's engine in the bench process (embedded:DIR) and an
+# in-process memory store (memory:, the generator's own ceiling). Prints a Markdown table with
+# ops/s and the bench process's CPU per operation (ops per CPU-second: the rate one core of
+# load generator sustains), medians of --repeat rounds.
+#
+#   scripts/bench-loadgen.sh [--spindle BIN] [--count N] [--repeat R]
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+log() { echo "bench-loadgen: $*" >&2; }
+die() {
+    log "$*"
+    exit 1
+}
+spindle_bin=$root/target/release/spindle count=150000 repeat=3
+while [[ $# -gt 0 ]]; do
+    case $1 in
+        --spindle) spindle_bin=$2; shift ;;
+        --count) count=$2; shift ;;
+        --repeat) repeat=$2; shift ;;
+        *) die "unknown argument: $1" ;;
+    esac
+    shift
+done
+[[ -x $spindle_bin ]] || die "build first: cargo build --release -p spindle-cli (or --spindle BIN)"
+work=$(mktemp -d "${TMPDIR:-/tmp}/bench-loadgen.XXXXXX")
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"' EXIT
+
+start_drive() { # NAME EXTRA... -> prints the port
+    local name=$1
+    shift
+    "$spindle_bin" drive --data "$work/$name" --port 0 --tls-port 0 "$@" >"$work/$name.out" 2>"$work/$name.err" &
+    pids+=($!)
+    local i
+    for ((i = 0; i < 300; i++)); do
+        if grep -qE 'listening on 127\.0\.0\.1:[0-9]+' "$work/$name.out" 2>/dev/null; then
+            sed -nE 's/.*listening on 127\.0\.0\.1:([0-9]+).*/\1/p' "$work/$name.out" | head -1
+            return
+        fi
+        sleep 0.1
+    done
+    die "$name did not start"
+}
+fjall=$(start_drive fjall)
+memory=$(start_drive memory --engine memory)
+
+# Per target and round: the keys put (unmeasured), then the measured gets, in one process.
+measure() { # TARGET -> "ops_per_second ops_per_cpu_second"
+    "$spindle_bin" bench get --preload --drive "$1" --count "$count" --value-size 4096 --json |
+        python3 -c 'import json,sys; r=json.load(sys.stdin); assert r["errors"]==0, r; print(r["ops_per_second"], r["ops_per_bench_cpu_second"])'
+}
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+echo "| target | 4 KiB gets/s (median of $repeat) | bench ops per CPU-second | vs the fjall drive |"
+echo "|---|--:|--:|--:|"
+declare -A ops cpu
+for name in "fjall drive" "memory drive" "embedded" "memory:"; do
+    case $name in
+        "fjall drive") t=127.0.0.1:$fjall ;;
+        "memory drive") t=127.0.0.1:$memory ;;
+        embedded) t=embedded:$work/embedded ;;
+        memory:) t=memory: ;;
+    esac
+    rounds=()
+    for ((r = 0; r < repeat; r++)); do
+        rounds+=("$(measure "$t")")
+    done
+    ops[$name]=$(printf '%s\n' "${rounds[@]}" | awk '{print $1}' | median)
+    cpu[$name]=$(printf '%s\n' "${rounds[@]}" | awk '{print $2}' | median)
+done
+for name in "fjall drive" "memory drive" "embedded" "memory:"; do
+    printf '| %s | %.0f | %.0f | %.2fx |\n' "$name" "${ops[$name]}" "${cpu[$name]}" "$(echo "${ops[$name]} / ${ops["fjall drive"]}" | bc -l)"
+done
