@@ -2,8 +2,9 @@
 //! drives the node holds and, optionally, of the value (file) size of the workload.
 //!
 //! Between measured drive counts the curve is linear (through the origin below the first
-//! point); beyond the last measured count it keeps the last point's MB/s per drive, i.e. it
-//! assumes no better scaling than was measured (the node's own ceiling caps it anyway). Between
+//! point); beyond the last measured count it goes on with the slope of its last segment (never
+//! downwards), i.e. it assumes no better scaling than the last measured step (the node's own
+//! ceiling caps it anyway); a single point therefore scales per drive. Between
 //! measured value sizes it is linear in log2(value size), since bench sweeps double the size;
 //! outside the measured value sizes it refuses rather than extrapolates.
 
@@ -96,20 +97,20 @@ impl Curve {
 }
 
 /// Piecewise linear through (0, 0) and the points (sorted by drives); beyond the last point,
-/// its MB/s per drive. `points` is non-empty.
+/// the last segment's slope if it rises, flat otherwise. `points` is non-empty.
 fn by_drives(points: &[Point], drives: u32) -> f64 {
     let k = f64::from(drives);
-    let mut previous = (0.0, 0.0);
+    let (mut before, mut last) = ((0.0, 0.0), (0.0, 0.0));
     for p in points {
         let d = f64::from(p.drives);
         if k <= d {
-            let (d0, m0) = previous;
+            let (d0, m0) = last;
             return m0 + (k - d0) / (d - d0) * (p.mb_s - m0);
         }
-        previous = (d, p.mb_s);
+        (before, last) = (last, (d, p.mb_s));
     }
-    let (d_last, m_last) = previous;
-    m_last / d_last * k
+    let slope = ((last.1 - before.1) / (last.0 - before.0)).max(0.0);
+    last.1 + slope * (k - last.0)
 }
 
 #[cfg(test)]
@@ -130,13 +131,17 @@ mod tests {
     }
 
     #[test]
-    fn drive_counts_interpolate_then_keep_the_last_efficiency() {
-        // Measured: 1 drive 200, 4 drives 500 (contention): 2 drives lie on the segment.
+    fn drive_counts_interpolate_then_keep_the_last_step() {
+        // Measured: 1 drive 200, 4 drives 500 (contention): 2 drives lie on the segment, and
+        // beyond 4 drives each adds what each added between 1 and 4 (100 MB/s).
         let c = Curve::new("t", vec![point(4, None, 500.0), point(1, None, 200.0)]).unwrap();
         assert_eq!(c.at(1, None).unwrap(), 200.0);
         assert_eq!(c.at(2, None).unwrap(), 300.0);
         assert_eq!(c.at(4, None).unwrap(), 500.0);
-        assert_eq!(c.at(8, None).unwrap(), 1000.0);
+        assert_eq!(c.at(8, None).unwrap(), 900.0);
+        // A falling last step does not extrapolate downwards.
+        let c = Curve::new("t", vec![point(1, None, 200.0), point(2, None, 150.0)]).unwrap();
+        assert_eq!(c.at(6, None).unwrap(), 150.0);
         // Below the first measured count: through the origin.
         let c = Curve::new("t", vec![point(2, None, 300.0)]).unwrap();
         assert_eq!(c.at(1, None).unwrap(), 150.0);

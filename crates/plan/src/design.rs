@@ -12,13 +12,23 @@ pub struct Design {
     pub currency: String,
     /// False when the solver's time limit ran out: the design is the best found, not proven best.
     pub proven_optimal: bool,
-    /// Configurations the catalogue allows, and those left after removing dominated ones.
-    pub configurations_enumerated: usize,
-    pub configurations_considered: usize,
+    pub formulation: Formulation,
     pub lines: Vec<Line>,
     pub totals: Totals,
     pub constraints: Vec<ConstraintReport>,
     pub scenario: Scenario,
+}
+
+/// The integer program's size.
+#[derive(Debug, Clone, Serialize)]
+pub struct Formulation {
+    /// (node type, drive type) pairs modelled by node and drive totals.
+    pub aggregated_pairs: usize,
+    /// Pairs whose throughput is not concave in the drive count: one count per configuration.
+    pub explicit_pairs: usize,
+    /// Their configurations left after removing dominated ones.
+    pub explicit_configurations: usize,
+    pub integer_variables: usize,
 }
 
 /// `nodes` identical nodes.
@@ -78,11 +88,9 @@ pub fn plan(catalogue: &Catalogue, scenario: &Scenario) -> Result<Design, PlanEr
         return Err(PlanError::Infeasible(diagnose(&model)?));
     };
     let lines: Vec<Line> = solved
-        .counts
+        .lines
         .iter()
-        .zip(&model.configurations)
-        .filter(|(n, _)| **n > 0)
-        .map(|(n, c)| Line {
+        .map(|(c, n)| Line {
             nodes: *n,
             node_type: catalogue.nodes[c.node].name.clone(),
             drive_type: catalogue.drives[c.drive].name.clone(),
@@ -90,7 +98,7 @@ pub fn plan(catalogue: &Catalogue, scenario: &Scenario) -> Result<Design, PlanEr
             per_node: c.clone(),
         })
         .collect();
-    let sum = |f: &dyn Fn(&Configuration) -> f64| solved.total(&model, f);
+    let sum = |f: &dyn Fn(&Configuration) -> f64| solved.total(f);
     let totals = Totals {
         nodes: lines.iter().map(|l| l.nodes).sum(),
         drives: lines.iter().map(|l| l.nodes * l.drives_per_node).sum(),
@@ -107,13 +115,22 @@ pub fn plan(catalogue: &Catalogue, scenario: &Scenario) -> Result<Design, PlanEr
     Ok(Design {
         currency: catalogue.currency.clone(),
         proven_optimal: solved.proven_optimal,
-        configurations_enumerated: model.enumerated,
-        configurations_considered: model.configurations.len(),
+        formulation: formulation(&model),
         lines,
         totals,
         constraints,
         scenario: scenario.clone(),
     })
+}
+
+fn formulation(model: &Model) -> Formulation {
+    let aggregated_pairs = model.pairs.iter().filter(|p| p.aggregated).count();
+    Formulation {
+        aggregated_pairs,
+        explicit_pairs: model.pairs.len() - aggregated_pairs,
+        explicit_configurations: model.explicit.len(),
+        integer_variables: 2 * aggregated_pairs + model.explicit.len(),
+    }
 }
 
 fn near_zero(slack: f64, bound: f64) -> bool {
@@ -123,7 +140,7 @@ fn near_zero(slack: f64, bound: f64) -> bool {
 fn constraints(catalogue: &Catalogue, model: &Model, solved: &Solved, lines: &[Line], cost: f64) -> Result<Vec<ConstraintReport>, PlanError> {
     let mut reports = Vec::new();
     for (target, required) in &model.requirements {
-        let achieved = solved.total(model, |c| c.covers(*target));
+        let achieved = solved.total(|c| c.covers(*target));
         let slack = (achieved - required).max(0.0);
         let exact = near_zero(slack, *required);
         // Dropping one node of any line would take away at least this much.
@@ -138,11 +155,11 @@ fn constraints(catalogue: &Catalogue, model: &Model, solved: &Solved, lines: &[L
         reports.push(ConstraintReport { name: target.to_string(), sense: Sense::AtLeast, bound: *required, achieved, slack, binding: exact || tight, note, cost_of_cap: None });
     }
     for (i, (cap, limit)) in model.caps.iter().enumerate() {
-        let achieved = solved.total(model, |c| c.uses(*cap));
+        let achieved = solved.total(|c| c.uses(*cap));
         let slack = (limit - achieved).max(0.0);
         let others: Vec<(Cap, f64)> = model.caps.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, c)| *c).collect();
         let cost_without = match solve(model, Objective::Cost, &others)? {
-            Some(free) => free.total(model, |c| c.cost()),
+            Some(free) => free.total(|c| c.cost()),
             None => cost,
         };
         let cost_of_cap = (cost - cost_without).max(0.0);
@@ -200,7 +217,8 @@ pub fn render_text(d: &Design) -> String {
     let m = |amount: f64| money(amount, &d.currency);
     let mut out = String::new();
     let optimality = if d.proven_optimal { "proven optimal" } else { "best found within the time limit, NOT proven optimal" };
-    let _ = writeln!(out, "Design ({optimality}; {} configurations considered of {}):", d.configurations_considered, d.configurations_enumerated);
+    let f = &d.formulation;
+    let _ = writeln!(out, "Design ({optimality}; {} integer variables: {} pairs of node and drive type by totals, {} configurations of {} other pairs):", f.integer_variables, f.aggregated_pairs, f.explicit_configurations, f.explicit_pairs);
     for l in &d.lines {
         let c = &l.per_node;
         let limit = |by_node: bool| if by_node { "node ceiling" } else { "drives" };

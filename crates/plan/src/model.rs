@@ -125,13 +125,48 @@ impl Configuration {
     }
 }
 
+/// One node type filled with one drive type: its configurations for 1 to `bays` drives.
+#[derive(Debug, Clone)]
+pub struct Pair {
+    pub node: usize,
+    pub drive: usize,
+    /// Index k - 1 holds the configuration with k drives.
+    pub configurations: Vec<Configuration>,
+    /// Capital cost, power and its cost over the horizon of the node without drives.
+    pub node_part: Configuration,
+    /// What each drive adds (capacity, cost, power).
+    pub drive_part: Configuration,
+    /// Throughput is concave in the drive count, so the pair is modelled by node and drive
+    /// totals (`solve`); otherwise each configuration gets its own count.
+    pub aggregated: bool,
+}
+
+impl Pair {
+    pub fn bays(&self) -> u32 {
+        self.configurations.len() as u32
+    }
+
+    /// The least one node of the pair adds towards `target`, whatever its drive count.
+    pub fn covers_min(&self, target: Target) -> f64 {
+        self.configurations.iter().map(|c| c.covers(target)).fold(f64::INFINITY, f64::min)
+    }
+
+    pub fn covers_max(&self, target: Target) -> f64 {
+        self.configurations.iter().map(|c| c.covers(target)).fold(0.0, f64::max)
+    }
+
+    /// The configuration with `drives` drives (1 to bays).
+    pub fn with(&self, drives: u32) -> &Configuration {
+        &self.configurations[drives as usize - 1]
+    }
+}
+
 /// The integer program's data.
 #[derive(Debug, Clone)]
 pub struct Model {
-    /// The configurations the program chooses among (dominated ones removed).
-    pub configurations: Vec<Configuration>,
-    /// How many configurations the catalogue allows before removing dominated ones.
-    pub enumerated: usize,
+    pub pairs: Vec<Pair>,
+    /// Configurations of the pairs that are not aggregated, dominated ones removed.
+    pub explicit: Vec<Configuration>,
     /// The targets above zero, with their required amount.
     pub requirements: Vec<(Target, f64)>,
     pub caps: Vec<(Cap, f64)>,
@@ -147,36 +182,48 @@ impl Model {
         if count > CONFIGURATIONS_MAX {
             return Err(PlanError::TooManyConfigurations { count, max: CONFIGURATIONS_MAX });
         }
-        let mut configurations = Vec::with_capacity(count);
+        let mut pairs = Vec::new();
         for (n, node) in catalogue.nodes.iter().enumerate() {
             for (d, drive) in catalogue.drives.iter().enumerate() {
+                let part = |drives: u32, capital_cost: f64, power_w: f64, capacity_tb: f64| Configuration {
+                    node: n,
+                    drive: d,
+                    drives,
+                    capacity_tb,
+                    write_mb_s: 0.0,
+                    read_mb_s: 0.0,
+                    write_limited_by_node: false,
+                    read_limited_by_node: false,
+                    power_w,
+                    capital_cost,
+                    energy_cost: power_w * energy_per_w,
+                };
+                let node_part = part(0, node.capital_cost, node.power_w, 0.0);
+                let drive_part = part(1, drive.capital_cost, drive.power_w, drive.capacity_tb * t.usable_fraction);
+                let mut configurations = Vec::with_capacity(node.bays as usize);
                 for k in 1..=node.bays {
                     let curve_error = |curve: &'static str| move |problem: String| PlanError::Curve { drive: drive.name.clone(), curve, problem };
                     let write_drives = drive.sequential_write.at(k, t.value_size).map_err(curve_error("sequential_write"))?;
                     let read_drives = drive.random_read.at(k, t.value_size).map_err(curve_error("random_read"))?;
                     let (write_ceiling, read_ceiling) = (node.write_ceiling_mb_s(), node.read_ceiling_mb_s());
-                    let power_w = node.power_w + f64::from(k) * drive.power_w;
+                    let drives = f64::from(k);
                     configurations.push(Configuration {
-                        node: n,
-                        drive: d,
-                        drives: k,
-                        capacity_tb: f64::from(k) * drive.capacity_tb * t.usable_fraction,
                         write_mb_s: write_drives.min(write_ceiling) / t.write_amplification,
                         read_mb_s: read_drives.min(read_ceiling),
                         write_limited_by_node: write_ceiling < write_drives,
                         read_limited_by_node: read_ceiling < read_drives,
-                        power_w,
-                        capital_cost: node.capital_cost + f64::from(k) * drive.capital_cost,
-                        energy_cost: power_w * energy_per_w,
+                        ..part(k, node.capital_cost + drives * drive.capital_cost, node.power_w + drives * drive.power_w, drives * drive_part.capacity_tb)
                     });
                 }
+                let aggregated = concave(configurations.iter().map(|c| c.write_mb_s)) && concave(configurations.iter().map(|c| c.read_mb_s));
+                pairs.push(Pair { node: n, drive: d, configurations, node_part, drive_part, aggregated });
             }
         }
-        let enumerated = configurations.len();
         let count_max: Vec<Option<u32>> = catalogue.nodes.iter().map(|n| n.count_max).collect();
-        let configurations = without_dominated(configurations, &count_max);
+        let explicit = pairs.iter().filter(|p| !p.aggregated).flat_map(|p| p.configurations.iter().cloned()).collect();
+        let explicit = without_dominated(explicit, &count_max);
         for (target, required) in &requirements {
-            let best = configurations.iter().map(|c| c.covers(*target)).fold(0.0, f64::max);
+            let best = pairs.iter().map(|p| p.covers_max(*target)).fold(0.0, f64::max);
             if required / best > f64::from(NODES_MAX) {
                 return Err(PlanError::Target {
                     field: "targets",
@@ -184,17 +231,34 @@ impl Model {
                 });
             }
         }
-        Ok(Model { configurations, enumerated, requirements, caps, count_max })
+        Ok(Model { pairs, explicit, requirements, caps, count_max })
     }
 
-    /// The most nodes of configuration `c` an optimal design can hold: more than enough to meet
-    /// every target alone, since one node fewer would still meet them and cost no more.
-    pub fn upper_bound(&self, c: usize) -> u32 {
-        let config = &self.configurations[c];
-        let enough = self.requirements.iter().map(|(t, required)| (required / config.covers(*t)).ceil()).fold(0.0, f64::max);
-        let bound = (enough.min(f64::from(NODES_MAX))) as u32;
-        self.count_max[config.node].map_or(bound, |m| bound.min(m))
+    /// The most nodes an optimal design holds of something whose every node adds at least
+    /// `covers(target)`: enough to meet every target alone, since one node fewer would still
+    /// meet them and cost no more.
+    fn enough(&self, node: usize, covers: impl Fn(Target) -> f64) -> u32 {
+        let enough = self.requirements.iter().map(|(t, required)| (required / covers(*t)).ceil()).fold(0.0, f64::max);
+        let bound = enough.min(f64::from(NODES_MAX)) as u32;
+        self.count_max[node].map_or(bound, |m| bound.min(m))
     }
+
+    pub fn explicit_upper_bound(&self, c: usize) -> u32 {
+        let config = &self.explicit[c];
+        self.enough(config.node, |t| config.covers(t))
+    }
+
+    pub fn pair_upper_bound(&self, p: usize) -> u32 {
+        let pair = &self.pairs[p];
+        self.enough(pair.node, |t| pair.covers_min(t))
+    }
+}
+
+/// Non-increasing steps from (0, 0) through the values for 1, 2, ... drives.
+fn concave(values: impl Iterator<Item = f64>) -> bool {
+    let values: Vec<f64> = std::iter::once(0.0).chain(values).collect();
+    let scale = values.iter().fold(1.0, |m: f64, v| m.max(v.abs()));
+    values.windows(3).all(|w| (w[2] - w[1]) - (w[1] - w[0]) <= 1e-9 * scale)
 }
 
 /// Validated targets (those above zero), caps, and the energy cost of one W over the horizon.
