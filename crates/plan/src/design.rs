@@ -218,7 +218,7 @@ pub fn render_text(d: &Design) -> String {
     let mut out = String::new();
     let optimality = if d.proven_optimal { "proven optimal" } else { "best found within the time limit, NOT proven optimal" };
     let f = &d.formulation;
-    let _ = writeln!(out, "Design ({optimality}; {} integer variables: {} pairs of node and drive type by totals, {} configurations of {} other pairs):", f.integer_variables, f.aggregated_pairs, f.explicit_configurations, f.explicit_pairs);
+    let _ = writeln!(out, "Design ({optimality}; {} integer variables):", f.integer_variables);
     for l in &d.lines {
         let c = &l.per_node;
         let limit = |by_node: bool| if by_node { "node ceiling" } else { "drives" };

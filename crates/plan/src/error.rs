@@ -73,6 +73,10 @@ pub struct CapShortfall {
 
 impl std::fmt::Display for CapShortfall {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} of {:.2} {} is too low: meeting the targets needs at least {:.2} {}", self.cap, self.limit, self.cap.unit(), self.minimum, self.cap.unit())
+        let amount = |v: f64| match self.cap.unit() {
+            "" => format!("{v:.2}"),
+            unit => format!("{v:.2} {unit}"),
+        };
+        write!(f, "{} of {} is too low: meeting the targets needs at least {}", self.cap, amount(self.limit), amount(self.minimum))
     }
 }

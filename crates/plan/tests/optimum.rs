@@ -272,6 +272,7 @@ fn a_budget_too_low_is_named_with_the_least_that_works() {
             assert_eq!(shortfalls.len(), 1);
             assert_eq!(shortfalls[0].cap, Cap::CapitalCost);
             assert!(close(shortfalls[0].minimum, 5200.0), "{shortfalls:?}");
+            assert_eq!(shortfalls[0].to_string(), "capital cost cap of 5000.00 is too low: meeting the targets needs at least 5200.00");
         }
         other => panic!("expected a capital cap shortfall, got {other:?}"),
     }
