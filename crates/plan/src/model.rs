@@ -1,13 +1,15 @@
 //! From catalogue and scenario to the integer program's data: every configuration (node type,
 //! drive type, drives per node) with what one such node delivers and costs, precomputed so the
-//! program stays linear in the node counts.
+//! program stays linear in the node counts, grouped into pairs (node type, drive type) that
+//! `solve` models by node and drive totals when their throughput is concave in the drive count.
 
 use crate::catalogue::{check_amount, Catalogue, Scenario};
 use crate::error::{CatalogueError, PlanError};
 
 /// 365.25 days of 24 hours: power is paid for every hour of the horizon.
 pub const HOURS_PER_YEAR: f64 = 8766.0;
-/// More configurations than the pure-Rust solver handles in reasonable time.
+/// More configurations than are worth enumerating (and, for pairs that cannot be aggregated,
+/// than the pure-Rust solver handles in reasonable time).
 pub const CONFIGURATIONS_MAX: usize = 4096;
 /// The most nodes of one configuration the model considers (the solver's integers are 32-bit);
 /// targets whose smallest design needs more are refused as a likely unit mistake.
@@ -132,9 +134,10 @@ pub struct Pair {
     pub drive: usize,
     /// Index k - 1 holds the configuration with k drives.
     pub configurations: Vec<Configuration>,
-    /// Capital cost, power and its cost over the horizon of the node without drives.
+    /// The node without drives: only its capital cost, power and energy cost are used.
     pub node_part: Configuration,
-    /// What each drive adds (capacity, cost, power).
+    /// What each drive adds: usable capacity, capital cost, power, energy cost (throughput is
+    /// not additive per drive and comes from the configurations).
     pub drive_part: Configuration,
     /// Throughput is concave in the drive count, so the pair is modelled by node and drive
     /// totals (`solve`); otherwise each configuration gets its own count.
