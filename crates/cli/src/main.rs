@@ -2,6 +2,7 @@
 
 mod admin_cmds;
 mod client_cmds;
+mod plan_cmds;
 
 use std::path::PathBuf;
 
@@ -28,6 +29,8 @@ enum Command {
     /// Administer a drive: ACLs, PINs, lock/erase, cluster version, power (TLS for security).
     #[command(subcommand)]
     Admin(admin_cmds::AdminCommand),
+    /// Design a storage tier: nodes and drives per node from a catalogue, by integer programming.
+    Plan(plan_cmds::PlanArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -134,6 +137,7 @@ fn main() {
             Command::Client(cmd) => client_cmds::run(cmd).await,
             Command::Bench(cmd) => client_cmds::bench(cmd).await,
             Command::Admin(cmd) => admin_cmds::run(cmd).await,
+            Command::Plan(args) => plan_cmds::run(args),
         }
     });
     if let Err(e) = result {
