@@ -1,0 +1,312 @@
+//! `spindle bench archive`: archival-tier workloads after the envelope idea of Lee, O'Sullivan,
+//! Walker et al. ("Robust benchmarking for archival storage tiers", PDSW'11): a file-size law
+//! fitted to a file system's sizes, bootstrap envelopes giving a "more small files" and a "more
+//! large files" workload beside the fitted one, filesets filling the target to chosen
+//! capacity-utilisation levels, and per level a sequential-write (migration) and random-read
+//! (retrieval) measurement. The papers' own parameters could not be found; everything here is
+//! computed from the data the user supplies (or the shipped, synthetic illustrative histogram).
+
+pub mod envelope;
+pub mod fileset;
+pub mod fit;
+pub mod model;
+pub mod object;
+pub mod placement;
+pub mod plot;
+pub mod workload;
+
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+use spindle_client::{Client, ClientConfig, LogType};
+
+use crate::paper::Machine;
+use envelope::{Envelope, EnvelopeModels};
+use fileset::FileSet;
+use fit::{FitError, FitReport, SizeData};
+use model::Family;
+use object::{Layout, CHUNK_BYTES_MAX};
+use workload::{BatchLimits, Drives, Measured, ReadPick, WriteMode};
+
+/// Version of the result document's layout.
+pub const SCHEMA_VERSION: u32 = 1;
+/// The shipped illustrative model (synthetic; see the file's header for its origin).
+pub const ILLUSTRATIVE_HISTOGRAM: &str = include_str!("../../data/archive-illustrative.hist");
+/// No fileset grows past this many files, whatever the capacity (a guard against a model of
+/// tiny files meeting a huge drive).
+pub const FILES_PER_ENVELOPE_MAX: u64 = 10_000_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiveError {
+    #[error(transparent)]
+    Fit(#[from] FitError),
+    #[error("{drive}: {source}")]
+    Drive { drive: String, source: spindle_client::ClientError },
+    #[error("invalid archive benchmark: {0}")]
+    Invalid(String),
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ArchiveSpec {
+    pub drives: Vec<String>,
+    /// Capacity-utilisation levels, as fractions of the total capacity, ascending.
+    pub levels: Vec<f64>,
+    /// Total capacity to fill; `None`: the sum of the drives' GETLOG CAPACITIES.
+    pub capacity_bytes: Option<u64>,
+    pub envelopes: Vec<Envelope>,
+    /// Family the workloads use; `None`: the one with the lower AIC.
+    pub family: Option<Family>,
+    pub bootstrap_replicates: usize,
+    pub seed: u64,
+    pub max_file_bytes: u64,
+    /// Bytes per migration batch (each ends with FLUSHALLDATA).
+    pub batch_bytes: u64,
+    pub write_mode: WriteMode,
+    /// Tasks per drive, one request outstanding each.
+    pub workers_per_drive: usize,
+    /// Whole-file reads per level (each file at most once).
+    pub file_reads: u64,
+    pub fragment_reads: u64,
+    pub fragment_bytes: u64,
+    /// Drop the page cache before each read workload (root, local drives only).
+    pub drop_caches: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelSummary {
+    pub source: String,
+    pub files: u64,
+    pub fits: FitReport,
+    pub envelopes: EnvelopeModels,
+    /// Mean file size of each envelope's law, bytes.
+    pub mean_bytes: [f64; 3],
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub envelope: Envelope,
+    /// Target utilisation level (fraction of capacity).
+    pub level: f64,
+    /// "sequential-write", "random-read" (whole files) or "fragment-read".
+    pub workload: &'static str,
+    /// Files (and bytes) the envelope's fileset holds after this level's writes.
+    pub fileset_files: u64,
+    pub fileset_bytes: u64,
+    pub measured: Measured,
+    pub mb_per_second: f64,
+    pub files_per_second: f64,
+    /// Whether the page cache was dropped before this workload.
+    pub page_cache_dropped: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ArchiveResults {
+    pub schema_version: u32,
+    pub kind: &'static str,
+    pub machine: Machine,
+    pub spec: ArchiveSpec,
+    pub capacity_bytes: u64,
+    /// "getlog" or "user".
+    pub capacity_source: &'static str,
+    /// Bytes the drives reported used before the run (GETLOG portion full); levels count them.
+    pub used_before_bytes: u64,
+    pub model: ModelSummary,
+    /// Why the page cache could not be dropped, when asked to.
+    pub cache_note: Option<String>,
+    pub complete: bool,
+    pub rows: Vec<Row>,
+}
+
+/// Fits both families to `data`, then bootstraps the chosen family's envelope.
+pub fn build_model(source: &str, data: &SizeData, family: Option<Family>, replicates: usize, seed: u64) -> Result<ModelSummary, ArchiveError> {
+    let fits = fit::fit_both(data)?;
+    let family = family.unwrap_or(fits.preferred);
+    let envelopes = envelope::bootstrap(data, fits.fit(family), replicates, seed)?;
+    let mean_bytes = Envelope::ALL.map(|e| envelopes.model(e).mean_bytes());
+    Ok(ModelSummary { source: source.to_string(), files: data.files(), fits, envelopes, mean_bytes })
+}
+
+fn addr(target: &str) -> &str {
+    target.trim_start_matches("kinetic://")
+}
+
+/// Connects to every drive and reads their capacity and batch limits.
+async fn connect(spec: &ArchiveSpec) -> Result<(Drives, u64, u64), ArchiveError> {
+    let mut clients = Vec::new();
+    let mut limits = Vec::new();
+    let (mut capacity, mut used) = (0u64, 0u64);
+    for d in &spec.drives {
+        let drive_err = |source| ArchiveError::Drive { drive: d.clone(), source };
+        let client = Client::connect(addr(d), ClientConfig::default()).await.map_err(drive_err)?;
+        let log = client.get_log(&[LogType::Capacities, LogType::Limits]).await.map_err(drive_err)?;
+        if let Some(c) = log.capacity {
+            let nominal = c.nominal_capacity_in_bytes.unwrap_or(0);
+            capacity += nominal;
+            used += (nominal as f64 * f64::from(c.portion_full.unwrap_or(0.0)).clamp(0.0, 1.0)) as u64;
+        }
+        let default = BatchLimits::default();
+        limits.push(log.limits.map_or(default, |l| BatchLimits {
+            operations: l.max_operation_count_per_batch.map_or(default.operations, |v| v as usize),
+            bytes: l.max_batch_size.map_or(default.bytes, |v| v as usize),
+            open_batches: l.max_batch_count_per_device.map_or(default.open_batches, |v| v as usize),
+        }));
+        clients.push(client);
+    }
+    Ok((Drives::new(clients, limits), capacity, used))
+}
+
+/// Whether the page cache can be dropped for these drives: root, and every drive on this
+/// machine (loopback or localhost). Err: why not.
+fn cache_drop_possible(drives: &[String]) -> Result<(), String> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("not running as root: /proc/sys/vm/drop_caches is not writable".into());
+    }
+    let local = |d: &String| {
+        let host = addr(d).rsplit_once(':').map_or(addr(d), |(h, _)| h);
+        host == "localhost" || host.trim_matches(['[', ']']).parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    };
+    if !drives.iter().all(local) {
+        return Err("a drive is not on this machine: its page cache cannot be dropped from here".into());
+    }
+    Ok(())
+}
+
+fn drop_page_cache() -> Result<(), String> {
+    // SAFETY: sync has no preconditions; it writes dirty pages so that dropping frees them.
+    unsafe { libc::sync() };
+    std::fs::write("/proc/sys/vm/drop_caches", "3\n").map_err(|e| format!("/proc/sys/vm/drop_caches: {e}"))
+}
+
+/// Runs every envelope at every level; `progress` sees the results after every row.
+pub async fn run(spec: ArchiveSpec, model: ModelSummary, mut progress: impl FnMut(&ArchiveResults)) -> Result<ArchiveResults, ArchiveError> {
+    if spec.drives.is_empty() || spec.levels.is_empty() || spec.envelopes.is_empty() {
+        return Err(ArchiveError::Invalid("need at least one drive, one level and one envelope".into()));
+    }
+    if spec.levels.iter().any(|l| !(*l > 0.0 && *l <= 1.0)) || spec.levels.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(ArchiveError::Invalid("levels must be ascending fractions in (0, 1]".into()));
+    }
+    if spec.workers_per_drive == 0 || spec.max_file_bytes == 0 || spec.batch_bytes == 0 {
+        return Err(ArchiveError::Invalid("workers per drive, maximum file size and batch bytes must be at least 1".into()));
+    }
+    let (drives, reported, used_before) = connect(&spec).await?;
+    let (capacity, capacity_source) = match spec.capacity_bytes {
+        Some(c) => (c, "user"),
+        None => (reported, "getlog"),
+    };
+    if capacity == 0 {
+        return Err(ArchiveError::Invalid("the drives report no capacity: give --capacity-bytes".into()));
+    }
+    let cache_check = if spec.drop_caches { cache_drop_possible(&spec.drives) } else { Err("not requested".into()) };
+    let mut results = ArchiveResults {
+        schema_version: SCHEMA_VERSION,
+        kind: "archive",
+        machine: Machine::this(),
+        capacity_bytes: capacity,
+        capacity_source,
+        used_before_bytes: used_before,
+        model,
+        cache_note: cache_check.as_ref().err().cloned(),
+        complete: false,
+        rows: Vec::new(),
+        spec,
+    };
+    let spec = results.spec.clone();
+    for (n, envelope) in spec.envelopes.iter().enumerate() {
+        let law = *results.model.envelopes.model(*envelope);
+        let run_id = spec.seed.wrapping_mul(31).wrapping_add(n as u64 + 1);
+        let layout = Layout::new(run_id, spec.seed ^ 0x5eed, CHUNK_BYTES_MAX);
+        let mut fileset = FileSet::new(law, spec.seed.wrapping_add(n as u64), spec.max_file_bytes);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(spec.seed.wrapping_add(1000 + n as u64));
+        for level in &spec.levels {
+            let target = ((capacity as f64 * level) as u64).saturating_sub(used_before);
+            let new = fileset.grow_to(target, FILES_PER_ENVELOPE_MAX).to_vec();
+            let write = workload::sequential_write(&drives, &layout, &new, spec.batch_bytes, spec.workers_per_drive, spec.write_mode).await;
+            push_row(&mut results, &mut progress, *envelope, *level, &fileset, "sequential-write", write, false);
+
+            // Whole files: a random sample without repetition, so no file is read twice.
+            let mut order: Vec<_> = fileset.files.clone();
+            order.shuffle(&mut rng);
+            order.truncate(spec.file_reads as usize);
+            let picks = order.into_iter().map(|file| ReadPick { file, fragment: None }).collect();
+            let dropped = cache_check.is_ok() && drop_page_cache().is_ok();
+            let read = workload::random_read(&drives, &layout, picks, spec.workers_per_drive).await;
+            push_row(&mut results, &mut progress, *envelope, *level, &fileset, "random-read", read, dropped);
+
+            // Fragments: random non-empty files, a random range of up to fragment_bytes each.
+            let non_empty: Vec<_> = fileset.files.iter().filter(|f| f.size > 0).copied().collect();
+            if !non_empty.is_empty() && spec.fragment_reads > 0 {
+                let picks = (0..spec.fragment_reads)
+                    .map(|_| {
+                        let file = non_empty[rng.random_range(0..non_empty.len())];
+                        let len = spec.fragment_bytes.clamp(1, file.size);
+                        ReadPick { file, fragment: Some((rng.random_range(0..=file.size - len), len)) }
+                    })
+                    .collect();
+                let dropped = cache_check.is_ok() && drop_page_cache().is_ok();
+                let read = workload::random_read(&drives, &layout, picks, spec.workers_per_drive).await;
+                push_row(&mut results, &mut progress, *envelope, *level, &fileset, "fragment-read", read, dropped);
+            }
+        }
+        // Each envelope starts from the same, empty fileset.
+        let cleanup = workload::delete_files(&drives, &layout, &fileset.files, spec.workers_per_drive).await;
+        if let Some(e) = cleanup.first_error {
+            return Err(ArchiveError::Invalid(format!("deleting the {} fileset: {e}", envelope.name())));
+        }
+    }
+    results.complete = true;
+    Ok(results)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn push_row(results: &mut ArchiveResults, progress: &mut impl FnMut(&ArchiveResults), envelope: Envelope, level: f64, fileset: &FileSet, workload: &'static str, measured: Measured, page_cache_dropped: bool) {
+    results.rows.push(Row {
+        envelope,
+        level,
+        workload,
+        fileset_files: fileset.files.len() as u64,
+        fileset_bytes: fileset.bytes,
+        mb_per_second: measured.mb_per_second(),
+        files_per_second: measured.files_per_second(),
+        measured,
+        page_cache_dropped,
+    });
+    progress(results);
+}
+
+/// The results as a Markdown table (one row per envelope, level and workload).
+pub fn table(results: &ArchiveResults) -> String {
+    let mut out = String::from("| envelope | level | workload | fileset files | fileset GB | ops | MB/s | files/s | errors | cache dropped |\n|---|--:|---|--:|--:|--:|--:|--:|--:|---|\n");
+    for r in &results.rows {
+        out.push_str(&format!(
+            "| {} | {:.0}% | {} | {} | {:.2} | {} | {:.1} | {:.1} | {} | {} |\n",
+            r.envelope.name(),
+            r.level * 100.0,
+            r.workload,
+            r.fileset_files,
+            r.fileset_bytes as f64 / 1e9,
+            r.measured.files,
+            r.mb_per_second,
+            r.files_per_second,
+            r.measured.errors,
+            if r.page_cache_dropped { "yes" } else { "no" }
+        ));
+    }
+    out
+}
+
+/// The fitted laws as Markdown: both families' fits and the three envelope laws.
+pub fn model_table(m: &ModelSummary) -> String {
+    let mut out = format!("Model from {} ({} files); workloads use the {} fit ({} bootstrap replicates, envelopes at the {}th and {}th percentile of mean file size).\n\n", m.source, m.files, m.envelopes.family, m.envelopes.replicates, m.envelopes.percentile, 100.0 - m.envelopes.percentile);
+    out.push_str("| law | scale a (bytes) | d = k p | p | empty files | mean size (bytes) | log-likelihood | AIC |\n|---|--:|--:|--:|--:|--:|--:|--:|\n");
+    let law = |name: &str, s: &model::SizeModel, fit: Option<&fit::Fit>| {
+        let (ll, aic) = fit.map_or(("".to_string(), "".to_string()), |f| (format!("{:.1}", f.log_likelihood), format!("{:.1}", f.aic)));
+        format!("| {name} | {:.4e} | {:.4} | {:.4} | {:.2}% | {:.0} | {ll} | {aic} |\n", s.scale_bytes, s.stacy_d(), s.power_p, s.zero_fraction * 100.0, s.mean_bytes())
+    };
+    out.push_str(&law("gamma fit", &m.fits.gamma.model, Some(&m.fits.gamma)));
+    out.push_str(&law("generalized gamma fit", &m.fits.generalized_gamma.model, Some(&m.fits.generalized_gamma)));
+    for e in [Envelope::Small, Envelope::Large] {
+        out.push_str(&law(&format!("envelope: {}", e.name()), m.envelopes.model(e), None));
+    }
+    out
+}
