@@ -50,6 +50,8 @@ pub struct EnvelopeModels {
     /// Replicates whose refit failed (left out).
     pub failed_replicates: usize,
     pub percentile: f64,
+    /// Files per resample.
+    pub resample_files: u64,
     pub seed: u64,
     pub small: SizeModel,
     pub fitted: SizeModel,
@@ -66,13 +68,17 @@ impl EnvelopeModels {
     }
 }
 
-/// Bootstraps `fitted` (a fit of `family` to `data`) with `replicates` resamples.
-pub fn bootstrap(data: &SizeData, fitted: &Fit, replicates: usize, seed: u64) -> Result<EnvelopeModels, FitError> {
+/// Bootstraps `fitted` (a fit to `data`) with `replicates` resamples of `resample_files` files
+/// each (`None`: as many as the data hold, the classic bootstrap). Fewer files than the data
+/// (an m-out-of-n bootstrap) widen the envelope to the variation of a smaller population: with
+/// millions of files the classic envelope is very narrow.
+pub fn bootstrap(data: &SizeData, fitted: &Fit, replicates: usize, resample_files: Option<u64>, seed: u64) -> Result<EnvelopeModels, FitError> {
+    let files = resample_files.unwrap_or_else(|| data.files()).max(2);
     let family = fitted.model.family;
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut fits: Vec<SizeModel> = Vec::with_capacity(replicates);
     for _ in 0..replicates {
-        let resampled = resample(data, &mut rng);
+        let resampled = resample(data, files, &mut rng);
         if let Ok(f) = fit_near(&resampled, family, Some(&fitted.model)) {
             fits.push(f.model);
         }
@@ -88,6 +94,7 @@ pub fn bootstrap(data: &SizeData, fitted: &Fit, replicates: usize, seed: u64) ->
         replicates,
         failed_replicates: replicates - fits.len(),
         percentile: ENVELOPE_PERCENTILE,
+        resample_files: files,
         seed,
         small: fits[rank(ENVELOPE_PERCENTILE)],
         fitted: fitted.model,
@@ -95,15 +102,16 @@ pub fn bootstrap(data: &SizeData, fitted: &Fit, replicates: usize, seed: u64) ->
     })
 }
 
-/// A data set of the same size drawn from the observed one.
-fn resample(data: &SizeData, rng: &mut impl Rng) -> SizeData {
+/// A data set of `files` files drawn from the observed one.
+fn resample(data: &SizeData, files: u64, rng: &mut impl Rng) -> SizeData {
     match data {
-        SizeData::Sample(sizes) => SizeData::Sample((0..sizes.len()).map(|_| sizes[rng.random_range(0..sizes.len())]).collect()),
+        SizeData::Sample(sizes) if sizes.is_empty() => data.clone(),
+        SizeData::Sample(sizes) => SizeData::Sample((0..files).map(|_| sizes[rng.random_range(0..sizes.len())]).collect()),
         SizeData::Histogram(bins) => {
             // Multinomial counts, bin by bin: each count is binomial given what is left.
-            let mut left_files: u64 = bins.iter().map(|b| b.count).sum();
+            let mut left_files = files;
             let mut left_share = 1.0f64;
-            let total = left_files.max(1) as f64;
+            let total = bins.iter().map(|b| b.count).sum::<u64>().max(1) as f64;
             let resampled = bins
                 .iter()
                 .map(|b| {
@@ -133,12 +141,15 @@ mod tests {
         let hist = parse_histogram(include_str!("../../data/archive-illustrative.hist")).unwrap();
         for (data, family) in [(SizeData::Sample(sizes), Family::GeneralizedGamma), (SizeData::Histogram(hist), Family::Gamma)] {
             let fitted = fit(&data, family).unwrap();
-            let env = bootstrap(&data, &fitted, 40, 9).unwrap();
+            let env = bootstrap(&data, &fitted, 40, None, 9).unwrap();
             let (s, f, l) = (env.small.mean_bytes(), env.fitted.mean_bytes(), env.large.mean_bytes());
             assert!(s < f && f < l, "{family}: small {s} < fitted {f} < large {l}");
             assert_eq!(env.failed_replicates, 0);
             // Same seed, same envelope.
-            assert_eq!(bootstrap(&data, &fitted, 40, 9).unwrap().small, env.small);
+            assert_eq!(bootstrap(&data, &fitted, 40, None, 9).unwrap().small, env.small);
+            // Resampling fewer files widens the envelope.
+            let wide = bootstrap(&data, &fitted, 40, Some(data.files() / 10), 9).unwrap();
+            assert!(wide.small.mean_bytes() < s && wide.large.mean_bytes() > l, "{family}: {wide:?}");
         }
     }
 
@@ -146,8 +157,8 @@ mod tests {
     fn histogram_resampling_keeps_the_file_count() {
         let data = SizeData::Histogram(parse_histogram("0 1 10\n1 2 30\n2 4 60\n4 inf 900\n").unwrap());
         let mut rng = rand::rngs::StdRng::seed_from_u64(1);
-        for _ in 0..20 {
-            assert_eq!(resample(&data, &mut rng).files(), 1000);
+        for files in [1000, 10, 5000] {
+            assert_eq!(resample(&data, files, &mut rng).files(), files);
         }
     }
 }

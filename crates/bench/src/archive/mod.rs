@@ -35,6 +35,8 @@ pub const ILLUSTRATIVE_HISTOGRAM: &str = include_str!("../../data/archive-illust
 /// No fileset grows past this many files, whatever the capacity (a guard against a model of
 /// tiny files meeting a huge drive).
 pub const FILES_PER_ENVELOPE_MAX: u64 = 10_000_000;
+/// A file is at most this fraction (1/N) of the first level's fill.
+const FIRST_LEVEL_FILES_MIN: u64 = 16;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ArchiveError {
@@ -110,6 +112,9 @@ pub struct ArchiveResults {
     pub capacity_source: &'static str,
     /// Bytes the drives reported used before the run (GETLOG portion full); levels count them.
     pub used_before_bytes: u64,
+    /// The largest file drawn: the spec's maximum, lowered to a 1/16 of the first level's
+    /// fill so that no single tail file overshoots a level by much.
+    pub max_file_bytes_effective: u64,
     pub model: ModelSummary,
     /// Why the page cache could not be dropped, when asked to.
     pub cache_note: Option<String>,
@@ -118,10 +123,10 @@ pub struct ArchiveResults {
 }
 
 /// Fits both families to `data`, then bootstraps the chosen family's envelope.
-pub fn build_model(source: &str, data: &SizeData, family: Option<Family>, replicates: usize, seed: u64) -> Result<ModelSummary, ArchiveError> {
+pub fn build_model(source: &str, data: &SizeData, family: Option<Family>, replicates: usize, resample_files: Option<u64>, seed: u64) -> Result<ModelSummary, ArchiveError> {
     let fits = fit::fit_both(data)?;
     let family = family.unwrap_or(fits.preferred);
-    let envelopes = envelope::bootstrap(data, fits.fit(family), replicates, seed)?;
+    let envelopes = envelope::bootstrap(data, fits.fit(family), replicates, resample_files, seed)?;
     let mean_bytes = Envelope::ALL.map(|e| envelopes.model(e).mean_bytes());
     Ok(ModelSummary { source: source.to_string(), files: data.files(), fits, envelopes, mean_bytes })
 }
@@ -197,6 +202,8 @@ pub async fn run(spec: ArchiveSpec, model: ModelSummary, mut progress: impl FnMu
     if capacity == 0 {
         return Err(ArchiveError::Invalid("the drives report no capacity: give --capacity-bytes".into()));
     }
+    let first_fill = (capacity as f64 * spec.levels[0]) as u64;
+    let max_file_bytes_effective = spec.max_file_bytes.min(first_fill / FIRST_LEVEL_FILES_MIN).max(1);
     let cache_check = if spec.drop_caches { cache_drop_possible(&spec.drives) } else { Err("not requested".into()) };
     let mut results = ArchiveResults {
         schema_version: SCHEMA_VERSION,
@@ -205,6 +212,7 @@ pub async fn run(spec: ArchiveSpec, model: ModelSummary, mut progress: impl FnMu
         capacity_bytes: capacity,
         capacity_source,
         used_before_bytes: used_before,
+        max_file_bytes_effective,
         model,
         cache_note: cache_check.as_ref().err().cloned(),
         complete: false,
@@ -216,7 +224,7 @@ pub async fn run(spec: ArchiveSpec, model: ModelSummary, mut progress: impl FnMu
         let law = *results.model.envelopes.model(*envelope);
         let run_id = spec.seed.wrapping_mul(31).wrapping_add(n as u64 + 1);
         let layout = Layout::new(run_id, spec.seed ^ 0x5eed, CHUNK_BYTES_MAX);
-        let mut fileset = FileSet::new(law, spec.seed.wrapping_add(n as u64), spec.max_file_bytes);
+        let mut fileset = FileSet::new(law, spec.seed.wrapping_add(n as u64), max_file_bytes_effective);
         let mut rng = rand::rngs::StdRng::seed_from_u64(spec.seed.wrapping_add(1000 + n as u64));
         for level in &spec.levels {
             let target = ((capacity as f64 * level) as u64).saturating_sub(used_before);
@@ -276,15 +284,15 @@ fn push_row(results: &mut ArchiveResults, progress: &mut impl FnMut(&ArchiveResu
 
 /// The results as a Markdown table (one row per envelope, level and workload).
 pub fn table(results: &ArchiveResults) -> String {
-    let mut out = String::from("| envelope | level | workload | fileset files | fileset GB | ops | MB/s | files/s | errors | cache dropped |\n|---|--:|---|--:|--:|--:|--:|--:|--:|---|\n");
+    let mut out = String::from("| envelope | level | workload | fileset files | fileset MB | ops | MB/s | files/s | errors | cache dropped |\n|---|--:|---|--:|--:|--:|--:|--:|--:|---|\n");
     for r in &results.rows {
         out.push_str(&format!(
-            "| {} | {:.0}% | {} | {} | {:.2} | {} | {:.1} | {:.1} | {} | {} |\n",
+            "| {} | {:.0}% | {} | {} | {:.1} | {} | {:.1} | {:.1} | {} | {} |\n",
             r.envelope.name(),
             r.level * 100.0,
             r.workload,
             r.fileset_files,
-            r.fileset_bytes as f64 / 1e9,
+            r.fileset_bytes as f64 / 1e6,
             r.measured.files,
             r.mb_per_second,
             r.files_per_second,
@@ -297,7 +305,15 @@ pub fn table(results: &ArchiveResults) -> String {
 
 /// The fitted laws as Markdown: both families' fits and the three envelope laws.
 pub fn model_table(m: &ModelSummary) -> String {
-    let mut out = format!("Model from {} ({} files); workloads use the {} fit ({} bootstrap replicates, envelopes at the {}th and {}th percentile of mean file size).\n\n", m.source, m.files, m.envelopes.family, m.envelopes.replicates, m.envelopes.percentile, 100.0 - m.envelopes.percentile);
+    let e = &m.envelopes;
+    let mut out = format!(
+        "Model from {} ({} files); workloads use the {} fit; envelopes: {} bootstrap replicates of {} files, the fits at the {}th and {}th percentile of mean file size.\n",
+        m.source, m.files, e.family, e.replicates, e.resample_files, e.percentile, 100.0 - e.percentile
+    );
+    if m.fits.generalized_gamma.model.power_p <= fit::POWER_MIN * 1.01 {
+        out.push_str("The generalized Gamma's power p sits at its lower search bound: the data are close to lognormal (the family's p -> 0 limit), so its scale a is tiny and only meaningful with d and p.\n");
+    }
+    out.push('\n');
     out.push_str("| law | scale a (bytes) | d = k p | p | empty files | mean size (bytes) | log-likelihood | AIC |\n|---|--:|--:|--:|--:|--:|--:|--:|\n");
     let law = |name: &str, s: &model::SizeModel, fit: Option<&fit::Fit>| {
         let (ll, aic) = fit.map_or(("".to_string(), "".to_string()), |f| (format!("{:.1}", f.log_likelihood), format!("{:.1}", f.aic)));

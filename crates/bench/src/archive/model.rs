@@ -102,7 +102,8 @@ impl SizeModel {
             Ok(g) => g.sample(rng),
             Err(_) => return 0,
         };
-        let x = self.scale_bytes * (y.ln() / self.power_p).exp();
+        // In logs: near the lognormal limit a is tiny and y^(1/p) huge.
+        let x = (self.scale_bytes.ln() + y.ln() / self.power_p).exp();
         // A non-empty file has at least one byte; the cap keeps a heavy tail from emitting one
         // file larger than the whole fileset.
         (x.round().max(1.0) as u64).min(max_bytes.max(1))
