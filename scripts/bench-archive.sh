@@ -5,12 +5,13 @@
 # Markdown table, and stops the drives.
 #
 #   scripts/bench-archive.sh --spindle PATH [--quick] [--drives N] [--quota BYTES]
-#                            [--out FILE.md] [--json FILE] [--plots DIR] [-- extra bench args]
+#                            [--levels PCT,PCT,..] [--out FILE.md] [--json FILE] [--plots DIR]
+#                            [-- extra bench args]
 #
 # --quick: a smoke run (small quota, two levels, few reads), well under a minute.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-spindle_bin= quick=0 drives=1 quota= out= json= plots=
+spindle_bin= quick=0 drives=1 quota= out= json= plots= levels=
 extra=()
 while [ $# -gt 0 ]; do
   case $1 in
@@ -18,6 +19,7 @@ while [ $# -gt 0 ]; do
     --quick) quick=1 ;;
     --drives) drives=$2; shift ;;
     --quota) quota=$2; shift ;;
+    --levels) levels=$2; shift ;;
     --out) out=$2; shift ;;
     --json) json=$2; shift ;;
     --plots) plots=$2; shift ;;
@@ -31,11 +33,11 @@ if [ -z "$spindle_bin" ]; then
   exit 2
 fi
 if [ $quick = 1 ]; then
-  : "${quota:=$((32 << 20))}"
-  args=(--levels 10,20 --bootstrap 10 --resample-files 2000 --file-reads 50 --fragment-reads 50 --batch-bytes $((4 << 20)))
+  : "${quota:=$((32 << 20))}" "${levels:=10,20}"
+  args=(--levels "$levels" --bootstrap 10 --resample-files 2000 --file-reads 50 --fragment-reads 50 --batch-bytes $((4 << 20)))
 else
-  : "${quota:=$((1 << 30))}"
-  args=(--levels 25,50,75 --resample-files 2000)
+  : "${quota:=$((1 << 30))}" "${levels:=25,50,75}"
+  args=(--levels "$levels" --resample-files 2000)
 fi
 work=$(mktemp -d)
 pids=()
@@ -77,7 +79,7 @@ if [ -n "$out" ]; then
   {
     echo "# Archival workloads: $drives drive(s), $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo
-    echo "Reproduce: \`scripts/bench-archive.sh --spindle PATH$([ $quick = 1 ] && echo ' --quick') --drives $drives --quota $quota${extra[*]:+ -- ${extra[*]}}\` on a $(nproc)-core machine; every drive on 127.0.0.1 with a quota of $quota bytes; took $(($(date +%s) - started)) s."
+    echo "Reproduce: \`scripts/bench-archive.sh --spindle PATH$([ $quick = 1 ] && echo ' --quick') --drives $drives --quota $quota --levels $levels${extra[*]:+ -- ${extra[*]}}\` on a $(nproc)-core machine; every drive on 127.0.0.1 with a quota of $quota bytes; took $(($(date +%s) - started)) s."
     echo
     echo "$table"
   } >"$out"

@@ -47,6 +47,10 @@ pub enum ObjectError {
     ChunkLength { key: String, got: usize, expected: usize },
     #[error("file {file}: content checksum {got:08x}, manifest says {expected:08x}")]
     Checksum { file: u64, got: u32, expected: u32 },
+    #[error("file {file}: fragment {offset}+{len} holds other bytes than were written")]
+    FragmentMismatch { file: u64, offset: u64, len: u64 },
+    #[error("the drive's batch permits are gone")]
+    BatchPermitsClosed,
     #[error("fragment {offset}+{len} is outside file of {size} bytes")]
     FragmentOutOfRange { offset: u64, len: u64, size: u64 },
 }

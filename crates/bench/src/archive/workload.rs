@@ -214,7 +214,7 @@ async fn write_batched(client: &Client, limits: BatchLimits, open: &Semaphore, l
             bytes += ops[end].1.len();
             end += 1;
         }
-        let _permit = open.acquire().await.map_err(|_| ObjectError::Missing { key: "batch permit".into() })?;
+        let _permit = open.acquire().await.map_err(|_| ObjectError::BatchPermitsClosed)?;
         let mut batch = client.start_batch().await?;
         for (key, value) in &ops[i..end] {
             batch.put(key, value.clone(), PutOptions::forced(Synchronization::Writeback))?;
@@ -241,7 +241,7 @@ pub async fn random_read(drives: &Drives, layout: &Layout, picks: Vec<ReadPick>,
                 None => l.read_file(client, pick.file.id).await.map(|v| (v.len() as u64, 1 + u64::from(l.manifest_shape(pick.file.size).chunk_count))),
                 Some((offset, len)) => match l.read_fragment(client, pick.file.id, offset, len).await {
                     Ok(v) if v == l.fragment(pick.file.id, pick.file.size, offset, len) => Ok((len, 1 + u64::from(l.manifest_shape(pick.file.size).chunks_for(offset, len).len() as u32))),
-                    Ok(_) => Err(ObjectError::Checksum { file: pick.file.id, got: 0, expected: 0 }),
+                    Ok(_) => Err(ObjectError::FragmentMismatch { file: pick.file.id, offset, len }),
                     Err(e) => Err(e),
                 },
             };
