@@ -27,6 +27,13 @@ pub enum ArchiveCommand {
     /// Fill the drives to each utilisation level with files of each envelope and measure
     /// sequential writes (migration) and random reads of whole files and fragments.
     Run(RunArgs),
+    /// Merge `run` result files (e.g. one per envelope, each on fresh drives; repeats of a
+    /// row become the run with the median MB/s): a Markdown table and, with --plots, the SVGs.
+    Plot {
+        results: Vec<PathBuf>,
+        #[arg(long)]
+        plots: Option<PathBuf>,
+    },
 }
 
 #[derive(Args)]
@@ -155,6 +162,19 @@ pub async fn run(cmd: ArchiveCommand) -> CmdResult {
             Ok(())
         }
         ArchiveCommand::Run(a) => run_archive(a).await,
+        ArchiveCommand::Plot { results, plots } => {
+            let mut docs = Vec::new();
+            for p in &results {
+                let text = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
+                docs.push(serde_json::from_slice::<serde_json::Value>(&text).map_err(|e| format!("{}: {e}", p.display()))?);
+            }
+            let rows = archive::rows_of(&docs)?;
+            if let Some(dir) = &plots {
+                archive::plot::write_plots(&rows, dir)?;
+            }
+            print!("{}", archive::table(&rows));
+            Ok(())
+        }
     }
 }
 
@@ -215,7 +235,7 @@ async fn run_archive(a: RunArgs) -> CmdResult {
         return Err(e);
     }
     if let Some(dir) = &a.plots {
-        archive::plot::write_plots(&results, dir)?;
+        archive::plot::write_plots(&results.rows, dir)?;
     }
     match &a.out {
         Some(path) => crate::client_cmds::write_atomically(path, &results)?,
@@ -223,7 +243,10 @@ async fn run_archive(a: RunArgs) -> CmdResult {
         None => {}
     }
     if a.table {
-        print!("{}", archive::table(&results));
+        print!("{}", archive::table(&results.rows));
+    }
+    for note in &results.notes {
+        eprintln!("note: {note}");
     }
     if let Some(note) = &results.cache_note {
         if a.drop_caches {

@@ -35,7 +35,7 @@ pub const ILLUSTRATIVE_HISTOGRAM: &str = include_str!("../../data/archive-illust
 /// No fileset grows past this many files, whatever the capacity (a guard against a model of
 /// tiny files meeting a huge drive).
 pub const FILES_PER_ENVELOPE_MAX: u64 = 10_000_000;
-/// A file is at most this fraction (1/N) of the first level's fill.
+/// A file is at most this fraction (1/N) of the first level's fill of one drive.
 const FIRST_LEVEL_FILES_MIN: u64 = 16;
 
 #[derive(Debug, thiserror::Error)]
@@ -84,21 +84,31 @@ pub struct ModelSummary {
     pub mean_bytes: [f64; 3],
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Row {
     pub envelope: Envelope,
     /// Target utilisation level (fraction of capacity).
     pub level: f64,
     /// "sequential-write", "random-read" (whole files) or "fragment-read".
-    pub workload: &'static str,
+    pub workload: String,
     /// Files (and bytes) the envelope's fileset holds after this level's writes.
     pub fileset_files: u64,
     pub fileset_bytes: u64,
+    /// What the drives reported used after this level's writes (GETLOG CAPACITIES): file
+    /// bytes plus the engine's own overhead.
+    pub drive_used_bytes: u64,
     pub measured: Measured,
     pub mb_per_second: f64,
     pub files_per_second: f64,
     /// Whether the page cache was dropped before this workload.
     pub page_cache_dropped: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EnvelopeUsage {
+    pub envelope: Envelope,
+    pub used_at_start_bytes: u64,
+    pub used_after_cleanup_bytes: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -110,14 +120,20 @@ pub struct ArchiveResults {
     pub capacity_bytes: u64,
     /// "getlog" or "user".
     pub capacity_source: &'static str,
-    /// Bytes the drives reported used before the run (GETLOG portion full); levels count them.
+    /// Bytes the drives reported used before the run (GETLOG portion full).
     pub used_before_bytes: u64,
-    /// The largest file drawn: the spec's maximum, lowered to a 1/16 of the first level's
-    /// fill so that no single tail file overshoots a level by much.
+    /// Per envelope, what the drives reported used when it started (levels count these
+    /// bytes: deleted files of an earlier envelope that the drive has not reclaimed yet take
+    /// capacity too) and after its files were deleted and MEDIAOPTIMIZE ran.
+    pub envelope_usage: Vec<EnvelopeUsage>,
+    /// The largest file drawn: the spec's maximum, lowered to 1/16 of the first level's fill
+    /// of one drive, so that no single tail file overshoots a level or unbalances the drives.
     pub max_file_bytes_effective: u64,
     pub model: ModelSummary,
     /// Why the page cache could not be dropped, when asked to.
     pub cache_note: Option<String>,
+    /// Levels that could not be measured, and why.
+    pub notes: Vec<String>,
     pub complete: bool,
     pub rows: Vec<Row>,
 }
@@ -139,15 +155,13 @@ fn addr(target: &str) -> &str {
 async fn connect(spec: &ArchiveSpec) -> Result<(Drives, u64, u64), ArchiveError> {
     let mut clients = Vec::new();
     let mut limits = Vec::new();
-    let (mut capacity, mut used) = (0u64, 0u64);
+    let mut capacity = 0u64;
     for d in &spec.drives {
         let drive_err = |source| ArchiveError::Drive { drive: d.clone(), source };
         let client = Client::connect(addr(d), ClientConfig::default()).await.map_err(drive_err)?;
         let log = client.get_log(&[LogType::Capacities, LogType::Limits]).await.map_err(drive_err)?;
         if let Some(c) = log.capacity {
-            let nominal = c.nominal_capacity_in_bytes.unwrap_or(0);
-            capacity += nominal;
-            used += (nominal as f64 * f64::from(c.portion_full.unwrap_or(0.0)).clamp(0.0, 1.0)) as u64;
+            capacity += c.nominal_capacity_in_bytes.unwrap_or(0);
         }
         let default = BatchLimits::default();
         limits.push(log.limits.map_or(default, |l| BatchLimits {
@@ -157,7 +171,21 @@ async fn connect(spec: &ArchiveSpec) -> Result<(Drives, u64, u64), ArchiveError>
         }));
         clients.push(client);
     }
-    Ok((Drives::new(clients, limits), capacity, used))
+    let drives = Drives::new(clients, limits);
+    let used = used_bytes(&drives, &spec.drives).await?;
+    Ok((drives, capacity, used))
+}
+
+/// Bytes the drives report used now (GETLOG CAPACITIES), summed.
+async fn used_bytes(drives: &Drives, names: &[String]) -> Result<u64, ArchiveError> {
+    let mut used = 0;
+    for (c, name) in drives.clients.iter().zip(names) {
+        let log = c.get_log(&[LogType::Capacities]).await.map_err(|source| ArchiveError::Drive { drive: name.clone(), source })?;
+        if let Some(cap) = log.capacity {
+            used += (cap.nominal_capacity_in_bytes.unwrap_or(0) as f64 * f64::from(cap.portion_full.unwrap_or(0.0)).clamp(0.0, 1.0)) as u64;
+        }
+    }
+    Ok(used)
 }
 
 /// Whether the page cache can be dropped for these drives: root, and every drive on this
@@ -202,8 +230,9 @@ pub async fn run(spec: ArchiveSpec, model: ModelSummary, mut progress: impl FnMu
     if capacity == 0 {
         return Err(ArchiveError::Invalid("the drives report no capacity: give --capacity-bytes".into()));
     }
-    let first_fill = (capacity as f64 * spec.levels[0]) as u64;
-    let max_file_bytes_effective = spec.max_file_bytes.min(first_fill / FIRST_LEVEL_FILES_MIN).max(1);
+    // Per drive: a tail file is a share of one drive's fill, the same whatever the drive count.
+    let first_fill_per_drive = (capacity as f64 * spec.levels[0]) as u64 / spec.drives.len() as u64;
+    let max_file_bytes_effective = spec.max_file_bytes.min(first_fill_per_drive / FIRST_LEVEL_FILES_MIN).max(1);
     let cache_check = if spec.drop_caches { cache_drop_possible(&spec.drives) } else { Err("not requested".into()) };
     let mut results = ArchiveResults {
         schema_version: SCHEMA_VERSION,
@@ -212,9 +241,11 @@ pub async fn run(spec: ArchiveSpec, model: ModelSummary, mut progress: impl FnMu
         capacity_bytes: capacity,
         capacity_source,
         used_before_bytes: used_before,
+        envelope_usage: Vec::new(),
         max_file_bytes_effective,
         model,
         cache_note: cache_check.as_ref().err().cloned(),
+        notes: Vec::new(),
         complete: false,
         rows: Vec::new(),
         spec,
@@ -226,13 +257,25 @@ pub async fn run(spec: ArchiveSpec, model: ModelSummary, mut progress: impl FnMu
         let layout = Layout::new(run_id, spec.seed ^ 0x5eed, CHUNK_BYTES_MAX);
         let mut fileset = FileSet::new(law, spec.seed.wrapping_add(n as u64), max_file_bytes_effective);
         let mut rng = rand::rngs::StdRng::seed_from_u64(spec.seed.wrapping_add(1000 + n as u64));
+        let used_at_start = if n == 0 { used_before } else { used_bytes(&drives, &spec.drives).await? };
         for level in &spec.levels {
-            let target = ((capacity as f64 * level) as u64).saturating_sub(used_before);
+            let target = ((capacity as f64 * level) as u64).saturating_sub(used_at_start);
+            if target == 0 {
+                results.notes.push(format!(
+                    "{} envelope, level {:.0}%: the drives already report {} bytes used of {capacity}, nothing to write or read; deleted files of an earlier envelope are not reclaimed at once, so run each envelope on fresh drives (scripts/bench-archive.sh does)",
+                    envelope.name(),
+                    level * 100.0,
+                    used_at_start
+                ));
+                progress(&results);
+                continue;
+            }
             let new = fileset.grow_to(target, FILES_PER_ENVELOPE_MAX).to_vec();
             // A level the fileset already passed writes nothing, so it has no write row.
-            if !new.is_empty() {
-                let write = workload::sequential_write(&drives, &layout, &new, spec.batch_bytes, spec.workers_per_drive, spec.write_mode).await;
-                push_row(&mut results, &mut progress, *envelope, *level, &fileset, "sequential-write", write, false);
+            let write = if new.is_empty() { None } else { Some(workload::sequential_write(&drives, &layout, &new, spec.batch_bytes, spec.workers_per_drive, spec.write_mode).await) };
+            let at = Point { envelope: *envelope, level: *level, fileset: &fileset, drive_used_bytes: used_bytes(&drives, &spec.drives).await? };
+            if let Some(write) = write {
+                push_row(&mut results, &mut progress, &at, "sequential-write", write, false);
             }
 
             // Whole files: a random sample without repetition, so no file is read twice.
@@ -242,7 +285,7 @@ pub async fn run(spec: ArchiveSpec, model: ModelSummary, mut progress: impl FnMu
             let picks = order.into_iter().map(|file| ReadPick { file, fragment: None }).collect();
             let dropped = cache_check.is_ok() && drop_page_cache().is_ok();
             let read = workload::random_read(&drives, &layout, picks, spec.workers_per_drive).await;
-            push_row(&mut results, &mut progress, *envelope, *level, &fileset, "random-read", read, dropped);
+            push_row(&mut results, &mut progress, &at, "random-read", read, dropped);
 
             // Fragments: random non-empty files, a random range of up to fragment_bytes each.
             let non_empty: Vec<_> = fileset.files.iter().filter(|f| f.size > 0).copied().collect();
@@ -256,7 +299,7 @@ pub async fn run(spec: ArchiveSpec, model: ModelSummary, mut progress: impl FnMu
                     .collect();
                 let dropped = cache_check.is_ok() && drop_page_cache().is_ok();
                 let read = workload::random_read(&drives, &layout, picks, spec.workers_per_drive).await;
-                push_row(&mut results, &mut progress, *envelope, *level, &fileset, "fragment-read", read, dropped);
+                push_row(&mut results, &mut progress, &at, "fragment-read", read, dropped);
             }
         }
         // Each envelope starts from the same, empty fileset.
@@ -264,17 +307,37 @@ pub async fn run(spec: ArchiveSpec, model: ModelSummary, mut progress: impl FnMu
         if let Some(e) = cleanup.first_error {
             return Err(ArchiveError::Invalid(format!("deleting the {} fileset: {e}", envelope.name())));
         }
+        // Deleted values take space until the drive compacts them away: ask it to now.
+        let (start, end) = layout.key_range();
+        for (c, name) in drives.clients.iter().zip(&spec.drives) {
+            c.media_optimize(spindle_client::RangeQuery::inclusive(start.clone(), end.clone(), i32::MAX))
+                .await
+                .map_err(|source| ArchiveError::Drive { drive: name.clone(), source })?;
+        }
+        let used_after_cleanup = used_bytes(&drives, &spec.drives).await?;
+        results.envelope_usage.push(EnvelopeUsage { envelope: *envelope, used_at_start_bytes: used_at_start, used_after_cleanup_bytes: used_after_cleanup });
+        progress(&results);
     }
     results.complete = true;
     Ok(results)
 }
 
 #[allow(clippy::too_many_arguments)]
-fn push_row(results: &mut ArchiveResults, progress: &mut impl FnMut(&ArchiveResults), envelope: Envelope, level: f64, fileset: &FileSet, workload: &'static str, measured: Measured, page_cache_dropped: bool) {
+/// Where a row was measured: envelope, level, the fileset and the drives' used bytes then.
+struct Point<'a> {
+    envelope: Envelope,
+    level: f64,
+    fileset: &'a FileSet,
+    drive_used_bytes: u64,
+}
+
+fn push_row(results: &mut ArchiveResults, progress: &mut impl FnMut(&ArchiveResults), at: &Point, workload: &'static str, measured: Measured, page_cache_dropped: bool) {
+    let Point { envelope, level, fileset, drive_used_bytes } = *at;
     results.rows.push(Row {
         envelope,
         level,
-        workload,
+        drive_used_bytes,
+        workload: workload.to_string(),
         fileset_files: fileset.files.len() as u64,
         fileset_bytes: fileset.bytes,
         mb_per_second: measured.mb_per_second(),
@@ -285,17 +348,52 @@ fn push_row(results: &mut ArchiveResults, progress: &mut impl FnMut(&ArchiveResu
     progress(results);
 }
 
-/// The results as a Markdown table (one row per envelope, level and workload).
-pub fn table(results: &ArchiveResults) -> String {
-    let mut out = String::from("| envelope | level | workload | fileset files | fileset MB | ops | MB/s | files/s | errors | cache dropped |\n|---|--:|---|--:|--:|--:|--:|--:|--:|---|\n");
-    for r in &results.rows {
+/// The rows of `spindle bench archive run` result documents (JSON), to merge runs made on
+/// separate (fresh) drives, one per envelope. Repeats (rows of the same envelope, level and
+/// workload) become one: the run with the median MB/s (the lower middle for an even count), so
+/// every figure of a row still comes from one run. Rows keep the order they first appear in.
+pub fn rows_of(documents: &[serde_json::Value]) -> Result<Vec<Row>, ArchiveError> {
+    let mut groups: Vec<Vec<Row>> = Vec::new();
+    for row in all_rows(documents)? {
+        match groups.iter_mut().find(|g| g[0].envelope == row.envelope && g[0].level == row.level && g[0].workload == row.workload) {
+            Some(g) => g.push(row),
+            None => groups.push(vec![row]),
+        }
+    }
+    Ok(groups
+        .into_iter()
+        .filter_map(|mut g| {
+            g.sort_by(|a, b| a.mb_per_second.total_cmp(&b.mb_per_second));
+            let middle = (g.len() - 1) / 2;
+            g.into_iter().nth(middle)
+        })
+        .collect())
+}
+
+fn all_rows(documents: &[serde_json::Value]) -> Result<Vec<Row>, ArchiveError> {
+    let mut rows = Vec::new();
+    for (i, d) in documents.iter().enumerate() {
+        if d["kind"] != "archive" || d["schema_version"] != SCHEMA_VERSION {
+            return Err(ArchiveError::Invalid(format!("document {}: not a schema-{SCHEMA_VERSION} archive result", i + 1)));
+        }
+        let part: Vec<Row> = serde_json::from_value(d["rows"].clone()).map_err(|e| ArchiveError::Invalid(format!("document {}: {e}", i + 1)))?;
+        rows.extend(part);
+    }
+    Ok(rows)
+}
+
+/// The rows as a Markdown table (one row per envelope, level and workload).
+pub fn table(rows: &[Row]) -> String {
+    let mut out = String::from("| envelope | level | workload | fileset files | fileset MB | drive used MB | ops | MB/s | files/s | errors | cache dropped |\n|---|--:|---|--:|--:|--:|--:|--:|--:|--:|---|\n");
+    for r in rows {
         out.push_str(&format!(
-            "| {} | {:.0}% | {} | {} | {:.1} | {} | {:.1} | {:.1} | {} | {} |\n",
+            "| {} | {:.0}% | {} | {} | {:.1} | {:.1} | {} | {:.1} | {:.1} | {} | {} |\n",
             r.envelope.name(),
             r.level * 100.0,
             r.workload,
             r.fileset_files,
             r.fileset_bytes as f64 / 1e6,
+            r.drive_used_bytes as f64 / 1e6,
             r.measured.files,
             r.mb_per_second,
             r.files_per_second,

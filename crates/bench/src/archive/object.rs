@@ -167,6 +167,12 @@ impl Layout {
         Bytes::from(format!("{}/c{chunk:06}", self.base(file)))
     }
 
+    /// First and last key of this run's objects (a key range for GETKEYRANGE or
+    /// MEDIAOPTIMIZE): `arc/<run>/` up to `arc/<run>0` ('0' sorts right after '/').
+    pub fn key_range(&self) -> (Bytes, Bytes) {
+        (Bytes::from(format!("arc/{:016x}/", self.run)), Bytes::from(format!("arc/{:016x}0", self.run)))
+    }
+
     /// The key that places a file (all its keys go to the same drive).
     pub fn placement_key(&self, file: u64) -> Bytes {
         Bytes::from(self.base(file))

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use plotters::prelude::*;
 
 use super::envelope::Envelope;
-use super::ArchiveResults;
+use super::Row;
 
 const COLORS: [RGBColor; 3] = [RGBColor(31, 119, 180), RGBColor(44, 160, 44), RGBColor(214, 39, 40)];
 pub const WORKLOADS: [&str; 3] = ["sequential-write", "random-read", "fragment-read"];
@@ -19,7 +19,7 @@ pub struct PlotError {
 }
 
 /// Writes `<workload>-mbps.svg` and `<workload>-files.svg` into `dir`; returns the files.
-pub fn write_plots(results: &ArchiveResults, dir: &Path) -> Result<Vec<PathBuf>, PlotError> {
+pub fn write_plots(rows: &[Row], dir: &Path) -> Result<Vec<PathBuf>, PlotError> {
     std::fs::create_dir_all(dir).map_err(|e| PlotError { path: dir.display().to_string(), reason: e.to_string() })?;
     let mut files = Vec::new();
     for workload in WORKLOADS {
@@ -27,8 +27,7 @@ pub fn write_plots(results: &ArchiveResults, dir: &Path) -> Result<Vec<PathBuf>,
             let series: Vec<(Envelope, Vec<(f64, f64)>)> = Envelope::ALL
                 .iter()
                 .map(|e| {
-                    let points = results
-                        .rows
+                    let points = rows
                         .iter()
                         .filter(|r| r.envelope == *e && r.workload == workload)
                         .map(|r| (r.level * 100.0, if per_second { r.mb_per_second } else { r.files_per_second }))

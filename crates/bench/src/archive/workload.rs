@@ -68,7 +68,7 @@ impl Drives {
 }
 
 /// What one timed workload did.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct Measured {
     /// Files (or fragments) completed.
     pub files: u64,
