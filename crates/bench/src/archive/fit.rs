@@ -410,9 +410,9 @@ mod tests {
         (got / want - 1.0).abs() < rel
     }
 
-    // Tolerances: with 20,000 files the standard errors of these parameters are a few percent;
-    // the bounds below allow about three standard errors (the generalized Gamma's shapes trade
-    // off against each other, so they get more room than its mean).
+    // Tolerances: with 20,000 files the fitted parameters landed within 1-2% of the truth here
+    // and with samples from another generator; the bounds allow about three standard errors, more for the generalized
+    // Gamma's scale, which trades off against its shapes.
     #[test]
     fn gamma_fits_recover_known_parameters_from_samples_and_log2_histograms() {
         let truth = SizeModel { family: Family::Gamma, scale_bytes: 50_000.0, shape_k: 0.8, power_p: 1.0, zero_fraction: 0.05 };
@@ -431,7 +431,7 @@ mod tests {
         for data in [SizeData::Sample(sizes.clone()), SizeData::Histogram(log2_histogram(&sizes))] {
             let report = fit_both(&data).unwrap();
             let f = report.generalized_gamma.model;
-            assert!(close(f.power_p, 0.5, 0.25) && close(f.stacy_d(), 1.5, 0.2), "{f:?}");
+            assert!(close(f.power_p, 0.5, 0.1) && close(f.stacy_d(), 1.5, 0.1) && close(f.scale_bytes, 4_000.0, 0.15), "{f:?}");
             assert!(close(f.mean_bytes(), truth.mean_bytes(), 0.05), "mean {} vs {}", f.mean_bytes(), truth.mean_bytes());
             assert_eq!(report.preferred, Family::GeneralizedGamma, "{report:?}");
             // Nested families: the generalized Gamma can never fit worse than the Gamma.
