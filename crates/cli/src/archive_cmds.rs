@@ -156,7 +156,7 @@ pub async fn run(cmd: ArchiveCommand) -> CmdResult {
             if json {
                 println!("{}", serde_json::to_string_pretty(&summary)?);
             } else {
-                print!("{}", archive::model_table(&summary));
+                print!("{}", archive::report::model_table(&summary));
                 println!("\nPreferred by AIC: {}", summary.fits.preferred);
             }
             Ok(())
@@ -168,11 +168,11 @@ pub async fn run(cmd: ArchiveCommand) -> CmdResult {
                 let text = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
                 docs.push(serde_json::from_slice::<serde_json::Value>(&text).map_err(|e| format!("{}: {e}", p.display()))?);
             }
-            let rows = archive::rows_of(&docs)?;
+            let rows = archive::report::rows_of(&docs)?;
             if let Some(dir) = &plots {
                 archive::plot::write_plots(&rows, dir)?;
             }
-            print!("{}", archive::table(&rows));
+            print!("{}", archive::report::table(&rows));
             Ok(())
         }
     }
@@ -208,7 +208,7 @@ async fn run_archive(a: RunArgs) -> CmdResult {
         fragment_bytes: a.fragment_bytes,
         drop_caches: a.drop_caches,
     };
-    eprint!("{}", archive::model_table(&model));
+    eprint!("{}", archive::report::model_table(&model));
     let mut write_error = None;
     let results = archive::run(spec, model, |partial| {
         if let Some(r) = partial.rows.last() {
@@ -243,7 +243,7 @@ async fn run_archive(a: RunArgs) -> CmdResult {
         None => {}
     }
     if a.table {
-        print!("{}", archive::table(&results.rows));
+        print!("{}", archive::report::table(&results.rows));
     }
     for note in &results.notes {
         eprintln!("note: {note}");
