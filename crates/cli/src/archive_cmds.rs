@@ -54,6 +54,7 @@ pub struct ModelArgs {
     /// envelope to the variation of a smaller population
     #[arg(long)]
     resample_files: Option<u64>,
+    /// Seed of the bootstrap, the filesets and the read orders
     #[arg(long, default_value_t = 1)]
     seed: u64,
 }
@@ -90,6 +91,8 @@ pub struct RunArgs {
     /// Total capacity to fill (default: the drives' GETLOG CAPACITIES, summed)
     #[arg(long)]
     capacity_bytes: Option<u64>,
+    /// Workloads: the bootstrap envelope's "more small files" edge, the fit, the "more large
+    /// files" edge
     #[arg(long, value_enum, value_delimiter = ',', default_value = "small,fitted,large")]
     envelopes: Vec<EnvelopeArg>,
     /// Largest file drawn (bytes)
@@ -98,6 +101,8 @@ pub struct RunArgs {
     /// Bytes per migration batch (each ends with FLUSHALLDATA)
     #[arg(long, default_value_t = 64 * MIB)]
     batch_bytes: u64,
+    /// pipelined: WRITEBACK puts, FLUSHALLDATA per batch; kinetic-batch: each file as Kinetic
+    /// batches within the drive's limits
     #[arg(long, value_enum, default_value = "pipelined")]
     write_mode: WriteModeArg,
     /// Tasks per drive, one request outstanding each
