@@ -377,6 +377,7 @@ mod tests {
     }
 }
 
+pub mod archive;
 pub mod p2p;
 pub mod paper;
 pub mod report;

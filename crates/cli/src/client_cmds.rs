@@ -456,6 +456,10 @@ pub enum BenchCommand {
     P2p(P2pBenchArgs),
     /// A YCSB core workload (A-F): load phase, run phase, or both; YCSB-style output lines.
     Ycsb(YcsbArgs),
+    /// Archival workloads: file-size models (Gamma / generalized Gamma) with bootstrap
+    /// envelopes, sequential writes and random reads at capacity-utilisation levels.
+    #[command(subcommand)]
+    Archive(crate::archive_cmds::ArchiveCommand),
     /// The Kinetic paper's micro-benchmarks against one target, as versioned JSON.
     Paper {
     /// Target: a Kinetic endpoint (HOST:PORT or kinetic://HOST:PORT), Spindle's engine in-process
@@ -623,6 +627,7 @@ pub async fn bench(cmd: BenchCommand) -> CmdResult {
         BenchCommand::Get(a) => (Operation::Get, a),
         BenchCommand::P2p(a) => return bench_p2p(a).await,
         BenchCommand::Ycsb(a) => return bench_ycsb(a).await,
+        BenchCommand::Archive(cmd) => return crate::archive_cmds::run(cmd).await,
         BenchCommand::Report { results, out } => {
             let files = spindle_bench::report::write_report(&results, &out)?;
             println!("report written: {} files in {}", files.len(), out.display());
@@ -790,7 +795,7 @@ async fn bench_ycsb(a: YcsbArgs) -> CmdResult {
 }
 
 /// Writes `value` as JSON to `path` through a temporary file and a rename.
-fn write_atomically(path: &std::path::Path, value: &impl serde::Serialize) -> CmdResult {
+pub(crate) fn write_atomically(path: &std::path::Path, value: &impl serde::Serialize) -> CmdResult {
     let tmp = path.with_extension("json.tmp");
     std::fs::write(&tmp, serde_json::to_string_pretty(value)?).map_err(|e| format!("{}: {e}", tmp.display()))?;
     std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))?;

@@ -1,6 +1,7 @@
 //! `spindle`: run a drive, talk to one, benchmark one.
 
 mod admin_cmds;
+mod archive_cmds;
 mod client_cmds;
 mod plan_cmds;
 

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Archival workloads across N Spindle drives on this machine. For each envelope (small, fitted,
+# large) it starts N fresh `spindle drive` processes on loopback (own data directory, a
+# capacity quota, free ports), runs `spindle bench archive run` across them (files placed by
+# key hash), and stops them; then it merges the runs into one Markdown table (and plots). With
+# --repeat R it does all that R times and reports, per row, the run with the median MB/s.
+# Fresh drives per envelope: the engine does not hand back the space of deleted files at once,
+# so an envelope run after another on the same drive would start from a fuller drive.
+#
+#   scripts/bench-archive.sh --spindle PATH [--quick] [--drives N] [--quota BYTES]
+#       [--levels PCT,PCT,..] [--envelopes small,fitted,large] [--repeat R] [--out FILE.md]
+#       [--results DIR] [--plots DIR] [-- extra `bench archive run` args]
+#
+# --quick: a smoke run (small quota, two levels, few reads), well under a minute.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+spindle_bin= quick=0 drives=1 quota= out= results= plots= levels= envelopes=small,fitted,large repeat=1
+extra=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --spindle) spindle_bin=$2; shift ;;
+    --quick) quick=1 ;;
+    --drives) drives=$2; shift ;;
+    --quota) quota=$2; shift ;;
+    --levels) levels=$2; shift ;;
+    --envelopes) envelopes=$2; shift ;;
+    --repeat) repeat=$2; shift ;;
+    --out) out=$2; shift ;;
+    --results) results=$2; shift ;;
+    --plots) plots=$2; shift ;;
+    --) shift; extra=("$@"); break ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+if [ -z "$spindle_bin" ]; then
+  echo "usage: $0 --spindle PATH [--quick] [--drives N] [--quota BYTES] [--levels PCT,..] [--envelopes E,..] [--out FILE.md] [--results DIR] [--plots DIR] [-- extra args]" >&2
+  exit 2
+fi
+if [ $quick = 1 ]; then
+  : "${quota:=$((32 << 20))}" "${levels:=10,20}"
+  args=(--levels "$levels" --bootstrap 10 --resample-files 2000 --file-reads 50 --fragment-reads 50 --batch-bytes $((4 << 20)))
+else
+  : "${quota:=$((1 << 30))}" "${levels:=25,50,75}"
+  args=(--levels "$levels" --resample-files 2000)
+fi
+work=$(mktemp -d)
+pids=()
+stop_drives() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  pids=()
+}
+cleanup() {
+  stop_drives
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+wait_for() { # FILE REGEX -> first capture group
+  for _ in $(seq 1 600); do
+    local v
+    v=$(sed -n -E "s/.*$2.*/\\1/p" "$1" 2>/dev/null | head -n 1)
+    [ -n "$v" ] && { echo "$v"; return; }
+    sleep 0.1
+  done
+  echo "timed out waiting for $1" >&2
+  cat "$1" "${1%.out}.err" >&2 || true
+  exit 1
+}
+
+start_drives() { # NAME -> sets drive_args
+  drive_args=()
+  for i in $(seq 1 "$drives"); do
+    mkdir -p "$work/$1/d$i"
+    "$spindle_bin" drive --data "$work/$1/d$i" --port 0 --tls-port 0 --listen 127.0.0.1 --capacity-bytes "$quota" >"$work/$1/d$i.out" 2>"$work/$1/d$i.err" &
+    pids+=($!)
+  done
+  for i in $(seq 1 "$drives"); do
+    drive_args+=(--drive "127.0.0.1:$(wait_for "$work/$1/d$i.out" 'listening on 127\.0\.0\.1:([0-9]+)')")
+  done
+}
+
+started=$(date +%s)
+files=()
+for r in $(seq 1 "$repeat"); do
+  for envelope in ${envelopes//,/ }; do
+    name=$envelope-$r
+    start_drives "$name"
+    "$spindle_bin" bench archive run "${drive_args[@]}" "${args[@]}" --envelopes "$envelope" --out "$work/$name.json" "${extra[@]}" 2>"$work/$name.err" || {
+      cat "$work/$name.err" >&2
+      exit 1
+    }
+    stop_drives
+    rm -rf "${work:?}/$name"
+    files+=("$work/$name.json")
+  done
+done
+# The model as the first run printed it (everything before its progress lines).
+model=$(awk '/^ *(small|fitted|large) +[0-9]/ { exit } { print }' "$work/${envelopes%%,*}-1.err")
+table=$("$spindle_bin" bench archive plot "${files[@]}" ${plots:+--plots "$plots"})
+echo "$table"
+if [ -n "$results" ]; then
+  mkdir -p "$results"
+  cp "${files[@]}" "$results/"
+fi
+if [ -n "$out" ]; then
+  {
+    echo "# Archival workloads: $drives drive(s), $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo
+    echo "Reproduce: \`scripts/bench-archive.sh --spindle PATH$([ $quick = 1 ] && echo ' --quick') --drives $drives --quota $quota --levels $levels --envelopes $envelopes --repeat $repeat${extra[*]:+ -- ${extra[*]}}\` on a $(nproc)-core machine; every drive on 127.0.0.1 with a quota of $quota bytes, fresh drives for each envelope; per row the run with the median MB/s of $repeat; took $(($(date +%s) - started)) s."
+    echo
+    echo "$model"
+    echo
+    echo "$table"
+  } >"$out"
+fi
