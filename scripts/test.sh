@@ -98,6 +98,13 @@ else
   failed=$((failed + 1)); status=1; echo "paper bench smoke: FAILED"; tail -40 "$logs/paper.log"
 fi
 
+echo "== archival workloads smoke run (two drives, three envelopes)"
+if scripts/bench-archive.sh --quick --drives 2 --spindle "$root/target/debug/spindle" --out "$logs/archive.md" >"$logs/archive.log" 2>&1; then
+  passed=$((passed + 1)); echo "archive bench smoke: ok"
+else
+  failed=$((failed + 1)); status=1; echo "archive bench smoke: FAILED"; tail -40 "$logs/archive.log"
+fi
+
 echo "== P2P benchmark smoke run (two drives, two Java simulators)"
 if scripts/bench-p2p.sh --quick --spindle "$root/target/debug/spindle" >"$logs/p2p.log" 2>&1; then
   passed=$((passed + 1)); echo "p2p bench smoke: ok"
