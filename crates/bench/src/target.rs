@@ -72,7 +72,9 @@ pub async fn connect(target: &str, sessions: usize, needs: Needs) -> Result<Vec<
     let addr = target.trim_start_matches("kinetic://");
     let mut out: Vec<Arc<dyn Store>> = Vec::with_capacity(sessions);
     for _ in 0..sessions {
-        out.push(Arc::new(KineticStore(Client::connect(addr, ClientConfig::default()).await?)));
+        let client = Client::connect(addr, ClientConfig::default()).await?;
+        let max_key = client.sign_on().body.as_ref().and_then(|b| b.get_log.as_ref()?.limits.as_ref()?.max_key_size).unwrap_or(spindle_proto::limits::MAX_KEY_SIZE);
+        out.push(Arc::new(KineticStore(client, max_key as usize)));
     }
     Ok(out)
 }
@@ -117,7 +119,8 @@ fn redis_err(e: impl std::fmt::Display) -> BenchError {
     BenchError::Invalid(format!("redis: {e}"))
 }
 
-struct KineticStore(Client);
+/// A client connection and the drive's maximum key size.
+struct KineticStore(Client, usize);
 
 impl Store for KineticStore {
     fn put(&self, key: Bytes, value: Bytes, sync: Synchronization) -> StoreFuture<'_, ()> {
@@ -134,7 +137,10 @@ impl Store for KineticStore {
     fn scan(&self, start: Bytes, count: usize) -> StoreFuture<'_, Vec<Bytes>> {
         Box::pin(async move {
             let max_returned = i32::try_from(count).unwrap_or(i32::MAX);
-            let q = RangeQuery { start, start_inclusive: true, end: None, end_inclusive: false, max_returned, reverse: false };
+            // An explicit end, the greatest key the drive accepts: a range without an end key is
+            // read as an empty range by some drives (the reference simulator answers nothing).
+            let end = Bytes::from(vec![0xFF; self.1]);
+            let q = RangeQuery { start, start_inclusive: true, end: Some(end), end_inclusive: true, max_returned, reverse: false };
             self.0.get_key_range(q).await.map_err(|e| e.to_string())
         })
     }

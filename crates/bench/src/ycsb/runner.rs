@@ -299,6 +299,9 @@ async fn worker(c: Arc<dyn Store>, shared: Arc<Shared>, phase: &'static str, thr
                 let k = keynum();
                 let len = rng.random_range(1..=w.max_scan_length).min(200) as i32;
                 let ok = match c.scan(Bytes::from(key_name(k, true)), len as usize).await {
+                    // The start key exists (it is an acknowledged record): a scan that returns
+                    // nothing did not scan.
+                    Ok(keys) if keys.is_empty() => false,
                     Ok(keys) => {
                         let mut ok = true;
                         for key in keys {
