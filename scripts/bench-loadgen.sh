@@ -29,23 +29,23 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/bench-loadgen.XXXXXX")
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 
-start_drive() { # NAME EXTRA... -> prints the port
+start_drive() { # NAME EXTRA... -> sets $port (runs in this shell, so the EXIT trap sees its pid)
     local name=$1
     shift
     "$spindle_bin" drive --data "$work/$name" --port 0 --tls-port 0 "$@" >"$work/$name.out" 2>"$work/$name.err" &
     pids+=($!)
     local i
     for ((i = 0; i < 300; i++)); do
-        if grep -qE 'listening on 127\.0\.0\.1:[0-9]+' "$work/$name.out" 2>/dev/null; then
-            sed -nE 's/.*listening on 127\.0\.0\.1:([0-9]+).*/\1/p' "$work/$name.out" | head -1
-            return
-        fi
+        port=$(sed -nE 's/.*listening on 127\.0\.0\.1:([0-9]+).*/\1/p' "$work/$name.out" 2>/dev/null | head -1)
+        [[ -n $port ]] && return
         sleep 0.1
     done
     die "$name did not start"
 }
-fjall=$(start_drive fjall)
-memory=$(start_drive memory --engine memory)
+start_drive fjall
+fjall=$port
+start_drive memory --engine memory
+memory=$port
 
 # Per target and round: the keys put (unmeasured), then the measured gets, in one process.
 measure() { # TARGET -> "ops_per_second ops_per_cpu_second"
