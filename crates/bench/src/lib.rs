@@ -347,6 +347,7 @@ mod tests {
     }
 }
 
+pub mod act;
 pub mod p2p;
 pub mod paper;
 pub mod report;
