@@ -467,6 +467,10 @@ pub enum BenchCommand {
         #[arg(long)]
         out: Option<std::path::PathBuf>,
     },
+    /// ACT-style SSD certification of a device or a drive: open-loop record reads and writes,
+    /// per-slice latency thresholds, pass/fail, load stepping.
+    #[command(subcommand)]
+    Act(crate::act_cmds::ActCommand),
     /// Markdown + HTML report with SVG figures from `bench paper` result files (one per target).
     Report {
         results: Vec<std::path::PathBuf>,
@@ -600,6 +604,7 @@ pub async fn bench(cmd: BenchCommand) -> CmdResult {
         BenchCommand::Get(a) => (Operation::Get, a),
         BenchCommand::P2p(a) => return bench_p2p(a).await,
         BenchCommand::Ycsb(a) => return bench_ycsb(a).await,
+        BenchCommand::Act(cmd) => return crate::act_cmds::run(cmd).await,
         BenchCommand::Report { results, out } => {
             let files = spindle_bench::report::write_report(&results, &out)?;
             println!("report written: {} files in {}", files.len(), out.display());
@@ -754,7 +759,7 @@ async fn bench_ycsb(a: YcsbArgs) -> CmdResult {
 }
 
 /// Writes `value` as JSON to `path` through a temporary file and a rename.
-fn write_atomically(path: &std::path::Path, value: &impl serde::Serialize) -> CmdResult {
+pub(crate) fn write_atomically(path: &std::path::Path, value: &impl serde::Serialize) -> CmdResult {
     let tmp = path.with_extension("json.tmp");
     std::fs::write(&tmp, serde_json::to_string_pretty(value)?).map_err(|e| format!("{}: {e}", tmp.display()))?;
     std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))?;
