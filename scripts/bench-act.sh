@@ -58,6 +58,8 @@ echo "drive mode: spindle drive on 127.0.0.1:$port, $keys keys" >&2
   --out "$dir/act-drive.json" --plot "$dir/act-drive.svg" >"$dir/act-drive.txt"
 # The drive's page cache and CPU stay out of the device run.
 kill "$drive_pid"; wait "$drive_pid" 2>/dev/null || true; drive_pid=
+# Nor its data still being written back: the device run starts on an idle disk.
+sync
 echo "device mode: $device_size file beside the drive's data" >&2
 "$spindle_bin" bench act device --device "$dir/device.bin" --size "$device_size" "${common[@]}" \
   --out "$dir/act-device.json" --plot "$dir/act-device.svg" >"$dir/act-device.txt"
@@ -78,7 +80,12 @@ for path in sys.argv[1:]:
             m = [max(h["percent_over"][i] for h in rows) for i in (0, 3, 6)]
             worst.append(f"{name} {m[0]:.2f} / {m[1]:.2f} / {m[2]:.3f}")
         fails = run["verdict"]["failures"]
-        why = "; ".join(sorted({(f"{f['histogram']} > {f['threshold_ms']} ms" if f["kind"] == "over-limit" else f["kind"] + (": " + f.get("reason", "") if f["kind"] == "stopped" else "")) for f in fails}))
+        why = []
+        for f in sorted(fails, key=lambda f: (f.get("histogram", ""), f.get("threshold_ms", 0))):
+            w = f"{f['histogram']} > {f['threshold_ms']} ms" if f["kind"] == "over-limit" else f["kind"] + (": " + f["reason"] if f["kind"] == "stopped" else "")
+            if w not in why:
+                why.append(w)
+        why = "; ".join(why)
         rates = run["rates"]
         print(f"| {mode} | {target} | {run['rating']}x | {rates['internal_reads_per_sec']:.0f} | {rates['internal_writes_per_sec']:.0f} | {'pass' if run['verdict']['passed'] else 'FAIL'} | {'; '.join(worst)} | {why} |")
     certified.append(f"{mode}: {str(doc['certified_rating']) + 'x' if doc['certified_rating'] else 'none'}")

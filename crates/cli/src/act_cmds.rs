@@ -242,7 +242,7 @@ pub async fn run(cmd: ActCommand) -> CmdResult {
             let plan = a.plan.plan()?;
             let spec = DriveSpec { target: a.drive.clone(), keys: a.keys, connections: a.connections, sync: a.sync.into() };
             let mut reporter = Reporter { plan: &a.plan, title: format!("ACT drive {}", a.drive), write_error: None };
-            let results = certify_drive(spec, &plan, &mut |e| reporter.event(e)).await?;
+            let results = tokio::task::block_in_place(|| certify_drive(spec, &plan, &mut |e| reporter.event(e)))?;
             reporter.finish(&results)
         }
     }

@@ -5,7 +5,7 @@
 //! shows in the GET and PUT latencies, which are both judged (both are client transactions).
 //!
 //! Requests are sent from one pacing thread per stream (an async timer rounds to whole
-//! milliseconds) onto multiplexed connections and complete on the async runtime; a bound on
+//! milliseconds) onto multiplexed connections served by one I/O thread; a bound on
 //! requests in flight keeps a stalled drive from growing the queue without limit, and waiting
 //! for a free slot longer than the max lag stops the test like ACT's lagging threads.
 
@@ -97,6 +97,50 @@ impl Slots {
             used = self.freed.wait_timeout(used, wait).unwrap_or_else(|e| e.into_inner()).0;
         }
         true
+    }
+}
+
+/// A single-threaded async runtime on its own thread, for the drive's connections: one thread
+/// wakes for every answer, where a work-stealing pool would also wake its idle workers to look
+/// for work, each a thread switch that lands in the measured latency on a small machine.
+pub struct IoThread {
+    pub handle: tokio::runtime::Handle,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl IoThread {
+    pub fn start() -> Result<IoThread, ActError> {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| ActError::Io(format!("async runtime: {e}")))?;
+        let handle = runtime.handle().clone();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("act-io".into())
+            .spawn(move || {
+                let _ = runtime.block_on(stopped);
+            })
+            .map_err(|e| ActError::Io(format!("I/O thread: {e}")))?;
+        Ok(IoThread { handle, stop: Some(stop), thread: Some(thread) })
+    }
+
+    /// Runs `fut` on the I/O thread and waits for it here (a thread outside any runtime).
+    pub fn run<T: Send + 'static>(&self, fut: impl std::future::Future<Output = T> + Send + 'static) -> Result<T, ActError> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.handle.spawn(async move {
+            let _ = tx.send(fut.await);
+        });
+        rx.recv().map_err(|_| ActError::Io("the I/O thread stopped".into()))
+    }
+}
+
+impl Drop for IoThread {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
 

@@ -33,7 +33,7 @@ use crate::paper::Machine;
 use certify::{certify, check_ladder};
 use criteria::{judge, Criterion, Judged, Verdict, CRITERIA};
 use device::{Device, DeviceInfo, DeviceSpec};
-use drive::{Drive, DriveSpec, Slots, DRAIN_TIMEOUT, IN_FLIGHT_MAX};
+use drive::{Drive, DriveSpec, IoThread, Slots, DRAIN_TIMEOUT, IN_FLIGHT_MAX};
 use rates::{Rates, Workload};
 use run::{Outcome, Slice, Timing};
 
@@ -180,38 +180,38 @@ pub fn certify_device(spec: &DeviceSpec, plan: &Plan, events: &mut dyn FnMut(Eve
     Ok(results)
 }
 
-/// Drive mode: connects (and with `plan.prep` puts every key), then steps the ladder. Needs a
-/// multi-threaded tokio runtime: each run blocks this task's thread while requests complete on
-/// the others.
-pub async fn certify_drive(spec: DriveSpec, plan: &Plan, events: &mut dyn FnMut(Event<'_>)) -> Result<ActResults, ActError> {
+/// Drive mode: connects (and with `plan.prep` puts every key), then steps the ladder. The
+/// connections live on their own I/O thread; call from outside an async runtime (or inside
+/// `block_in_place`).
+pub fn certify_drive(spec: DriveSpec, plan: &Plan, events: &mut dyn FnMut(Event<'_>)) -> Result<ActResults, ActError> {
     plan.check()?;
-    let drive = Arc::new(Drive::connect(spec.clone(), plan.workload.record_bytes, plan.seed).await?);
+    let io = IoThread::start()?;
+    let (record_bytes, seed) = (plan.workload.record_bytes, plan.seed);
+    let drive = Arc::new(io.run(Drive::connect(spec.clone(), record_bytes, seed))??);
     let mut results = new_results(Mode::Drive, spec.target.clone(), plan);
     results.drive = Some(spec);
     if plan.prep {
-        let seconds = drive.prep(plan.seed).await?;
+        let d = drive.clone();
+        let seconds = io.run(async move { d.prep(seed).await })??;
         results.prep_seconds = Some(seconds);
         events(Event::Prepared { seconds });
     }
-    let runtime = tokio::runtime::Handle::current();
-    let (timing, seed) = (plan.timing, plan.seed);
-    tokio::task::block_in_place(|| {
-        step(
-            &mut results,
-            events,
-            |rates, on_slice| {
-                let slots = Arc::new(Slots::new(IN_FLIGHT_MAX));
-                let streams = drive.streams(rates, &runtime, timing.max_lag, &slots, seed);
-                let mut out = run::run(streams, timing, || {
-                    slots.drain(DRAIN_TIMEOUT);
-                }, on_slice);
-                if !slots.drain(std::time::Duration::ZERO) && out.stopped.is_none() {
-                    out.stopped = Some(format!("requests still unanswered {} s after the end", DRAIN_TIMEOUT.as_secs()));
-                }
-                Ok(out)
-            },
-            &["gets", "puts"],
-        )
-    })?;
+    let timing = plan.timing;
+    step(
+        &mut results,
+        events,
+        |rates, on_slice| {
+            let slots = Arc::new(Slots::new(IN_FLIGHT_MAX));
+            let streams = drive.streams(rates, &io.handle, timing.max_lag, &slots, seed);
+            let mut out = run::run(streams, timing, || {
+                slots.drain(DRAIN_TIMEOUT);
+            }, on_slice);
+            if !slots.drain(std::time::Duration::ZERO) && out.stopped.is_none() {
+                out.stopped = Some(format!("requests still unanswered {} s after the end", DRAIN_TIMEOUT.as_secs()));
+            }
+            Ok(out)
+        },
+        &["gets", "puts"],
+    )?;
     Ok(results)
 }
