@@ -53,6 +53,7 @@ pub struct DriveArgs {
     /// Records in the key space
     #[arg(long, default_value_t = 100_000)]
     keys: u64,
+    /// Connections for the GETs, and as many again for the PUTs
     #[arg(long, default_value_t = 4)]
     connections: usize,
     /// Synchronization of the PUTs (WRITEBACK: acknowledged once journaled, as Aerospike

@@ -39,6 +39,7 @@ pub struct DriveSpec {
     pub target: String,
     /// Records in the key space (keys 0 .. keys-1).
     pub keys: u64,
+    /// Connections for the GETs, and as many again for the PUTs.
     pub connections: usize,
     #[serde(serialize_with = "sync_name")]
     pub sync: Synchronization,
@@ -162,8 +163,10 @@ impl Drive {
             return Err(ActError::Config(format!("{record_bytes} B records exceed the Kinetic value limit of {max_value} B")));
         }
         let addr = spec.target.trim_start_matches("kinetic://").to_string();
-        let mut clients = Vec::with_capacity(spec.connections);
-        for _ in 0..spec.connections {
+        // GETs and PUTs each get `connections` of their own: a drive answers one connection's
+        // requests in order, and ACT's record reads never wait behind its writes.
+        let mut clients = Vec::with_capacity(2 * spec.connections);
+        for _ in 0..2 * spec.connections {
             clients.push(Client::connect(addr.as_str(), ClientConfig::default()).await?);
         }
         let mut pool = vec![0u8; VALUE_POOL_BYTES.max(2 * record_bytes as usize)];
@@ -218,7 +221,8 @@ impl Drive {
                     return Err(format!("{name} can't keep up: {IN_FLIGHT_MAX} requests in flight for longer than the max lag"));
                 }
                 let key = act_key(rng.random_range(0..drive.spec.keys));
-                let client = drive.clients[n % drive.clients.len()].clone();
+                let connections = drive.spec.connections;
+                let client = drive.clients[usize::from(put) * connections + n % connections].clone();
                 n += 1;
                 let value = put.then(|| drive.value(&mut rng));
                 let (hist, slots, sync, record) = (hist.clone(), slots.clone(), drive.spec.sync, drive.record_bytes);
