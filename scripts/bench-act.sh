@@ -66,8 +66,8 @@ echo "device mode: $device_size file beside the drive's data" >&2
 
 table=$(python3 - "$dir/act-drive.json" "$dir/act-device.json" <<'PY'
 import json, sys
-print("| mode | target | rating | reads/s | writes/s | result | worst slice: % over 1 ms / 8 ms / 64 ms (judged histograms) | why it failed |")
-print("|---|---|--:|--:|--:|---|---|---|")
+print("| mode | target | rating | reads/s | writes/s | result | worst slice: % over 1 ms / 8 ms / 64 ms (judged histograms) | why it failed | pacer: % of starts ≥ 1 ms late |")
+print("|---|---|--:|--:|--:|---|---|---|--:|")
 certified = []
 for path in sys.argv[1:]:
     doc = json.load(open(path))
@@ -87,7 +87,9 @@ for path in sys.argv[1:]:
                 why.append(w)
         why = "; ".join(why)
         rates = run["rates"]
-        print(f"| {mode} | {target} | {run['rating']}x | {rates['internal_reads_per_sec']:.0f} | {rates['internal_writes_per_sec']:.0f} | {'pass' if run['verdict']['passed'] else 'FAIL'} | {'; '.join(worst)} | {why} |")
+        late = run["outcome"]["start_lateness"]
+        late_pct = 100.0 * sum(l["ops"] * l["percent_over"][0] / 100.0 for l in late) / max(1, sum(l["ops"] for l in late))
+        print(f"| {mode} | {target} | {run['rating']}x | {rates['internal_reads_per_sec']:.0f} | {rates['internal_writes_per_sec']:.0f} | {'pass' if run['verdict']['passed'] else 'FAIL'} | {'; '.join(worst)} | {why} | {late_pct:.2f} |")
     certified.append(f"{mode}: {str(doc['certified_rating']) + 'x' if doc['certified_rating'] else 'none'}")
 print()
 print("Certified: " + ", ".join(certified) + ".")
@@ -101,6 +103,7 @@ if [ -n "$out" ]; then
     echo "Reproduce: \`scripts/bench-act.sh --spindle target/release/spindle$([ $quick = 1 ] && echo ' --quick') --ratings $ratings --duration $duration --slice $slice --keys $keys --device-size $device_size\`"
     echo "on $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)), $(uname -r); drive and device file on $(df --output=source,fstype "$dir" | tail -n 1 | tr -s ' ')."
     echo "Each run: $duration s in $slice s slices; pass = in every slice < 5% over 1 ms, < 1% over 8 ms, < 0.1% over 64 ms; the ladder stops at the first failure. One run per rating."
+    echo "The last column is the load generator's own lateness (operations its threads started 1 ms or more after their due time): high values mean the machine, not the target, was slow."
     echo
     echo "$table"
   } >"$out"

@@ -85,6 +85,9 @@ pub struct Outcome {
     pub slices: Vec<Slice>,
     /// Each histogram over the whole run.
     pub totals: Vec<NamedStats>,
+    /// Per stream, how late its workers started operations (the pacing itself: on an idle
+    /// machine well under a millisecond; when not, the machine, not the target, is slow).
+    pub start_lateness: Vec<NamedStats>,
     pub stopped: Option<String>,
     pub seconds: f64,
 }
@@ -100,17 +103,23 @@ pub fn run(streams: Vec<StreamSpec>, timing: Timing, drain: impl FnOnce(), mut o
     let clock = RealClock { start: Instant::now() };
     let start = clock.start;
     let shapes: Vec<(&'static str, bool, Arc<AtomicBuckets>)> = streams.iter().map(|s| (s.name, s.judged, s.hist.clone())).collect();
+    let lateness: Vec<(&'static str, bool, Arc<AtomicBuckets>)> = streams.iter().map(|s| (s.name, false, Arc::new(AtomicBuckets::default()))).collect();
     let snapshot = || shapes.iter().map(|(_, _, h)| h.snapshot()).collect::<Vec<(Buckets, u64)>>();
     let mut slices = Vec::new();
     let zero: Vec<(Buckets, u64)> = shapes.iter().map(|_| (Buckets::default(), 0)).collect();
     std::thread::scope(|scope| {
         let mut handles = Vec::new();
-        for spec in streams {
+        for (spec, (_, _, late)) in streams.into_iter().zip(&lateness) {
             let stream = Arc::new(Stream::new(Schedule { rate: spec.rate, duration: timing.duration }));
             for op in spec.ops {
-                let (stream, clock, stop, name) = (stream.clone(), &clock, &stop, spec.name);
+                let (stream, clock, stop, name, late) = (stream.clone(), &clock, &stop, spec.name, late.clone());
                 let mut op = op;
-                handles.push(scope.spawn(move || work(&stream, clock, stop, timing.max_lag, name, |t| op(start + t.due))));
+                handles.push(scope.spawn(move || {
+                    work(&stream, clock, stop, timing.max_lag, name, |t| {
+                        late.record(clock.now().saturating_sub(t.due));
+                        op(start + t.due)
+                    })
+                }));
             }
         }
         let mut previous = zero.clone();
@@ -145,7 +154,9 @@ pub fn run(streams: Vec<StreamSpec>, timing: Timing, drain: impl FnOnce(), mut o
         }
     });
     let totals = named(&shapes, &snapshot(), &zero);
-    Outcome { slices, totals, stopped: stop.reason(), seconds: start.elapsed().as_secs_f64() }
+    let lateness_now: Vec<(Buckets, u64)> = lateness.iter().map(|(_, _, h)| h.snapshot()).collect();
+    let start_lateness = named(&lateness, &lateness_now, &zero);
+    Outcome { slices, totals, start_lateness, stopped: stop.reason(), seconds: start.elapsed().as_secs_f64() }
 }
 
 fn named(shapes: &[(&'static str, bool, Arc<AtomicBuckets>)], now: &[(Buckets, u64)], before: &[(Buckets, u64)]) -> Vec<NamedStats> {
@@ -187,6 +198,7 @@ mod tests {
         let sum: u64 = out.slices.iter().map(|s| s.histograms[0].stats.ops).sum();
         assert_eq!(sum, 180, "every operation is in exactly one slice");
         assert_eq!(out.slices.last().unwrap().end_secs, 0.6);
+        assert_eq!(out.start_lateness.iter().map(|l| l.stats.ops).collect::<Vec<_>>(), vec![180, 30], "every start is timed");
     }
 
     #[test]
