@@ -7,13 +7,13 @@
 # first failure.
 #
 #   scripts/bench-act.sh --spindle BIN [--quick] [--out FILE] [--dir DIR] [--ratings 1,3,6,...]
-#                        [--duration S] [--slice S] [--keys N] [--device-size SIZE]
+#                        [--duration S] [--slice S] [--keys N] [--device-size SIZE] [--settle S]
 #
 # Builds nothing. --dir (default: a new directory under $TMPDIR or /tmp) holds the drive's
 # data, the device file, the JSON results and the SVG figures; it is removed at the end unless
 # given. Prints a Markdown table (and writes it to FILE).
 set -euo pipefail
-quick=0 spindle_bin= out= dir= ratings=1,3,6,12,24 duration=60 slice=10 keys=1000000 device_size=4GiB
+quick=0 spindle_bin= out= dir= ratings=1,3,6,12,24 duration=60 slice=10 keys=1000000 device_size=4GiB settle=0
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) quick=1; ratings=1,3; duration=3; slice=1; keys=20000; device_size=64MiB ;;
@@ -25,6 +25,7 @@ while [ $# -gt 0 ]; do
     --slice) slice=$2; shift ;;
     --keys) keys=$2; shift ;;
     --device-size) device_size=$2; shift ;;
+    --settle) settle=$2; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -52,7 +53,7 @@ for _ in $(seq 1 300); do
 done
 [ -n "$port" ] || { echo "the drive did not start" >&2; cat "$dir/drive.err" >&2; exit 1; }
 
-common=(--ratings "$ratings" --duration "$duration" --slice "$slice" --prep)
+common=(--ratings "$ratings" --duration "$duration" --slice "$slice" --prep --settle "$settle")
 echo "drive mode: spindle drive on 127.0.0.1:$port, $keys keys" >&2
 "$spindle_bin" bench act drive --drive "127.0.0.1:$port" --keys "$keys" "${common[@]}" \
   --out "$dir/act-drive.json" --plot "$dir/act-drive.svg" >"$dir/act-drive.txt"
@@ -66,7 +67,7 @@ echo "device mode: $device_size file beside the drive's data" >&2
 
 table=$(python3 - "$dir/act-drive.json" "$dir/act-device.json" <<'PY'
 import json, sys
-print("| mode | target | rating | reads/s | writes/s | result | worst slice: % over 1 ms / 8 ms / 64 ms (judged histograms) | why it failed | pacer: % of starts ≥ 1 ms late |")
+print("| mode | target | rating | reads/s | writes/s | result | worst slice: % over 1 ms / 8 ms / 64 ms (judged histograms) | why it failed | load generator: % of wake-ups ≥ 1 ms late |")
 print("|---|---|--:|--:|--:|---|---|---|--:|")
 certified = []
 for path in sys.argv[1:]:
@@ -87,7 +88,7 @@ for path in sys.argv[1:]:
                 why.append(w)
         why = "; ".join(why)
         rates = run["rates"]
-        late = run["outcome"]["start_lateness"]
+        late = run["outcome"]["wake_lateness"]
         late_pct = 100.0 * sum(l["ops"] * l["percent_over"][0] / 100.0 for l in late) / max(1, sum(l["ops"] for l in late))
         print(f"| {mode} | {target} | {run['rating']}x | {rates['internal_reads_per_sec']:.0f} | {rates['internal_writes_per_sec']:.0f} | {'pass' if run['verdict']['passed'] else 'FAIL'} | {'; '.join(worst)} | {why} | {late_pct:.2f} |")
     certified.append(f"{mode}: {str(doc['certified_rating']) + 'x' if doc['certified_rating'] else 'none'}")
@@ -100,10 +101,10 @@ if [ -n "$out" ]; then
   {
     echo "# ACT certification: Spindle drive and the disk under it, $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo
-    echo "Reproduce: \`scripts/bench-act.sh --spindle target/release/spindle$([ $quick = 1 ] && echo ' --quick') --ratings $ratings --duration $duration --slice $slice --keys $keys --device-size $device_size\`"
+    echo "Reproduce: \`scripts/bench-act.sh --spindle target/release/spindle$([ $quick = 1 ] && echo ' --quick') --ratings $ratings --duration $duration --slice $slice --keys $keys --device-size $device_size --settle $settle\`"
     echo "on $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)), $(uname -r); drive and device file on $(df --output=source,fstype "$dir" | tail -n 1 | tr -s ' ')."
-    echo "Each run: $duration s in $slice s slices; pass = in every slice < 5% over 1 ms, < 1% over 8 ms, < 0.1% over 64 ms; the ladder stops at the first failure. One run per rating."
-    echo "The last column is the load generator's own lateness (operations its threads started 1 ms or more after their due time): high values mean the machine, not the target, was slow."
+    echo "Each run: $duration s in $slice s slices; pass = in every slice < 5% over 1 ms, < 1% over 8 ms, < 0.1% over 64 ms; the ladder stops at the first failure. One run per rating; $settle s of rest after each preparation."
+    echo "The last column is the load generator's own scheduling noise: of the operations whose thread was idle and slept until the due time, the share it woke 1 ms or more late. High values mean the machine, not the target, was slow."
     echo
     echo "$table"
   } >"$out"

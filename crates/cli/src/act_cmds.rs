@@ -94,6 +94,10 @@ pub struct PlanArgs {
     /// Salt the space first (device: zero, then random data; drive: put every key)
     #[arg(long)]
     prep: bool,
+    /// After --prep, wait this many seconds before the first run (a VM disk's burst allowance
+    /// refills, a drive's compactions finish)
+    #[arg(long, default_value_t = 0.0)]
+    settle: f64,
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Write the JSON results here (rewritten after every run)
@@ -129,6 +133,7 @@ impl PlanArgs {
             ladder: self.ratings.clone(),
             seed: self.seed,
             prep: self.prep,
+            settle: seconds("settle", self.settle)?,
         })
     }
 }

@@ -71,6 +71,11 @@ pub struct Plan {
     pub seed: u64,
     /// Salt the space before the first run.
     pub prep: bool,
+    /// After salting, wait this long before the first run: lets a device's burst allowance
+    /// (a cloud or VM disk's token bucket) refill and a drive finish its compactions, so the
+    /// first run does not pay for the preparation.
+    #[serde(serialize_with = "run::secs")]
+    pub settle: std::time::Duration,
 }
 
 impl Plan {
@@ -115,6 +120,16 @@ pub enum Event<'a> {
     RunStarted { rating: u32, rates: &'a Rates, histograms: &'a [&'static str] },
     Slice(&'a Slice),
     RunFinished { results: &'a ActResults },
+}
+
+/// After salting: the machine's dirty pages are written back now (sync(2)), so the first run
+/// does not meet the preparation's write-back (a drive's salted data sits in the page cache
+/// until the kernel flushes it, half a minute later, in the middle of a run); then the plan's
+/// settling time passes.
+fn settle(wait: std::time::Duration) {
+    // SAFETY: sync(2) takes no arguments and cannot fail.
+    unsafe { libc::sync() };
+    std::thread::sleep(wait);
 }
 
 fn new_results(mode: Mode, target: String, plan: &Plan) -> ActResults {
@@ -171,6 +186,7 @@ pub fn certify_device(spec: &DeviceSpec, plan: &Plan, events: &mut dyn FnMut(Eve
     results.device = Some(device.info.clone());
     if plan.prep {
         let seconds = device.prep(plan.seed, |_, _, _| {})?;
+        settle(plan.settle);
         results.prep_seconds = Some(seconds);
         events(Event::Prepared { seconds });
     }
@@ -193,6 +209,7 @@ pub fn certify_drive(spec: DriveSpec, plan: &Plan, events: &mut dyn FnMut(Event<
     if plan.prep {
         let d = drive.clone();
         let seconds = io.run(async move { d.prep(seed).await })??;
+        settle(plan.settle);
         results.prep_seconds = Some(seconds);
         events(Event::Prepared { seconds });
     }

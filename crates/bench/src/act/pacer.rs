@@ -73,6 +73,9 @@ pub struct Tick {
     pub index: u64,
     /// When it was due, from the start.
     pub due: Duration,
+    /// The worker was idle before the due time and slept until it (rather than starting late
+    /// because its previous operation ran long).
+    pub waited: bool,
 }
 
 /// Shared by the workers of one stream: they take operations in order from one counter.
@@ -121,13 +124,14 @@ pub fn work(stream: &Stream, clock: &dyn Clock, stop: &Stop, max_lag: Option<Dur
     while !stop.is_stopped() {
         let index = stream.next.fetch_add(1, Ordering::Relaxed);
         let Some(due) = stream.schedule.due(index) else { return };
+        let waited = clock.now() < due;
         clock.sleep_until(due);
         let lag = clock.now().saturating_sub(due);
         if let Some(max) = max_lag.filter(|m| lag > *m) {
             stop.stop(format!("{name} can't keep up: operation {index} started {:.1} s late (max lag {} s)", lag.as_secs_f64(), max.as_secs_f64()));
             return;
         }
-        if let Err(reason) = op(Tick { index, due }) {
+        if let Err(reason) = op(Tick { index, due, waited }) {
             stop.stop(reason);
             return;
         }
