@@ -378,6 +378,7 @@ mod tests {
 }
 
 pub mod archive;
+pub mod act;
 pub mod p2p;
 pub mod paper;
 pub mod report;

@@ -482,6 +482,10 @@ pub enum BenchCommand {
         #[arg(long)]
         out: Option<std::path::PathBuf>,
     },
+    /// ACT-style SSD certification of a device or a drive: open-loop record reads and writes,
+    /// per-slice latency thresholds, pass/fail, load stepping.
+    #[command(subcommand)]
+    Act(crate::act_cmds::ActCommand),
     /// Markdown + HTML report with SVG figures from `bench paper` result files (one per target).
     Report {
         results: Vec<std::path::PathBuf>,
@@ -628,6 +632,7 @@ pub async fn bench(cmd: BenchCommand) -> CmdResult {
         BenchCommand::P2p(a) => return bench_p2p(a).await,
         BenchCommand::Ycsb(a) => return bench_ycsb(a).await,
         BenchCommand::Archive(cmd) => return crate::archive_cmds::run(cmd).await,
+        BenchCommand::Act(cmd) => return crate::act_cmds::run(cmd).await,
         BenchCommand::Report { results, out } => {
             let files = spindle_bench::report::write_report(&results, &out)?;
             println!("report written: {} files in {}", files.len(), out.display());

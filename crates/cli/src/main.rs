@@ -1,5 +1,6 @@
 //! `spindle`: run a drive, talk to one, benchmark one.
 
+mod act_cmds;
 mod admin_cmds;
 mod archive_cmds;
 mod client_cmds;
