@@ -105,6 +105,13 @@ else
   failed=$((failed + 1)); status=1; echo "archive bench smoke: FAILED"; tail -40 "$logs/archive.log"
 fi
 
+echo "== ACT certification smoke run (a drive and a file on the same disk)"
+if scripts/bench-act.sh --quick --spindle "$root/target/debug/spindle" --out "$logs/act.md" >"$logs/act.log" 2>&1; then
+  passed=$((passed + 1)); echo "act bench smoke: ok"
+else
+  failed=$((failed + 1)); status=1; echo "act bench smoke: FAILED"; tail -40 "$logs/act.log"
+fi
+
 echo "== P2P benchmark smoke run (two drives, two Java simulators)"
 if scripts/bench-p2p.sh --quick --spindle "$root/target/debug/spindle" >"$logs/p2p.log" 2>&1; then
   passed=$((passed + 1)); echo "p2p bench smoke: ok"
