@@ -36,17 +36,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-wait_for() { # FILE REGEX -> first capture group
-  for _ in $(seq 1 600); do
-    local v
-    v=$(sed -n -E "s/.*$2.*/\\1/p" "$1" 2>/dev/null | head -n 1)
-    [ -n "$v" ] && { echo "$v"; return; }
-    sleep 0.1
-  done
-  echo "timed out waiting for $1" >&2
-  cat "$1" >&2 || true
-  exit 1
-}
+# shellcheck source=servers.sh
+source scripts/servers.sh
 
 start_spindle() { # NAME
   mkdir -p "$work/$1"

@@ -1,5 +1,6 @@
 # Starting, pausing and stopping the servers the benchmark scripts measure, all on 127.0.0.1.
-# Sourced by scripts/bench-compare.sh and scripts/bench-paper.sh, which define `log`, `die`,
+# Sourced by scripts/bench-compare.sh and scripts/bench-paper.sh (and, for `wait_for` only,
+# scripts/bench-archive.sh and scripts/bench-p2p.sh), which define `log`, `die`,
 # `$root`, `$work` (a temporary directory), `$spindle_bin` and `$sim_verbose`; the functions
 # set `spindle_pid`/`spindle_port`, `sim_pid`/`sim_port` and `redis_pid`/`redis_port`.
 
@@ -52,6 +53,20 @@ only() { # SYSTEM|all
             kill -STOP "$pid" 2>/dev/null || true
         fi
     done
+}
+
+# Prints the first capture group of REGEX in FILE once it appears (60 s at most); on time-out
+# shows FILE and its .err companion and exits. For scripts that keep their own pid lists.
+wait_for() { # FILE REGEX
+  for _ in $(seq 1 600); do
+    local v
+    v=$(sed -n -E "s/.*$2.*/\\1/p" "$1" 2>/dev/null | head -n 1)
+    [ -n "$v" ] && { echo "$v"; return; }
+    sleep 0.1
+  done
+  echo "timed out waiting for $1" >&2
+  cat "$1" "${1%.out}.err" >&2 || true
+  exit 1
 }
 
 # Prints the port from the first line of FILE matching REGEX (one capture group) once it

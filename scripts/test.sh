@@ -77,47 +77,35 @@ else
   failed=$((failed + 1)); status=1; echo "ycsb java: FAILED"; tail -40 "$logs/ycsb.log"
 fi
 
+# One scripted check: its output goes to a log shown only on failure; it counts as one test.
+check() { # NAME LOG COMMAND...
+  local name=$1 log=$2
+  shift 2
+  if "$@" >"$log" 2>&1; then
+    passed=$((passed + 1)); echo "$name: ok"
+  else
+    failed=$((failed + 1)); status=1; echo "$name: FAILED"; tail -40 "$log"
+  fi
+}
+spindle=$root/target/debug/spindle
+
 echo "== YCSB generators: Rust against YCSB's own"
-if scripts/ycsb-crosscheck.sh "$root/target/debug/spindle" >"$logs/crosscheck.log" 2>&1; then
-  passed=$((passed + 1)); echo "ycsb crosscheck: ok"
-else
-  failed=$((failed + 1)); status=1; echo "ycsb crosscheck: FAILED"; tail -40 "$logs/crosscheck.log"
-fi
+check "ycsb crosscheck" "$logs/crosscheck.log" scripts/ycsb-crosscheck.sh "$spindle"
 
 echo "== benchmark smoke run (Spindle, Java simulator, redis-server)"
-if scripts/bench-compare.sh --quick --spindle "$root/target/debug/spindle" --out "$logs/bench.md" >"$logs/bench.log" 2>&1; then
-  passed=$((passed + 1)); echo "bench smoke: ok"
-else
-  failed=$((failed + 1)); status=1; echo "bench smoke: FAILED"; tail -40 "$logs/bench.log"
-fi
+check "bench smoke" "$logs/bench.log" scripts/bench-compare.sh --quick --spindle "$spindle" --out "$logs/bench.md"
 
 echo "== the Kinetic paper's evaluation, smoke run (Spindle, simulator, redis, engine, LevelDB, RocksDB)"
-if scripts/bench-paper.sh --quick --spindle "$root/target/debug/spindle" --out "$logs/paper" >"$logs/paper.log" 2>&1; then
-  passed=$((passed + 1)); echo "paper bench smoke: ok"
-else
-  failed=$((failed + 1)); status=1; echo "paper bench smoke: FAILED"; tail -40 "$logs/paper.log"
-fi
+check "paper bench smoke" "$logs/paper.log" scripts/bench-paper.sh --quick --spindle "$spindle" --out "$logs/paper"
 
 echo "== archival workloads smoke run (two drives, three envelopes)"
-if scripts/bench-archive.sh --quick --drives 2 --spindle "$root/target/debug/spindle" --out "$logs/archive.md" >"$logs/archive.log" 2>&1; then
-  passed=$((passed + 1)); echo "archive bench smoke: ok"
-else
-  failed=$((failed + 1)); status=1; echo "archive bench smoke: FAILED"; tail -40 "$logs/archive.log"
-fi
+check "archive bench smoke" "$logs/archive.log" scripts/bench-archive.sh --quick --drives 2 --spindle "$spindle" --out "$logs/archive.md"
 
 echo "== ACT certification smoke run (a drive and a file on the same disk)"
-if scripts/bench-act.sh --quick --spindle "$root/target/debug/spindle" --out "$logs/act.md" >"$logs/act.log" 2>&1; then
-  passed=$((passed + 1)); echo "act bench smoke: ok"
-else
-  failed=$((failed + 1)); status=1; echo "act bench smoke: FAILED"; tail -40 "$logs/act.log"
-fi
+check "act bench smoke" "$logs/act.log" scripts/bench-act.sh --quick --spindle "$spindle" --out "$logs/act.md"
 
 echo "== P2P benchmark smoke run (two drives, two Java simulators)"
-if scripts/bench-p2p.sh --quick --spindle "$root/target/debug/spindle" >"$logs/p2p.log" 2>&1; then
-  passed=$((passed + 1)); echo "p2p bench smoke: ok"
-else
-  failed=$((failed + 1)); status=1; echo "p2p bench smoke: FAILED"; tail -40 "$logs/p2p.log"
-fi
+check "p2p bench smoke" "$logs/p2p.log" scripts/bench-p2p.sh --quick --spindle "$spindle"
 
 echo
 echo "all suites: $passed passed, $failed failed"

@@ -121,15 +121,18 @@ impl MinMedMax {
 }
 
 /// The median of `runs` (by throughput) and the spread of all of them.
-fn median_run(mut runs: Vec<BenchResult>) -> (BenchResult, Spread) {
-    let spread = Spread {
-        runs: runs.len(),
-        ops_per_second: MinMedMax::of(&mut runs.iter().map(|r| r.ops_per_second).collect::<Vec<_>>()),
-        megabytes_per_second: MinMedMax::of(&mut runs.iter().map(|r| r.megabytes_per_second).collect::<Vec<_>>()),
-    };
-    runs.sort_by(|a, b| a.ops_per_second.total_cmp(&b.ops_per_second));
-    let median = runs.swap_remove(runs.len() / 2);
-    (median, spread)
+fn median_run(runs: Vec<BenchResult>) -> (BenchResult, Spread) {
+    let megabytes_per_second = MinMedMax::of(&mut runs.iter().map(|r| r.megabytes_per_second).collect::<Vec<_>>());
+    let count = runs.len();
+    let (median, ops_per_second) = median_by(runs, |r| r.ops_per_second);
+    (median, Spread { runs: count, ops_per_second, megabytes_per_second })
+}
+
+/// The run with the median `key` (of a non-empty set), and the spread of `key` over all runs.
+fn median_by<T>(mut runs: Vec<T>, key: impl Fn(&T) -> f64) -> (T, MinMedMax) {
+    let spread = MinMedMax::of(&mut runs.iter().map(&key).collect::<Vec<_>>());
+    runs.sort_by(|a, b| key(a).total_cmp(&key(b)));
+    (runs.swap_remove(runs.len() / 2), spread)
 }
 
 /// One YCSB phase at one record size: the median repetition and the spread.
@@ -409,9 +412,7 @@ impl<F: FnMut(&PaperResults)> Points<'_, F> {
         for _ in 0..self.repeat {
             runs.push(if phase == "load" { runner::load(spec.clone()).await? } else { runner::run(spec.clone()).await? });
         }
-        let throughput = MinMedMax::of(&mut runs.iter().map(|r| r.throughput_ops_per_second).collect::<Vec<_>>());
-        runs.sort_by(|a, b| a.throughput_ops_per_second.total_cmp(&b.throughput_ops_per_second));
-        let result = runs.swap_remove(runs.len() / 2);
+        let (result, throughput) = median_by(runs, |r| r.throughput_ops_per_second);
         self.results.ycsb.push(YcsbRow { record_size, workload: spec.workload.name.to_string(), phase, result, throughput });
         (self.progress)(&self.results);
         Ok(())
@@ -442,5 +443,11 @@ mod tests {
         assert!((median.ops_per_second - 200.0).abs() < 1.0);
         assert!((spread.ops_per_second.min - 100.0).abs() < 1.0 && (spread.ops_per_second.max - 300.0).abs() < 1.0);
         assert_eq!(spread.runs, 3);
+    }
+
+    #[tokio::test]
+    async fn a_run_without_repetitions_is_refused() {
+        let e = run_paper("memory:", PaperOptions { repeat: 0, ..PaperOptions::new(Scale::Quick) }, |_| {}).await.expect_err("refused");
+        assert!(e.to_string().contains("repeat must be at least 1"), "{e}");
     }
 }

@@ -74,7 +74,9 @@ pub async fn connect(target: &str, sessions: usize, needs: Needs) -> Result<Vec<
     for _ in 0..sessions {
         let client = Client::connect(addr, ClientConfig::default()).await?;
         let max_key = client.sign_on().body.as_ref().and_then(|b| b.get_log.as_ref()?.limits.as_ref()?.max_key_size).unwrap_or(spindle_proto::limits::MAX_KEY_SIZE);
-        out.push(Arc::new(KineticStore(client, max_key as usize)));
+        // A key cannot outgrow a message: a drive announcing more does not make us allocate it.
+        let max_key = max_key.min(spindle_proto::limits::MAX_MESSAGE_SIZE);
+        out.push(Arc::new(KineticStore(client, Bytes::from(vec![0xFF; max_key as usize]))));
     }
     Ok(out)
 }
@@ -119,8 +121,10 @@ fn redis_err(e: impl std::fmt::Display) -> BenchError {
     BenchError::Invalid(format!("redis: {e}"))
 }
 
-/// A client connection and the drive's maximum key size.
-struct KineticStore(Client, usize);
+/// A client connection, and the end key of its scans: the greatest key the drive accepts. A
+/// range without an end key is read as an empty range by some drives (the reference simulator
+/// answers nothing), so scans name their end explicitly.
+struct KineticStore(Client, Bytes);
 
 impl Store for KineticStore {
     fn put(&self, key: Bytes, value: Bytes, sync: Synchronization) -> StoreFuture<'_, ()> {
@@ -137,10 +141,7 @@ impl Store for KineticStore {
     fn scan(&self, start: Bytes, count: usize) -> StoreFuture<'_, Vec<Bytes>> {
         Box::pin(async move {
             let max_returned = i32::try_from(count).unwrap_or(i32::MAX);
-            // An explicit end, the greatest key the drive accepts: a range without an end key is
-            // read as an empty range by some drives (the reference simulator answers nothing).
-            let end = Bytes::from(vec![0xFF; self.1]);
-            let q = RangeQuery { start, start_inclusive: true, end: Some(end), end_inclusive: true, max_returned, reverse: false };
+            let q = RangeQuery { start, start_inclusive: true, end: Some(self.1.clone()), end_inclusive: true, max_returned, reverse: false };
             self.0.get_key_range(q).await.map_err(|e| e.to_string())
         })
     }

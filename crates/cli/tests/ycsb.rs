@@ -73,3 +73,13 @@ fn workloads_run_against_every_kind_of_target() {
         }
     }
 }
+
+#[test]
+fn an_empty_field_length_is_refused() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args(["bench", "ycsb", "--drive", "memory:", "--records", "10", "--operations", "10", "--field-length", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--field-length must be at least 1"));
+}
