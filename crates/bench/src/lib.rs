@@ -12,7 +12,6 @@ use hdrhistogram::Histogram;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::Serialize;
-use std::collections::HashMap;
 
 use spindle_client::{ClientConfig, ClientError, MessageType, Pipeline, StatusCode, Synchronization};
 use spindle_proto::pb::command::{Body, KeyValue};
@@ -116,13 +115,21 @@ pub struct Percentiles {
 /// The key of item `i`: zero-padded decimal, padded or cut to `size` bytes, so keys sort in
 /// item order (the sequential order of the papers' experiments).
 pub fn key_for(i: u64, size: usize) -> Vec<u8> {
-    let digits = format!("{i:016}");
+    const DIGITS: usize = 16;
+    let mut digits = [b'0'; DIGITS];
+    let mut rest = i;
+    for d in digits.iter_mut().rev() {
+        *d = b'0' + (rest % 10) as u8;
+        rest /= 10;
+    }
+    // Items beyond 10^16 keep their full decimal form, as `format!("{i:016}")` would.
+    let digits: std::borrow::Cow<'_, [u8]> = if rest == 0 { (&digits[..]).into() } else { i.to_string().into_bytes().into() };
     let mut key = Vec::with_capacity(size);
     if size >= digits.len() {
         key.resize(size - digits.len(), b'k');
-        key.extend_from_slice(digits.as_bytes());
+        key.extend_from_slice(&digits);
     } else {
-        key.extend_from_slice(&digits.as_bytes()[digits.len() - size..]);
+        key.extend_from_slice(&digits[digits.len() - size..]);
     }
     key
 }
@@ -314,14 +321,14 @@ fn new_histogram() -> Histogram<u64> {
 }
 
 /// Keeps `depth` requests in flight on one connection until the work runs out: one task, one
-/// write per round of requests, latencies from send to answer.
+/// write per round of requests, latencies from the write that sent a request to its answer.
 async fn drive_connection(mut p: Pipeline, work: Arc<Work>) -> Result<(Histogram<u64>, u64, Pipeline), BenchError> {
     let spec = &work.spec;
     let mut hist = new_histogram();
     let mut errors = 0;
-    let mut in_flight: HashMap<i64, Instant> = HashMap::with_capacity(spec.depth * 2);
+    let mut in_flight = InFlight::default();
     loop {
-        while in_flight.len() < spec.depth {
+        while in_flight.outstanding() < spec.depth {
             let Some(key) = work.next_key() else { break };
             let key = Bytes::from(key);
             let seq = match spec.operation {
@@ -339,19 +346,20 @@ async fn drive_connection(mut p: Pipeline, work: Arc<Work>) -> Result<(Histogram
                     p.queue(MessageType::Get, Some(Body { key_value: Some(kv), ..Body::default() }), &[])
                 }
             };
-            in_flight.insert(seq, Instant::now());
+            in_flight.queued(seq);
         }
-        if in_flight.is_empty() {
+        if in_flight.outstanding() == 0 {
             return Ok((hist, errors, p));
         }
+        in_flight.sent(Instant::now());
         p.flush().await?;
         loop {
-            let (ack, response) = p.recv().await?;
+            let (ack, status) = p.recv_status().await?;
             let sent = in_flight
-                .remove(&ack)
-                .ok_or_else(|| BenchError::Invalid(format!("answer to unknown sequence {ack}")))?;
+                .answered(ack)
+                .ok_or_else(|| BenchError::Invalid(format!("answer to unknown or already answered sequence {ack}")))?;
             hist.saturating_record(sent.elapsed().as_micros().max(1) as u64);
-            if response.status() != StatusCode::Success {
+            if status != StatusCode::Success {
                 errors += 1;
             }
             if !p.response_buffered() {
@@ -361,9 +369,104 @@ async fn drive_connection(mut p: Pipeline, work: Arc<Work>) -> Result<(Histogram
     }
 }
 
+/// The requests of one connection that await their answers. A [`Pipeline`] numbers its
+/// requests consecutively, so they sit in a queue indexed by sequence; answers may come in
+/// any order.
+#[derive(Debug, Default)]
+struct InFlight {
+    /// Sequence of `slots[0]`.
+    first: i64,
+    slots: std::collections::VecDeque<Slot>,
+    outstanding: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Slot {
+    Queued,
+    Sent(Instant),
+    Answered,
+}
+
+impl InFlight {
+    fn outstanding(&self) -> usize {
+        self.outstanding
+    }
+
+    fn queued(&mut self, sequence: i64) {
+        if self.slots.is_empty() {
+            self.first = sequence;
+        }
+        assert_eq!(sequence, self.first + self.slots.len() as i64, "a pipeline numbers its requests consecutively");
+        self.slots.push_back(Slot::Queued);
+        self.outstanding += 1;
+    }
+
+    /// Every queued request went out at `at`.
+    fn sent(&mut self, at: Instant) {
+        for slot in self.slots.iter_mut().rev() {
+            match slot {
+                Slot::Queued => *slot = Slot::Sent(at),
+                Slot::Sent(_) => break,
+                Slot::Answered => {}
+            }
+        }
+    }
+
+    /// When the request `sequence` was sent, unless it is not awaiting an answer.
+    fn answered(&mut self, sequence: i64) -> Option<Instant> {
+        let index = usize::try_from(sequence.checked_sub(self.first)?).ok()?;
+        let Slot::Sent(at) = *self.slots.get(index)? else { return None };
+        self.slots[index] = Slot::Answered;
+        self.outstanding -= 1;
+        while self.slots.front() == Some(&Slot::Answered) {
+            self.slots.pop_front();
+            self.first += 1;
+        }
+        Some(at)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_are_zero_padded_decimals() {
+        assert_eq!(key_for(42, 16), b"0000000000000042");
+        assert_eq!(key_for(42, 20), b"kkkk0000000000000042");
+        assert_eq!(key_for(123456, 4), b"3456");
+        assert_eq!(key_for(u64::MAX, 20), u64::MAX.to_string().as_bytes());
+        for i in [0, 7, 99_999, 10_000_000_000_000_000 - 1] {
+            assert_eq!(key_for(i, 16), format!("{i:016}").as_bytes());
+        }
+    }
+
+    #[test]
+    fn in_flight_matches_answers_in_any_order() {
+        let t0 = Instant::now();
+        let mut f = InFlight::default();
+        for seq in 5..9 {
+            f.queued(seq);
+        }
+        assert_eq!(f.answered(5), None, "not sent yet");
+        f.sent(t0);
+        assert_eq!(f.outstanding(), 4);
+        assert_eq!(f.answered(7), Some(t0));
+        assert_eq!(f.answered(7), None, "answered twice");
+        assert_eq!(f.answered(4), None);
+        assert_eq!(f.answered(9), None);
+        f.queued(9);
+        let t1 = t0 + Duration::from_millis(1);
+        f.sent(t1);
+        assert_eq!(f.answered(9), Some(t1));
+        assert_eq!(f.answered(5), Some(t0));
+        assert_eq!(f.answered(6), Some(t0));
+        assert_eq!(f.answered(8), Some(t0));
+        assert_eq!(f.outstanding(), 0);
+        assert!(f.slots.is_empty());
+        f.queued(10);
+        assert_eq!(f.first, 10);
+    }
 
     #[test]
     fn keys_sort_in_item_order_at_any_size() {

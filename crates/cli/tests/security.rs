@@ -241,7 +241,7 @@ async fn cluster_version_fences_requests_and_firmware_is_refused() {
     v5.noop().await.unwrap();
     let setup = spindle_proto::pb::command::Setup { firmware_download: Some(true), ..Default::default() };
     let r = v5
-        .request(MessageType::Setup, Some(spindle_proto::pb::command::Body { setup: Some(setup), ..Default::default() }), b("image"))
+        .request(MessageType::Setup, Some(spindle_proto::pb::command::Body { setup: Some(Box::new(setup)), ..Default::default() }), b("image"))
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::InvalidRequest);

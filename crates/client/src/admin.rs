@@ -62,7 +62,7 @@ impl Client {
     /// Replaces the drive's whole ACL.
     pub async fn set_acl(&self, acl: Vec<Acl>) -> Result<(), ClientError> {
         let security = Security { acl, security_op_type: Some(SecurityOpType::AclSecurityop as i32), ..Security::default() };
-        self.call(MessageType::Security, Body { security: Some(security), ..Body::default() }, Bytes::new()).await.map(drop)
+        self.call(MessageType::Security, Body { security: Some(Box::new(security)), ..Body::default() }, Bytes::new()).await.map(drop)
     }
 
     /// Sets the lock PIN (`old` must match the current one, if any; empty `new` clears it).
@@ -73,7 +73,7 @@ impl Client {
             security_op_type: Some(SecurityOpType::LockPinSecurityop as i32),
             ..Security::default()
         };
-        self.call(MessageType::Security, Body { security: Some(security), ..Body::default() }, Bytes::new()).await.map(drop)
+        self.call(MessageType::Security, Body { security: Some(Box::new(security)), ..Body::default() }, Bytes::new()).await.map(drop)
     }
 
     /// Sets the erase PIN (`old` must match the current one, if any).
@@ -84,7 +84,7 @@ impl Client {
             security_op_type: Some(SecurityOpType::ErasePinSecurityop as i32),
             ..Security::default()
         };
-        self.call(MessageType::Security, Body { security: Some(security), ..Body::default() }, Bytes::new()).await.map(drop)
+        self.call(MessageType::Security, Body { security: Some(Box::new(security)), ..Body::default() }, Bytes::new()).await.map(drop)
     }
 
     /// LOCK, UNLOCK, ERASE or SECURE_ERASE with a PIN.
@@ -96,7 +96,7 @@ impl Client {
     /// Sets the drive's cluster version (this client must send the current one).
     pub async fn set_cluster_version(&self, version: i64) -> Result<(), ClientError> {
         let setup = Setup { new_cluster_version: Some(version), setup_op_type: Some(SetupOpType::ClusterVersionSetupop as i32), ..Setup::default() };
-        self.call(MessageType::Setup, Body { setup: Some(setup), ..Body::default() }, Bytes::new()).await.map(drop)
+        self.call(MessageType::Setup, Body { setup: Some(Box::new(setup)), ..Body::default() }, Bytes::new()).await.map(drop)
     }
 
     pub async fn set_power_level(&self, level: PowerLevel) -> Result<(), ClientError> {

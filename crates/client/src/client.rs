@@ -6,10 +6,10 @@ use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 use prost::Message as _;
 use spindle_proto::pb::command::{get_log, Body, Header, KeyValue, Range};
-use spindle_proto::pb::message::{AuthType, HmaCauth};
+use spindle_proto::pb::message::AuthType;
 use spindle_proto::pb::{Command, Message};
 use spindle_proto::hmac::HmacKey;
-use spindle_proto::{encode_frame_head, response_type, FrameDecoder, MessageType, StatusCode};
+use spindle_proto::{encode_frame_head, encode_message_head, response_type, FrameDecoder, MessageType, Signature, StatusCode};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::net::{TcpStream, ToSocketAddrs};
 use tokio::sync::{mpsc, oneshot};
@@ -332,8 +332,8 @@ impl Client {
     /// example REMOTE_CONNECTION_ERROR when the peer cannot be reached).
     pub async fn push_to_peer(&self, peer: &crate::Peer, operations: Vec<crate::PushOp>) -> Result<crate::PushResult, ClientError> {
         let request = peer.to_proto(operations);
-        let r = self.call(MessageType::Peer2peerpush, Body { p2p_operation: Some(request), ..Body::default() }, Bytes::new()).await?;
-        Ok(crate::PushResult::from_proto(r.body().p2p_operation.unwrap_or_default()))
+        let r = self.call(MessageType::Peer2peerpush, Body { p2p_operation: Some(Box::new(request)), ..Body::default() }, Bytes::new()).await?;
+        Ok(crate::PushResult::from_proto(r.body().p2p_operation.map(|p| *p).unwrap_or_default()))
     }
 
     /// MEDIASCAN: keys in the range whose stored value fails its checksum or tag, and the last
@@ -360,8 +360,8 @@ impl Client {
 
     pub async fn get_log(&self, types: &[crate::LogType]) -> Result<spindle_proto::pb::command::GetLog, ClientError> {
         let request = spindle_proto::pb::command::GetLog { types: types.iter().map(|t| *t as i32).collect(), ..Default::default() };
-        let r = self.call(MessageType::Getlog, Body { get_log: Some(request), ..Body::default() }, Bytes::new()).await?;
-        Ok(r.body().get_log.unwrap_or_default())
+        let r = self.call(MessageType::Getlog, Body { get_log: Some(Box::new(request)), ..Body::default() }, Bytes::new()).await?;
+        Ok(r.body().get_log.map(|g| *g).unwrap_or_default())
     }
 
     /// A vendor-specific device log (GETLOG DEVICE) by name.
@@ -371,7 +371,7 @@ impl Client {
             device: Some(get_log::Device { name: Some(Bytes::copy_from_slice(name)) }),
             ..Default::default()
         };
-        let r = self.call(MessageType::Getlog, Body { get_log: Some(request), ..Body::default() }, Bytes::new()).await?;
+        let r = self.call(MessageType::Getlog, Body { get_log: Some(Box::new(request)), ..Body::default() }, Bytes::new()).await?;
         Ok(r.value)
     }
 }
@@ -431,23 +431,18 @@ pub(crate) async fn handshake(addr: impl ToSocketAddrs, config: &ClientConfig) -
     Ok(Handshake { rd, wr, decoder, buf, sign_on, connection_id })
 }
 
-/// Signs `command` and appends its frame with `value` to `out`.
-pub(crate) fn encode_request(config: &ClientConfig, mac: &HmacKey, command: &Command, value: &[u8], out: &mut BytesMut) {
-    encode_request_head(config, mac, command, value.len() as u32, out);
-    out.extend_from_slice(value);
-}
-
 /// Signs `command` and appends the head of its frame (the caller sends the value after it).
 pub(crate) fn encode_request_head(config: &ClientConfig, mac: &HmacKey, command: &Command, value_len: u32, out: &mut BytesMut) {
-    let command_bytes = Bytes::from(command.encode_to_vec());
-    let hmac = mac.sign(&command_bytes);
-    let message = Message {
-        auth_type: Some(AuthType::Hmacauth as i32),
-        hmac_auth: Some(HmaCauth { identity: Some(config.identity), hmac: Some(Bytes::copy_from_slice(&hmac)) }),
-        pin_auth: None,
-        command_bytes: Some(command_bytes),
-    };
-    encode_frame_head(&message, value_len, out);
+    encode_signed(config, mac, command, value_len, &mut Vec::new(), out);
+}
+
+/// [`encode_request_head`] with a caller-owned buffer for the command bytes, so that a
+/// connection sending many requests encodes them without allocating.
+pub(crate) fn encode_signed(config: &ClientConfig, mac: &HmacKey, command: &Command, value_len: u32, scratch: &mut Vec<u8>, out: &mut BytesMut) {
+    scratch.clear();
+    command.encode(scratch).expect("a Vec grows on demand");
+    let hmac = mac.sign(scratch);
+    encode_message_head(Signature::Hmac { identity: config.identity, hmac: Some(&hmac) }, scratch, value_len, out);
 }
 
 fn range_proto(q: RangeQuery) -> Range {
@@ -551,7 +546,7 @@ async fn read_loop(mut rd: Box<dyn AsyncRead + Send + Unpin>, mut decoder: Frame
             Err(e) => break e.to_string(),
         };
         let command_bytes = frame.message.command_bytes.clone().unwrap_or_default();
-        let command = match Command::decode(&command_bytes[..]) {
+        let command = match Command::decode(command_bytes.clone()) {
             Ok(c) => c,
             Err(e) => break format!("undecodable response: {e}"),
         };

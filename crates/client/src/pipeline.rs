@@ -8,11 +8,11 @@ use prost::Message as _;
 use spindle_proto::pb::command::{Body, Header};
 use spindle_proto::pb::message::AuthType;
 use spindle_proto::pb::Command;
-use spindle_proto::{FrameDecoder, MessageType};
+use spindle_proto::{decode_command_head, FrameDecoder, MessageType, StatusCode};
 use tokio::io::AsyncWriteExt;
 use tokio::net::ToSocketAddrs;
 
-use crate::client::{encode_request, handshake, read_frame, Reader, Writer};
+use crate::client::{encode_signed, handshake, read_frame, Reader, Writer};
 use crate::{ClientConfig, ClientError, Response};
 
 pub struct Pipeline {
@@ -23,6 +23,8 @@ pub struct Pipeline {
     decoder: FrameDecoder,
     buf: BytesMut,
     out: BytesMut,
+    /// The command bytes of the request being queued.
+    scratch: Vec<u8>,
     connection_id: i64,
     next_sequence: i64,
 }
@@ -38,6 +40,7 @@ impl Pipeline {
             decoder: h.decoder,
             buf: h.buf,
             out: BytesMut::with_capacity(256 * 1024),
+            scratch: Vec::with_capacity(256),
             connection_id: h.connection_id,
             next_sequence: 1,
         })
@@ -54,7 +57,9 @@ impl Pipeline {
             message_type: Some(kind as i32),
             ..Header::default()
         };
-        encode_request(&self.config, &self.mac, &Command { header: Some(header), body, status: None }, value, &mut self.out);
+        let command = Command { header: Some(header), body, status: None };
+        encode_signed(&self.config, &self.mac, &command, value.len() as u32, &mut self.scratch, &mut self.out);
+        self.out.extend_from_slice(value);
         sequence
     }
 
@@ -75,24 +80,43 @@ impl Pipeline {
 
     /// The next response, verified; its `ackSequence` says which request it answers.
     pub async fn recv(&mut self) -> Result<(i64, Response), ClientError> {
-        let frame = read_frame(&mut *self.rd, &mut self.decoder, &mut self.buf)
-            .await?
-            .ok_or_else(|| ClientError::Terminated("drive closed the connection".into()))?;
-        let command_bytes: Bytes = frame.message.command_bytes.clone().unwrap_or_default();
-        let command = Command::decode(&command_bytes[..]).map_err(|e| ClientError::Protocol(format!("undecodable response: {e}")))?;
-        if frame.message.auth_type == Some(AuthType::Unsolicitedstatus as i32) {
-            let message = command.status.and_then(|s| s.status_message).unwrap_or_default();
-            return Err(ClientError::Terminated(message));
-        }
-        let hmac = frame.message.hmac_auth.as_ref().and_then(|h| h.hmac.clone()).unwrap_or_default();
-        if !self.mac.verify(&command_bytes, &hmac) {
-            return Err(ClientError::BadResponseHmac);
-        }
+        let (command_bytes, value) = self.next_verified().await?;
+        let command = Command::decode(command_bytes).map_err(|e| ClientError::Protocol(format!("undecodable response: {e}")))?;
         let ack = command
             .header
             .as_ref()
             .and_then(|h| h.ack_sequence)
             .ok_or_else(|| ClientError::Protocol("response without ackSequence".into()))?;
-        Ok((ack, Response { command, value: frame.value }))
+        Ok((ack, Response { command, value }))
+    }
+
+    /// The `ackSequence` and status of the next response, verified as [`Pipeline::recv`] does
+    /// but without decoding its body: for load generators, which only count outcomes.
+    pub async fn recv_status(&mut self) -> Result<(i64, StatusCode), ClientError> {
+        let (command_bytes, _value) = self.next_verified().await?;
+        let (header, status) =
+            decode_command_head(&command_bytes).map_err(|e| ClientError::Protocol(format!("undecodable response: {e}")))?;
+        let ack = header.ack_sequence.ok_or_else(|| ClientError::Protocol("response without ackSequence".into()))?;
+        let code = status.and_then(|s| s.code).and_then(|c| StatusCode::try_from(c).ok()).unwrap_or(StatusCode::InvalidStatusCode);
+        Ok((ack, code))
+    }
+
+    /// The command bytes and value of the next frame, its HMAC checked. An unsolicited status
+    /// (the drive closing the connection) is an error carrying the drive's message.
+    async fn next_verified(&mut self) -> Result<(Bytes, Bytes), ClientError> {
+        let frame = read_frame(&mut *self.rd, &mut self.decoder, &mut self.buf)
+            .await?
+            .ok_or_else(|| ClientError::Terminated("drive closed the connection".into()))?;
+        let command_bytes: Bytes = frame.message.command_bytes.clone().unwrap_or_default();
+        if frame.message.auth_type == Some(AuthType::Unsolicitedstatus as i32) {
+            let command = Command::decode(command_bytes).map_err(|e| ClientError::Protocol(format!("undecodable response: {e}")))?;
+            let message = command.status.and_then(|s| s.status_message).unwrap_or_default();
+            return Err(ClientError::Terminated(message));
+        }
+        let hmac = frame.message.hmac_auth.as_ref().and_then(|h| h.hmac.as_deref()).unwrap_or_default();
+        if !self.mac.verify(&command_bytes, hmac) {
+            return Err(ClientError::BadResponseHmac);
+        }
+        Ok((command_bytes, frame.value))
     }
 }

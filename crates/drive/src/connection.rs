@@ -13,10 +13,10 @@ use std::sync::Arc;
 use bytes::{BufMut, Bytes, BytesMut};
 use prost::Message as _;
 use spindle_proto::pb::command::{self, Body, Header, Status};
-use spindle_proto::pb::message::{AuthType, HmaCauth};
+use spindle_proto::pb::message::AuthType;
 use spindle_proto::pb::{Command, Message};
-use spindle_proto::{encode_frame_head, response_type, FrameError, FrameHeader, MessageType, StatusCode, HEADER_LEN};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use spindle_proto::{encode_message_head, response_type, FrameError, FrameHeader, MessageType, Signature, StatusCode, HEADER_LEN};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use spindle_engine::{WriteOp, WriteRequest};
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 
@@ -24,6 +24,7 @@ use crate::batch::Batches;
 use crate::security::{Caller, Permission};
 use spindle_proto::pb::command::PowerLevel;
 use crate::handler::{self, Outcome, Reply};
+use crate::outbox::Outbox;
 use crate::state::DriveState;
 
 /// A value over maxValueSize but under this is read and thrown away so the client gets an
@@ -31,7 +32,8 @@ use crate::state::DriveState;
 pub const MAX_DISCARDED_VALUE: u32 = 64 * 1024 * 1024;
 /// Read buffer per connection.
 const READ_BUFFER: usize = 64 * 1024;
-/// Write buffer per connection; larger values bypass it.
+/// Bytes of responses gathered before they are written (values of 1 KiB and more are
+/// written from their own buffers and count too).
 const WRITE_BUFFER: usize = 256 * 1024;
 
 /// How a response is authenticated.
@@ -118,11 +120,11 @@ fn sign_on(state: &DriveState, connection_id: i64) -> Command {
             ..Header::default()
         }),
         body: Some(Body {
-            get_log: Some(command::GetLog {
+            get_log: Some(Box::new(command::GetLog {
                 configuration: Some(crate::getlog::configuration(state)),
                 limits: Some(state.config.limits.to_proto()),
                 ..command::GetLog::default()
-            }),
+            })),
             ..Body::default()
         }),
         status: Some(Status { code: Some(StatusCode::Success as i32), ..Status::default() }),
@@ -139,7 +141,7 @@ pub async fn refuse<S: AsyncWrite + Unpin>(mut stream: S, state: &DriveState, re
         ..Status::default()
     });
     let mut buf = BytesMut::new();
-    encode_outgoing(&Outgoing { auth: Auth::Unsolicited, command, value: Bytes::new(), _permit: None }, &mut buf);
+    encode_outgoing(&Outgoing { auth: Auth::Unsolicited, command, value: Bytes::new(), _permit: None }, &mut Vec::new(), &mut buf);
     let _ = stream.write_all(&buf).await;
     let _ = stream.shutdown().await;
 }
@@ -320,8 +322,8 @@ impl Connection {
                     MessageType::Security if !caller.tls => {
                         Reply::error(StatusCode::InvalidRequest, "SECURITY is accepted only over TLS")
                     }
-                    MessageType::Security => crate::admin::security(&self.state, body.security.unwrap_or_default()),
-                    MessageType::Setup => crate::admin::setup(&self.state, body.setup.unwrap_or_default()),
+                    MessageType::Security => crate::admin::security(&self.state, body.security.map(|s| *s).unwrap_or_default()),
+                    MessageType::Setup => crate::admin::setup(&self.state, body.setup.map(|s| *s).unwrap_or_default()),
                     _ => crate::admin::set_power_level(&self.state, body.power.and_then(|p| p.level)),
                 };
                 self.state.stats.record(raw_type, value.len());
@@ -351,7 +353,7 @@ impl Connection {
         }
         if kind == MessageType::Peer2peerpush {
             let permit = self.writes.clone().acquire_owned().await.map_err(|_| Close::Broken("semaphore closed".into()))?;
-            let request = command.body.and_then(|b| b.p2p_operation).unwrap_or_default();
+            let request = command.body.and_then(|b| b.p2p_operation).map(|p| *p).unwrap_or_default();
             let mut outgoing = self.addressed(auth(), &header, Reply::ok(None), Some(permit));
             let (state, tx) = (self.state.clone(), self.tx.clone());
             // The push talks to another drive: it runs beside this connection, not in its way.
@@ -602,39 +604,22 @@ async fn read_exactly<R: AsyncRead + Unpin>(r: &mut R, buf: &mut BytesMut, len: 
     Ok(())
 }
 
-fn encode_outgoing(o: &Outgoing, out: &mut BytesMut) {
-    let command_bytes = Bytes::from(o.command.encode_to_vec());
-    let message = match &o.auth {
-        Auth::Hmac { identity, key } => Message {
-            auth_type: Some(AuthType::Hmacauth as i32),
-            hmac_auth: Some(HmaCauth {
-                identity: Some(*identity),
-                hmac: Some(Bytes::copy_from_slice(&key.sign(&command_bytes))),
-            }),
-            pin_auth: None,
-            command_bytes: Some(command_bytes),
-        },
-        Auth::Unsigned { identity } => Message {
-            auth_type: Some(AuthType::Hmacauth as i32),
-            hmac_auth: Some(HmaCauth { identity: Some(*identity), hmac: None }),
-            pin_auth: None,
-            command_bytes: Some(command_bytes),
-        },
-        Auth::Pin => Message {
-            auth_type: Some(AuthType::Pinauth as i32),
-            hmac_auth: None,
-            pin_auth: None,
-            command_bytes: Some(command_bytes),
-        },
-        Auth::Unsolicited => Message {
-            auth_type: Some(AuthType::Unsolicitedstatus as i32),
-            hmac_auth: None,
-            pin_auth: None,
-            command_bytes: Some(command_bytes),
-        },
+/// Appends the head of `o`'s frame (its value follows it on the wire); `scratch` holds the
+/// encoded command while it is signed.
+fn encode_outgoing(o: &Outgoing, scratch: &mut Vec<u8>, out: &mut BytesMut) {
+    scratch.clear();
+    o.command.encode(scratch).expect("a Vec grows on demand");
+    let hmac;
+    let signature = match &o.auth {
+        Auth::Hmac { identity, key } => {
+            hmac = key.sign(scratch);
+            Signature::Hmac { identity: *identity, hmac: Some(&hmac) }
+        }
+        Auth::Unsigned { identity } => Signature::Hmac { identity: *identity, hmac: None },
+        Auth::Pin => Signature::Pin,
+        Auth::Unsolicited => Signature::Unsolicited,
     };
-    // The value is written separately (see write_loop) so large values are not copied.
-    encode_frame_head(&message, o.value.len() as u32, out);
+    encode_message_head(signature, scratch, o.value.len() as u32, out);
 }
 
 /// Whether `buf` starts with a whole frame (so reading it will not wait for the socket).
@@ -646,24 +631,23 @@ fn complete_frame_buffered(buf: &[u8]) -> bool {
     buf.len() >= HEADER_LEN + len(1).saturating_add(len(5))
 }
 
-async fn write_loop<W: AsyncWrite + Unpin>(wr: W, mut rx: mpsc::UnboundedReceiver<Vec<Outgoing>>) {
-    let mut out = BufWriter::with_capacity(WRITE_BUFFER, wr);
-    let mut scratch = BytesMut::with_capacity(4096);
+async fn write_loop<W: AsyncWrite + Unpin>(mut wr: W, mut rx: mpsc::UnboundedReceiver<Vec<Outgoing>>) {
+    let mut outbox = Outbox::with_capacity(WRITE_BUFFER);
+    let mut scratch = Vec::with_capacity(4096);
     while let Some(first) = rx.recv().await {
         let mut next = Some(first);
         while let Some(batch) = next {
             for o in batch {
-                scratch.clear();
-                encode_outgoing(&o, &mut scratch);
-                if out.write_all(&scratch).await.is_err() || out.write_all(&o.value).await.is_err() {
+                outbox.push(|out| encode_outgoing(&o, &mut scratch, out), &o.value);
+                if outbox.len() >= WRITE_BUFFER && outbox.write_to(&mut wr).await.is_err() {
                     return;
                 }
             }
             next = rx.try_recv().ok();
         }
-        if out.flush().await.is_err() {
+        if outbox.write_to(&mut wr).await.is_err() || wr.flush().await.is_err() {
             return;
         }
     }
-    let _ = out.shutdown().await;
+    let _ = wr.shutdown().await;
 }

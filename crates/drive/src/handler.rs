@@ -88,7 +88,7 @@ pub fn execute(state: &Arc<DriveState>, caller: &Caller, kind: MessageType, body
         MessageType::Getlog => {
             let mut out = command::GetLog::default();
             let (status, message, value) = crate::getlog::fill(state, caller, &body.get_log.unwrap_or_default(), &mut out);
-            Reply { status, message, body: Some(Box::new(Body { get_log: Some(out), ..Body::default() })), value }.into()
+            Reply { status, message, body: Some(Box::new(Body { get_log: Some(Box::new(out)), ..Body::default() })), value }.into()
         }
         MessageType::Setup | MessageType::Security => invalid(format!("{} is run by the connection", kind.as_str_name())).into(),
         MessageType::Pinop => invalid("PINOP needs PIN authentication (PINAUTH) over TLS").into(),

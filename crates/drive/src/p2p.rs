@@ -134,7 +134,7 @@ pub async fn push(state: Arc<DriveState>, caller: Caller, request: P2pOperation)
             && o.p2pop.as_ref().is_none_or(|n| n.all_child_operations_succeeded.unwrap_or(false))
     });
     let body = Body {
-        p2p_operation: Some(P2pOperation { peer: Some(peer), operation: operations, all_child_operations_succeeded: Some(all_ok) }),
+        p2p_operation: Some(Box::new(P2pOperation { peer: Some(peer), operation: operations, all_child_operations_succeeded: Some(all_ok) })),
         ..Body::default()
     };
     Reply::ok(Some(body))
@@ -179,11 +179,11 @@ async fn copy_one(state: &DriveState, caller: &Caller, peer: &Client, mut op: Op
     }
     if let Some(nested) = op.p2pop.take() {
         // Pipeline: the peer pushes on to its own peer; its answer travels back inside ours.
-        let body = Body { p2p_operation: Some(nested), ..Body::default() };
+        let body = Body { p2p_operation: Some(Box::new(nested)), ..Body::default() };
         match peer.request(MessageType::Peer2peerpush, Some(body), Bytes::new()).await {
             Ok(response) => {
                 let code = response.status();
-                op.p2pop = response.body().p2p_operation;
+                op.p2pop = response.body().p2p_operation.map(|p| *p);
                 if code != StatusCode::Success {
                     op.status = status(code, format!("nested push: {}", response.status_message()));
                 }

@@ -23,7 +23,15 @@ fn frame_corpus_decodes_without_panics() {
     for input in corpus("frame") {
         let mut decoder = FrameDecoder::new(1 << 20, 1 << 20);
         let mut buf = BytesMut::from(&input[..]);
-        while let Ok(Some(_)) = decoder.decode(&mut buf) {}
+        while let Ok(Some(frame)) = decoder.decode(&mut buf) {
+            let bytes = frame.message.command_bytes.unwrap_or_default();
+            let head = spindle_proto::decode_command_head(&bytes);
+            if let Ok(command) = <spindle_proto::pb::Command as prost::Message>::decode(bytes) {
+                let (header, status) = head.expect("the head of a decodable command decodes");
+                assert_eq!(header, command.header.unwrap_or_default());
+                assert_eq!(status, command.status);
+            }
+        }
     }
 }
 

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use fjall::{Database, Keyspace, KeyspaceCreateOptions, KvSeparationOptions, PersistMode, Readable};
+use fjall::{CompressionType, Database, Keyspace, KeyspaceCreateOptions, KvSeparationOptions, PersistMode, Readable};
 use parking_lot::Mutex;
 
 use crate::{record, Check, Engine, Entry, Error, KeyRange, Meta, Result, WriteOp, WriteRequest};
@@ -65,12 +65,18 @@ struct Store {
 impl FjallEngine {
     pub fn open(options: FjallOptions) -> Result<Arc<Self>> {
         std::fs::create_dir_all(&options.path)?;
-        let db = Database::builder(&options.path).cache_size(options.cache_size).open()?;
+        // Values are written as the client sent them, in the journal as in the blob files
+        // below: a drive's values are opaque and often compressed or encrypted already, and
+        // LZ4 (fjall's default for values of 4 KiB and more) cost the single writer thread
+        // CPU on every such put for nothing.
+        let db = Database::builder(&options.path).cache_size(options.cache_size).journal_compression(CompressionType::None).open()?;
         let meta = db.keyspace("meta", KeyspaceCreateOptions::default)?;
         let threshold = options.blob_threshold;
+        // Blob files, too, hold values uncompressed (read back without decompressing).
         let data = db.keyspace("data", move || {
-            KeyspaceCreateOptions::default()
-                .with_kv_separation(Some(KvSeparationOptions::default().separation_threshold(threshold)))
+            KeyspaceCreateOptions::default().with_kv_separation(Some(
+                KvSeparationOptions::default().separation_threshold(threshold).compression(CompressionType::None),
+            ))
         })?;
         let store = Arc::new(Store { db, meta, data, syncs: Default::default() });
         let (tx, rx) = std::sync::mpsc::channel();

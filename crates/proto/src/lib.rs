@@ -2,6 +2,7 @@
 //! `proto/kinetic.proto`, the 9-byte framing, and the HMAC-SHA1 authentication used by the
 //! reference clients. Knows nothing about storage or sockets.
 
+mod command_head;
 pub mod frame;
 pub mod hmac;
 pub mod limits;
@@ -20,7 +21,8 @@ pub mod spindle {
     include!(concat!(env!("OUT_DIR"), "/spindle.rs"));
 }
 
-pub use frame::{encode_frame, encode_frame_head, Frame, FrameDecoder, FrameError, FrameHeader, HEADER_LEN, MAGIC};
+pub use frame::{encode_frame, encode_frame_head, encode_message_head, Signature, Frame, FrameDecoder, FrameError, FrameHeader, HEADER_LEN, MAGIC};
+pub use command_head::decode_command_head;
 pub use limits::Limits;
 pub use message_type::response_type;
 
