@@ -6,7 +6,11 @@
 # ops/s and the bench process's CPU per operation (ops per CPU-second: the rate one core of
 # load generator sustains), medians of --repeat rounds.
 #
-#   scripts/bench-loadgen.sh [--spindle BIN] [--count N] [--repeat R]
+# With --pin the drives run on CPU 1 and the bench on CPU 0 (taskset), so that on a 2-core
+# machine the load generator and the server it measures each have a core of their own instead
+# of taking CPU from each other.
+#
+#   scripts/bench-loadgen.sh [--spindle BIN] [--count N] [--repeat R] [--pin]
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 log() { echo "bench-loadgen: $*" >&2; }
@@ -14,12 +18,13 @@ die() {
     log "$*"
     exit 1
 }
-spindle_bin=$root/target/release/spindle count=150000 repeat=3
+spindle_bin=$root/target/release/spindle count=150000 repeat=3 server_cpu=() bench_cpu=()
 while [[ $# -gt 0 ]]; do
     case $1 in
         --spindle) spindle_bin=$2; shift ;;
         --count) count=$2; shift ;;
         --repeat) repeat=$2; shift ;;
+        --pin) server_cpu=(taskset -c 1) bench_cpu=(taskset -c 0) ;;
         *) die "unknown argument: $1" ;;
     esac
     shift
@@ -32,7 +37,7 @@ trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev
 start_drive() { # NAME EXTRA... -> sets $port (runs in this shell, so the EXIT trap sees its pid)
     local name=$1
     shift
-    "$spindle_bin" drive --data "$work/$name" --port 0 --tls-port 0 "$@" >"$work/$name.out" 2>"$work/$name.err" &
+    "${server_cpu[@]}" "$spindle_bin" drive --data "$work/$name" --port 0 --tls-port 0 "$@" >"$work/$name.out" 2>"$work/$name.err" &
     pids+=($!)
     local i
     for ((i = 0; i < 300; i++)); do
@@ -49,13 +54,13 @@ memory=$port
 
 # Per target and round: the keys put (unmeasured), then the measured gets, in one process.
 measure() { # TARGET -> "ops_per_second ops_per_cpu_second"
-    "$spindle_bin" bench get --preload --drive "$1" --count "$count" --value-size 4096 --json |
+    "${bench_cpu[@]}" "$spindle_bin" bench get --preload --drive "$1" --count "$count" --value-size 4096 --json |
         python3 -c 'import json,sys; r=json.load(sys.stdin); assert r["errors"]==0, r; print(r["ops_per_second"], r["ops_per_bench_cpu_second"])'
 }
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-echo "| target | 4 KiB gets/s (median of $repeat) | bench ops per CPU-second | vs the fjall drive |"
-echo "|---|--:|--:|--:|"
+echo "| target | 4 KiB gets/s (median of $repeat) | bench ops per CPU-second | gets/s vs the fjall drive | bench ops per CPU-second vs the fjall drive's gets/s |"
+echo "|---|--:|--:|--:|--:|"
 declare -A ops cpu
 for name in "fjall drive" "memory drive" "embedded" "memory:"; do
     case $name in
@@ -72,5 +77,6 @@ for name in "fjall drive" "memory drive" "embedded" "memory:"; do
     cpu[$name]=$(printf '%s\n' "${rounds[@]}" | awk '{print $2}' | median)
 done
 for name in "fjall drive" "memory drive" "embedded" "memory:"; do
-    printf '| %s | %.0f | %.0f | %.2fx |\n' "$name" "${ops[$name]}" "${cpu[$name]}" "$(echo "${ops[$name]} / ${ops["fjall drive"]}" | bc -l)"
+    printf '| %s | %.0f | %.0f | %.2fx | %.2fx |\n' "$name" "${ops[$name]}" "${cpu[$name]}" \
+        "$(echo "${ops[$name]} / ${ops["fjall drive"]}" | bc -l)" "$(echo "${cpu[$name]} / ${ops["fjall drive"]}" | bc -l)"
 done

@@ -89,6 +89,20 @@ pub enum InProcess {
     Engine(Arc<dyn Engine>),
     Lsm(Arc<LsmDb>),
 }
+/// Lets an in-process engine finish the background work a load left behind (memtable flushes
+/// and compactions), so that a measured run after it does not share the CPU with the load's
+/// aftermath: what a networked drive's owner gets by waiting between load and run. Nothing to
+/// do for the other targets.
+pub async fn settle(target: &str) -> Result<(), BenchError> {
+    if let Some(InProcess::Engine(engine)) = in_process(target)? {
+        tokio::task::spawn_blocking(move || engine.sync().and_then(|()| engine.compact()))
+            .await
+            .map_err(|e| BenchError::Invalid(e.to_string()))?
+            .map_err(|e| BenchError::Invalid(format!("settling {target}: {e}")))?;
+    }
+    Ok(())
+}
+
 
 /// The in-process database `target` names (opening it on first use), or `None` for a
 /// networked target.

@@ -609,8 +609,9 @@ pub struct BenchArgs {
     /// End a put run with FLUSHALLDATA (timed)
     #[arg(long)]
     flush: bool,
-    /// Before a get run, put the same keys (not measured): for an in-process target, whose
-    /// data lives only as long as this process (memory:)
+    /// Before a get run, put the same keys (not measured) and let an in-process engine finish
+    /// the background work they caused: for an in-process target, whose data lives only as
+    /// long as this process (memory:, embedded:)
     #[arg(long)]
     preload: bool,
     #[arg(long, default_value_t = 1)]
@@ -723,6 +724,7 @@ pub async fn bench(cmd: BenchCommand) -> CmdResult {
     };
     if a.preload && operation == Operation::Get {
         spindle_bench::run(BenchSpec { operation: Operation::Put, ..spec.clone() }).await?;
+        spindle_bench::target::settle(&spec.target).await?;
     }
     let r = spindle_bench::run(spec).await?;
     if a.json {
