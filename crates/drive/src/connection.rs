@@ -645,7 +645,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(mut wr: W, mut rx: mpsc::UnboundedRec
             }
             next = rx.try_recv().ok();
         }
-        if outbox.write_to(&mut wr).await.is_err() || wr.flush().await.is_err() {
+        if (!outbox.is_empty() && outbox.write_to(&mut wr).await.is_err()) || wr.flush().await.is_err() {
             return;
         }
     }

@@ -12,6 +12,7 @@ mod connection;
 mod getlog;
 mod handler;
 mod media;
+mod memory_trim;
 mod outbox;
 mod p2p;
 mod persist;

@@ -69,6 +69,7 @@ fn serial_number(config: &DriveConfig) -> Result<Bytes, DriveError> {
 
 pub async fn start(config: DriveConfig) -> Result<RunningDrive, DriveError> {
     config.validate()?;
+    crate::memory_trim::start();
     std::fs::create_dir_all(&config.data_dir)?;
     let engine: Arc<dyn Engine> = match config.engine {
         EngineKind::Fjall => {
