@@ -61,20 +61,22 @@ median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 echo "| target | 4 KiB gets/s (median of $repeat) | bench ops per CPU-second | gets/s vs the fjall drive | bench ops per CPU-second vs the fjall drive's gets/s |"
 echo "|---|--:|--:|--:|--:|"
-declare -A ops cpu
-for name in "fjall drive" "memory drive" "embedded" "memory:"; do
-    case $name in
-        "fjall drive") t=127.0.0.1:$fjall ;;
-        "memory drive") t=127.0.0.1:$memory ;;
-        embedded) t=embedded:$work/embedded ;;
-        memory:) t=memory: ;;
-    esac
-    rounds=()
-    for ((r = 0; r < repeat; r++)); do
-        rounds+=("$(measure "$t")")
+declare -A ops cpu rounds
+# Rounds alternate between the targets, so that the machine's drift hits all of them alike.
+for ((r = 0; r < repeat; r++)); do
+    for name in "fjall drive" "memory drive" "embedded" "memory:"; do
+        case $name in
+            "fjall drive") t=127.0.0.1:$fjall ;;
+            "memory drive") t=127.0.0.1:$memory ;;
+            embedded) t=embedded:$work/embedded ;;
+            memory:) t=memory: ;;
+        esac
+        rounds[$name]+="$(measure "$t")"$'\n'
     done
-    ops[$name]=$(printf '%s\n' "${rounds[@]}" | awk '{print $1}' | median)
-    cpu[$name]=$(printf '%s\n' "${rounds[@]}" | awk '{print $2}' | median)
+done
+for name in "fjall drive" "memory drive" "embedded" "memory:"; do
+    ops[$name]=$(printf '%s' "${rounds[$name]}" | awk 'NF {print $1}' | median)
+    cpu[$name]=$(printf '%s' "${rounds[$name]}" | awk 'NF {print $2}' | median)
 done
 for name in "fjall drive" "memory drive" "embedded" "memory:"; do
     printf '| %s | %.0f | %.0f | %.2fx | %.2fx |\n' "$name" "${ops[$name]}" "${cpu[$name]}" \
