@@ -3,23 +3,6 @@
 //! view (accepting whatever the full decode accepts).
 #![no_main]
 
-use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
-use prost::Message as _;
-use spindle_proto::pb::Command;
-use spindle_proto::FrameDecoder;
 
-fuzz_target!(|data: &[u8]| {
-    let mut decoder = FrameDecoder::new(1 << 20, 1 << 20);
-    let mut buf = BytesMut::from(data);
-    while let Ok(Some(frame)) = decoder.decode(&mut buf) {
-        if let Some(bytes) = frame.message.command_bytes {
-            let head = spindle_proto::decode_command_head(&bytes);
-            if let Ok(command) = Command::decode(bytes) {
-                let (header, status) = head.expect("the head of a decodable command decodes");
-                assert_eq!(header, command.header.unwrap_or_default());
-                assert_eq!(status, command.status);
-            }
-        }
-    }
-});
+fuzz_target!(|data: &[u8]| spindle_drive::fuzzing::decode_frames(data));

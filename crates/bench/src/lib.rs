@@ -115,19 +115,23 @@ pub struct Percentiles {
 /// The key of item `i`: zero-padded decimal, padded or cut to `size` bytes, so keys sort in
 /// item order (the sequential order of the papers' experiments).
 pub fn key_for(i: u64, size: usize) -> Vec<u8> {
-    const DIGITS: usize = 16;
-    let mut digits = [b'0'; DIGITS];
-    let mut rest = i;
-    for d in digits.iter_mut().rev() {
-        *d = b'0' + (rest % 10) as u8;
+    // Decimal digits from the right, at least 16 of them (zero-padded) and all 20 of a large i.
+    const PADDED: usize = 16;
+    let mut buf = [b'0'; 20];
+    let (mut rest, mut start) = (i, buf.len());
+    loop {
+        start -= 1;
+        buf[start] = b'0' + (rest % 10) as u8;
         rest /= 10;
+        if rest == 0 {
+            break;
+        }
     }
-    // Items beyond 10^16 keep their full decimal form, as `format!("{i:016}")` would.
-    let digits: std::borrow::Cow<'_, [u8]> = if rest == 0 { (&digits[..]).into() } else { i.to_string().into_bytes().into() };
+    let digits = &buf[start.min(buf.len() - PADDED)..];
     let mut key = Vec::with_capacity(size);
     if size >= digits.len() {
         key.resize(size - digits.len(), b'k');
-        key.extend_from_slice(&digits);
+        key.extend_from_slice(digits);
     } else {
         key.extend_from_slice(&digits[digits.len() - size..]);
     }

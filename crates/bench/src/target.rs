@@ -89,6 +89,7 @@ pub enum InProcess {
     Engine(Arc<dyn Engine>),
     Lsm(Arc<LsmDb>),
 }
+
 /// Lets an in-process engine finish the background work a load left behind (memtable flushes
 /// and compactions), so that a measured run after it does not share the CPU with the load's
 /// aftermath: what a networked drive's owner gets by waiting between load and run. Nothing to
@@ -102,7 +103,6 @@ pub async fn settle(target: &str) -> Result<(), BenchError> {
     }
     Ok(())
 }
-
 
 /// The in-process database `target` names (opening it on first use), or `None` for a
 /// networked target.

@@ -52,12 +52,7 @@ pub struct Response {
 
 impl Response {
     pub fn status(&self) -> StatusCode {
-        self.command
-            .status
-            .as_ref()
-            .and_then(|s| s.code)
-            .and_then(|c| StatusCode::try_from(c).ok())
-            .unwrap_or(StatusCode::InvalidStatusCode)
+        status_code(self.command.status.as_ref())
     }
 
     pub fn status_message(&self) -> String {
@@ -429,6 +424,11 @@ pub(crate) async fn handshake(addr: impl ToSocketAddrs, config: &ClientConfig) -
         .and_then(|h| h.connection_id)
         .ok_or_else(|| ClientError::Protocol("sign-on without a connection id".into()))?;
     Ok(Handshake { rd, wr, decoder, buf, sign_on, connection_id })
+}
+
+/// The code of a response's status; INVALID_STATUS_CODE when it is missing or unknown.
+pub(crate) fn status_code(status: Option<&spindle_proto::pb::command::Status>) -> StatusCode {
+    status.and_then(|s| s.code).and_then(|c| StatusCode::try_from(c).ok()).unwrap_or(StatusCode::InvalidStatusCode)
 }
 
 /// Signs `command` and appends the head of its frame (the caller sends the value after it).

@@ -12,7 +12,7 @@ use spindle_proto::{decode_command_head, FrameDecoder, MessageType, StatusCode};
 use tokio::io::AsyncWriteExt;
 use tokio::net::ToSocketAddrs;
 
-use crate::client::{encode_signed, handshake, read_frame, Reader, Writer};
+use crate::client::{encode_signed, handshake, read_frame, status_code, Reader, Writer};
 use crate::{ClientConfig, ClientError, Response};
 
 pub struct Pipeline {
@@ -97,8 +97,7 @@ impl Pipeline {
         let (header, status) =
             decode_command_head(&command_bytes).map_err(|e| ClientError::Protocol(format!("undecodable response: {e}")))?;
         let ack = header.ack_sequence.ok_or_else(|| ClientError::Protocol("response without ackSequence".into()))?;
-        let code = status.and_then(|s| s.code).and_then(|c| StatusCode::try_from(c).ok()).unwrap_or(StatusCode::InvalidStatusCode);
-        Ok((ack, code))
+        Ok((ack, status_code(status.as_ref())))
     }
 
     /// The command bytes and value of the next frame, its HMAC checked. An unsolicited status
@@ -107,7 +106,7 @@ impl Pipeline {
         let frame = read_frame(&mut *self.rd, &mut self.decoder, &mut self.buf)
             .await?
             .ok_or_else(|| ClientError::Terminated("drive closed the connection".into()))?;
-        let command_bytes: Bytes = frame.message.command_bytes.clone().unwrap_or_default();
+        let command_bytes: Bytes = frame.message.command_bytes.unwrap_or_default();
         if frame.message.auth_type == Some(AuthType::Unsolicitedstatus as i32) {
             let command = Command::decode(command_bytes).map_err(|e| ClientError::Protocol(format!("undecodable response: {e}")))?;
             let message = command.status.and_then(|s| s.status_message).unwrap_or_default();

@@ -33,6 +33,23 @@ fn state() -> Arc<DriveState> {
         .clone()
 }
 
+/// Decodes `input` as a stream of frames until the first error, checking that every frame's
+/// Command, where it decodes, has the same header and status through the decoder the load
+/// generator uses (`decode_command_head`). Panics on a disagreement.
+pub fn decode_frames(input: &[u8]) {
+    let mut decoder = spindle_proto::FrameDecoder::new(1 << 20, 1 << 20);
+    let mut buf = BytesMut::from(input);
+    while let Ok(Some(frame)) = decoder.decode(&mut buf) {
+        let bytes = frame.message.command_bytes.unwrap_or_default();
+        let head = spindle_proto::decode_command_head(&bytes);
+        if let Ok(command) = <spindle_proto::pb::Command as prost::Message>::decode(bytes) {
+            let (header, status) = head.expect("the head of a decodable command decodes");
+            assert_eq!(header, command.header.unwrap_or_default());
+            assert_eq!(status, command.status);
+        }
+    }
+}
+
 /// Feeds raw bytes to one connection of an in-memory drive and reads whatever it answers.
 pub fn serve_raw(input: &[u8]) -> Vec<u8> {
     let state = state();
