@@ -8,7 +8,7 @@
 #      generators against YCSB's own;
 #   4. smoke runs of the side-by-side benchmarks (Spindle, the Java simulator, redis-server;
 #      the paper's evaluation also against the engine in-process, LevelDB and RocksDB; P2P
-#      between two drives and between two simulators).
+#      between two drives and between two simulators; a drive's memory under 1 MiB values).
 # Ends with one summary line: "N passed, N failed".
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -106,6 +106,9 @@ check "act bench smoke" "$logs/act.log" scripts/bench-act.sh --quick --spindle "
 
 echo "== P2P benchmark smoke run (two drives, two Java simulators)"
 check "p2p bench smoke" "$logs/p2p.log" scripts/bench-p2p.sh --quick --spindle "$spindle"
+
+echo "== memory under large values, smoke run (one drive, one round)"
+check "memory bench smoke" "$logs/memory.log" scripts/bench-memory.sh --spindle "$spindle" --rounds 1 --count 20
 
 echo
 echo "all suites: $passed passed, $failed failed"

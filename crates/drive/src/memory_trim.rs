@@ -2,12 +2,12 @@
 //!
 //! glibc raises its mmap threshold after the first large buffers are freed, so later 1 MiB
 //! values (read from sockets, queued for the engine, read back from blob files) come from its
-//! heaps and stay resident after they are freed: three rounds of 2,000 × 1 MiB puts and gets
-//! left a drive at 850 MiB resident, growing every round. Pinning the threshold instead (every
-//! large buffer a fresh mmap) fixed the memory but cost 15 % of 1 MiB put and 35 % of 1 MiB get
-//! throughput in page faults. Trimming every second costed 10-15 % of 1 MiB put throughput the
-//! same way (every trim makes the next buffers fault in afresh), so the trimmer only trims when
-//! the process is resident above a soft limit: below it, freed buffers stay for reuse.
+//! heaps and stay resident after they are freed: rounds of 2,000 x 1 MiB puts and gets grew a
+//! drive to 661, 841 and 1,051 MiB (`scripts/bench-memory.sh`). Pinning the threshold instead
+//! (every large buffer a fresh mmap) cost 15 % of 1 MiB put and 35 % of 1 MiB get throughput in
+//! page faults, and trimming every second cost puts 10-15 % the same way, so the trimmer only
+//! trims while the process is resident above a soft limit: below it, freed buffers stay for
+//! reuse.
 
 use std::time::Duration;
 
