@@ -37,11 +37,13 @@ pub struct FjallOptions {
     pub cache_size: u64,
     /// Values at least this large go to blob files.
     pub blob_threshold: u32,
+    /// Bytes a keyspace's memtable holds before it is sealed and flushed to a table.
+    pub memtable_size: u64,
 }
 
 impl FjallOptions {
     pub fn new(path: impl AsRef<Path>) -> Self {
-        FjallOptions { path: path.as_ref().to_path_buf(), cache_size: 64 * 1024 * 1024, blob_threshold: 4096 }
+        FjallOptions { path: path.as_ref().to_path_buf(), cache_size: 64 * 1024 * 1024, blob_threshold: 4096, memtable_size: 64 * 1024 * 1024 }
     }
 }
 
@@ -70,11 +72,12 @@ impl FjallEngine {
         // LZ4 (fjall's default for values of 4 KiB and more) cost the single writer thread
         // CPU on every such put for nothing.
         let db = Database::builder(&options.path).cache_size(options.cache_size).journal_compression(CompressionType::None).open()?;
-        let meta = db.keyspace("meta", KeyspaceCreateOptions::default)?;
+        let memtable_size = options.memtable_size;
+        let meta = db.keyspace("meta", || KeyspaceCreateOptions::default().max_memtable_size(memtable_size))?;
         let threshold = options.blob_threshold;
         // Blob files, too, hold values uncompressed (read back without decompressing).
         let data = db.keyspace("data", move || {
-            KeyspaceCreateOptions::default().with_kv_separation(Some(
+            KeyspaceCreateOptions::default().max_memtable_size(memtable_size).with_kv_separation(Some(
                 KvSeparationOptions::default().separation_threshold(threshold).compression(CompressionType::None),
             ))
         })?;

@@ -44,6 +44,8 @@
 #![allow(clippy::option_if_let_else)]
 #![warn(clippy::redundant_feature_names)]
 #![cfg_attr(coverage_nightly, feature(coverage_attribute))]
+// Spindle: built as a path dependency, so its lints are not capped as a registry crate's are.
+#![allow(dead_code)]
 
 #[doc(hidden)]
 pub type HashMap<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;

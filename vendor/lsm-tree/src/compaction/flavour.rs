@@ -14,6 +14,7 @@ use crate::vlog::blob_file::scanner::ScanEntry;
 use crate::vlog::{BlobFileId, BlobFileMergeScanner, BlobFileWriter};
 use crate::{BlobFile, HashSet, InternalValue, Table};
 use std::iter::Peekable;
+use std::sync::RwLock;
 use std::time::Instant;
 
 /// Drains all blobs that come "before" the given vptr.
@@ -123,7 +124,7 @@ pub(super) trait CompactionFlavour {
     #[warn(clippy::too_many_arguments)]
     fn finish(
         self: Box<Self>,
-        super_version: &mut SuperVersions,
+        version_history: &RwLock<SuperVersions>,
         opts: &Options,
         payload: &CompactionPayload,
         dst_lvl: usize,
@@ -257,7 +258,7 @@ impl CompactionFlavour for RelocatingCompaction {
 
     fn finish(
         mut self: Box<Self>,
-        super_version: &mut SuperVersions,
+        version_history: &RwLock<SuperVersions>,
         opts: &Options,
         payload: &CompactionPayload,
         dst_lvl: usize,
@@ -277,7 +278,13 @@ impl CompactionFlavour for RelocatingCompaction {
 
         let mut blob_files_to_drop = self.rewriting_blob_files;
 
-        let current_version = super_version.latest_version();
+        // The caller holds the compaction-state mutex: this version's tables and blob files
+        // stay the latest until the upgrade below installs the next.
+        #[expect(clippy::expect_used, reason = "lock is expected to not be poisoned")]
+        let current_version = version_history
+            .read()
+            .expect("lock is poisoned")
+            .latest_version();
 
         for blob_file in current_version.version.blob_files.iter() {
             if blob_file.is_dead(current_version.version.gc_stats()) {
@@ -285,7 +292,8 @@ impl CompactionFlavour for RelocatingCompaction {
             }
         }
 
-        super_version.upgrade_version(
+        let version_history_lock = SuperVersions::upgrade_version_outside_lock(
+            version_history,
             &opts.config.path,
             |current| {
                 let mut copy = current.clone();
@@ -311,6 +319,7 @@ impl CompactionFlavour for RelocatingCompaction {
             &opts.global_seqno,
             &opts.visible_seqno,
         )?;
+        drop(version_history_lock);
 
         // NOTE: If the application were to crash >here< it's fine
         // The tables/blob files are not referenced anymore, and will be
@@ -392,7 +401,7 @@ impl CompactionFlavour for StandardCompaction {
 
     fn finish(
         mut self: Box<Self>,
-        super_version: &mut SuperVersions,
+        version_history: &RwLock<SuperVersions>,
         opts: &Options,
         payload: &CompactionPayload,
         dst_lvl: usize,
@@ -407,7 +416,13 @@ impl CompactionFlavour for StandardCompaction {
 
         let mut blob_files_to_drop = Vec::default();
 
-        let current_version = super_version.latest_version();
+        // The caller holds the compaction-state mutex: this version's tables and blob files
+        // stay the latest until the upgrade below installs the next.
+        #[expect(clippy::expect_used, reason = "lock is expected to not be poisoned")]
+        let current_version = version_history
+            .read()
+            .expect("lock is poisoned")
+            .latest_version();
 
         for blob_file in current_version.version.blob_files.iter() {
             if blob_file.is_dead(current_version.version.gc_stats()) {
@@ -415,7 +430,8 @@ impl CompactionFlavour for StandardCompaction {
             }
         }
 
-        super_version.upgrade_version(
+        let version_history_lock = SuperVersions::upgrade_version_outside_lock(
+            version_history,
             &opts.config.path,
             |current| {
                 let mut copy = current.clone();
@@ -441,6 +457,7 @@ impl CompactionFlavour for StandardCompaction {
             &opts.global_seqno,
             &opts.visible_seqno,
         )?;
+        drop(version_history_lock);
 
         // NOTE: If the application were to crash >here< it's fine
         // The tables are not referenced anymore, and will be

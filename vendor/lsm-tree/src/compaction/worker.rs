@@ -186,8 +186,11 @@ fn move_tables(
     opts: &Options,
     payload: &CompactionPayload,
 ) -> crate::Result<()> {
+    // The caller holds the compaction-state mutex, so the version can only gain memtables
+    // meanwhile: a read lock suffices for the checks, and the manifest is persisted outside
+    // the write lock (see `SuperVersions::upgrade_version_outside_lock`).
     #[expect(clippy::expect_used, reason = "lock is expected to not be poisoned")]
-    let mut version_history_lock = opts.version_history.write().expect("lock is poisoned");
+    let version_history_lock = opts.version_history.read().expect("lock is poisoned");
 
     // Fail-safe for buggy compaction strategies
     if compaction_state
@@ -221,8 +224,10 @@ fn move_tables(
         log::debug!("{table_ids:?} are not referenced anymore; skipping move");
         return Ok(());
     }
+    drop(version_history_lock);
 
-    version_history_lock.upgrade_version(
+    let mut version_history_lock = SuperVersions::upgrade_version_outside_lock(
+        &opts.version_history,
         &opts.config.path,
         |current| {
             let mut copy = current.clone();
@@ -528,24 +533,27 @@ fn merge_tables(
     #[expect(clippy::expect_used, reason = "lock is expected to not be poisoned")]
     let mut compaction_state = opts.compaction_state.lock().expect("lock is poisoned");
 
-    log::trace!("Acquiring super version write lock");
-    #[expect(clippy::expect_used, reason = "lock is expected to not be poisoned")]
-    let mut version_history_lock = opts.version_history.write().expect("lock is poisoned");
-    log::trace!("Acquired super version write lock");
-
     // NOTE: Check for race condition - https://github.com/fjall-rs/fjall/issues/287
     //
     // We held no lock while doing the actual merge, so the version may have been swapped out
     // in the meantime (`clear()` for example installs a brand new, empty version).
     // Committing the merge result would then insert the compacted tables into a version that no longer
     // references their inputs, resurrecting data that was already logically removed.
-    if payload.table_ids.iter().any(|&id| {
-        version_history_lock
+    //
+    // From here on the compaction-state mutex keeps the on-disk version as it is, so the
+    // result is finished and its manifest persisted without the version write lock
+    // (see `SuperVersions::upgrade_version_outside_lock`).
+    #[expect(clippy::expect_used, reason = "lock is expected to not be poisoned")]
+    let inputs_gone = payload.table_ids.iter().any(|&id| {
+        opts.version_history
+            .read()
+            .expect("lock is poisoned")
             .latest_version()
             .version
             .get_table(id)
             .is_none()
-    }) {
+    });
+    if inputs_gone {
         log::debug!("Input table(s) are not referenced anymore; skipping result installation");
 
         compaction_state
@@ -573,7 +581,7 @@ fn merge_tables(
 
     compactor
         .finish(
-            &mut version_history_lock,
+            &opts.version_history,
             opts,
             payload,
             dst_lvl,
@@ -594,6 +602,8 @@ fn merge_tables(
         .hidden_set_mut()
         .show(payload.table_ids.iter().copied());
 
+    #[expect(clippy::expect_used, reason = "lock is expected to not be poisoned")]
+    let mut version_history_lock = opts.version_history.write().expect("lock is poisoned");
     version_history_lock
         .maintenance(&opts.config.path, opts.mvcc_gc_watermark)
         .inspect_err(|e| {
@@ -613,8 +623,9 @@ fn drop_tables(
     opts: &Options,
     ids_to_drop: &[TableId],
 ) -> crate::Result<()> {
+    // As in `move_tables`: the compaction-state mutex is held, checks take a read lock.
     #[expect(clippy::expect_used, reason = "lock is expected to not be poisoned")]
-    let mut version_history_lock = opts.version_history.write().expect("lock is poisoned");
+    let version_history_lock = opts.version_history.read().expect("lock is poisoned");
 
     // Fail-safe for buggy compaction strategies
     if compaction_state
@@ -650,9 +661,12 @@ fn drop_tables(
 
     let mut dropped_blob_files = vec![];
 
+    drop(version_history_lock);
+
     // IMPORTANT: Write the manifest with the removed tables first
     // Otherwise the table files are deleted, but are still referenced!
-    version_history_lock.upgrade_version(
+    let mut version_history_lock = SuperVersions::upgrade_version_outside_lock(
+        &opts.version_history,
         &opts.config.path,
         |current| {
             let mut copy = current.clone();

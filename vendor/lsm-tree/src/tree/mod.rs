@@ -263,6 +263,10 @@ impl AbstractTree for Tree {
 
     fn clear(&self) -> crate::Result<()> {
         let config = self.tree_config();
+
+        // Every change of the on-disk version holds the compaction-state mutex.
+        #[expect(clippy::expect_used, reason = "lock is expected to not be poisoned")]
+        let _compaction_state = self.compaction_state.lock().expect("lock is poisoned");
         let mut versions = self.get_version_history_lock();
 
         versions.upgrade_version(
@@ -445,22 +449,28 @@ impl AbstractTree for Tree {
             blob_files.map(<[BlobFile]>::len).unwrap_or_default(),
         );
 
+        // The compaction-state mutex serialises every change of the on-disk version, so the
+        // manifest can be persisted without holding the version lock (see
+        // `SuperVersions::upgrade_version_outside_lock`).
         #[expect(clippy::expect_used, reason = "lock is expected to not be poisoned")]
-        let mut _compaction_state = self.compaction_state.lock().expect("lock is poisoned");
-        #[expect(clippy::expect_used, reason = "lock is expected to not be poisoned")]
-        let mut version_lock = self.version_history.write().expect("lock is poisoned");
+        let _compaction_state = self.compaction_state.lock().expect("lock is poisoned");
 
         // NOTE: Check for race condition
         // Fixes: https://github.com/fjall-rs/fjall/issues/287#issuecomment-4938188362
-        if sealed_memtables_to_delete
-            .iter()
-            .any(|id| !version_lock.latest_version().sealed_memtables.contains(id))
         {
-            log::debug!("Not registering tables because flush task processed some sealed memtables which do not exist (anymore)");
-            return Ok(());
+            #[expect(clippy::expect_used, reason = "lock is expected to not be poisoned")]
+            let version_lock = self.version_history.read().expect("lock is poisoned");
+            if sealed_memtables_to_delete
+                .iter()
+                .any(|id| !version_lock.latest_version().sealed_memtables.contains(id))
+            {
+                log::debug!("Not registering tables because flush task processed some sealed memtables which do not exist (anymore)");
+                return Ok(());
+            }
         }
 
-        version_lock.upgrade_version(
+        let mut version_lock = SuperVersions::upgrade_version_outside_lock(
+            &self.version_history,
             &self.config.path,
             |current| {
                 let mut copy = current.clone();

@@ -8,7 +8,11 @@ use crate::{
     version::{persist_version, Version},
     SeqNo, SequenceNumberCounter,
 };
-use std::{collections::VecDeque, path::Path, sync::Arc};
+use std::{
+    collections::VecDeque,
+    path::Path,
+    sync::{Arc, RwLock, RwLockWriteGuard},
+};
 
 /// A super version is a point-in-time snapshot of memtables and a [`Version`] (list of disk files)
 #[derive(Clone)]
@@ -143,6 +147,78 @@ impl SuperVersions {
         visible_seqno.fetch_max(seqno + 1);
 
         Ok(())
+    }
+
+    /// Like `upgrade_version`, but writes and fsyncs the new version's manifest *before*
+    /// taking the version-history write lock, then installs it under that lock.
+    ///
+    /// Every read and write of the tree takes the version-history lock, and persisting a
+    /// manifest costs several fsyncs (tens of milliseconds on a busy disk): done under the
+    /// write lock, every flush and compaction stalled all readers and writers that long.
+    ///
+    /// The caller must hold the tree's compaction-state mutex. Every change of the on-disk
+    /// version (flush registration, compaction, ingestion, clear) holds it, so the version
+    /// `f` sees is still the latest on-disk version when the new one is installed. Only the
+    /// memtables can change meanwhile (a rotation seals the active memtable); the new super
+    /// version is rebased onto the memtables of that moment, releasing exactly the sealed
+    /// memtables `f` released. `f` must not replace the active memtable.
+    ///
+    /// The manifest is durable before the in-memory version changes, as in
+    /// `upgrade_version`. Returns the write guard, for the caller's maintenance.
+    pub(crate) fn upgrade_version_outside_lock<
+        'a,
+        F: FnOnce(&SuperVersion) -> crate::Result<SuperVersion>,
+    >(
+        history: &'a RwLock<SuperVersions>,
+        tree_path: &Path,
+        f: F,
+        seqno: &SequenceNumberCounter,
+        visible_seqno: &SequenceNumberCounter,
+    ) -> crate::Result<RwLockWriteGuard<'a, SuperVersions>> {
+        #[expect(clippy::expect_used, reason = "lock is expected to not be poisoned")]
+        let base = history.read().expect("lock is poisoned").latest_version();
+
+        let mut next_version = f(&base)?;
+        assert!(
+            Arc::ptr_eq(&next_version.active_memtable, &base.active_memtable),
+            "a version upgrade outside the lock must not replace the active memtable",
+        );
+
+        persist_version(tree_path, &next_version.version)?;
+
+        #[expect(clippy::expect_used, reason = "lock is expected to not be poisoned")]
+        let mut history = history.write().expect("lock is poisoned");
+        let latest = history.latest_version();
+        assert_eq!(
+            latest.version.id(),
+            base.version.id(),
+            "the on-disk version changed without the compaction-state mutex",
+        );
+
+        if !Arc::ptr_eq(&latest.active_memtable, &base.active_memtable)
+            || !Arc::ptr_eq(&latest.sealed_memtables, &base.sealed_memtables)
+        {
+            let mut sealed = (*latest.sealed_memtables).clone();
+            for released in base
+                .sealed_memtables
+                .iter()
+                .filter(|mt| !next_version.sealed_memtables.contains(&mt.id))
+            {
+                sealed = sealed.remove(released.id);
+            }
+            log::trace!("Rebased next version onto memtables rotated while it was persisted");
+            next_version.active_memtable = latest.active_memtable;
+            next_version.sealed_memtables = Arc::new(sealed);
+        }
+
+        let seqno = seqno.next();
+        next_version.seqno = seqno;
+        log::trace!("Next version seqno={seqno}");
+        history.append_version(next_version);
+
+        visible_seqno.fetch_max(seqno + 1);
+
+        Ok(history)
     }
 
     pub fn append_version(&mut self, version: SuperVersion) {
