@@ -75,6 +75,7 @@ impl Batches {
         }
         let problem = match outcome {
             Outcome::Reply(reply) => Some(format!("{}: {}", reply.status.as_str_name(), reply.message)),
+            Outcome::NeedsDisk => Some("only puts and deletes can be batched".into()),
             Outcome::Write { op, .. } => {
                 batch.bytes += op.footprint() as u64;
                 batch.deletes += matches!(op, WriteOp::Delete { .. }) as u32;

@@ -43,6 +43,9 @@ pub struct DriveConfig {
     pub reserved_bytes: u64,
     /// Block cache for the engine.
     pub cache_bytes: u64,
+    /// Bytes each of the engine's keyspaces buffers in memory before flushing them to a table:
+    /// larger means fewer, bigger flushes (and more memory).
+    pub memtable_bytes: u64,
     /// PEM certificate chain and private key for the TLS listener; a self-signed pair is
     /// generated in the data directory when neither is given.
     pub tls_cert: Option<PathBuf>,
@@ -54,6 +57,11 @@ pub struct DriveConfig {
     /// How long a peer may take to answer one request of a push.
     pub p2p_timeout_ms: u64,
 }
+
+/// Bounds for `memtable_bytes`: below, a flush every few writes; above, the sealed memtables
+/// waiting for their flush (several per keyspace) would hold gigabytes.
+pub const MIN_MEMTABLE_BYTES: u64 = 64 * 1024;
+pub const MAX_MEMTABLE_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Default for `p2p_timeout_ms`.
 pub const DEFAULT_P2P_TIMEOUT_MS: u64 = 10_000;
@@ -70,6 +78,7 @@ impl Default for DriveConfig {
             capacity_bytes: None,
             reserved_bytes: DEFAULT_RESERVED_BYTES,
             cache_bytes: 64 * 1024 * 1024,
+            memtable_bytes: 64 * 1024 * 1024,
             tls_cert: None,
             tls_key: None,
             max_inflight_write_bytes: DEFAULT_MAX_INFLIGHT_WRITE_BYTES,
@@ -91,6 +100,7 @@ pub struct ConfigFile {
     pub capacity_bytes: Option<u64>,
     pub reserved_bytes: Option<u64>,
     pub cache_bytes: Option<u64>,
+    pub memtable_bytes: Option<u64>,
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
     pub max_inflight_write_bytes: Option<u64>,
@@ -165,6 +175,9 @@ impl DriveConfig {
         if let Some(v) = file.cache_bytes {
             self.cache_bytes = v;
         }
+        if let Some(v) = file.memtable_bytes {
+            self.memtable_bytes = v;
+        }
         if file.tls_cert.is_some() {
             self.tls_cert = file.tls_cert;
         }
@@ -232,6 +245,11 @@ impl DriveConfig {
         }
         if l.max_message_size < 1024 {
             return Err(ConfigError::Limit("max_message_size must be at least 1024".into()));
+        }
+        if !(MIN_MEMTABLE_BYTES..=MAX_MEMTABLE_BYTES).contains(&self.memtable_bytes) {
+            return Err(ConfigError::Limit(format!(
+                "memtable_bytes must be between {MIN_MEMTABLE_BYTES} and {MAX_MEMTABLE_BYTES}"
+            )));
         }
         Ok(())
     }

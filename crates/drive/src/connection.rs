@@ -6,6 +6,13 @@
 //! writes, WRITETHROUGH ones included, never wait for each other here and share group commits.
 //! A read first waits until the connection's earlier writes are applied, so a pipelined
 //! put-then-get sees its put.
+//!
+//! Reads run under `CachedReadsOnly`: one that would wait for the disk is refused by the
+//! engine and run again on a blocking thread, answered when it completes, so one slow disk
+//! read stalls neither this connection's later requests nor the runtime thread's other
+//! connections. Until such reads are done, the connection runs only further reads: every
+//! other request (a write above all) waits, so each read still sees exactly the writes sent
+//! before it.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,7 +24,7 @@ use spindle_proto::pb::message::AuthType;
 use spindle_proto::pb::{Command, Message};
 use spindle_proto::{encode_message_head, response_type, FrameError, FrameHeader, MessageType, Signature, StatusCode, HEADER_LEN};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
-use spindle_engine::{WriteOp, WriteRequest};
+use spindle_engine::{CachedReadsOnly, WriteOp, WriteRequest};
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 
 use crate::batch::Batches;
@@ -93,6 +100,7 @@ where
         transport,
         last_sequence: None,
         last_write_applied: None,
+        reads_on_disk: Vec::new(),
         batches: Batches::new(state.clone()),
         reads: Arc::new(Semaphore::new(state.config.limits.max_outstanding_read_requests as usize)),
         writes: Arc::new(Semaphore::new(state.config.limits.max_outstanding_write_requests as usize)),
@@ -159,6 +167,8 @@ struct Connection {
     last_sequence: Option<i64>,
     /// Fires when this connection's latest write is visible to readers.
     last_write_applied: Option<oneshot::Receiver<()>>,
+    /// Each fires when a read handed to a blocking thread (it needed the disk) has run.
+    reads_on_disk: Vec<oneshot::Receiver<()>>,
     batches: Batches,
     reads: Arc<Semaphore>,
     writes: Arc<Semaphore>,
@@ -234,6 +244,15 @@ impl Connection {
         let command_bytes = message.command_bytes.clone().unwrap_or_default();
         let command = Command::decode(command_bytes.clone()).map_err(|e| Close::Terminate(format!("undecodable command: {e}")))?;
         let header = command.header.unwrap_or_default();
+        if !self.reads_on_disk.is_empty() {
+            let kind = header.message_type.and_then(|t| MessageType::try_from(t).ok());
+            if !kind.is_some_and(handler::is_key_read) {
+                // Nothing but another read may overtake a read still running on the disk.
+                for done in self.reads_on_disk.drain(..) {
+                    let _ = done.await;
+                }
+            }
+        }
 
         match auth_type {
             Some(AuthType::Hmacauth) => {}
@@ -397,7 +416,14 @@ impl Connection {
             return Ok(());
         }
         let value_in = value.len();
-        match handler::execute(&self.state, &caller, kind, command.body, value) {
+        let key_read = handler::is_key_read(kind);
+        // Kept for running the read again should it need the disk (cheap: keys are Bytes).
+        let read_body = if key_read { command.body.clone() } else { None };
+        let outcome = {
+            let _memory_only = key_read.then(CachedReadsOnly::new);
+            handler::execute(&self.state, &caller, kind, command.body, value)
+        };
+        match outcome {
             Outcome::Reply(reply) => {
                 self.state.stats.record(raw_type, value_in + reply.value.len());
                 self.respond(auth(), &header, reply, Some(permit));
@@ -406,8 +432,35 @@ impl Connection {
                 self.state.stats.record(raw_type, value_in);
                 self.submit_write(auth(), &header, op, sync, permit, None);
             }
+            Outcome::NeedsDisk => self.read_on_disk(auth(), &header, caller, kind, read_body, permit),
         }
         Ok(())
+    }
+
+    /// Runs a read that needs the disk on a blocking thread, answering it from there.
+    fn read_on_disk(&mut self, auth: Auth, header: &Header, caller: Caller, kind: MessageType, body: Option<Body>, permit: OwnedSemaphorePermit) {
+        let (done_tx, done_rx) = oneshot::channel();
+        self.reads_on_disk.retain_mut(|done| matches!(done.try_recv(), Err(oneshot::error::TryRecvError::Empty)));
+        self.reads_on_disk.push(done_rx);
+        self.state.reads_on_disk.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut outgoing = self.addressed(auth, header, Reply::ok(None), Some(permit));
+        let raw_type = kind as i32;
+        let (state, tx) = (self.state.clone(), self.tx.clone());
+        tokio::task::spawn_blocking(move || {
+            let mut reply = match handler::execute(&state, &caller, kind, body, Bytes::new()) {
+                Outcome::Reply(reply) => reply,
+                // Without CachedReadsOnly a read waits for the disk; and reads never write.
+                Outcome::NeedsDisk | Outcome::Write { .. } => {
+                    Reply::error(StatusCode::InternalError, "a read neither completed nor failed")
+                }
+            };
+            let _ = done_tx.send(());
+            state.stats.record(raw_type, reply.value.len());
+            outgoing.value = std::mem::take(&mut reply.value);
+            outgoing.command.body = reply.body.take().map(|b| *b);
+            outgoing.command.status = reply.into_status();
+            let _ = tx.send(vec![outgoing]);
+        });
     }
 
     /// A command carrying a batchID.

@@ -147,6 +147,7 @@ fn device_log(state: &DriveState, name: &[u8]) -> Option<Bytes> {
         "approximate_entries": state.engine.approximate_len(),
         "uptime_seconds": state.started.elapsed().as_secs_f64(),
         "open_connections": state.open_connections.load(std::sync::atomic::Ordering::Relaxed),
+        "reads_on_disk": state.reads_on_disk.load(std::sync::atomic::Ordering::Relaxed),
     });
     Some(Bytes::from(doc.to_string()))
 }

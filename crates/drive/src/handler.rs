@@ -44,6 +44,32 @@ pub enum Outcome {
     Reply(Reply),
     /// A write for the engine's writer; answered when it completes (after the sync if `sync`).
     Write { op: WriteOp, sync: bool },
+    /// A read run under [`spindle_engine::CachedReadsOnly`] that needs the disk: nothing was
+    /// answered; run it again where blocking is allowed.
+    NeedsDisk,
+}
+
+/// A read's answer, or [`NeedsDisk`] when it was refused under `CachedReadsOnly`.
+pub type ReadResult = Result<Reply, NeedsDisk>;
+
+/// See [`Outcome::NeedsDisk`].
+#[derive(Debug)]
+pub struct NeedsDisk;
+
+impl From<ReadResult> for Outcome {
+    fn from(r: ReadResult) -> Self {
+        match r {
+            Ok(reply) => Outcome::Reply(reply),
+            Err(NeedsDisk) => Outcome::NeedsDisk,
+        }
+    }
+}
+
+fn read_error(e: EngineError) -> ReadResult {
+    match e {
+        EngineError::WouldBlock => Err(NeedsDisk),
+        e => Ok(engine_error(e)),
+    }
 }
 
 impl From<Reply> for Outcome {
@@ -63,8 +89,21 @@ pub fn engine_error(e: EngineError) -> Reply {
         EngineError::NoSpace => Reply::error(StatusCode::NoSpace, "the drive is full"),
         EngineError::Corrupt(m) => Reply::error(StatusCode::PermDataError, m),
         EngineError::Io(m) => Reply::error(StatusCode::InternalError, m),
+        // Reads under CachedReadsOnly are retried where they may block; never a client's answer
+        // unless that retry is skipped.
+        EngineError::WouldBlock => Reply::error(StatusCode::ServiceBusy, "the read needs the disk; retry"),
         e @ EngineError::BatchFailed { .. } => Reply::error(StatusCode::InvalidBatch, e.to_string()),
     }
+}
+
+/// Whether a request type only reads keys and values (GET, GETVERSION, GETNEXT, GETPREVIOUS,
+/// GETKEYRANGE): the requests the connection may answer out of its order when they need the
+/// disk.
+pub fn is_key_read(kind: MessageType) -> bool {
+    matches!(
+        kind,
+        MessageType::Get | MessageType::Getversion | MessageType::Getnext | MessageType::Getprevious | MessageType::Getkeyrange
+    )
 }
 
 /// Whether a request type writes (and so goes through the engine's writer).
@@ -147,83 +186,83 @@ fn entry_reply(entry: Entry, with_value: bool) -> Reply {
     reply
 }
 
-fn get(state: &DriveState, caller: &Caller, kv: KeyValue) -> Reply {
+fn get(state: &DriveState, caller: &Caller, kv: KeyValue) -> ReadResult {
     let key = match check_key(state, &kv.key, false) {
         Ok(k) => k,
-        Err(r) => return r,
+        Err(r) => return Ok(r),
     };
     if !caller.may(Permission::Read, Some(&key)) {
-        return caller.refusal(Permission::Read);
+        return Ok(caller.refusal(Permission::Read));
     }
     if kv.metadata_only.unwrap_or(false) {
         return match state.engine.get_meta(&key) {
-            Ok(Some(meta)) => Reply::ok(Some(Body { key_value: Some(metadata_kv(key, &meta)), ..Body::default() })),
-            Ok(None) => engine_error(EngineError::NotFound),
-            Err(e) => engine_error(e),
+            Ok(Some(meta)) => Ok(Reply::ok(Some(Body { key_value: Some(metadata_kv(key, &meta)), ..Body::default() }))),
+            Ok(None) => Ok(engine_error(EngineError::NotFound)),
+            Err(e) => read_error(e),
         };
     }
     match state.engine.get(&key) {
-        Ok(Some(entry)) => entry_reply(entry, true),
-        Ok(None) => engine_error(EngineError::NotFound),
-        Err(e) => engine_error(e),
+        Ok(Some(entry)) => Ok(entry_reply(entry, true)),
+        Ok(None) => Ok(engine_error(EngineError::NotFound)),
+        Err(e) => read_error(e),
     }
 }
 
-fn get_version(state: &DriveState, caller: &Caller, kv: KeyValue) -> Reply {
+fn get_version(state: &DriveState, caller: &Caller, kv: KeyValue) -> ReadResult {
     let key = match check_key(state, &kv.key, false) {
         Ok(k) => k,
-        Err(r) => return r,
+        Err(r) => return Ok(r),
     };
     if !caller.may(Permission::Read, Some(&key)) {
-        return caller.refusal(Permission::Read);
+        return Ok(caller.refusal(Permission::Read));
     }
     match state.engine.get_meta(&key) {
-        Ok(Some(meta)) => Reply::ok(Some(Body {
+        Ok(Some(meta)) => Ok(Reply::ok(Some(Body {
             key_value: Some(KeyValue { db_version: Some(meta.version), ..KeyValue::default() }),
             ..Body::default()
-        })),
-        Ok(None) => engine_error(EngineError::NotFound),
-        Err(e) => engine_error(e),
+        }))),
+        Ok(None) => Ok(engine_error(EngineError::NotFound)),
+        Err(e) => read_error(e),
     }
 }
 
-fn neighbour(state: &DriveState, caller: &Caller, kv: KeyValue, forward: bool) -> Reply {
+fn neighbour(state: &DriveState, caller: &Caller, kv: KeyValue, forward: bool) -> ReadResult {
     let key = match check_key(state, &kv.key, true) {
         Ok(k) => k,
-        Err(r) => return r,
+        Err(r) => return Ok(r),
     };
     let found = if forward { state.engine.next(&key) } else { state.engine.previous(&key) };
     match found {
         // The neighbour's key is revealed only to a caller that may read it.
-        Ok(Some(entry)) if !caller.may(Permission::Read, Some(&entry.key)) => caller.refusal(Permission::Read),
-        Ok(Some(entry)) => entry_reply(entry, !kv.metadata_only.unwrap_or(false)),
-        Ok(None) => engine_error(EngineError::NotFound),
-        Err(e) => engine_error(e),
+        Ok(Some(entry)) if !caller.may(Permission::Read, Some(&entry.key)) => Ok(caller.refusal(Permission::Read)),
+        Ok(Some(entry)) => Ok(entry_reply(entry, !kv.metadata_only.unwrap_or(false))),
+        Ok(None) => Ok(engine_error(EngineError::NotFound)),
+        Err(e) => read_error(e),
     }
 }
 
-fn key_range(state: &DriveState, caller: &Caller, range: Range) -> Reply {
+fn key_range(state: &DriveState, caller: &Caller, range: Range) -> ReadResult {
     if !caller.may(Permission::Range, None) {
-        return caller.refusal(Permission::Range);
+        return Ok(caller.refusal(Permission::Range));
     }
     let limit = state.config.limits.max_key_range_count;
     let max = match range.max_returned {
         None => limit,
-        Some(n) if n < 1 => return invalid(format!("maxReturned must be at least 1, got {n}")),
+        Some(n) if n < 1 => return Ok(invalid(format!("maxReturned must be at least 1, got {n}"))),
         Some(n) if n as u32 > limit => {
-            return invalid(format!("maxReturned {n} exceeds maxKeyRangeCount {limit}"));
+            return Ok(invalid(format!("maxReturned {n} exceeds maxKeyRangeCount {limit}")));
         }
         Some(n) => n as u32,
     };
     let start = match check_key(state, &range.start_key, true) {
         Ok(k) => k,
-        Err(r) => return r,
+        Err(r) => return Ok(r),
     };
     let end = match &range.end_key {
         None => None,
         Some(_) => match check_key(state, &range.end_key, true) {
             Ok(k) => Some(k),
-            Err(r) => return r,
+            Err(r) => return Ok(r),
         },
     };
     let query = KeyRange {
@@ -238,9 +277,9 @@ fn key_range(state: &DriveState, caller: &Caller, range: Range) -> Reply {
         Ok(mut keys) => {
             // Keys outside the caller's RANGE scopes are never revealed.
             keys.retain(|k| caller.may(Permission::Range, Some(k)));
-            Reply::ok(Some(Body { range: Some(Range { keys, ..Range::default() }), ..Body::default() }))
+            Ok(Reply::ok(Some(Body { range: Some(Range { keys, ..Range::default() }), ..Body::default() })))
         }
-        Err(e) => engine_error(e),
+        Err(e) => read_error(e),
     }
 }
 

@@ -45,6 +45,8 @@ pub struct DriveState {
     pub tls_port: u16,
     next_connection_id: AtomicI64,
     pub open_connections: AtomicU32,
+    /// Reads that needed the disk and were run on a blocking thread, since start.
+    pub reads_on_disk: std::sync::atomic::AtomicU64,
     /// Batches open on all connections (bounded by maxBatchCountPerDevice).
     pub open_batches: AtomicU32,
     /// Connections to peer drives, for PEER2PEERPUSH.
@@ -79,6 +81,7 @@ impl DriveState {
             port,
             next_connection_id: AtomicI64::new(millis),
             open_connections: AtomicU32::new(0),
+            reads_on_disk: Default::default(),
             open_batches: AtomicU32::new(0),
             peers: Mutex::new(Default::default()),
             inflight_write_bytes: Default::default(),

@@ -11,6 +11,10 @@ pub enum Error {
     Corrupt(String),
     #[error("storage I/O error: {0}")]
     Io(String),
+    /// A read under [`crate::CachedReadsOnly`] needed the disk; nothing was read. Run it again
+    /// without the guard, on a thread that may block.
+    #[error("the read needs the disk")]
+    WouldBlock,
     /// Operation `index` of a batch failed its check; nothing of the batch was applied.
     #[error("batch operation {index} failed: {cause}")]
     BatchFailed { index: usize, cause: Box<Error> },
@@ -22,6 +26,11 @@ impl From<fjall::Error> for Error {
     fn from(e: fjall::Error) -> Self {
         match &e {
             fjall::Error::Io(io) if io.raw_os_error() == Some(libc_enospc()) => Error::NoSpace,
+            fjall::Error::Io(io) | fjall::Error::Storage(fjall::LsmError::Io(io))
+                if io.kind() == std::io::ErrorKind::WouldBlock =>
+            {
+                Error::WouldBlock
+            }
             _ => Error::Io(e.to_string()),
         }
     }
@@ -31,6 +40,8 @@ impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
         if e.raw_os_error() == Some(libc_enospc()) {
             Error::NoSpace
+        } else if e.kind() == std::io::ErrorKind::WouldBlock {
+            Error::WouldBlock
         } else {
             Error::Io(e.to_string())
         }

@@ -18,6 +18,29 @@ pub use write::{Callback, WriteOp, WriteRequest};
 pub use mem_engine::MemEngine;
 pub use types::{Check, Entry, KeyRange, Meta};
 
+/// While a value of this type lives, reads *on this thread* are served only from memory (the
+/// engine's caches and the operating system's page cache); a read that would wait for the disk
+/// fails at once with [`Error::WouldBlock`] instead. A server answering reads on its async
+/// runtime tries them inline under this guard and runs the few that fail on a thread of their
+/// own, so a slow disk read never stalls the other requests that runtime serves. Where the
+/// system cannot tell (not Linux, or a filesystem without `RWF_NOWAIT`), reads block as usual.
+#[must_use = "reads are limited to memory only while the guard lives"]
+pub struct CachedReadsOnly {
+    _guard: lsm_tree::file::CachedReadsOnly,
+}
+
+impl CachedReadsOnly {
+    pub fn new() -> Self {
+        CachedReadsOnly { _guard: lsm_tree::file::CachedReadsOnly::new() }
+    }
+}
+
+impl Default for CachedReadsOnly {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// A sorted key-value store with Kinetic semantics.
 ///
 /// Keys sort as unsigned bytes. Writes are submitted to a single writer that applies them in

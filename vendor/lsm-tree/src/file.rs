@@ -11,6 +11,78 @@ pub const TABLES_FOLDER: &str = "tables";
 pub const BLOBS_FOLDER: &str = "blobs";
 pub const CURRENT_VERSION_FILE: &str = "current";
 
+thread_local! {
+    /// Spindle: see [`CachedReadsOnly`].
+    static CACHED_READS_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Spindle: while a value of this type lives, table and blob reads *on this thread* succeed
+/// only from the operating system's page cache; a read that would have to wait for the disk
+/// fails at once with [`std::io::ErrorKind::WouldBlock`] (Linux `preadv2` with `RWF_NOWAIT`).
+///
+/// A server that answers reads on its async runtime's threads uses this to keep one slow disk
+/// read from stalling every connection those threads serve: it tries the read inline, and on
+/// `WouldBlock` runs it again, blocking, on a thread of its own. Reads served by the block
+/// cache do no I/O at all and are unaffected. Where `RWF_NOWAIT` is not supported (other
+/// systems, other filesystems), reads simply block as usual.
+#[must_use = "reads are limited to the page cache only while the guard lives"]
+pub struct CachedReadsOnly {
+    previous: bool,
+}
+
+impl CachedReadsOnly {
+    /// Limits this thread's file reads to the page cache until the guard drops.
+    pub fn new() -> Self {
+        Self {
+            previous: CACHED_READS_ONLY.with(|flag| flag.replace(true)),
+        }
+    }
+}
+
+impl Default for CachedReadsOnly {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for CachedReadsOnly {
+    fn drop(&mut self) {
+        CACHED_READS_ONLY.with(|flag| flag.set(self.previous));
+    }
+}
+
+/// `pread` that fails with `WouldBlock` instead of waiting for the disk, or `None` where
+/// the system cannot tell (the caller then reads as usual).
+#[cfg(target_os = "linux")]
+fn read_at_without_waiting(file: &File, buf: &mut [u8], offset: u64) -> Option<std::io::Result<usize>> {
+    use std::os::unix::io::AsRawFd;
+
+    let iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let offset = libc::off_t::try_from(offset).ok()?;
+    // SAFETY: one iovec describing `buf`, which outlives the call; the fd is open.
+    #[expect(unsafe_code, reason = "see safety")]
+    let n = unsafe { libc::preadv2(file.as_raw_fd(), &raw const iov, 1, offset, libc::RWF_NOWAIT) };
+    if n >= 0 {
+        #[expect(clippy::cast_sign_loss, reason = "checked non-negative")]
+        return Some(Ok(n as usize));
+    }
+    let error = std::io::Error::last_os_error();
+    match error.raw_os_error() {
+        Some(libc::EAGAIN) => Some(Err(std::io::ErrorKind::WouldBlock.into())),
+        // Kernel or filesystem without RWF_NOWAIT for buffered reads.
+        Some(libc::EOPNOTSUPP | libc::EINVAL | libc::ENOSYS) => None,
+        _ => Some(Err(error)),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn read_at_without_waiting(_file: &File, _buf: &mut [u8], _offset: u64) -> Option<std::io::Result<usize>> {
+    None
+}
+
 /// Reads bytes from a file using `pread`.
 pub fn read_exact(file: &File, offset: u64, size: usize) -> std::io::Result<Slice> {
     // SAFETY: This slice builder starts uninitialized, but we know its length
@@ -31,7 +103,13 @@ pub fn read_exact(file: &File, offset: u64, size: usize) -> std::io::Result<Slic
         {
             use std::os::unix::fs::FileExt;
 
-            bytes_read = file.read_at(&mut builder, offset)?;
+            let cached_only = CACHED_READS_ONLY.with(std::cell::Cell::get);
+            bytes_read = match cached_only.then(|| read_at_without_waiting(file, &mut builder, offset)).flatten() {
+                // Part in the page cache, the rest on disk: as good as all on disk.
+                Some(Ok(n)) if n < size => return Err(std::io::ErrorKind::WouldBlock.into()),
+                Some(result) => result?,
+                None => file.read_at(&mut builder, offset)?,
+            };
         }
 
         #[cfg(windows)]

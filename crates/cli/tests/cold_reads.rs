@@ -1,0 +1,106 @@
+//! Reads that need the disk: the drive answers them from a blocking thread, out of order with
+//! the connection's later reads, but never out of order with its later writes.
+
+mod common;
+
+use std::collections::HashMap;
+use std::os::unix::io::AsRawFd;
+use std::path::Path;
+
+use bytes::{Bytes, BytesMut};
+use common::{signed_frame, status_of, RawConn, TestDrive, KEY};
+use spindle_client::{MessageType, PutOptions, StatusCode, Synchronization};
+use spindle_proto::pb::command::{Body, KeyValue};
+use spindle_proto::pb::Command;
+
+const KEYS: usize = 300;
+
+fn key(i: usize) -> Vec<u8> {
+    format!("cold-{i:05}").into_bytes()
+}
+
+/// Small values (in tables) and large ones (in blob files).
+fn old_value(i: usize) -> Bytes {
+    let len = if i % 2 == 0 { 300 } else { 12_000 };
+    Bytes::from((0..len).map(|n| (i as u8) ^ (n as u8)).collect::<Vec<u8>>())
+}
+
+fn new_value(i: usize) -> Bytes {
+    Bytes::from(format!("rewritten {i}"))
+}
+
+/// Drops every file under `dir` from the page cache (flushed, clean pages only).
+fn evict_page_cache(dir: &Path) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            evict_page_cache(&path);
+        } else if let Ok(file) = std::fs::File::open(&path) {
+            file.sync_all().unwrap();
+            // SAFETY: advice on an open descriptor.
+            let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+            assert_eq!(rc, 0, "posix_fadvise on {}", path.display());
+        }
+    }
+}
+
+fn reads_on_disk(log: &Bytes) -> u64 {
+    let doc: serde_json::Value = serde_json::from_slice(log).unwrap();
+    doc["reads_on_disk"].as_u64().unwrap()
+}
+
+#[test]
+fn a_read_that_needs_the_disk_sees_exactly_the_writes_sent_before_it() {
+    // Small memtables put the data in tables and blob files, not in memory.
+    let mut drive = TestDrive::with_config("memtable_bytes = 65536\n");
+    let rt = common::runtime();
+    rt.block_on(async {
+        let client = drive.client().await;
+        for i in 0..KEYS {
+            let options = PutOptions { force: true, sync: Synchronization::Writeback, ..PutOptions::default() };
+            client.put(&key(i), old_value(i), options).await.unwrap();
+        }
+        client.flush_all_data().await.unwrap();
+    });
+    // A fresh process (empty block cache) over files that are only on disk.
+    drive.restart_after_kill();
+    evict_page_cache(drive.data_dir());
+
+    rt.block_on(async {
+        // Per key, pipelined on one connection: GET (cold), PUT of a new value, GET again.
+        let mut raw = RawConn::connect(&drive.addr).await;
+        let mut frames = BytesMut::new();
+        let mut expect: HashMap<i64, (usize, &str)> = HashMap::new();
+        for i in 0..KEYS {
+            let kv = |extra: KeyValue| KeyValue { key: Some(Bytes::from(key(i))), ..extra };
+            let get = Command { header: Some(raw.header(MessageType::Get)), body: Some(Body { key_value: Some(kv(KeyValue::default())), ..Body::default() }), status: None };
+            let put_kv = KeyValue { force: Some(true), synchronization: Some(Synchronization::Writeback as i32), ..KeyValue::default() };
+            let put = Command { header: Some(raw.header(MessageType::Put)), body: Some(Body { key_value: Some(kv(put_kv)), ..Body::default() }), status: None };
+            let again = Command { header: Some(raw.header(MessageType::Get)), body: Some(Body { key_value: Some(kv(KeyValue::default())), ..Body::default() }), status: None };
+            for (command, what, value) in [(get, "old", Bytes::new()), (put, "put", new_value(i)), (again, "new", Bytes::new())] {
+                expect.insert(command.header.as_ref().unwrap().sequence.unwrap(), (i, what));
+                signed_frame(&command, 1, KEY, &value, &mut frames);
+            }
+        }
+        raw.send_bytes(&frames).await;
+
+        let mut answered = 0;
+        while answered < expect.len() {
+            let (_, command, value) = raw.response().await.expect("an answer to every request");
+            let ack = command.header.as_ref().unwrap().ack_sequence.unwrap();
+            let (i, what) = expect[&ack];
+            assert_eq!(status_of(&command), StatusCode::Success, "{what} of key {i}");
+            match what {
+                "old" => assert_eq!(value, old_value(i), "the first GET of key {i} must not see the PUT sent after it"),
+                "new" => assert_eq!(value, new_value(i), "the second GET of key {i} must see the PUT sent before it"),
+                _ => {}
+            }
+            answered += 1;
+        }
+
+        // The cold reads did go to the disk off the runtime (on a filesystem that can tell).
+        let client = drive.client().await;
+        let log = client.device_log(spindle_drive::DEVICE_LOG_ENGINE.as_bytes()).await.unwrap();
+        assert!(reads_on_disk(&log) > 0, "no read was run on a blocking thread: {}", String::from_utf8_lossy(&log));
+    });
+}

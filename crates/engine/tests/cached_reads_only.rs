@@ -1,0 +1,102 @@
+//! Reads under `CachedReadsOnly`: served from memory, or refused with `WouldBlock` when they
+//! would wait for the disk, and never wrong.
+
+use std::os::unix::io::AsRawFd;
+use std::path::Path;
+
+use bytes::Bytes;
+use spindle_engine::{CachedReadsOnly, Check, Engine, Error, FjallEngine, FjallOptions, Meta};
+
+const KEYS: usize = 400;
+
+fn key(i: usize) -> Vec<u8> {
+    format!("cold-{i:05}").into_bytes()
+}
+
+/// Small values (in tables) and large ones (in blob files), each naming its key.
+fn value(i: usize) -> Bytes {
+    let len = if i % 2 == 0 { 200 } else { 9_000 };
+    Bytes::from((0..len).map(|n| (i as u8).wrapping_mul(31) ^ (n as u8)).collect::<Vec<u8>>())
+}
+
+fn options(dir: &Path) -> FjallOptions {
+    // Small memtables, so the data is in tables and blob files rather than in a memtable.
+    FjallOptions { memtable_size: 64 * 1024, ..FjallOptions::new(dir) }
+}
+
+/// Drops every file under `dir` from the page cache (clean pages only: call after a sync).
+fn evict_page_cache(dir: &Path) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            evict_page_cache(&path);
+        } else if let Ok(file) = std::fs::File::open(&path) {
+            file.sync_all().unwrap();
+            // SAFETY: plain advice on an open descriptor.
+            let rc = unsafe { libc_fadvise(file.as_raw_fd()) };
+            assert_eq!(rc, 0, "posix_fadvise on {}", path.display());
+        }
+    }
+}
+
+extern "C" {
+    fn posix_fadvise(fd: i32, offset: i64, len: i64, advice: i32) -> i32;
+}
+
+/// POSIX_FADV_DONTNEED over the whole file.
+unsafe fn libc_fadvise(fd: i32) -> i32 {
+    const POSIX_FADV_DONTNEED: i32 = 4;
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)
+}
+
+#[test]
+fn cold_reads_are_refused_not_waited_for_and_warm_reads_are_served() {
+    // Under the target directory, not /tmp: a tmpfs keeps everything in memory, and the point
+    // here is data that is only on disk.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    {
+        let engine = FjallEngine::open(options(dir.path())).unwrap();
+        for i in 0..KEYS {
+            let meta = Meta { version: Bytes::from(i.to_string()), ..Meta::default() };
+            engine.put(&key(i), value(i), meta, Check::Force).unwrap();
+        }
+        engine.sync().unwrap();
+        engine.compact().unwrap();
+    }
+    // A fresh engine (empty block cache) over files that are only on disk.
+    let engine = FjallEngine::open(options(dir.path())).unwrap();
+    evict_page_cache(dir.path());
+
+    let (mut refused, mut served) = (0, 0);
+    for i in 0..KEYS / 2 {
+        let cached_only = CachedReadsOnly::new();
+        match engine.get(&key(i)) {
+            Err(Error::WouldBlock) => refused += 1,
+            Ok(Some(entry)) => {
+                assert_eq!(entry.value, value(i));
+                served += 1;
+            }
+            other => panic!("key {i}: {other:?}"),
+        }
+        drop(cached_only);
+        // Without the guard the same read waits for the disk and succeeds.
+        let entry = engine.get(&key(i)).unwrap().unwrap();
+        assert_eq!(entry.value, value(i));
+        assert_eq!(entry.meta.version, Bytes::from(i.to_string()));
+        // Now it is in memory: served under the guard too.
+        let _cached_only = CachedReadsOnly::new();
+        assert_eq!(engine.get(&key(i)).unwrap().unwrap().value, value(i));
+    }
+    // Keys share blocks and readahead brings in neighbours, so some cold keys are served;
+    // but with every file evicted, the first read of the store cannot be.
+    assert!(refused > 0, "no read was refused ({served} served): the page cache was not evicted");
+
+    // The guard is per thread and ends with its scope: other reads block as usual.
+    evict_page_cache(dir.path());
+    let reader = std::thread::spawn({
+        let engine = engine.clone();
+        move || engine.get(&key(KEYS - 1)).unwrap().unwrap().value
+    });
+    let _cached_only = CachedReadsOnly::new();
+    assert_eq!(reader.join().unwrap(), value(KEYS - 1));
+}
