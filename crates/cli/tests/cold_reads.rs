@@ -4,8 +4,6 @@
 mod common;
 
 use std::collections::HashMap;
-use std::os::unix::io::AsRawFd;
-use std::path::Path;
 
 use bytes::{Bytes, BytesMut};
 use common::{signed_frame, status_of, RawConn, TestDrive, KEY};
@@ -29,21 +27,6 @@ fn new_value(i: usize) -> Bytes {
     Bytes::from(format!("rewritten {i}"))
 }
 
-/// Drops every file under `dir` from the page cache (flushed, clean pages only).
-fn evict_page_cache(dir: &Path) {
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            evict_page_cache(&path);
-        } else if let Ok(file) = std::fs::File::open(&path) {
-            file.sync_all().unwrap();
-            // SAFETY: advice on an open descriptor.
-            let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-            assert_eq!(rc, 0, "posix_fadvise on {}", path.display());
-        }
-    }
-}
-
 fn reads_on_disk(log: &Bytes) -> u64 {
     let doc: serde_json::Value = serde_json::from_slice(log).unwrap();
     doc["reads_on_disk"].as_u64().unwrap()
@@ -64,7 +47,7 @@ fn a_read_that_needs_the_disk_sees_exactly_the_writes_sent_before_it() {
     });
     // A fresh process (empty block cache) over files that are only on disk.
     drive.restart_after_kill();
-    evict_page_cache(drive.data_dir());
+    spindle_engine::testing::evict_page_cache(drive.data_dir()).unwrap();
 
     rt.block_on(async {
         // Per key, pipelined on one connection: GET (cold), PUT of a new value, GET again.

@@ -13,6 +13,34 @@ mod types;
 mod write;
 
 pub use error::{Error, Result};
+
+/// Helpers for tests of code above the engine.
+#[doc(hidden)]
+pub mod testing {
+    use std::os::unix::io::AsRawFd;
+    use std::path::Path;
+
+    /// Drops every file under `dir` from the page cache (synced first: only clean pages go),
+    /// so that the next reads of a store under `dir` have to go to the disk. No effect on a
+    /// tmpfs, where the page cache is the storage.
+    pub fn evict_page_cache(dir: &Path) -> std::io::Result<()> {
+        for entry in std::fs::read_dir(dir)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                evict_page_cache(&path)?;
+            } else {
+                let file = std::fs::File::open(&path)?;
+                file.sync_all()?;
+                // SAFETY: advice on a descriptor that stays open for the call.
+                let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+                if rc != 0 {
+                    return Err(std::io::Error::from_raw_os_error(rc));
+                }
+            }
+        }
+        Ok(())
+    }
+}
 pub use fjall_engine::{FjallEngine, FjallOptions};
 pub use write::{Callback, WriteOp, WriteRequest};
 pub use mem_engine::MemEngine;

@@ -1,7 +1,6 @@
 //! Reads under `CachedReadsOnly`: served from memory, or refused with `WouldBlock` when they
 //! would wait for the disk, and never wrong.
 
-use std::os::unix::io::AsRawFd;
 use std::path::Path;
 
 use bytes::Bytes;
@@ -24,31 +23,6 @@ fn options(dir: &Path) -> FjallOptions {
     FjallOptions { memtable_size: 64 * 1024, ..FjallOptions::new(dir) }
 }
 
-/// Drops every file under `dir` from the page cache (clean pages only: call after a sync).
-fn evict_page_cache(dir: &Path) {
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            evict_page_cache(&path);
-        } else if let Ok(file) = std::fs::File::open(&path) {
-            file.sync_all().unwrap();
-            // SAFETY: plain advice on an open descriptor.
-            let rc = unsafe { libc_fadvise(file.as_raw_fd()) };
-            assert_eq!(rc, 0, "posix_fadvise on {}", path.display());
-        }
-    }
-}
-
-extern "C" {
-    fn posix_fadvise(fd: i32, offset: i64, len: i64, advice: i32) -> i32;
-}
-
-/// POSIX_FADV_DONTNEED over the whole file.
-unsafe fn libc_fadvise(fd: i32) -> i32 {
-    const POSIX_FADV_DONTNEED: i32 = 4;
-    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)
-}
-
 #[test]
 fn cold_reads_are_refused_not_waited_for_and_warm_reads_are_served() {
     // Under the target directory, not /tmp: a tmpfs keeps everything in memory, and the point
@@ -65,7 +39,7 @@ fn cold_reads_are_refused_not_waited_for_and_warm_reads_are_served() {
     }
     // A fresh engine (empty block cache) over files that are only on disk.
     let engine = FjallEngine::open(options(dir.path())).unwrap();
-    evict_page_cache(dir.path());
+    spindle_engine::testing::evict_page_cache(dir.path()).unwrap();
 
     let (mut refused, mut served) = (0, 0);
     for i in 0..KEYS / 2 {
@@ -92,7 +66,7 @@ fn cold_reads_are_refused_not_waited_for_and_warm_reads_are_served() {
     assert!(refused > 0, "no read was refused ({served} served): the page cache was not evicted");
 
     // The guard is per thread and ends with its scope: other reads block as usual.
-    evict_page_cache(dir.path());
+    spindle_engine::testing::evict_page_cache(dir.path()).unwrap();
     let reader = std::thread::spawn({
         let engine = engine.clone();
         move || engine.get(&key(KEYS - 1)).unwrap().unwrap().value
