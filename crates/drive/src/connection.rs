@@ -443,23 +443,17 @@ impl Connection {
         self.reads_on_disk.retain_mut(|done| matches!(done.try_recv(), Err(oneshot::error::TryRecvError::Empty)));
         self.reads_on_disk.push(done_rx);
         self.state.reads_on_disk.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut outgoing = self.addressed(auth, header, Reply::ok(None), Some(permit));
+        let outgoing = self.addressed(auth, header, Reply::ok(None), Some(permit));
         let raw_type = kind as i32;
         let (state, tx) = (self.state.clone(), self.tx.clone());
-        tokio::task::spawn_blocking(move || {
-            let mut reply = match handler::execute(&state, &caller, kind, body, Bytes::new()) {
-                Outcome::Reply(reply) => reply,
-                // Without CachedReadsOnly a read waits for the disk; and reads never write.
-                Outcome::NeedsDisk | Outcome::Write { .. } => {
-                    Reply::error(StatusCode::InternalError, "a read neither completed nor failed")
-                }
-            };
-            let _ = done_tx.send(());
-            state.stats.record(raw_type, reply.value.len());
-            outgoing.value = std::mem::take(&mut reply.value);
-            outgoing.command.body = reply.body.take().map(|b| *b);
-            outgoing.command.status = reply.into_status();
-            let _ = tx.send(vec![outgoing]);
+        let queue_depth = self.state.disk_reads.clone();
+        tokio::spawn(async move {
+            let Ok(_slot) = queue_depth.acquire_owned().await else { return };
+            let read = tokio::task::spawn_blocking(move || read_blocking(&state, caller, kind, body, raw_type, outgoing));
+            if let Ok(outgoing) = read.await {
+                let _ = done_tx.send(());
+                let _ = tx.send(vec![outgoing]);
+            }
         });
     }
 
@@ -636,6 +630,20 @@ impl Connection {
 }
 
 /// The `batch` body of an END_BATCH answer.
+/// Runs a read that may wait for the disk and completes its response.
+fn read_blocking(state: &Arc<DriveState>, caller: Caller, kind: MessageType, body: Option<Body>, raw_type: i32, mut outgoing: Outgoing) -> Outgoing {
+    let mut reply = match handler::execute(state, &caller, kind, body, Bytes::new()) {
+        Outcome::Reply(reply) => reply,
+        // Without CachedReadsOnly a read waits for the disk; and reads never write.
+        Outcome::NeedsDisk | Outcome::Write { .. } => Reply::error(StatusCode::InternalError, "a read neither completed nor failed"),
+    };
+    state.stats.record(raw_type, reply.value.len());
+    outgoing.value = std::mem::take(&mut reply.value);
+    outgoing.command.body = reply.body.take().map(|b| *b);
+    outgoing.command.status = reply.into_status();
+    outgoing
+}
+
 fn batch_body(sequences: Vec<i64>, failed_sequence: Option<i64>) -> Body {
     Body {
         batch: Some(command::Batch { count: Some(sequences.len() as i32), sequence: sequences, failed_sequence }),

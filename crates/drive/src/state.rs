@@ -18,6 +18,11 @@ use crate::sysinfo::SystemSampler;
 /// Lines kept for GETLOG MESSAGES.
 const EVENT_LOG_LINES: usize = 200;
 
+/// Reads that needed the disk and run on blocking threads at once, drive-wide: a queue depth
+/// that keeps an SSD busy. Beyond it more threads add no throughput, only more reads queued
+/// in the kernel, where a later write's flush and every other read wait behind them.
+pub const DISK_READS_IN_FLIGHT: usize = 32;
+
 pub struct DriveState {
     pub config: DriveConfig,
     pub engine: Arc<dyn Engine>,
@@ -47,6 +52,8 @@ pub struct DriveState {
     pub open_connections: AtomicU32,
     /// Reads that needed the disk and were run on a blocking thread, since start.
     pub reads_on_disk: std::sync::atomic::AtomicU64,
+    /// Bounds the reads running on the disk at once (see `DISK_READS_IN_FLIGHT`).
+    pub disk_reads: Arc<tokio::sync::Semaphore>,
     /// Batches open on all connections (bounded by maxBatchCountPerDevice).
     pub open_batches: AtomicU32,
     /// Connections to peer drives, for PEER2PEERPUSH.
@@ -82,6 +89,7 @@ impl DriveState {
             next_connection_id: AtomicI64::new(millis),
             open_connections: AtomicU32::new(0),
             reads_on_disk: Default::default(),
+            disk_reads: Arc::new(tokio::sync::Semaphore::new(DISK_READS_IN_FLIGHT)),
             open_batches: AtomicU32::new(0),
             peers: Mutex::new(Default::default()),
             inflight_write_bytes: Default::default(),
