@@ -28,7 +28,7 @@ pub trait AbstractTree {
     // TODO: remove
     #[doc(hidden)]
     fn version_memtable_size_sum(&self) -> u64 {
-        self.get_version_history_lock().memtable_size_sum()
+        self.get_version_history_read_lock().memtable_size_sum()
     }
 
     #[doc(hidden)]
@@ -48,6 +48,13 @@ pub trait AbstractTree {
 
     #[doc(hidden)]
     fn get_version_history_lock(&self) -> RwLockWriteGuard<'_, crate::version::SuperVersions>;
+
+    /// Spindle: the version history for reading. The lock is writer-preferring, so taking it
+    /// for writing merely to look makes every reader of the tree wait behind any long reader.
+    #[doc(hidden)]
+    fn get_version_history_read_lock(
+        &self,
+    ) -> std::sync::RwLockReadGuard<'_, crate::version::SuperVersions>;
 
     /// Seals the active memtable and flushes to table(s).
     ///
@@ -78,7 +85,7 @@ pub trait AbstractTree {
     ) -> crate::Result<Option<u64>> {
         use crate::{compaction::stream::CompactionStream, merge::Merger};
 
-        let version_history = self.get_version_history_lock();
+        let version_history = self.get_version_history_read_lock();
         let latest = version_history.latest_version();
 
         if latest.sealed_memtables.len() == 0 {

@@ -180,6 +180,12 @@ impl AbstractTree for BlobTree {
         self.index.get_version_history_lock()
     }
 
+    fn get_version_history_read_lock(
+        &self,
+    ) -> std::sync::RwLockReadGuard<'_, crate::version::SuperVersions> {
+        self.index.get_version_history_read_lock()
+    }
+
     fn next_table_id(&self) -> TableId {
         self.index.next_table_id()
     }

@@ -374,6 +374,11 @@ fn merge_tables(
     }
 
     let current_super_version = version_history_lock.latest_version();
+    // Spindle: the clone is all this needs; opening the inputs and creating the outputs below
+    // does file I/O, and a reader held across it (the lock is writer-preferring) stalls every
+    // reader of the tree as soon as anyone wants to write. The compaction-state mutex keeps
+    // the tables as they are.
+    drop(version_history_lock);
 
     let Some(tables) = payload
         .table_ids
@@ -499,8 +504,6 @@ fn merge_tables(
     };
 
     log::trace!("Blob file GC preparation done in {:?}", start.elapsed());
-
-    drop(version_history_lock);
 
     {
         compaction_state

@@ -99,6 +99,13 @@ impl AbstractTree for Tree {
         self.version_history.write().expect("lock is poisoned")
     }
 
+    fn get_version_history_read_lock(
+        &self,
+    ) -> std::sync::RwLockReadGuard<'_, crate::version::SuperVersions> {
+        #[expect(clippy::expect_used, reason = "lock is expected to not be poisoned")]
+        self.version_history.read().expect("lock is poisoned")
+    }
+
     fn next_table_id(&self) -> TableId {
         self.0.table_id_counter.get()
     }
