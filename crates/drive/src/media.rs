@@ -82,7 +82,9 @@ pub fn scan(state: &DriveState, caller: &Caller, range: Range, deadline: Option<
         };
         let full_page = keys.len() == PAGE;
         for key in keys {
-            if deadline.is_some_and(|d| Instant::now() > d) {
+            // At least one key per request, so that a client resuming from endKey with too
+            // short a timeout still makes progress.
+            if scanned > 0 && deadline.is_some_and(|d| Instant::now() > d) {
                 expired = true;
                 break 'pages;
             }
