@@ -200,6 +200,14 @@ impl Writer {
     }
 
     /// Persists the journal file.
+    /// Spindle: hands buffered writes to the OS and returns a second handle to the journal
+    /// file, so the caller can fsync what was written so far after releasing the journal
+    /// lock, which every write needs.
+    pub(crate) fn flush_for_sync(&mut self) -> std::io::Result<File> {
+        self.persist(PersistMode::Buffer)?;
+        self.file.get_ref().try_clone()
+    }
+
     pub(crate) fn persist(&mut self, mode: PersistMode) -> std::io::Result<()> {
         log::trace!(
             "Persisting journal at {} with mode={mode:?}",
