@@ -272,6 +272,13 @@ mod tests {
         assert!(matches!(DriveConfig::default().merge_file(&path), Err(ConfigError::Parse { .. })));
         std::fs::write(&path, "[limits]\nmax_key_size = 0\n").unwrap();
         assert!(matches!(DriveConfig::default().merge_file(&path), Err(ConfigError::Limit(_))));
+        // memtable_bytes is taken within its bounds and refused outside them.
+        std::fs::write(&path, format!("memtable_bytes = {MIN_MEMTABLE_BYTES}\n")).unwrap();
+        assert_eq!(DriveConfig::default().merge_file(&path).unwrap().memtable_bytes, MIN_MEMTABLE_BYTES);
+        for outside in [MIN_MEMTABLE_BYTES - 1, MAX_MEMTABLE_BYTES + 1] {
+            std::fs::write(&path, format!("memtable_bytes = {outside}\n")).unwrap();
+            assert!(matches!(DriveConfig::default().merge_file(&path), Err(ConfigError::Limit(_))), "{outside}");
+        }
         std::fs::remove_dir_all(dir).unwrap();
     }
 

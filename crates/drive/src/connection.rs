@@ -63,6 +63,15 @@ struct Outgoing {
     _permit: Option<OwnedSemaphorePermit>,
 }
 
+impl Outgoing {
+    /// Fills in the answer of a response addressed before its request ran.
+    fn answer(&mut self, mut reply: Reply) {
+        self.value = std::mem::take(&mut reply.value);
+        self.command.body = reply.body.take().map(|b| *b);
+        self.command.status = reply.into_status();
+    }
+}
+
 /// Why a connection is being closed by the drive.
 #[derive(Debug)]
 enum Close {
@@ -100,7 +109,7 @@ where
         transport,
         last_sequence: None,
         last_write_applied: None,
-        reads_on_disk: Vec::new(),
+        pending_disk_reads: Vec::new(),
         batches: Batches::new(state.clone()),
         reads: Arc::new(Semaphore::new(state.config.limits.max_outstanding_read_requests as usize)),
         writes: Arc::new(Semaphore::new(state.config.limits.max_outstanding_write_requests as usize)),
@@ -168,7 +177,7 @@ struct Connection {
     /// Fires when this connection's latest write is visible to readers.
     last_write_applied: Option<oneshot::Receiver<()>>,
     /// Each fires when a read handed to a blocking thread (it needed the disk) has run.
-    reads_on_disk: Vec<oneshot::Receiver<()>>,
+    pending_disk_reads: Vec<oneshot::Receiver<()>>,
     batches: Batches,
     reads: Arc<Semaphore>,
     writes: Arc<Semaphore>,
@@ -244,11 +253,11 @@ impl Connection {
         let command_bytes = message.command_bytes.clone().unwrap_or_default();
         let command = Command::decode(command_bytes.clone()).map_err(|e| Close::Terminate(format!("undecodable command: {e}")))?;
         let header = command.header.unwrap_or_default();
-        if !self.reads_on_disk.is_empty() {
+        if !self.pending_disk_reads.is_empty() {
             let kind = header.message_type.and_then(|t| MessageType::try_from(t).ok());
             if !kind.is_some_and(handler::is_key_read) {
                 // Nothing but another read may overtake a read still running on the disk.
-                for done in self.reads_on_disk.drain(..) {
+                for done in self.pending_disk_reads.drain(..) {
                     let _ = done.await;
                 }
             }
@@ -364,8 +373,7 @@ impl Connection {
             let mut outgoing = self.addressed(auth(), &header, Reply::ok(None), Some(permit));
             let (state, tx) = (self.state.clone(), self.tx.clone());
             tokio::spawn(async move {
-                let reply = crate::media::optimize(&state).await;
-                outgoing.command.status = reply.into_status();
+                outgoing.answer(crate::media::optimize(&state).await);
                 let _ = tx.send(vec![outgoing]);
             });
             return Ok(());
@@ -377,9 +385,7 @@ impl Connection {
             let (state, tx) = (self.state.clone(), self.tx.clone());
             // The push talks to another drive: it runs beside this connection, not in its way.
             tokio::spawn(async move {
-                let reply = crate::p2p::push(state, caller, request).await;
-                outgoing.command.body = reply.body.clone().map(|b| *b);
-                outgoing.command.status = reply.into_status();
+                outgoing.answer(crate::p2p::push(state, caller, request).await);
                 let _ = tx.send(vec![outgoing]);
             });
             return Ok(());
@@ -440,8 +446,8 @@ impl Connection {
     /// Runs a read that needs the disk on a blocking thread, answering it from there.
     fn read_on_disk(&mut self, auth: Auth, header: &Header, caller: Caller, kind: MessageType, body: Option<Body>, permit: OwnedSemaphorePermit) {
         let (done_tx, done_rx) = oneshot::channel();
-        self.reads_on_disk.retain_mut(|done| matches!(done.try_recv(), Err(oneshot::error::TryRecvError::Empty)));
-        self.reads_on_disk.push(done_rx);
+        self.pending_disk_reads.retain_mut(|done| matches!(done.try_recv(), Err(oneshot::error::TryRecvError::Empty)));
+        self.pending_disk_reads.push(done_rx);
         self.state.reads_on_disk.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let outgoing = self.addressed(auth, header, Reply::ok(None), Some(permit));
         let raw_type = kind as i32;
@@ -629,21 +635,19 @@ impl Connection {
     }
 }
 
-/// The `batch` body of an END_BATCH answer.
 /// Runs a read that may wait for the disk and completes its response.
 fn read_blocking(state: &Arc<DriveState>, caller: Caller, kind: MessageType, body: Option<Body>, raw_type: i32, mut outgoing: Outgoing) -> Outgoing {
-    let mut reply = match handler::execute(state, &caller, kind, body, Bytes::new()) {
+    let reply = match handler::execute(state, &caller, kind, body, Bytes::new()) {
         Outcome::Reply(reply) => reply,
         // Without CachedReadsOnly a read waits for the disk; and reads never write.
         Outcome::NeedsDisk | Outcome::Write { .. } => Reply::error(StatusCode::InternalError, "a read neither completed nor failed"),
     };
     state.stats.record(raw_type, reply.value.len());
-    outgoing.value = std::mem::take(&mut reply.value);
-    outgoing.command.body = reply.body.take().map(|b| *b);
-    outgoing.command.status = reply.into_status();
+    outgoing.answer(reply);
     outgoing
 }
 
+/// The `batch` body of an END_BATCH answer.
 fn batch_body(sequences: Vec<i64>, failed_sequence: Option<i64>) -> Body {
     Body {
         batch: Some(command::Batch { count: Some(sequences.len() as i32), sequence: sequences, failed_sequence }),

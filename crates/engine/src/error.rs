@@ -40,8 +40,6 @@ impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
         if e.raw_os_error() == Some(libc_enospc()) {
             Error::NoSpace
-        } else if e.kind() == std::io::ErrorKind::WouldBlock {
-            Error::WouldBlock
         } else {
             Error::Io(e.to_string())
         }

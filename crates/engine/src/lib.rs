@@ -13,6 +13,10 @@ mod types;
 mod write;
 
 pub use error::{Error, Result};
+pub use fjall_engine::{FjallEngine, FjallOptions};
+pub use write::{Callback, WriteOp, WriteRequest};
+pub use mem_engine::MemEngine;
+pub use types::{Check, Entry, KeyRange, Meta};
 
 /// Helpers for tests of code above the engine.
 #[doc(hidden)]
@@ -41,10 +45,6 @@ pub mod testing {
         Ok(())
     }
 }
-pub use fjall_engine::{FjallEngine, FjallOptions};
-pub use write::{Callback, WriteOp, WriteRequest};
-pub use mem_engine::MemEngine;
-pub use types::{Check, Entry, KeyRange, Meta};
 
 /// While a value of this type lives, reads *on this thread* are served only from memory (the
 /// engine's caches and the operating system's page cache); a read that would wait for the disk
