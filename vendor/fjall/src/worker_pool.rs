@@ -3,7 +3,8 @@
 // (found in the LICENSE-* files in the repository)
 
 use crate::{
-    compaction::worker::run as run_compaction, flush::worker::run as run_flush, poison::PoisonDart,
+    compaction::worker::run as run_compaction, flush::worker::run as run_flush,
+    journal::writer::PreparedJournal, poison::PoisonDart,
     stats::Stats, supervisor::Supervisor, Keyspace,
 };
 use lsm_tree::MemtableId;
@@ -187,57 +188,64 @@ fn worker_tick(ctx: &WorkerState) -> crate::Result<bool> {
                 return Ok(false);
             };
 
-            // Spindle: the journal is fsynced after its lock is released (see below).
-            let mut sync_after_unlock = None;
-            {
+            // Spindle: every write takes the journal lock, so no fsync happens under it here.
+            // Before a flush (https://github.com/fjall-rs/fjall/issues/329) everything written
+            // so far is handed to the OS under the lock and fsynced through a second handle
+            // after it. A rotation (every 64 MB of journal) syncs the bulk of the sealed
+            // journal and prepares the next one the same way, and takes the lock again only to
+            // sync the little written meanwhile and switch files (`Writer::rotate_into`).
+            let mut rotation = None;
+            let synced_so_far = {
                 log::trace!("acquiring journal lock to maybe rotate journal");
                 let mut journal_writer = ctx.supervisor.journal.get_writer()?;
-
                 if journal_writer.pos()? > 64_000_000 {
-                    #[expect(clippy::expect_used)]
-                    let mut journal_manager = ctx
-                        .supervisor
-                        .journal_manager
-                        .write()
-                        .expect("lock is poisoned");
-
-                    let seqno_map = {
-                        #[expect(clippy::expect_used)]
-                        let keyspaces = ctx.supervisor.keyspaces.write().expect("lock is poisoned");
-
-                        ctx.supervisor.build_seqno_map(&keyspaces)
-                    };
-
-                    journal_manager.rotate_journal(&mut journal_writer, seqno_map)?;
-
-                    if journal_manager.disk_space_used()
-                        >= ctx.supervisor.db_config.max_journaling_size_in_bytes
-                    {
-                        let stragglers =
-                            journal_manager.get_keyspaces_to_flush_for_oldest_journal_eviction();
-
-                        for keyspace in stragglers {
-                            log::info!(
-                                "Rotating {:?} to try to reduce journal size",
-                                keyspace.name,
-                            );
-                            keyspace.request_rotation();
-                        }
+                    // Another worker rotating now has taken care of it.
+                    if let Some(guard) = ctx.supervisor.journal.try_lock_rotation() {
+                        rotation = Some((guard, journal_writer.next_path()?));
                     }
-                } else {
-                    // https://github.com/fjall-rs/fjall/issues/329
-                    //
-                    // Spindle: every write takes the journal lock, so fsyncing under it
-                    // stalled all writes for as long as the disk took (tens of ms, hundreds on
-                    // a busy disk) at every flush. Everything written so far is handed to the
-                    // OS under the lock and fsynced through a second handle after it.
-                    sync_after_unlock = Some(journal_writer.flush_for_sync()?);
                 }
-            }
-            if let Some(journal) = sync_after_unlock {
-                journal.sync_all().inspect_err(|e| {
-                    log::error!("Failed to fsync journal before flush: {e:?}");
-                })?;
+                journal_writer.flush_for_sync()?
+            };
+            synced_so_far.sync_all().inspect_err(|e| {
+                log::error!("Failed to fsync journal before flush: {e:?}");
+            })?;
+
+            if let Some((_rotating, next_path)) = rotation {
+                let next = PreparedJournal::create(next_path)?;
+
+                let mut journal_writer = ctx.supervisor.journal.get_writer()?;
+
+                #[expect(clippy::expect_used)]
+                let mut journal_manager = ctx
+                    .supervisor
+                    .journal_manager
+                    .write()
+                    .expect("lock is poisoned");
+
+                let seqno_map = {
+                    #[expect(clippy::expect_used)]
+                    let keyspaces = ctx.supervisor.keyspaces.write().expect("lock is poisoned");
+
+                    ctx.supervisor.build_seqno_map(&keyspaces)
+                };
+
+                journal_manager.rotate_journal_into(&mut journal_writer, seqno_map, next)?;
+                drop(journal_writer);
+
+                if journal_manager.disk_space_used()
+                    >= ctx.supervisor.db_config.max_journaling_size_in_bytes
+                {
+                    let stragglers =
+                        journal_manager.get_keyspaces_to_flush_for_oldest_journal_eviction();
+
+                    for keyspace in stragglers {
+                        log::info!(
+                            "Rotating {:?} to try to reduce journal size",
+                            keyspace.name,
+                        );
+                        keyspace.request_rotation();
+                    }
+                }
             }
 
             run_flush(

@@ -2,7 +2,7 @@
 // This source code is licensed under both the Apache 2.0 and MIT License
 // (found in the LICENSE-* files in the repository)
 
-use super::writer::Writer;
+use super::writer::{PreparedJournal, Writer};
 use crate::Keyspace;
 use lsm_tree::{AbstractTree, SeqNo};
 use std::{path::PathBuf, sync::MutexGuard};
@@ -164,6 +164,26 @@ impl JournalManager {
             self.disk_space_in_bytes = self.disk_space_in_bytes.saturating_sub(item.size_in_bytes);
             self.items.remove(0);
         }
+    }
+
+    /// Spindle: [`Self::rotate_journal`] into a journal prepared outside the writer lock.
+    pub(crate) fn rotate_journal_into(
+        &mut self,
+        journal_writer: &mut MutexGuard<Writer>,
+        watermarks: Vec<EvictionWatermark>,
+        next: PreparedJournal,
+    ) -> crate::Result<()> {
+        let journal_size = journal_writer.len()?;
+
+        let (sealed_path, _) = journal_writer.rotate_into(next)?;
+
+        self.enqueue(Item {
+            path: sealed_path,
+            watermarks,
+            size_in_bytes: journal_size,
+        });
+
+        Ok(())
     }
 
     pub(crate) fn rotate_journal(

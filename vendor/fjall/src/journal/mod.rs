@@ -27,6 +27,9 @@ use writer::Writer;
 
 pub struct Journal {
     writer: Mutex<Writer>,
+    /// Spindle: held from the start of a rotation (outside the writer lock) to its end, so
+    /// that two flush workers never prepare and rotate into the same next journal.
+    rotation: Mutex<()>,
 }
 
 impl std::fmt::Debug for Journal {
@@ -71,6 +74,7 @@ impl Journal {
     fn from_file<P: AsRef<Path>>(path: P) -> crate::Result<Self> {
         Ok(Self {
             writer: Mutex::new(Writer::from_file(path)?),
+            rotation: Mutex::new(()),
         })
     }
 
@@ -97,6 +101,7 @@ impl Journal {
 
         Ok(Self {
             writer: Mutex::new(writer),
+            rotation: Mutex::new(()),
         })
     }
 
@@ -107,6 +112,16 @@ impl Journal {
     /// Returns an error if the journal writer is poisoned.
     pub(crate) fn get_writer(&self) -> crate::Result<MutexGuard<'_, Writer>> {
         self.writer.lock().map_err(|_| crate::Error::Poisoned)
+    }
+
+    /// Spindle: the right to rotate the journal, if no other worker is rotating it now.
+    pub(crate) fn try_lock_rotation(&self) -> Option<MutexGuard<'_, ()>> {
+        match self.rotation.try_lock() {
+            Ok(guard) => Some(guard),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+            // Only a panic mid-rotation poisons it; the next rotation starts afresh.
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        }
     }
 
     pub fn path(&self) -> crate::Result<PathBuf> {

@@ -486,3 +486,61 @@ fn journal_truncation_repeating_item_marker() -> crate::Result<()> {
 
     Ok(())
 }
+
+// Spindle: rotation into a journal prepared outside the writer lock.
+#[test]
+#[expect(clippy::unwrap_used, clippy::redundant_clone)]
+fn journal_rotation_into_prepared() -> crate::Result<()> {
+    use writer::PreparedJournal;
+
+    let dir1 = tempdir()?;
+    let db = crate::Database::builder(&dir1).open()?;
+    let keyspace = db.keyspace("default", Default::default)?;
+
+    let dir2 = tempdir()?;
+    let path = dir2.path().join("0.jnl");
+    let next_path = dir2.path().join("1.jnl");
+
+    let first = [
+        BatchItem::new(keyspace.clone(), *b"a", *b"1", ValueType::Value),
+        BatchItem::new(keyspace.clone(), *b"b", *b"2", ValueType::Value),
+    ];
+    let second = [BatchItem::new(keyspace.clone(), *b"c", *b"3", ValueType::Value)];
+
+    {
+        let journal = Journal::create_new(&path)?;
+        let mut writer = journal.get_writer()?;
+        writer.write_batch(first.iter(), first.len(), 0)?;
+
+        assert_eq!(writer.next_path()?, next_path);
+        // A first attempt that never rotated leaves an unused journal; the next reuses it.
+        drop(PreparedJournal::create(next_path.clone())?);
+        let prepared = PreparedJournal::create(next_path.clone())?;
+
+        // A prepared journal that does not follow the active one is refused.
+        let stray_path = dir2.path().join("7.jnl");
+        let stray = PreparedJournal::create(stray_path.clone())?;
+        assert!(writer.rotate_into(stray).is_err());
+        std::fs::remove_file(&stray_path)?;
+
+        writer.rotate_into(prepared)?;
+        writer.write_batch(second.iter(), second.len(), 1)?;
+
+        // A journal with something written in it is never taken for a prepared one.
+        writer.persist(PersistMode::Buffer)?;
+        assert!(PreparedJournal::create(next_path.clone()).is_err());
+    }
+
+    let recovered = Journal::recover(dir2.path(), CompressionType::None, 0)?;
+    assert_eq!(recovered.active.path()?, next_path);
+    assert_eq!(recovered.sealed, &[(0, path.clone())]);
+
+    for (file, items) in [(&path, first.to_vec()), (&next_path, second.to_vec())] {
+        let journal = Journal::from_file(file)?;
+        let collected = journal.get_reader()?.flatten().collect::<Vec<_>>();
+        assert_eq!(collected.len(), 1, "{}", file.display());
+        assert_eq!(items, collected.first().unwrap().items);
+    }
+
+    Ok(())
+}
