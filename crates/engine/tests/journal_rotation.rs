@@ -9,7 +9,7 @@
 use bytes::Bytes;
 use spindle_engine::{Check, Engine, FjallEngine, FjallOptions, Meta};
 
-/// Enough 1 MiB values for the journal to pass 64 MB at least twice.
+/// Enough 1 MiB values for the journal to pass 64 MB three times.
 const KEYS: usize = 200;
 const VALUE_LEN: usize = 1024 * 1024;
 
@@ -63,6 +63,8 @@ fn acknowledged_writes_survive_journal_rotations() {
     while newest_journal(dir.path()) < 2 && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+    // 2.jnl is prepared only once 1.jnl is the active journal: at least one rotation is
+    // complete and a second at least under way.
     let rotated_to = newest_journal(dir.path());
     assert!(rotated_to >= 2, "200 MiB of writes rotated the journal only to {rotated_to}.jnl");
     for i in 0..KEYS {

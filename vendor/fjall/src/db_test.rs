@@ -314,3 +314,52 @@ fn delete_keyspace_1() -> crate::Result<()> {
 
     Ok(())
 }
+
+// Spindle: a crash after the next journal was prepared (outside the journal lock) and before
+// the rotation switched to it. Recovery takes the empty prepared journal as the active one and
+// the one that was active as sealed, and later rotations go on from there.
+#[test_log::test]
+fn recover_after_prepared_journal() -> crate::Result<()> {
+    use crate::journal::writer::PreparedJournal;
+
+    let folder = tempfile::tempdir()?;
+
+    {
+        let db = Database::builder(&folder).open()?;
+        let tree = db.keyspace("default", KeyspaceCreateOptions::default)?;
+        tree.insert("a", "1")?;
+        let next = db.supervisor.journal.get_writer()?.next_path()?;
+        assert_eq!(next, folder.path().join("1.jnl"));
+        drop(PreparedJournal::create(next)?);
+        // Still written to 0.jnl: nothing switched.
+        tree.insert("b", "2")?;
+        db.persist(crate::PersistMode::SyncAll)?;
+    }
+
+    {
+        let db = Database::builder(&folder).open()?;
+        let tree = db.keyspace("default", KeyspaceCreateOptions::default)?;
+        assert_eq!(tree.get("a")?.as_deref(), Some(&b"1"[..]));
+        assert_eq!(tree.get("b")?.as_deref(), Some(&b"2"[..]));
+        assert_eq!(db.supervisor.journal.path()?, folder.path().join("1.jnl"));
+
+        tree.insert("c", "3")?;
+        let next = db.supervisor.journal.get_writer()?.next_path()?;
+        assert_eq!(next, folder.path().join("2.jnl"));
+        let prepared = PreparedJournal::create(next)?;
+        db.supervisor.journal.get_writer()?.rotate_into(prepared)?;
+        tree.insert("d", "4")?;
+        db.persist(crate::PersistMode::SyncAll)?;
+    }
+
+    {
+        let db = Database::builder(&folder).open()?;
+        let tree = db.keyspace("default", KeyspaceCreateOptions::default)?;
+        for (k, v) in [("a", "1"), ("b", "2"), ("c", "3"), ("d", "4")] {
+            assert_eq!(tree.get(k)?.as_deref(), Some(v.as_bytes()), "key {k}");
+        }
+        assert_eq!(db.supervisor.journal.path()?, folder.path().join("2.jnl"));
+    }
+
+    Ok(())
+}

@@ -507,13 +507,20 @@ fn journal_rotation_into_prepared() -> crate::Result<()> {
     ];
     let second = [BatchItem::new(keyspace.clone(), *b"c", *b"3", ValueType::Value)];
 
+    #[cfg(feature = "lz4")]
+    let compression = (CompressionType::Lz4, 1);
+    #[cfg(not(feature = "lz4"))]
+    let compression = (CompressionType::None, 1);
+
     {
-        let journal = Journal::create_new(&path)?;
+        let journal = Journal::create_new(&path)?.with_compression(compression.0, compression.1);
         let mut writer = journal.get_writer()?;
         writer.write_batch(first.iter(), first.len(), 0)?;
 
         assert_eq!(writer.next_path()?, next_path);
-        // A first attempt that never rotated leaves an unused journal; the next reuses it.
+        // A first attempt that failed to preallocate leaves an empty file, one that never
+        // rotated a preallocated one; the next attempt reuses either.
+        std::fs::File::create(&next_path)?;
         drop(PreparedJournal::create(next_path.clone())?);
         let prepared = PreparedJournal::create(next_path.clone())?;
 
@@ -524,6 +531,7 @@ fn journal_rotation_into_prepared() -> crate::Result<()> {
         std::fs::remove_file(&stray_path)?;
 
         writer.rotate_into(prepared)?;
+        assert_eq!(writer.compression_settings(), compression);
         writer.write_batch(second.iter(), second.len(), 1)?;
 
         // A journal with something written in it is never taken for a prepared one.
@@ -531,7 +539,7 @@ fn journal_rotation_into_prepared() -> crate::Result<()> {
         assert!(PreparedJournal::create(next_path.clone()).is_err());
     }
 
-    let recovered = Journal::recover(dir2.path(), CompressionType::None, 0)?;
+    let recovered = Journal::recover(dir2.path(), compression.0, compression.1)?;
     assert_eq!(recovered.active.path()?, next_path);
     assert_eq!(recovered.sealed, &[(0, path.clone())]);
 

@@ -121,6 +121,12 @@ impl Writer {
         Ok((prev_path, new_path))
     }
 
+    /// The compression settings a rotation must carry over to the next journal.
+    #[cfg(test)]
+    pub(crate) fn compression_settings(&self) -> (CompressionType, usize) {
+        (self.compression, self.compression_threshold)
+    }
+
     /// Spindle: the path the next rotation continues in (the active journal's id + 1).
     pub(crate) fn next_path(&self) -> crate::Result<PathBuf> {
         let folder = self.path.parent().expect("should have parent");
@@ -258,10 +264,13 @@ impl Writer {
     /// Persists the journal file.
     /// Spindle: hands buffered writes to the OS and returns a second handle to the journal
     /// file, so the caller can fsync what was written so far after releasing the journal
-    /// lock, which every write needs.
+    /// lock, which every write needs. The handle is a new open of the file, not a duplicate
+    /// of the writer's descriptor: Linux reports a write-back error once per open file, and a
+    /// shared one would let this sync consume an error the writer's own next sync (a
+    /// client's WRITETHROUGH) must see.
     pub(crate) fn flush_for_sync(&mut self) -> std::io::Result<File> {
         self.persist(PersistMode::Buffer)?;
-        self.file.get_ref().try_clone()
+        OpenOptions::new().write(true).open(&self.path)
     }
 
     pub(crate) fn persist(&mut self, mode: PersistMode) -> std::io::Result<()> {
@@ -455,8 +464,8 @@ impl PreparedJournal {
     /// Creates the journal at `path` (from [`Writer::next_path`]). Rotations are serialised
     /// (`Journal::try_lock_rotation`), and recovery makes the highest-numbered journal the
     /// active one, so a file already at `path` can only be one an earlier attempt prepared and
-    /// then failed to rotate into: it is reused if it still has its preallocated length and
-    /// nothing written.
+    /// then failed to rotate into (a failed worker also fails the database, so in practice
+    /// only a test retries): it is reused if nothing has been written to it.
     pub(crate) fn create(path: PathBuf) -> crate::Result<Self> {
         let folder = path.parent().expect("should have parent").to_path_buf();
         let file = match File::create_new(&path) {
@@ -484,15 +493,26 @@ impl PreparedJournal {
         Ok(Self { path, file })
     }
 
-    /// Whether `file` is a preallocated journal nothing has been written to.
+    /// Whether `file` is a journal nothing has been written to: empty (its preallocation
+    /// failed) or preallocated with zeros at its start. The file's cursor is left at 0, where
+    /// the writer continues.
     fn is_unused(file: &File) -> std::io::Result<bool> {
-        use std::os::unix::fs::FileExt;
-        if file.metadata()?.len() != PRE_ALLOCATED_BYTES {
-            return Ok(false);
+        match file.metadata()?.len() {
+            0 => return Ok(true),
+            PRE_ALLOCATED_BYTES => {}
+            _ => return Ok(false),
         }
-        // Read by offset: the writer continues from the file's cursor, which stays at 0.
         let mut head = [0u8; 4096];
-        let n = file.read_at(&mut head, 0)?;
+        #[cfg(unix)]
+        let n = std::os::unix::fs::FileExt::read_at(file, &mut head, 0)?;
+        #[cfg(not(unix))]
+        let n = {
+            use std::io::{Read, SeekFrom};
+            let mut cursor = file;
+            let n = cursor.read(&mut head)?;
+            cursor.seek(SeekFrom::Start(0))?;
+            n
+        };
         Ok(head[..n].iter().all(|&b| b == 0))
     }
 }
