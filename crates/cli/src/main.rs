@@ -118,6 +118,10 @@ async fn run_drive(args: DriveArgs) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// jemalloc for the drive and the load generator alike (crates/drive/src/memory.rs says why).
+#[global_allocator]
+static GLOBAL: spindle_drive::memory::Allocator = spindle_drive::memory::ALLOCATOR;
+
 fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(

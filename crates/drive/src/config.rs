@@ -44,7 +44,9 @@ pub struct DriveConfig {
     /// Block cache for the engine.
     pub cache_bytes: u64,
     /// Bytes each of the engine's keyspaces buffers in memory before flushing them to a table:
-    /// larger means fewer, bigger flushes (and more memory).
+    /// larger means fewer, bigger flushes (and more memory). All memtables together, sealed
+    /// ones waiting for their flush included, are held to
+    /// `spindle_engine::DEFAULT_WRITE_BUFFER_MEMTABLES` times this: writes wait beyond it.
     pub memtable_bytes: u64,
     /// PEM certificate chain and private key for the TLS listener; a self-signed pair is
     /// generated in the data directory when neither is given.

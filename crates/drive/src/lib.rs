@@ -12,7 +12,7 @@ mod connection;
 mod getlog;
 mod handler;
 mod media;
-mod memory_trim;
+pub mod memory;
 mod outbox;
 mod p2p;
 mod persist;

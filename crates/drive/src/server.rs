@@ -69,13 +69,14 @@ fn serial_number(config: &DriveConfig) -> Result<Bytes, DriveError> {
 
 pub async fn start(config: DriveConfig) -> Result<RunningDrive, DriveError> {
     config.validate()?;
-    crate::memory_trim::start();
+    crate::memory::start();
     std::fs::create_dir_all(&config.data_dir)?;
     let engine: Arc<dyn Engine> = match config.engine {
         EngineKind::Fjall => {
             let mut options = FjallOptions::new(config.data_dir.join(ENGINE_DIR));
             options.cache_size = config.cache_bytes;
             options.memtable_size = config.memtable_bytes;
+            options.write_buffer_cap = spindle_engine::DEFAULT_WRITE_BUFFER_MEMTABLES * config.memtable_bytes;
             tokio::task::spawn_blocking(move || FjallEngine::open(options))
                 .await
                 .map_err(|e| DriveError::Io(std::io::Error::other(e.to_string())))??

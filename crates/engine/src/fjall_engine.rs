@@ -39,11 +39,30 @@ pub struct FjallOptions {
     pub blob_threshold: u32,
     /// Bytes a keyspace's memtable holds before it is sealed and flushed to a table.
     pub memtable_size: u64,
+    /// Most bytes all memtables together (active and sealed, waiting for their flush) may
+    /// hold before the writer waits for flushes; at least [`MIN_WRITE_BUFFER_MEMTABLES`]
+    /// memtables' worth.
+    pub write_buffer_cap: u64,
 }
+
+/// The write-buffer cap's floor, in memtables: both keyspaces' active memtables plus one
+/// being flushed, so that waiting for flushes can always end.
+pub const MIN_WRITE_BUFFER_MEMTABLES: u64 = 3;
+/// The default cap, in memtables.
+pub const DEFAULT_WRITE_BUFFER_MEMTABLES: u64 = 4;
+/// How long the writer sleeps between looks at the write buffer while it is over the cap.
+const WRITE_BUFFER_POLL: std::time::Duration = std::time::Duration::from_millis(1);
 
 impl FjallOptions {
     pub fn new(path: impl AsRef<Path>) -> Self {
-        FjallOptions { path: path.as_ref().to_path_buf(), cache_size: 64 * 1024 * 1024, blob_threshold: 4096, memtable_size: 64 * 1024 * 1024 }
+        let memtable_size = 64 * 1024 * 1024;
+        FjallOptions {
+            path: path.as_ref().to_path_buf(),
+            cache_size: 64 * 1024 * 1024,
+            blob_threshold: 4096,
+            memtable_size,
+            write_buffer_cap: DEFAULT_WRITE_BUFFER_MEMTABLES * memtable_size,
+        }
     }
 }
 
@@ -60,6 +79,10 @@ struct Store {
     db: Database,
     meta: Keyspace,
     data: Keyspace,
+    /// See [`FjallOptions::write_buffer_cap`].
+    write_buffer_cap: u64,
+    /// Times the writer waited for flushes because the memtables were over the cap.
+    write_buffer_waits: std::sync::atomic::AtomicU64,
     /// Journal syncs run since open (one per group that needed durability).
     syncs: std::sync::atomic::AtomicU64,
 }
@@ -81,7 +104,8 @@ impl FjallEngine {
                 KvSeparationOptions::default().separation_threshold(threshold).compression(CompressionType::None),
             ))
         })?;
-        let store = Arc::new(Store { db, meta, data, syncs: Default::default() });
+        let write_buffer_cap = options.write_buffer_cap.max(MIN_WRITE_BUFFER_MEMTABLES * memtable_size);
+        let store = Arc::new(Store { db, meta, data, write_buffer_cap, write_buffer_waits: Default::default(), syncs: Default::default() });
         let (tx, rx) = std::sync::mpsc::channel();
         let writer_store = store.clone();
         let writer = std::thread::Builder::new().name("spindle-writer".into()).spawn(move || write_loop(&writer_store, rx))?;
@@ -126,6 +150,16 @@ impl FjallEngine {
     /// Journal syncs since open: with group commit, far fewer than durable writes.
     pub fn sync_count(&self) -> u64 {
         self.store.syncs.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Write groups held back since open because the memtables were over the write-buffer cap.
+    pub fn write_buffer_waits(&self) -> u64 {
+        self.store.write_buffer_waits.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Bytes the memtables hold now (active and sealed, both keyspaces).
+    pub fn write_buffer_bytes(&self) -> u64 {
+        self.store.db.write_buffer_size()
     }
 }
 
@@ -218,6 +252,26 @@ impl Drop for FjallEngine {
 }
 
 impl Store {
+    /// Waits, while the memtables hold more than the cap, for sealed ones to be flushed.
+    ///
+    /// fjall bounds each keyspace to four sealed memtables but not their sum, and a stream of
+    /// 1 MiB values outruns the flushes to blob files: memtables of values piled up to 1.5 GiB
+    /// resident. Waiting here holds every write to the rate the disk absorbs them, as a real
+    /// drive's write buffer does. Only sealed memtables shrink the total when flushed, so with
+    /// none left the writer goes on (the cap's floor keeps that to the active memtables).
+    fn wait_for_write_buffer(&self) {
+        let mut waited = false;
+        while self.db.write_buffer_size() > self.write_buffer_cap
+            && self.meta.sealed_memtable_count() + self.data.sealed_memtable_count() > 0
+        {
+            waited = true;
+            std::thread::sleep(WRITE_BUFFER_POLL);
+        }
+        if waited {
+            self.write_buffer_waits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
     fn stored_meta(&self, key: &[u8]) -> Result<Option<Meta>> {
         self.meta.get(key)?.map(|raw| record::decode(raw.into())).transpose()
     }
@@ -237,6 +291,7 @@ fn write_loop(store: &Store, queue: std::sync::mpsc::Receiver<WriteRequest>) {
                 Err(_) => break,
             }
         }
+        store.wait_for_write_buffer();
         apply_group(store, group);
     }
 }

@@ -13,7 +13,7 @@ mod types;
 mod write;
 
 pub use error::{Error, Result};
-pub use fjall_engine::{FjallEngine, FjallOptions};
+pub use fjall_engine::{FjallEngine, FjallOptions, DEFAULT_WRITE_BUFFER_MEMTABLES, MIN_WRITE_BUFFER_MEMTABLES};
 pub use write::{Callback, WriteOp, WriteRequest};
 pub use mem_engine::MemEngine;
 pub use types::{Check, Entry, KeyRange, Meta};
