@@ -34,6 +34,9 @@ if ! command -v java >/dev/null || ! java -version 2>&1 | grep -qE 'version "(1[
   need_apt openjdk-17-jdk-headless
 fi
 command -v mvn >/dev/null || need_apt maven
+# A C toolchain: ring (TLS) compiles C and assembly, and jemalloc (the drive's allocator) is
+# built from source with make.
+{ command -v cc >/dev/null && command -v make >/dev/null; } || need_apt gcc make
 command -v redis-server >/dev/null || need_apt redis-server redis-tools
 # LevelDB and RocksDB, which the bench lab loads at run time as the paper's "LevelDB servers".
 ldconfig -p | grep -q 'libleveldb\.so\.1' || need_apt libleveldb1d
