@@ -17,6 +17,9 @@ use std::{
     thread::JoinHandle,
 };
 
+/// Spindle: how long worker 0 waits after handing a compaction back to the queue.
+const COMPACT_REQUEUE_PAUSE: std::time::Duration = std::time::Duration::from_millis(5);
+
 pub enum WorkerMessage {
     Flush,
     Compact(Keyspace),
@@ -271,6 +274,12 @@ fn worker_tick(ctx: &WorkerState) -> crate::Result<bool> {
             // NOTE: Let one worker prioritize flushing if there are pending flushes
             if ctx.pool_size > 1 && ctx.worker_id == 0 {
                 ctx.sender.try_send(WorkerMessage::Compact(keyspace)).ok();
+                // Spindle: without a pause, worker 0 took the message it had just re-queued
+                // straight back for as long as the other workers were busy compacting, and
+                // spun a whole core (a fifth of the drive's samples while it served 1 MiB
+                // gets with no write in flight). A flush arriving meanwhile waits at most
+                // this long for it.
+                std::thread::sleep(COMPACT_REQUEUE_PAUSE);
                 return Ok(false);
             }
 
