@@ -52,6 +52,9 @@ pub const MIN_WRITE_BUFFER_MEMTABLES: u64 = 3;
 pub const DEFAULT_WRITE_BUFFER_MEMTABLES: u64 = 4;
 /// How long the writer sleeps between looks at the write buffer while it is over the cap.
 const WRITE_BUFFER_POLL: std::time::Duration = std::time::Duration::from_millis(1);
+/// How long the writer waits for flushes that free nothing before it stops waiting: a 64 MiB
+/// flush takes well under a second on a working disk.
+const WRITE_BUFFER_STALL_LIMIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl FjallOptions {
     pub fn new(path: impl AsRef<Path>) -> Self {
@@ -259,11 +262,23 @@ impl Store {
     /// resident. Waiting here holds every write to the rate the disk absorbs them, as a real
     /// drive's write buffer does. Only sealed memtables shrink the total when flushed, so with
     /// none left the writer goes on (the cap's floor keeps that to the active memtables).
+    /// Nor does it wait on flushes that make no progress for [`WRITE_BUFFER_STALL_LIMIT`]
+    /// (failing on a full disk, say): the writes then go on to succeed or fail on their own
+    /// rather than hang.
     fn wait_for_write_buffer(&self) {
         let mut waited = false;
-        while self.db.write_buffer_size() > self.write_buffer_cap
-            && self.meta.sealed_memtable_count() + self.data.sealed_memtable_count() > 0
-        {
+        let mut lowest = u64::MAX;
+        let mut lowest_at = std::time::Instant::now();
+        loop {
+            let held = self.db.write_buffer_size();
+            if held <= self.write_buffer_cap || self.meta.sealed_memtable_count() + self.data.sealed_memtable_count() == 0 {
+                break;
+            }
+            if held < lowest {
+                (lowest, lowest_at) = (held, std::time::Instant::now());
+            } else if lowest_at.elapsed() >= WRITE_BUFFER_STALL_LIMIT {
+                break;
+            }
             waited = true;
             std::thread::sleep(WRITE_BUFFER_POLL);
         }
