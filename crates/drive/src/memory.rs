@@ -115,32 +115,23 @@ pub fn start() {
 /// happens to allocate, which here is a request's.
 fn configure_allocator() {
     #[cfg(not(target_env = "msvc"))]
-    {
-        // SAFETY: each name is a jemalloc control of exactly the type written (ssize_t for
-        // the decay times, bool for background_thread), and both may be set at any time.
-        unsafe {
-            let _ = tikv_jemalloc_ctl_write(b"arenas.dirty_decay_ms\0", DIRTY_DECAY_MS);
-            let _ = tikv_jemalloc_ctl_write(b"arena.4096.dirty_decay_ms\0", DIRTY_DECAY_MS);
-            let _ = tikv_jemalloc_ctl_write(b"background_thread\0", true);
-        }
+    // SAFETY: each control takes exactly the type written (ssize_t for the decay times, bool
+    // for background_thread), and all may be set at any time.
+    unsafe {
+        jemalloc_ctl(c"arenas.dirty_decay_ms", Some(DIRTY_DECAY_MS));
+        jemalloc_ctl(c"arena.4096.dirty_decay_ms", Some(DIRTY_DECAY_MS));
+        jemalloc_ctl(c"background_thread", Some(true));
     }
 }
 
 /// Hands every page the allocators hold unused back to the system.
 pub fn release_unused_memory() {
     #[cfg(not(target_env = "msvc"))]
-    // SAFETY: "arena.<MALLCTL_ARENAS_ALL>.purge" (4096 in jemalloc 5) takes no value in or out,
-    // which is what the null pointers and zero length say.
+    // SAFETY: the purge control takes no value in or out.
     unsafe {
-        tikv_jemalloc_sys::mallctl(
-            c"arena.4096.purge".as_ptr(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            0,
-        );
+        jemalloc_ctl::<()>(c"arena.4096.purge", None);
     }
-    // Memory allocated before jemalloc took over, or by C code, lives in glibc's heaps.
+    // Allocations of LARGE_ALLOCATION_BYTES and more live in glibc's heaps.
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only walks glibc's own free lists; it has no preconditions.
     unsafe {
@@ -148,24 +139,22 @@ pub fn release_unused_memory() {
     }
 }
 
-/// Writes `value` to the jemalloc control `name` (NUL-terminated).
+/// Sets the jemalloc control `name` to `value`, or triggers it when it takes none. The
+/// `arena.4096.` controls act on every arena (4096 is MALLCTL_ARENAS_ALL in jemalloc 5). A
+/// control jemalloc refuses is left as it was.
 ///
 /// # Safety
 /// `T` must be the control's type.
 #[cfg(not(target_env = "msvc"))]
-unsafe fn tikv_jemalloc_ctl_write<T>(name: &[u8], mut value: T) -> std::io::Result<()> {
-    debug_assert_eq!(name.last(), Some(&0));
-    // SAFETY: the caller guarantees `T`; `value` outlives the call.
-    let rc = unsafe {
-        tikv_jemalloc_sys::mallctl(
-            name.as_ptr().cast(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            (&mut value as *mut T).cast(),
-            std::mem::size_of::<T>(),
-        )
+unsafe fn jemalloc_ctl<T>(name: &std::ffi::CStr, mut value: Option<T>) {
+    let (new, len) = match value.as_mut() {
+        Some(v) => ((v as *mut T).cast(), std::mem::size_of::<T>()),
+        None => (std::ptr::null_mut(), 0),
     };
-    if rc == 0 { Ok(()) } else { Err(std::io::Error::from_raw_os_error(rc)) }
+    // SAFETY: the caller guarantees `T`; `value` outlives the call.
+    unsafe {
+        tikv_jemalloc_sys::mallctl(name.as_ptr(), std::ptr::null_mut(), std::ptr::null_mut(), new, len);
+    }
 }
 
 /// This process's resident set size, from /proc/self/statm (pages).

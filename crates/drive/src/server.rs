@@ -76,7 +76,6 @@ pub async fn start(config: DriveConfig) -> Result<RunningDrive, DriveError> {
             let mut options = FjallOptions::new(config.data_dir.join(ENGINE_DIR));
             options.cache_size = config.cache_bytes;
             options.memtable_size = config.memtable_bytes;
-            options.write_buffer_cap = spindle_engine::DEFAULT_WRITE_BUFFER_MEMTABLES * config.memtable_bytes;
             tokio::task::spawn_blocking(move || FjallEngine::open(options))
                 .await
                 .map_err(|e| DriveError::Io(std::io::Error::other(e.to_string())))??

@@ -23,6 +23,8 @@ fn read_ctl<T: Default>(name: &std::ffi::CStr) -> T {
 fn unused_memory_goes_back_to_the_system() {
     memory::start();
     assert_eq!(read_ctl::<isize>(c"arenas.dirty_decay_ms"), memory::DIRTY_DECAY_MS);
+    // Arenas that existed before the settings got them too.
+    assert_eq!(read_ctl::<isize>(c"arena.0.dirty_decay_ms"), memory::DIRTY_DECAY_MS);
     assert!(read_ctl::<bool>(c"background_thread"), "jemalloc's background thread is off");
 
     // 256 MiB of small buffers (jemalloc's) and 256 MiB of 1 MiB ones (glibc's), touched

@@ -39,10 +39,10 @@ pub struct FjallOptions {
     pub blob_threshold: u32,
     /// Bytes a keyspace's memtable holds before it is sealed and flushed to a table.
     pub memtable_size: u64,
-    /// Most bytes all memtables together (active and sealed, waiting for their flush) may
-    /// hold before the writer waits for flushes; at least [`MIN_WRITE_BUFFER_MEMTABLES`]
-    /// memtables' worth.
-    pub write_buffer_cap: u64,
+    /// How many memtables' worth all memtables together (active and sealed, waiting for
+    /// their flush) may hold before the writer waits for flushes; at least
+    /// [`MIN_WRITE_BUFFER_MEMTABLES`].
+    pub write_buffer_memtables: u64,
 }
 
 /// The write-buffer cap's floor, in memtables: both keyspaces' active memtables plus one
@@ -58,13 +58,12 @@ const WRITE_BUFFER_STALL_LIMIT: std::time::Duration = std::time::Duration::from_
 
 impl FjallOptions {
     pub fn new(path: impl AsRef<Path>) -> Self {
-        let memtable_size = 64 * 1024 * 1024;
         FjallOptions {
             path: path.as_ref().to_path_buf(),
             cache_size: 64 * 1024 * 1024,
             blob_threshold: 4096,
-            memtable_size,
-            write_buffer_cap: DEFAULT_WRITE_BUFFER_MEMTABLES * memtable_size,
+            memtable_size: 64 * 1024 * 1024,
+            write_buffer_memtables: DEFAULT_WRITE_BUFFER_MEMTABLES,
         }
     }
 }
@@ -82,7 +81,7 @@ struct Store {
     db: Database,
     meta: Keyspace,
     data: Keyspace,
-    /// See [`FjallOptions::write_buffer_cap`].
+    /// Bytes of [`FjallOptions::write_buffer_memtables`].
     write_buffer_cap: u64,
     /// Times the writer waited for flushes because the memtables were over the cap.
     write_buffer_waits: std::sync::atomic::AtomicU64,
@@ -107,7 +106,7 @@ impl FjallEngine {
                 KvSeparationOptions::default().separation_threshold(threshold).compression(CompressionType::None),
             ))
         })?;
-        let write_buffer_cap = options.write_buffer_cap.max(MIN_WRITE_BUFFER_MEMTABLES * memtable_size);
+        let write_buffer_cap = options.write_buffer_memtables.max(MIN_WRITE_BUFFER_MEMTABLES) * memtable_size;
         let store = Arc::new(Store { db, meta, data, write_buffer_cap, write_buffer_waits: Default::default(), syncs: Default::default() });
         let (tx, rx) = std::sync::mpsc::channel();
         let writer_store = store.clone();

@@ -6,6 +6,8 @@
 //! files. If that lost the writes made between the two steps, or left a journal the recovery
 //! does not read, acknowledged writes would be missing here, before or after reopening.
 
+mod support;
+
 use bytes::Bytes;
 use spindle_engine::{Check, Engine, FjallEngine, FjallOptions, Meta};
 
@@ -67,16 +69,7 @@ fn acknowledged_writes_survive_journal_rotations() {
     // complete and a second at least under way.
     let rotated_to = newest_journal(dir.path());
     assert!(rotated_to >= 2, "200 MiB of writes rotated the journal only to {rotated_to}.jnl");
-    for i in 0..KEYS {
-        check(&engine, i);
-    }
-    engine.sync().unwrap();
-    drop(engine);
-
-    let engine = FjallEngine::open(options(dir.path())).unwrap();
-    for i in 0..KEYS {
-        check(&engine, i);
-    }
+    let engine = support::check_before_and_after_reopen(engine, KEYS, options, dir.path(), check);
     // Writes after recovery go on in the newest journal.
     let meta = Meta { version: Bytes::from("again"), ..Meta::default() };
     engine.put(&key(0), value(1), meta, Check::Force).unwrap();

@@ -9,6 +9,8 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+mod support;
+
 use bytes::Bytes;
 use spindle_engine::{Check, Engine, FjallEngine, FjallOptions, Meta};
 
@@ -89,14 +91,5 @@ fn acknowledged_writes_stay_readable_while_versions_change() {
     let compactions = compactor.join().unwrap();
     assert!(reads > 0 && compactions > 0, "reads {reads}, compactions {compactions}");
 
-    for i in 0..KEYS {
-        check(&engine, i);
-    }
-    engine.sync().unwrap();
-    drop(engine);
-
-    let engine = FjallEngine::open(options(dir.path())).unwrap();
-    for i in 0..KEYS {
-        check(&engine, i);
-    }
+    support::check_before_and_after_reopen(engine, KEYS, options, dir.path(), check);
 }

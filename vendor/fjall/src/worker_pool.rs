@@ -232,7 +232,7 @@ fn worker_tick(ctx: &WorkerState) -> crate::Result<bool> {
                     ctx.supervisor.build_seqno_map(&keyspaces)
                 };
 
-                journal_manager.rotate_journal_into(&mut journal_writer, seqno_map, next)?;
+                journal_manager.rotate_journal(&mut journal_writer, seqno_map, next)?;
                 drop(journal_writer);
 
                 if journal_manager.disk_space_used()

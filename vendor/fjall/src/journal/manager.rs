@@ -166,8 +166,9 @@ impl JournalManager {
         }
     }
 
-    /// Spindle: [`Self::rotate_journal`] into a journal prepared outside the writer lock.
-    pub(crate) fn rotate_journal_into(
+    /// Spindle: rotates into `next`, prepared outside the writer lock
+    /// (`Writer::rotate_into`).
+    pub(crate) fn rotate_journal(
         &mut self,
         journal_writer: &mut MutexGuard<Writer>,
         watermarks: Vec<EvictionWatermark>,
@@ -176,24 +177,6 @@ impl JournalManager {
         let journal_size = journal_writer.len()?;
 
         let (sealed_path, _) = journal_writer.rotate_into(next)?;
-
-        self.enqueue(Item {
-            path: sealed_path,
-            watermarks,
-            size_in_bytes: journal_size,
-        });
-
-        Ok(())
-    }
-
-    pub(crate) fn rotate_journal(
-        &mut self,
-        journal_writer: &mut MutexGuard<Writer>,
-        watermarks: Vec<EvictionWatermark>,
-    ) -> crate::Result<()> {
-        let journal_size = journal_writer.len()?;
-
-        let (sealed_path, _) = journal_writer.rotate()?;
 
         self.enqueue(Item {
             path: sealed_path,

@@ -81,33 +81,9 @@ impl Writer {
         );
 
         let prev_path = self.path.clone();
-
-        let folder = self
-            .path
-            .parent()
-            .expect("should have parent")
-            .to_path_buf();
-
-        let Some(basename) = self
-            .path
-            .file_name()
-            .expect("should be valid file name")
-            .to_str()
-            .expect("should be valid utf-8")
-            .strip_suffix(".jnl")
-        else {
-            log::error!("Invalid journal file name: {}", self.path.display());
-            return Err(crate::Error::JournalRecovery(
-                crate::JournalRecoveryError::InvalidFileName,
-            ));
-        };
-
-        let journal_id = basename.parse::<JournalId>().map_err(|_| {
-            log::error!("Invalid journal file name: {}", self.path.display());
-            crate::Error::JournalRecovery(crate::JournalRecoveryError::InvalidFileName)
-        })?;
-
-        let new_path = folder.join(format!("{}.jnl", journal_id + 1));
+        // Spindle: the next journal's name comes from `next_path`, shared with `rotate_into`.
+        let new_path = self.next_path()?;
+        let folder = new_path.parent().expect("should have parent").to_path_buf();
         log::debug!("Rotating active journal to {}", new_path.display());
 
         let comp = self.compression;
