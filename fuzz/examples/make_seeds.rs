@@ -73,7 +73,8 @@ fn main() -> std::io::Result<()> {
     let dir = root.join("meta_record");
     std::fs::create_dir_all(&dir)?;
     let meta = spindle_engine::Meta { version: Bytes::from_static(b"v1"), tag: Bytes::from_static(b"t"), algorithm: Some(2), value_len: 5, value_crc: 7 };
-    std::fs::write(dir.join("seed-0"), spindle_engine::record::encode(&meta).unwrap())?;
-    std::fs::write(dir.join("seed-1"), spindle_engine::record::encode(&spindle_engine::Meta::default()).unwrap())?;
+    std::fs::write(dir.join("seed-0"), spindle_engine::record::encode(&meta, None).unwrap())?;
+    std::fs::write(dir.join("seed-1"), spindle_engine::record::encode(&spindle_engine::Meta::default(), None).unwrap())?;
+    std::fs::write(dir.join("seed-2"), spindle_engine::record::encode(&meta, Some(b"small")).unwrap())?;
     Ok(())
 }

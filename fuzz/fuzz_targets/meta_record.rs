@@ -7,8 +7,8 @@ use libfuzzer_sys::fuzz_target;
 use spindle_engine::record;
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(meta) = record::decode(Bytes::copy_from_slice(data)) {
-        let again = record::encode(&meta).expect("a decoded record re-encodes");
+    if let Ok((meta, placement)) = record::decode(Bytes::copy_from_slice(data)) {
+        let again = record::encode_placed(&meta, &placement).expect("a decoded record re-encodes");
         assert_eq!(&again[..], data);
     }
 });

@@ -118,10 +118,29 @@ fn configure_allocator() {
     // SAFETY: each control takes exactly the type written (ssize_t for the decay times, bool
     // for background_thread), and all may be set at any time.
     unsafe {
+        // New arenas take the default; those already created are set one by one (the
+        // all-arenas index is refused for decay times). An index with no arena yet refuses.
         jemalloc_ctl(c"arenas.dirty_decay_ms", Some(DIRTY_DECAY_MS));
-        jemalloc_ctl(c"arena.4096.dirty_decay_ms", Some(DIRTY_DECAY_MS));
+        for arena in 0..jemalloc_arena_count() {
+            if let Ok(name) = std::ffi::CString::new(format!("arena.{arena}.dirty_decay_ms")) {
+                jemalloc_ctl(&name, Some(DIRTY_DECAY_MS));
+            }
+        }
         jemalloc_ctl(c"background_thread", Some(true));
     }
+}
+
+/// How many arena indices jemalloc has (`arenas.narenas`), 0 if it will not say.
+#[cfg(not(target_env = "msvc"))]
+fn jemalloc_arena_count() -> u32 {
+    let mut count: u32 = 0;
+    let mut len = std::mem::size_of::<u32>();
+    // SAFETY: arenas.narenas is an unsigned (u32) read-only control; `count` and `len`
+    // outlive the call.
+    let rc = unsafe {
+        tikv_jemalloc_sys::mallctl(c"arenas.narenas".as_ptr(), (&mut count as *mut u32).cast(), &mut len, std::ptr::null_mut(), 0)
+    };
+    if rc == 0 { count } else { 0 }
 }
 
 /// Hands every page the allocators hold unused back to the system.
@@ -140,8 +159,9 @@ pub fn release_unused_memory() {
 }
 
 /// Sets the jemalloc control `name` to `value`, or triggers it when it takes none. The
-/// `arena.4096.` controls act on every arena (4096 is MALLCTL_ARENAS_ALL in jemalloc 5). A
-/// control jemalloc refuses is left as it was.
+/// `arena.4096.` controls act on every arena where jemalloc allows it (4096 is
+/// MALLCTL_ARENAS_ALL in jemalloc 5; purge takes it, decay times do not). A control jemalloc
+/// refuses is left as it was.
 ///
 /// # Safety
 /// `T` must be the control's type.
@@ -177,7 +197,8 @@ pub fn resident_bytes() -> Option<u64> {
 mod tests {
     #[test]
     fn resident_size_is_read() {
-        let held = vec![1u8; 64 << 20];
+        // black_box: without it an optimised build drops the unused allocation.
+        let held = std::hint::black_box(vec![1u8; 64 << 20]);
         let r = super::resident_bytes().expect("statm");
         assert!(r >= 64 << 20, "{r}");
         drop(held);

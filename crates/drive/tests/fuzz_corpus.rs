@@ -27,8 +27,8 @@ fn frame_corpus_decodes_without_panics() {
 #[test]
 fn meta_record_corpus_round_trips() {
     for input in corpus("meta_record") {
-        if let Ok(meta) = spindle_engine::record::decode(Bytes::from(input.clone())) {
-            assert_eq!(&spindle_engine::record::encode(&meta).unwrap()[..], &input[..]);
+        if let Ok((meta, placement)) = spindle_engine::record::decode(Bytes::from(input.clone())) {
+            assert_eq!(&spindle_engine::record::encode_placed(&meta, &placement).unwrap()[..], &input[..]);
         }
     }
 }

@@ -1,10 +1,12 @@
 //! The on-disk engine on fjall (an LSM tree).
 //!
 //! Two keyspaces, written together in one atomic batch per operation:
-//! - `meta`: key -> metadata record (version, tag, algorithm, value length and CRC). Small, so
-//!   metadata-only reads and key ranges never touch values.
-//! - `data`: key -> value, with key-value separation: values over the threshold live in blob
-//!   files and compaction moves only pointers, so a 1 MiB value is written once (plus the
+//! - `meta`: key -> metadata record (version, tag, algorithm, value length and CRC), and a
+//!   value of at most [`INLINE_VALUE_MAX`] bytes in the record itself: a small value costs one
+//!   LSM entry and a get one lookup. Records stay small, so metadata-only reads and key ranges
+//!   touch few blocks.
+//! - `data`: key -> larger values, with key-value separation: values over the threshold live in
+//!   blob files and compaction moves only pointers, so a 1 MiB value is written once (plus the
 //!   journal) instead of once per LSM level.
 //!
 //! All writes go through one writer thread that takes whatever requests are queued, checks
@@ -22,12 +24,17 @@ use bytes::Bytes;
 use fjall::{CompressionType, Database, Keyspace, KeyspaceCreateOptions, KvSeparationOptions, PersistMode, Readable};
 use parking_lot::Mutex;
 
-use crate::{record, Check, Engine, Entry, Error, KeyRange, Meta, Result, WriteOp, WriteRequest};
+use crate::record::{self, Placement};
+use crate::{Check, Engine, Entry, Error, KeyRange, Meta, Result, WriteOp, WriteRequest};
 
 /// Most requests the writer applies as one group.
 const MAX_GROUP_REQUESTS: usize = 1024;
 /// Most value bytes the writer applies as one group (bounds the latency of a group).
 const MAX_GROUP_BYTES: usize = 32 * 1024 * 1024;
+
+/// Largest value kept inside its metadata record (larger ones go to the `data` keyspace).
+/// Small enough that a key range of 200 keys reads at most ~100 KiB of records.
+pub const INLINE_VALUE_MAX: usize = 512;
 
 /// Tunables of the on-disk engine.
 #[derive(Debug, Clone)]
@@ -116,14 +123,14 @@ impl FjallEngine {
 
     /// Reads the entry for a metadata record already found in `snapshot`.
     fn entry_at(&self, snapshot: &fjall::Snapshot, key: Bytes, raw_meta: Bytes) -> Result<Entry> {
-        let meta = record::decode(raw_meta)?;
-        let value: Bytes = if meta.value_len == 0 {
-            Bytes::new()
-        } else {
-            snapshot
+        let (meta, placement) = record::decode(raw_meta)?;
+        let value: Bytes = match placement {
+            Placement::Inline(value) => value,
+            Placement::Separate if meta.value_len == 0 => Bytes::new(),
+            Placement::Separate => snapshot
                 .get(&self.store.data, &key)?
                 .ok_or_else(|| Error::Corrupt(format!("value missing for key of {} bytes", key.len())))?
-                .into()
+                .into(),
         };
         if value.len() != meta.value_len as usize {
             return Err(Error::Corrupt(format!("value is {} bytes, metadata says {}", value.len(), meta.value_len)));
@@ -270,7 +277,10 @@ impl Store {
         let mut lowest_at = std::time::Instant::now();
         loop {
             let held = self.db.write_buffer_size();
-            if held <= self.write_buffer_cap || self.meta.sealed_memtable_count() + self.data.sealed_memtable_count() == 0 {
+            if held <= self.write_buffer_cap {
+                break;
+            }
+            if self.meta.sealed_memtable_count() + self.data.sealed_memtable_count() == 0 && !self.seal_overgrown_memtables() {
                 break;
             }
             if held < lowest {
@@ -286,8 +296,28 @@ impl Store {
         }
     }
 
+    /// Seals the active memtables that have outgrown their size, when the rotation their
+    /// writes requested is still waiting for a busy worker. Returns whether one was sealed.
+    fn seal_overgrown_memtables(&self) -> bool {
+        let mut sealed = false;
+        for keyspace in [&self.meta, &self.data] {
+            let (size, max) = keyspace.active_memtable_fill();
+            if size > max {
+                // A failed rotation leaves nothing to wait for: the writes go on.
+                sealed |= keyspace.rotate_memtable().unwrap_or(false);
+            }
+        }
+        sealed
+    }
+
     fn stored_meta(&self, key: &[u8]) -> Result<Option<Meta>> {
-        self.meta.get(key)?.map(|raw| record::decode(raw.into())).transpose()
+        Ok(self.stored(key)?.map(|s| s.meta))
+    }
+
+    fn stored(&self, key: &[u8]) -> Result<Option<Known>> {
+        let Some(raw) = self.meta.get(key)? else { return Ok(None) };
+        let (meta, placement) = record::decode(raw.into())?;
+        Ok(Some(Known { in_data: placement.in_data(&meta), meta }))
     }
 }
 
@@ -351,7 +381,7 @@ fn erase(store: &Store, secure: bool) -> Result<()> {
 
 fn apply_writes(store: &Store, group: Vec<WriteRequest>) {
     // What this group has already written, so later requests check against it.
-    let mut written: HashMap<Bytes, Option<Meta>> = HashMap::new();
+    let mut written: HashMap<Bytes, Option<Known>> = HashMap::new();
     let mut batch = store.db.batch();
     let mut results: Vec<Result<()>> = Vec::with_capacity(group.len());
     for request in &group {
@@ -396,46 +426,57 @@ enum Effect {
     Remove { data: bool, key: Bytes },
 }
 
+/// A key's metadata as the writer knows it, and whether the data keyspace holds its value.
+#[derive(Clone)]
+struct Known {
+    meta: Meta,
+    in_data: bool,
+}
+
 /// The changes one request would make, kept aside until the whole request has passed its
 /// checks (a failed batch must leave nothing in the group's fjall batch).
 #[derive(Default)]
 struct Staged {
     effects: Vec<Effect>,
     /// Metadata after this request, in order (`None`: deleted).
-    written: Vec<(Bytes, Option<Meta>)>,
+    written: Vec<(Bytes, Option<Known>)>,
 }
 
 impl Staged {
     /// The metadata `key` has after this request's earlier operations, the group's earlier
     /// requests, or in the store.
-    fn current(&self, store: &Store, group: &HashMap<Bytes, Option<Meta>>, key: &Bytes) -> Result<Option<Meta>> {
+    fn current(&self, store: &Store, group: &HashMap<Bytes, Option<Known>>, key: &Bytes) -> Result<Option<Known>> {
         if let Some((_, m)) = self.written.iter().rev().find(|(k, _)| k == key) {
             return Ok(m.clone());
         }
         match group.get(key) {
             Some(m) => Ok(m.clone()),
-            None => store.stored_meta(key),
+            None => store.stored(key),
         }
     }
 
-    fn op(&mut self, store: &Store, group: &HashMap<Bytes, Option<Meta>>, op: &WriteOp) -> Result<()> {
+    fn op(&mut self, store: &Store, group: &HashMap<Bytes, Option<Known>>, op: &WriteOp) -> Result<()> {
         match op {
             WriteOp::Put { key, value, meta, check } => {
                 let mut meta = meta.clone();
                 meta.value_len = u32::try_from(value.len()).map_err(|_| Error::Io("value over 4 GiB".into()))?;
                 meta.value_crc = crc32c::crc32c(value);
-                // A forced put of a non-empty value needs nothing from the stored entry.
-                let stored = if *check == Check::Force && !value.is_empty() { None } else { self.current(store, group, key)? };
-                if !check.passes(stored.as_ref().map(|m| &m.version[..])) {
+                // A forced put needs nothing from the stored entry: it is not read.
+                let stored = if *check == Check::Force { None } else { self.current(store, group, key)? };
+                if !check.passes(stored.as_ref().map(|m| &m.meta.version[..])) {
                     return Err(Error::VersionMismatch);
                 }
-                self.effects.push(Effect::Insert { data: false, key: key.clone(), value: record::encode(&meta)? });
-                if !value.is_empty() {
+                let inline = value.len() <= INLINE_VALUE_MAX;
+                let record = record::encode(&meta, inline.then_some(&value[..]))?;
+                self.effects.push(Effect::Insert { data: false, key: key.clone(), value: record });
+                if !inline {
                     self.effects.push(Effect::Insert { data: true, key: key.clone(), value: value.clone() });
-                } else if stored.is_some_and(|m| m.value_len > 0) {
+                } else if stored.as_ref().map_or(*check == Check::Force, |m| m.in_data) {
+                    // An earlier large value must not be left behind in the data keyspace. A
+                    // forced put does not know, and a blind tombstone is cheaper than a read.
                     self.effects.push(Effect::Remove { data: true, key: key.clone() });
                 }
-                self.written.push((key.clone(), Some(meta)));
+                self.written.push((key.clone(), Some(Known { meta, in_data: !inline })));
                 Ok(())
             }
             WriteOp::Delete { key, check } => {
@@ -444,11 +485,11 @@ impl Staged {
                     None if *check == Check::Force => return Ok(()),
                     None => return Err(Error::NotFound),
                 };
-                if !check.passes(Some(&stored.version)) {
+                if !check.passes(Some(&stored.meta.version)) {
                     return Err(Error::VersionMismatch);
                 }
                 self.effects.push(Effect::Remove { data: false, key: key.clone() });
-                if stored.value_len > 0 {
+                if stored.in_data {
                     self.effects.push(Effect::Remove { data: true, key: key.clone() });
                 }
                 self.written.push((key.clone(), None));
@@ -468,7 +509,7 @@ impl Staged {
         }
     }
 
-    fn apply_to(self, store: &Store, batch: &mut fjall::OwnedWriteBatch, group: &mut HashMap<Bytes, Option<Meta>>) {
+    fn apply_to(self, store: &Store, batch: &mut fjall::OwnedWriteBatch, group: &mut HashMap<Bytes, Option<Known>>) {
         for effect in self.effects {
             match effect {
                 Effect::Insert { data, key, value } => batch.insert(if data { &store.data } else { &store.meta }, key, value),
@@ -491,4 +532,122 @@ fn allocated_bytes(dir: &Path) -> u64 {
             Err(_) => 0,
         })
         .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    /// Keys the data keyspace holds a value for.
+    fn data_keys(engine: &FjallEngine) -> Vec<Bytes> {
+        engine.store.data.iter().map(|g| Bytes::from(g.key().unwrap())).collect()
+    }
+
+    #[derive(Debug, Clone)]
+    enum Step {
+        Put { key: u8, len: usize, force: bool },
+        Delete { key: u8, force: bool },
+        /// Several puts of one key in one atomic batch (one writer group).
+        Batch { key: u8, lens: Vec<usize> },
+    }
+
+    fn len() -> impl Strategy<Value = usize> {
+        prop_oneof![Just(0), 1..=INLINE_VALUE_MAX, Just(INLINE_VALUE_MAX + 1), 600usize..5000]
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            (0u8..6, len(), any::<bool>()).prop_map(|(key, len, force)| Step::Put { key, len, force }),
+            (0u8..6, any::<bool>()).prop_map(|(key, force)| Step::Delete { key, force }),
+            (0u8..6, proptest::collection::vec(len(), 1..4)).prop_map(|(key, lens)| Step::Batch { key, lens }),
+        ]
+    }
+
+    /// The store matches `model` and the data keyspace holds exactly the large values: none
+    /// left behind by a small value or a delete, none missing.
+    fn check(engine: &FjallEngine, model: &BTreeMap<Bytes, (Bytes, Bytes)>) -> std::result::Result<(), TestCaseError> {
+        for k in 0u8..6 {
+            let key = Bytes::from(vec![k]);
+            let got = engine.get(&key).unwrap().map(|e| (e.value, e.meta.version));
+            prop_assert_eq!(got, model.get(&key).cloned());
+        }
+        let large: Vec<Bytes> = model.iter().filter(|(_, (v, _))| v.len() > INLINE_VALUE_MAX).map(|(k, _)| k.clone()).collect();
+        prop_assert_eq!(data_keys(engine), large);
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+        /// Values move between the record and the data keyspace as their size changes, with
+        /// forced and versioned writes, deletes and batches, before and after a reopen.
+        #[test]
+        fn values_live_where_their_size_puts_them(steps in proptest::collection::vec(step(), 1..40)) {
+            let dir = tempfile::tempdir().unwrap();
+            let engine = FjallEngine::open(FjallOptions::new(dir.path())).unwrap();
+            let mut model: BTreeMap<Bytes, (Bytes, Bytes)> = BTreeMap::new();
+            let mut serial = 0u32;
+            let mut value = |len: usize| {
+                serial += 1;
+                (Bytes::from(vec![serial as u8; len]), Bytes::from(serial.to_string()))
+            };
+            for step in steps {
+                match step {
+                    Step::Put { key, len, force } => {
+                        let key = Bytes::from(vec![key]);
+                        let (v, version) = value(len);
+                        let stored = model.get(&key).map(|(_, ver)| ver.clone()).unwrap_or_default();
+                        let check = if force { Check::Force } else { Check::Version(stored) };
+                        engine.put(&key, v.clone(), Meta { version: version.clone(), ..Meta::default() }, check).unwrap();
+                        model.insert(key, (v, version));
+                    }
+                    Step::Delete { key, force } => {
+                        let key = Bytes::from(vec![key]);
+                        let check = if force { Check::Force } else { Check::Version(model.get(&key).map(|(_, v)| v.clone()).unwrap_or_default()) };
+                        let result = engine.delete(&key, check);
+                        prop_assert_eq!(result.is_ok(), force || model.contains_key(&key));
+                        model.remove(&key);
+                    }
+                    Step::Batch { key, lens } => {
+                        let key = Bytes::from(vec![key]);
+                        let mut ops = Vec::new();
+                        for len in lens {
+                            let (v, version) = value(len);
+                            ops.push(WriteOp::Put { key: key.clone(), value: v.clone(), meta: Meta { version: version.clone(), ..Meta::default() }, check: Check::Force });
+                            model.insert(key.clone(), (v, version));
+                        }
+                        engine.submit_and_wait(WriteOp::Batch(ops), false).unwrap();
+                    }
+                }
+                check(&engine, &model)?;
+            }
+            engine.sync().unwrap();
+            drop(engine);
+            let engine = FjallEngine::open(FjallOptions::new(dir.path())).unwrap();
+            check(&engine, &model)?;
+        }
+    }
+
+    #[test]
+    fn records_of_the_first_format_are_read_and_replaced_cleanly() {
+        // A store as earlier releases left it: every value in the data keyspace, even small
+        // ones, and format-1 records.
+        let dir = tempfile::tempdir().unwrap();
+        let engine = FjallEngine::open(FjallOptions::new(dir.path())).unwrap();
+        let meta = |v: &'static [u8], len: usize| Meta { version: Bytes::from_static(v), value_len: len as u32, ..Meta::default() };
+        for (key, value) in [(&b"a"[..], &b"small"[..]), (b"b", b"other")] {
+            engine.store.meta.insert(key, record::encode(&meta(b"1", value.len()), None).unwrap()).unwrap();
+            engine.store.data.insert(key, value).unwrap();
+        }
+        assert_eq!(engine.get(b"a").unwrap().unwrap().value, Bytes::from_static(b"small"));
+        // A versioned small put replaces the old value, a delete removes it: neither leaves
+        // the old one behind.
+        engine.put(b"a", Bytes::from_static(b"new"), meta(b"2", 0), Check::Version(Bytes::from_static(b"1"))).unwrap();
+        engine.delete(b"b", Check::Version(Bytes::from_static(b"1"))).unwrap();
+        assert_eq!(engine.get(b"a").unwrap().unwrap().value, Bytes::from_static(b"new"));
+        assert_eq!(engine.get(b"b").unwrap(), None);
+        assert!(data_keys(&engine).is_empty());
+    }
 }

@@ -1,27 +1,48 @@
-//! The metadata record stored per key: a small fixed header and the version and tag.
+//! The metadata record stored per key: a small fixed header, the version and tag, and for a
+//! small value the value itself.
 //!
 //! ```text
-//! u8  format (1)
+//! u8  format (1: value in the data keyspace; 2: value inline, after the tag)
 //! u32 value length      u32 value CRC32C      i32 algorithm (-1: none)
 //! u16 version length    version bytes
 //! u16 tag length        tag bytes
+//! (format 2) value bytes, to the end of the record
 //! ```
-//! Big-endian throughout. The format byte lets a later release change the layout.
+//! Big-endian throughout. Records of format 1 written by earlier releases stay readable.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::{Error, Meta, Result};
 
-const FORMAT: u8 = 1;
+const FORMAT_SEPARATE: u8 = 1;
+const FORMAT_INLINE: u8 = 2;
 const NO_ALGORITHM: i32 = -1;
 const FIXED_LEN: usize = 1 + 4 + 4 + 4 + 2 + 2;
 
-pub fn encode(meta: &Meta) -> Result<Bytes> {
+/// Where a record's value lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Placement {
+    /// In the record itself.
+    Inline(Bytes),
+    /// Under the same key in the data keyspace (nothing there for an empty value).
+    Separate,
+}
+
+impl Placement {
+    /// Whether the data keyspace holds a value for this record.
+    pub fn in_data(&self, meta: &Meta) -> bool {
+        matches!(self, Placement::Separate) && meta.value_len > 0
+    }
+}
+
+/// Encodes `meta`, with `inline` as the value when it is stored in the record.
+pub fn encode(meta: &Meta, inline: Option<&[u8]>) -> Result<Bytes> {
     if meta.version.len() > u16::MAX as usize || meta.tag.len() > u16::MAX as usize {
         return Err(Error::Corrupt("version or tag too long to store".into()));
     }
-    let mut out = BytesMut::with_capacity(FIXED_LEN + meta.version.len() + meta.tag.len());
-    out.put_u8(FORMAT);
+    let value_len = inline.map_or(0, <[u8]>::len);
+    let mut out = BytesMut::with_capacity(FIXED_LEN + meta.version.len() + meta.tag.len() + value_len);
+    out.put_u8(if inline.is_some() { FORMAT_INLINE } else { FORMAT_SEPARATE });
     out.put_u32(meta.value_len);
     out.put_u32(meta.value_crc);
     out.put_i32(meta.algorithm.unwrap_or(NO_ALGORITHM));
@@ -29,15 +50,28 @@ pub fn encode(meta: &Meta) -> Result<Bytes> {
     out.put_slice(&meta.version);
     out.put_u16(meta.tag.len() as u16);
     out.put_slice(&meta.tag);
+    if let Some(value) = inline {
+        debug_assert_eq!(value.len(), meta.value_len as usize);
+        out.put_slice(value);
+    }
     Ok(out.freeze())
 }
 
-pub fn decode(mut raw: Bytes) -> Result<Meta> {
+/// Encodes a record as [`decode`] returned it.
+pub fn encode_placed(meta: &Meta, placement: &Placement) -> Result<Bytes> {
+    match placement {
+        Placement::Inline(value) => encode(meta, Some(value)),
+        Placement::Separate => encode(meta, None),
+    }
+}
+
+pub fn decode(mut raw: Bytes) -> Result<(Meta, Placement)> {
     let corrupt = |what: &str| Error::Corrupt(format!("metadata record: {what}"));
     if raw.len() < FIXED_LEN {
         return Err(corrupt("too short"));
     }
-    if raw.get_u8() != FORMAT {
+    let format = raw.get_u8();
+    if format != FORMAT_SEPARATE && format != FORMAT_INLINE {
         return Err(corrupt("unknown format"));
     }
     let value_len = raw.get_u32();
@@ -49,10 +83,13 @@ pub fn decode(mut raw: Bytes) -> Result<Meta> {
     }
     let version = raw.split_to(version_len);
     let tag_len = raw.get_u16() as usize;
-    if raw.len() != tag_len {
-        return Err(corrupt("bad tag length"));
+    let value_here = if format == FORMAT_INLINE { value_len as usize } else { 0 };
+    if raw.len() != tag_len + value_here {
+        return Err(corrupt("bad tag or value length"));
     }
-    Ok(Meta { version, tag: raw, algorithm, value_len, value_crc })
+    let tag = raw.split_to(tag_len);
+    let placement = if format == FORMAT_INLINE { Placement::Inline(raw) } else { Placement::Separate };
+    Ok((Meta { version, tag, algorithm, value_len, value_crc }, placement))
 }
 
 #[cfg(test)]
@@ -65,14 +102,46 @@ mod tests {
         fn round_trips(version in proptest::collection::vec(any::<u8>(), 0..2048),
                        tag in proptest::collection::vec(any::<u8>(), 0..128),
                        algorithm in proptest::option::of(0i32..1000),
-                       value_len in any::<u32>(), value_crc in any::<u32>()) {
+                       value in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..600)),
+                       separate_len in any::<u32>(), value_crc in any::<u32>()) {
+            let value_len = value.as_ref().map_or(separate_len, |v| v.len() as u32);
             let meta = Meta { version: version.into(), tag: tag.into(), algorithm, value_len, value_crc };
-            prop_assert_eq!(decode(encode(&meta).unwrap()).unwrap(), meta);
+            let placement = match &value {
+                Some(v) => Placement::Inline(Bytes::from(v.clone())),
+                None => Placement::Separate,
+            };
+            let raw = encode(&meta, value.as_deref()).unwrap();
+            prop_assert_eq!(&encode_placed(&meta, &placement).unwrap(), &raw);
+            prop_assert_eq!(decode(raw).unwrap(), (meta, placement));
         }
 
         #[test]
         fn garbage_is_an_error_not_a_panic(raw in proptest::collection::vec(any::<u8>(), 0..64)) {
             let _ = decode(Bytes::from(raw));
         }
+
+        /// Every truncation or extension of a valid record is an error, never a wrong record.
+        #[test]
+        fn truncated_or_extended_records_are_errors(value in proptest::collection::vec(any::<u8>(), 0..64),
+                                                    inline in any::<bool>(), cut in any::<prop::sample::Index>()) {
+            let meta = Meta { version: Bytes::from_static(b"v1"), tag: Bytes::from_static(b"t"), algorithm: None,
+                              value_len: value.len() as u32, value_crc: 7 };
+            let raw = encode(&meta, inline.then_some(&value[..])).unwrap();
+            let cut = cut.index(raw.len());
+            prop_assert!(decode(raw.slice(..cut)).is_err());
+            let mut longer = raw.to_vec();
+            longer.push(0);
+            prop_assert!(decode(Bytes::from(longer)).is_err());
+        }
+    }
+
+    #[test]
+    fn records_of_the_first_format_still_decode() {
+        // A format-1 record as earlier releases wrote it: 10-byte value elsewhere, version "7".
+        let raw = [&[1u8][..], &10u32.to_be_bytes(), &99u32.to_be_bytes(), &(-1i32).to_be_bytes(), &[0, 1, b'7', 0, 0]].concat();
+        let (meta, placement) = decode(Bytes::from(raw)).unwrap();
+        assert_eq!((meta.value_len, meta.value_crc, meta.algorithm, &meta.version[..]), (10, 99, None, &b"7"[..]));
+        assert_eq!(placement, Placement::Separate);
+        assert!(placement.in_data(&meta));
     }
 }

@@ -285,6 +285,14 @@ impl Keyspace {
         self.tree.sealed_memtable_count()
     }
 
+    /// Spindle: bytes in the active memtable, and the size at which it is sealed. A writer
+    /// bounding the write buffer needs both: the rotation a write requests runs on a worker,
+    /// and while the workers are busy flushing the active memtable grows past its size.
+    #[must_use]
+    pub fn active_memtable_fill(&self) -> (u64, u64) {
+        (self.tree.active_memtable().size(), self.config.max_memtable_size)
+    }
+
     /// Prepare ingestiom of a pre-sorted stream of key-value pairs into the keyspace.
     ///
     /// Prefer this method over singular inserts or write batches/transactions
