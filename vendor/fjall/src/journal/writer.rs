@@ -18,7 +18,10 @@ use std::{
 // TODO: this should be a database configuration
 pub const PRE_ALLOCATED_BYTES: u64 = 64 * 1_024 * 1_024;
 
-pub const JOURNAL_BUFFER_BYTES: usize = 8 * 1_024;
+/// Spindle: 256 KiB, not upstream's 8 KiB. A group of 4 KiB puts went to the OS in a write
+/// per ~8 KiB, and each write ending inside a new page-cache page made ext4 zero the rest of
+/// that page first; now a group goes out in a few large writes.
+pub const JOURNAL_BUFFER_BYTES: usize = 256 * 1_024;
 
 pub struct Writer {
     pub(crate) path: PathBuf,
@@ -179,7 +182,7 @@ impl Writer {
 
         Ok(Self {
             path,
-            file: BufWriter::new(file),
+            file: BufWriter::with_capacity(JOURNAL_BUFFER_BYTES, file),
             buf: Vec::new(),
             is_buffer_dirty: false,
             compression: CompressionType::None,
