@@ -206,6 +206,54 @@ async fn pipelined_requests_are_answered_by_sequence() {
     }
 }
 
+/// Requests written together reach the drive in one read: the drive holds the burst's puts and
+/// deletes to hand them to the engine at once, and whatever follows them in the burst must
+/// still see them (reads, ranges) or come after them (FLUSHALLDATA).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_in_one_burst_see_the_writes_before_them() {
+    let drive = TestDrive::start(&[]);
+    let mut p = spindle_client::Pipeline::connect(&drive.addr, spindle_client::ClientConfig::default()).await.unwrap();
+    let kv = |key: String, force: bool| KeyValue { key: Some(Bytes::from(key)), force: Some(force), ..Default::default() };
+    let body = |kv: KeyValue| Some(Body { key_value: Some(kv), ..Default::default() });
+    for round in 0..50 {
+        let mut expect = std::collections::HashMap::new();
+        for i in 0..8 {
+            let key = format!("burst-{i:02}");
+            let value = format!("{round}-{i}");
+            p.queue(MessageType::Put, body(kv(key.clone(), true)), value.as_bytes());
+            // Deleting every other key again right away: the get behind it must miss.
+            if i % 2 == 1 {
+                p.queue(MessageType::Delete, body(kv(key.clone(), true)), &[]);
+            }
+            let seq = p.queue(MessageType::Get, body(kv(key.clone(), false)), &[]);
+            expect.insert(seq, (i % 2 == 0).then_some(value));
+        }
+        let range = Range { start_key: Some(b("burst-")), end_key: Some(b("burst-~")), max_returned: Some(100), ..Default::default() };
+        let range_seq = p.queue(MessageType::Getkeyrange, Some(Body { range: Some(range), ..Default::default() }), &[]);
+        let flush_seq = p.queue(MessageType::Flushalldata, None, &[]);
+        let total = 8 + 4 + 8 + 2;
+        p.flush().await.unwrap();
+        for _ in 0..total {
+            let (ack, response) = p.recv().await.unwrap();
+            if let Some(want) = expect.get(&ack) {
+                match want {
+                    Some(value) => {
+                        assert_eq!(response.status(), StatusCode::Success, "round {round}");
+                        assert_eq!(response.value, b(value), "round {round}");
+                    }
+                    None => assert_eq!(response.status(), StatusCode::NotFound, "round {round}"),
+                }
+            } else if ack == range_seq {
+                let keys = response.command.body.and_then(|b| b.range).map(|r| r.keys).unwrap_or_default();
+                assert_eq!(keys, (0..8).step_by(2).map(|i| Bytes::from(format!("burst-{i:02}"))).collect::<Vec<_>>(), "round {round}");
+            } else {
+                assert_eq!(response.status(), StatusCode::Success, "round {round}, sequence {ack}");
+            }
+        }
+        let _ = flush_seq;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_compare_and_swaps_have_one_winner() {
     let drive = TestDrive::start(&[]);

@@ -105,6 +105,7 @@ where
         state: state.clone(),
         tx,
         out: Vec::new(),
+        pending_writes: parking_lot::Mutex::new(Vec::new()),
         connection_id,
         transport,
         last_sequence: None,
@@ -170,6 +171,11 @@ struct Connection {
     tx: mpsc::UnboundedSender<Vec<Outgoing>>,
     /// Responses of the current read batch, not yet handed to the writer.
     out: Vec<Outgoing>,
+    /// Writes of the current read batch, not yet handed to the engine: a burst of pipelined
+    /// puts reaches the engine's writer as one submission (one wake-up, one queue operation).
+    /// Anything that must see or follow them submits them first. (In a mutex only so that the
+    /// connection is `Sync`, as its future must be `Send`; it is only used through `get_mut`.)
+    pending_writes: parking_lot::Mutex<Vec<WriteRequest>>,
     connection_id: i64,
     /// TLS-only operations and TlsRequired scopes depend on it.
     transport: Transport,
@@ -215,6 +221,7 @@ impl Connection {
     }
 
     fn flush_out(&mut self) {
+        self.submit_pending_writes();
         if !self.out.is_empty() {
             let _ = self.tx.send(std::mem::take(&mut self.out));
         }
@@ -253,6 +260,11 @@ impl Connection {
         let command_bytes = message.command_bytes.clone().unwrap_or_default();
         let command = Command::decode(command_bytes.clone()).map_err(|e| Close::Terminate(format!("undecodable command: {e}")))?;
         let header = command.header.unwrap_or_default();
+        // Only another put or delete may join the writes held for this burst: reads must see
+        // them, and everything else (erase, batches, P2P, admin) must follow them.
+        if !matches!(header.message_type.and_then(|t| MessageType::try_from(t).ok()), Some(MessageType::Put | MessageType::Delete)) {
+            self.submit_pending_writes();
+        }
         if !self.pending_disk_reads.is_empty() {
             let kind = header.message_type.and_then(|t| MessageType::try_from(t).ok());
             if !kind.is_some_and(handler::is_key_read) {
@@ -594,15 +606,12 @@ impl Connection {
         }
         let state = self.state.clone();
         let mut outgoing = self.addressed(auth, header, Reply::ok(None), Some(permit));
-        let (applied_tx, applied_rx) = oneshot::channel();
-        self.last_write_applied = Some(applied_rx);
         let tx = self.tx.clone();
-        self.state.engine.submit(WriteRequest {
+        self.pending_writes.get_mut().push(WriteRequest {
             op,
             sync,
-            on_applied: Some(Box::new(move |_| {
-                let _ = applied_tx.send(());
-            })),
+            // Set on the last write of the burst when it is submitted.
+            on_applied: None,
             on_done: Box::new(move |result| {
                 state.inflight_write_bytes.fetch_sub(footprint, std::sync::atomic::Ordering::AcqRel);
                 if let Some(sequences) = batch {
@@ -623,6 +632,20 @@ impl Connection {
                 let _ = tx.send(vec![outgoing]);
             }),
         });
+    }
+
+    /// Hands the burst's writes to the engine. The engine applies a connection's writes in
+    /// order, so the last one being visible means all are: only it signals.
+    fn submit_pending_writes(&mut self) {
+        let pending = self.pending_writes.get_mut();
+        let Some(last) = pending.last_mut() else { return };
+        let (applied_tx, applied_rx) = oneshot::channel();
+        last.on_applied = Some(Box::new(move |_| {
+            let _ = applied_tx.send(());
+        }));
+        self.last_write_applied = Some(applied_rx);
+        let writes = std::mem::take(pending);
+        self.state.engine.submit_all(writes);
     }
 
     fn send_unsolicited(&mut self, code: StatusCode, message: String) {

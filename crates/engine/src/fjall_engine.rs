@@ -27,7 +27,8 @@ use parking_lot::Mutex;
 use crate::record::{self, Placement};
 use crate::{Check, Engine, Entry, Error, KeyRange, Meta, Result, WriteOp, WriteRequest};
 
-/// Most requests the writer applies as one group.
+/// Most requests the writer applies as one group (a group takes whole submissions, so it may
+/// exceed this and [`MAX_GROUP_BYTES`] by the last one).
 const MAX_GROUP_REQUESTS: usize = 1024;
 /// Most value bytes the writer applies as one group (bounds the latency of a group).
 const MAX_GROUP_BYTES: usize = 32 * 1024 * 1024;
@@ -78,8 +79,9 @@ impl FjallOptions {
 pub struct FjallEngine {
     path: PathBuf,
     store: Arc<Store>,
-    /// Sender to the writer thread; dropped (closing the queue) when the engine drops.
-    queue: Mutex<Option<std::sync::mpsc::Sender<WriteRequest>>>,
+    /// Sender to the writer thread, of requests in submission order; dropped (closing the
+    /// queue) when the engine drops.
+    queue: Mutex<Option<std::sync::mpsc::Sender<Vec<WriteRequest>>>>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -220,11 +222,18 @@ impl Engine for FjallEngine {
     }
 
     fn submit(&self, request: WriteRequest) {
+        self.submit_all(vec![request]);
+    }
+
+    fn submit_all(&self, requests: Vec<WriteRequest>) {
+        if requests.is_empty() {
+            return;
+        }
         let rejected = match self.queue.lock().as_ref() {
-            Some(queue) => queue.send(request).err().map(|e| e.0),
-            None => Some(request),
+            Some(queue) => queue.send(requests).err().map(|e| e.0),
+            None => Some(requests),
         };
-        if let Some(request) = rejected {
+        for request in rejected.into_iter().flatten() {
             let stopped = Error::Io("engine is shutting down".into());
             if let Some(applied) = request.on_applied {
                 applied(Err(stopped.clone()));
@@ -322,15 +331,15 @@ impl Store {
 }
 
 /// The writer thread: groups queued requests, applies them, commits, syncs, answers.
-fn write_loop(store: &Store, queue: std::sync::mpsc::Receiver<WriteRequest>) {
-    while let Ok(first) = queue.recv() {
-        let mut group = vec![first];
-        let mut bytes = group[0].op.footprint();
+fn write_loop(store: &Store, queue: std::sync::mpsc::Receiver<Vec<WriteRequest>>) {
+    while let Ok(mut group) = queue.recv() {
+        // Whole submissions join the group, so it may end a little over the limits.
+        let mut bytes: usize = group.iter().map(|r| r.op.footprint()).sum();
         while group.len() < MAX_GROUP_REQUESTS && bytes < MAX_GROUP_BYTES {
             match queue.try_recv() {
-                Ok(r) => {
-                    bytes += r.op.footprint();
-                    group.push(r);
+                Ok(more) => {
+                    bytes += more.iter().map(|r| r.op.footprint()).sum::<usize>();
+                    group.extend(more);
                 }
                 Err(_) => break,
             }

@@ -90,6 +90,13 @@ pub trait Engine: Send + Sync + 'static {
     /// for `sync` requests after everything applied so far is durable (group commit: one sync
     /// for every request queued meanwhile). Callbacks run on an engine thread: keep them short.
     fn submit(&self, request: WriteRequest);
+    /// Queues several writes, in order, as [`Engine::submit`] would one by one (an engine may
+    /// hand them to its writer at once: one wake-up for a connection's burst of requests).
+    fn submit_all(&self, requests: Vec<WriteRequest>) {
+        for request in requests {
+            self.submit(request);
+        }
+    }
 
     /// Blocking put: stores `value` under `key` if `check` passes against the stored version.
     fn put(&self, key: &[u8], value: bytes::Bytes, meta: Meta, check: Check) -> Result<()> {
