@@ -184,7 +184,10 @@ impl Engine for FjallEngine {
     }
 
     fn get_meta(&self, key: &[u8]) -> Result<Option<Meta>> {
-        self.store.stored_meta(key)
+        // Through a snapshot: a keyspace's own reads see a batch's entries as the writer inserts
+        // them, before the batch is published, so they could see half of one.
+        let snapshot = self.store.db.snapshot();
+        snapshot.get(&self.store.meta, key)?.map(|raw| record::decode(raw.into()).map(|(meta, _)| meta)).transpose()
     }
 
     fn next(&self, key: &[u8]) -> Result<Option<Entry>> {
@@ -199,7 +202,9 @@ impl Engine for FjallEngine {
         if range.is_empty() || range.max == 0 {
             return Ok(Vec::new());
         }
-        let iter = self.store.meta.range::<&[u8], _>(range.bounds());
+        // Through a snapshot, like `get_meta`: never half of a batch.
+        let snapshot = self.store.db.snapshot();
+        let iter = snapshot.range::<&[u8], _>(&self.store.meta, range.bounds());
         let mut keys = Vec::with_capacity(range.max.min(256));
         let mut push = |guard: fjall::Guard| -> Result<bool> {
             keys.push(guard.key()?.into());
@@ -319,10 +324,8 @@ impl Store {
         sealed
     }
 
-    fn stored_meta(&self, key: &[u8]) -> Result<Option<Meta>> {
-        Ok(self.stored(key)?.map(|s| s.meta))
-    }
-
+    /// What the store holds for `key`, read as the writer thread sees it: everything it has
+    /// applied (only readers on other threads need a snapshot).
     fn stored(&self, key: &[u8]) -> Result<Option<Known>> {
         let Some(raw) = self.meta.get(key)? else { return Ok(None) };
         let (meta, placement) = record::decode(raw.into())?;

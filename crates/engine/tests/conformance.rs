@@ -237,6 +237,55 @@ fn readers_never_see_half_a_batch() {
     }
 }
 
+/// The other reads see batches whole too: a metadata read of the first and then the last key
+/// of a batch, and a key range over all of them.
+#[test]
+fn metadata_reads_and_ranges_never_see_half_a_batch() {
+    use spindle_engine::WriteOp::{Delete, Put};
+    for (e, _dir) in engines() {
+        let versioned = ["m1", "m2", "m3", "m4"];
+        let toggled = ["t1", "t2", "t3", "t4"];
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let checks_done = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            let reader = s.spawn(|| {
+                let version = |k: &[u8]| e.get_meta(k).unwrap().map(|m| m.version);
+                let mut checks = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let first = version(b"m1");
+                    let last = version(b"m4");
+                    assert!(last >= first, "saw m1 at {first:?} but m4 at {last:?}");
+                    let present = e.keys(&range("t", Some("u"), false, 10)).unwrap().len();
+                    assert!(present == 0 || present == 4, "a range saw {present} of a batch's 4 keys");
+                    checks += 1;
+                    checks_done.store(checks, std::sync::atomic::Ordering::Relaxed);
+                }
+                checks
+            });
+            while checks_done.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+                std::thread::yield_now();
+            }
+            for round in 0..300u32 {
+                let version = b(&format!("{round:05}"));
+                let mut ops: Vec<_> = versioned
+                    .iter()
+                    .map(|k| Put { key: b(k), value: b("v"), meta: Meta { version: version.clone(), ..Meta::default() }, check: Check::Force })
+                    .collect();
+                for k in toggled {
+                    ops.push(if round % 2 == 0 {
+                        Put { key: b(k), value: b("v"), meta: Meta::default(), check: Check::Force }
+                    } else {
+                        Delete { key: b(k), check: Check::Force }
+                    });
+                }
+                submit_wait(&e, spindle_engine::WriteOp::Batch(ops)).unwrap();
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            assert!(reader.join().unwrap() > 0);
+        });
+    }
+}
+
 #[test]
 fn erase_removes_everything_and_the_store_keeps_working() {
     for secure in [false, true] {
