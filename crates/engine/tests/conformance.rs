@@ -200,88 +200,71 @@ fn batches_apply_all_or_nothing() {
     }
 }
 
+/// Commits 300 batches (`batch(round)`) while another thread runs `check` over and over; the
+/// writing starts only once the reader runs, so the two really overlap.
+fn check_while_batches_commit(e: &Arc<dyn Engine>, batch: impl Fn(u32) -> Vec<spindle_engine::WriteOp>, check: impl Fn(&dyn Engine) + Sync) {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let stop = AtomicBool::new(false);
+    let checks_done = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                check(e.as_ref());
+                checks_done.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        while checks_done.load(Ordering::Relaxed) == 0 {
+            std::thread::yield_now();
+        }
+        for round in 0..300u32 {
+            submit_wait(e, spindle_engine::WriteOp::Batch(batch(round))).unwrap();
+        }
+        stop.store(true, Ordering::Relaxed);
+        reader.join().unwrap();
+    });
+}
+
 #[test]
 fn readers_never_see_half_a_batch() {
     use spindle_engine::WriteOp::Put;
     for (e, _dir) in engines() {
-        let keys = ["x1", "x2", "x3", "x4"];
-        let stop = std::sync::atomic::AtomicBool::new(false);
-        let checks_done = std::sync::atomic::AtomicUsize::new(0);
-        std::thread::scope(|s| {
-            let reader = s.spawn(|| {
-                // Each batch writes round r under x1..x4 in that order. Reading x1 and then x4:
-                // if batches are atomic, x4 can never be behind x1.
-                let round = |k: &[u8]| e.get(k).unwrap().map(|x| String::from_utf8(x.value.to_vec()).unwrap().parse::<u32>().unwrap());
-                let mut checks = 0;
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    let first = round(b"x1");
-                    let last = round(b"x4");
-                    assert!(last >= first, "saw x1 at {first:?} but x4 at {last:?}");
-                    checks += 1;
-                    checks_done.store(checks, std::sync::atomic::Ordering::Relaxed);
-                }
-                checks
-            });
-            // Start writing only once the reader runs, so the two really overlap.
-            while checks_done.load(std::sync::atomic::Ordering::Relaxed) == 0 {
-                std::thread::yield_now();
-            }
-            for round in 0..300u32 {
-                let v = b(&round.to_string());
-                let ops = keys.iter().map(|k| Put { key: b(k), value: v.clone(), meta: Meta::default(), check: Check::Force }).collect();
-                submit_wait(&e, spindle_engine::WriteOp::Batch(ops)).unwrap();
-            }
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
-            assert!(reader.join().unwrap() > 0);
+        // Each batch writes round r under x1..x4 in that order. Reading x1 and then x4: if
+        // batches are atomic, x4 can never be behind x1.
+        let batch = |round: u32| {
+            let v = b(&round.to_string());
+            ["x1", "x2", "x3", "x4"].iter().map(|k| Put { key: b(k), value: v.clone(), meta: Meta::default(), check: Check::Force }).collect()
+        };
+        check_while_batches_commit(&e, batch, |e| {
+            let round = |k: &[u8]| e.get(k).unwrap().map(|x| String::from_utf8(x.value.to_vec()).unwrap().parse::<u32>().unwrap());
+            let first = round(b"x1");
+            let last = round(b"x4");
+            assert!(last >= first, "saw x1 at {first:?} but x4 at {last:?}");
         });
     }
 }
 
 /// The other reads see batches whole too: a metadata read of the first and then the last key
-/// of a batch, and a key range over all of them.
+/// of a batch, and a key range over keys a batch creates or removes together.
 #[test]
 fn metadata_reads_and_ranges_never_see_half_a_batch() {
     use spindle_engine::WriteOp::{Delete, Put};
     for (e, _dir) in engines() {
-        let versioned = ["m1", "m2", "m3", "m4"];
-        let toggled = ["t1", "t2", "t3", "t4"];
-        let stop = std::sync::atomic::AtomicBool::new(false);
-        let checks_done = std::sync::atomic::AtomicUsize::new(0);
-        std::thread::scope(|s| {
-            let reader = s.spawn(|| {
-                let version = |k: &[u8]| e.get_meta(k).unwrap().map(|m| m.version);
-                let mut checks = 0;
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    let first = version(b"m1");
-                    let last = version(b"m4");
-                    assert!(last >= first, "saw m1 at {first:?} but m4 at {last:?}");
-                    let present = e.keys(&range("t", Some("u"), false, 10)).unwrap().len();
-                    assert!(present == 0 || present == 4, "a range saw {present} of a batch's 4 keys");
-                    checks += 1;
-                    checks_done.store(checks, std::sync::atomic::Ordering::Relaxed);
-                }
-                checks
+        let batch = |round: u32| {
+            let version = b(&format!("{round:05}"));
+            let versioned = ["m1", "m2", "m3", "m4"].map(|k| Put { key: b(k), value: b("v"), meta: Meta { version: version.clone(), ..Meta::default() }, check: Check::Force });
+            let toggled = ["t1", "t2", "t3", "t4"].map(|k| match round % 2 {
+                0 => Put { key: b(k), value: b("v"), meta: Meta::default(), check: Check::Force },
+                _ => Delete { key: b(k), check: Check::Force },
             });
-            while checks_done.load(std::sync::atomic::Ordering::Relaxed) == 0 {
-                std::thread::yield_now();
-            }
-            for round in 0..300u32 {
-                let version = b(&format!("{round:05}"));
-                let mut ops: Vec<_> = versioned
-                    .iter()
-                    .map(|k| Put { key: b(k), value: b("v"), meta: Meta { version: version.clone(), ..Meta::default() }, check: Check::Force })
-                    .collect();
-                for k in toggled {
-                    ops.push(if round % 2 == 0 {
-                        Put { key: b(k), value: b("v"), meta: Meta::default(), check: Check::Force }
-                    } else {
-                        Delete { key: b(k), check: Check::Force }
-                    });
-                }
-                submit_wait(&e, spindle_engine::WriteOp::Batch(ops)).unwrap();
-            }
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
-            assert!(reader.join().unwrap() > 0);
+            versioned.into_iter().chain(toggled).collect()
+        };
+        check_while_batches_commit(&e, batch, |e| {
+            let version = |k: &[u8]| e.get_meta(k).unwrap().map(|m| m.version);
+            let first = version(b"m1");
+            let last = version(b"m4");
+            assert!(last >= first, "saw m1 at {first:?} but m4 at {last:?}");
+            let present = e.keys(&range("t", Some("u"), false, 10)).unwrap().len();
+            assert!(present == 0 || present == 4, "a range saw {present} of a batch's 4 keys");
         });
     }
 }
