@@ -467,6 +467,18 @@ impl Staged {
         }
     }
 
+    /// Whether the data keyspace may hold a value for `key`, for a forced small put, which has
+    /// not read the key's record. Asking the data keyspace itself is cheaper than reading the
+    /// record: where values are small it holds few keys, and its tables' bloom filters
+    /// answer for the rest.
+    fn may_hold_value(&self, store: &Store, group: &HashMap<Bytes, Option<Known>>, key: &Bytes) -> Result<bool> {
+        let earlier = self.written.iter().rev().find(|(k, _)| k == key).map(|(_, m)| m).or_else(|| group.get(key));
+        match earlier {
+            Some(known) => Ok(known.as_ref().is_some_and(|m| m.in_data)),
+            None => Ok(store.data.contains_key(key)?),
+        }
+    }
+
     fn op(&mut self, store: &Store, group: &HashMap<Bytes, Option<Known>>, op: &WriteOp) -> Result<()> {
         match op {
             WriteOp::Put { key, value, meta, check } => {
@@ -483,9 +495,11 @@ impl Staged {
                 self.effects.push(Effect::Insert { data: false, key: key.clone(), value: record });
                 if !inline {
                     self.effects.push(Effect::Insert { data: true, key: key.clone(), value: value.clone() });
-                } else if stored.as_ref().map_or(*check == Check::Force, |m| m.in_data) {
-                    // An earlier large value must not be left behind in the data keyspace. A
-                    // forced put does not know, and a blind tombstone is cheaper than a read.
+                } else if match &stored {
+                    Some(m) => m.in_data,
+                    None => *check == Check::Force && self.may_hold_value(store, group, key)?,
+                } {
+                    // An earlier large value must not be left behind in the data keyspace.
                     self.effects.push(Effect::Remove { data: true, key: key.clone() });
                 }
                 self.written.push((key.clone(), Some(Known { meta, in_data: !inline })));
