@@ -232,3 +232,29 @@ async fn pushes_run_as_the_requesting_identity_under_its_acl() {
     let r = six.push_to_peer(&peer_of(&peer), vec![PushOp { new_key: Some(b("b/stolen")), ..PushOp::copy(b("a/1")) }]).await.unwrap();
     assert_eq!(r.operations[0].status, StatusCode::NotAuthorized);
 }
+
+/// A push pipelined right behind puts on the same connection copies what those puts wrote.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_sees_the_writes_sent_before_it_on_its_connection() {
+    use spindle_client::MessageType;
+    use spindle_proto::pb::command::p2p_operation::{Operation, Peer as PeerProto};
+    use spindle_proto::pb::command::{Body, KeyValue, P2pOperation};
+    let (a, peer) = (TestDrive::start(&[]), TestDrive::start(&[]));
+    let cb = peer.client().await;
+    let port = peer_of(&peer).port as i32;
+    let mut p = spindle_client::Pipeline::connect(&a.addr, spindle_client::ClientConfig::default()).await.unwrap();
+    for round in 0..20 {
+        let value = format!("round {round}");
+        let put = KeyValue { key: Some(b("pushed")), force: Some(true), ..KeyValue::default() };
+        p.queue(MessageType::Put, Some(Body { key_value: Some(put), ..Body::default() }), value.as_bytes());
+        let op = Operation { key: Some(b("pushed")), force: Some(true), ..Operation::default() };
+        let push = P2pOperation { peer: Some(PeerProto { hostname: Some("127.0.0.1".into()), port: Some(port), tls: Some(false) }), operation: vec![op], all_child_operations_succeeded: None };
+        p.queue(MessageType::Peer2peerpush, Some(Body { p2p_operation: Some(Box::new(push)), ..Body::default() }), &[]);
+        p.flush().await.unwrap();
+        for _ in 0..2 {
+            let (_, response) = p.recv().await.unwrap();
+            assert_eq!(response.status(), StatusCode::Success, "round {round}");
+        }
+        assert_eq!(cb.get(b"pushed").await.unwrap().unwrap().value, b(&value), "round {round}");
+    }
+}

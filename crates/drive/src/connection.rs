@@ -189,6 +189,15 @@ struct Connection {
     writes: Arc<Semaphore>,
 }
 
+impl Drop for Connection {
+    /// Writes already accepted still reach the engine if the connection's task ends some other
+    /// way than through `serve` (a panic, the runtime shutting down): their completion also
+    /// returns their share of the in-flight write budget.
+    fn drop(&mut self) {
+        self.submit_pending_writes();
+    }
+}
+
 /// One frame off the wire.
 enum Incoming {
     Frame { message: Bytes, value: Bytes },
@@ -373,15 +382,22 @@ impl Connection {
             _ => {}
         }
 
-        // Held until this request has run (or been handed to the writer).
+        // Held until this request has run (or been handed to the writer). Writes held for the
+        // burst go to the engine before any wait here: they were accepted earlier, and a
+        // higher priority elsewhere must not hold them back.
         let state = self.state.clone();
+        if state.priorities.would_wait(header.priority) {
+            self.submit_pending_writes();
+        }
         let _turn = state.priorities.enter(header.priority).await;
         if let Some(id) = header.batch_id {
             return self.batch_command(&caller, id, kind, sequence, &header, command.body, value, auth()).await;
         }
         if kind == MessageType::Mediaoptimize {
-            // Compaction takes a while: it runs beside the connection.
-            let permit = self.writes.clone().acquire_owned().await.map_err(|_| Close::Broken("semaphore closed".into()))?;
+            // Compaction takes a while: it runs beside the connection, after this connection's
+            // earlier writes.
+            let permit = self.acquire(self.writes.clone()).await?;
+            self.await_applied_writes().await;
             let mut outgoing = self.addressed(auth(), &header, Reply::ok(None), Some(permit));
             let (state, tx) = (self.state.clone(), self.tx.clone());
             tokio::spawn(async move {
@@ -391,7 +407,9 @@ impl Connection {
             return Ok(());
         }
         if kind == MessageType::Peer2peerpush {
-            let permit = self.writes.clone().acquire_owned().await.map_err(|_| Close::Broken("semaphore closed".into()))?;
+            let permit = self.acquire(self.writes.clone()).await?;
+            // The push reads this drive: it must see the writes this connection sent before it.
+            self.await_applied_writes().await;
             let request = command.body.and_then(|b| b.p2p_operation).map(|p| *p).unwrap_or_default();
             let mut outgoing = self.addressed(auth(), &header, Reply::ok(None), Some(permit));
             let (state, tx) = (self.state.clone(), self.tx.clone());
@@ -404,20 +422,10 @@ impl Connection {
         }
 
         let is_write = handler::is_write(kind);
-        let permits = if is_write { self.writes.clone() } else { self.reads.clone() };
-        let permit = match permits.clone().try_acquire_owned() {
-            Ok(p) => p,
-            Err(_) => {
-                // Every permit may be held by responses still in our batch: release them first.
-                self.flush_out();
-                permits.acquire_owned().await.map_err(|_| Close::Broken("semaphore closed".into()))?
-            }
-        };
+        let permit = self.acquire(if is_write { self.writes.clone() } else { self.reads.clone() }).await?;
         if !is_write {
             // A read sees every write this connection sent before it.
-            if let Some(applied) = self.last_write_applied.take() {
-                let _ = applied.await;
-            }
+            self.await_applied_writes().await;
         }
         // The request's timeout (ms) counts from its arrival: one that waited too long for its
         // turn is answered SERVICE_BUSY without running.
@@ -513,7 +521,7 @@ impl Connection {
                         self.respond(auth, header, reply, None);
                     }
                     Ok(commit) => {
-                        let permit = self.writes.clone().acquire_owned().await.map_err(|_| Close::Broken("semaphore closed".into()))?;
+                        let permit = self.acquire(self.writes.clone()).await?;
                         self.submit_write(auth, header, commit.op, true, permit, Some(commit.sequences));
                     }
                 }
@@ -632,6 +640,26 @@ impl Connection {
                 let _ = tx.send(vec![outgoing]);
             }),
         });
+    }
+
+    /// A permit from `permits`. Every permit may be held by responses still in this burst's
+    /// batch, so those are handed over first whenever the wait is not instant.
+    async fn acquire(&mut self, permits: Arc<Semaphore>) -> Result<OwnedSemaphorePermit, Close> {
+        match permits.clone().try_acquire_owned() {
+            Ok(p) => Ok(p),
+            Err(_) => {
+                self.flush_out();
+                permits.acquire_owned().await.map_err(|_| Close::Broken("semaphore closed".into()))
+            }
+        }
+    }
+
+    /// Waits until every write this connection has sent is visible to readers.
+    async fn await_applied_writes(&mut self) {
+        self.submit_pending_writes();
+        if let Some(applied) = self.last_write_applied.take() {
+            let _ = applied.await;
+        }
     }
 
     /// Hands the burst's writes to the engine. The engine applies a connection's writes in

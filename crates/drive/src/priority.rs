@@ -11,6 +11,10 @@ use tokio::sync::Notify;
 const LEVELS: usize = 10;
 pub const NORMAL: i32 = 5;
 
+fn level_of(priority: Option<i32>) -> usize {
+    priority.unwrap_or(NORMAL).clamp(0, LEVELS as i32 - 1) as usize
+}
+
 #[derive(Default)]
 pub struct PriorityGate {
     active: [AtomicU32; LEVELS],
@@ -29,8 +33,13 @@ impl PriorityGate {
     }
 
     /// Registers a request of `priority` and waits until no higher priority is active.
+    /// Whether a request of `priority` would wait in [`PriorityGate::enter`] now.
+    pub fn would_wait(&self, priority: Option<i32>) -> bool {
+        self.higher_active(level_of(priority))
+    }
+
     pub async fn enter(&self, priority: Option<i32>) -> Ticket<'_> {
-        let level = priority.unwrap_or(NORMAL).clamp(0, LEVELS as i32 - 1) as usize;
+        let level = level_of(priority);
         self.active[level].fetch_add(1, Ordering::AcqRel);
         while self.higher_active(level) {
             let changed = self.changed.notified();

@@ -469,14 +469,15 @@ impl Staged {
     }
 
     /// Whether the data keyspace may hold a value for `key`, for a forced small put, which has
-    /// not read the key's record. Asking the data keyspace itself is cheaper than reading the
-    /// record: where values are small it holds few keys, and its tables' bloom filters
-    /// answer for the rest.
+    /// not read the key's record. The data keyspace's memtables and its tables' filters answer
+    /// without reading a block: where values are small it holds few keys, and where a large
+    /// value is overwritten by a small one the answer is a filter's "maybe" and a tombstone,
+    /// not a lookup (a false "maybe" costs only a tombstone).
     fn may_hold_value(&self, store: &Store, group: &HashMap<Bytes, Option<Known>>, key: &Bytes) -> Result<bool> {
         let earlier = self.written.iter().rev().find(|(k, _)| k == key).map(|(_, m)| m).or_else(|| group.get(key));
         match earlier {
             Some(known) => Ok(known.as_ref().is_some_and(|m| m.in_data)),
-            None => Ok(store.data.contains_key(key)?),
+            None => Ok(store.data.may_contain_key(key)?),
         }
     }
 
@@ -578,6 +579,12 @@ mod tests {
         Delete { key: u8, force: bool },
         /// Several puts of one key in one atomic batch (one writer group).
         Batch { key: u8, lens: Vec<usize> },
+        /// Several forced puts (`Some(len)`) and deletes (`None`) of one key submitted together,
+        /// as separate requests the writer applies as one group.
+        Group { key: u8, ops: Vec<Option<usize>> },
+        /// Both keyspaces' memtables flushed to tables, so that tables and their filters
+        /// answer later steps.
+        Flush,
     }
 
     fn len() -> impl Strategy<Value = usize> {
@@ -589,6 +596,8 @@ mod tests {
             (0u8..6, len(), any::<bool>()).prop_map(|(key, len, force)| Step::Put { key, len, force }),
             (0u8..6, any::<bool>()).prop_map(|(key, force)| Step::Delete { key, force }),
             (0u8..6, proptest::collection::vec(len(), 1..4)).prop_map(|(key, lens)| Step::Batch { key, lens }),
+            (0u8..6, proptest::collection::vec(proptest::option::of(len()), 2..5)).prop_map(|(key, ops)| Step::Group { key, ops }),
+            Just(Step::Flush),
         ]
     }
 
@@ -647,6 +656,35 @@ mod tests {
                         }
                         engine.submit_and_wait(WriteOp::Batch(ops), false).unwrap();
                     }
+                    Step::Group { key, ops } => {
+                        let key = Bytes::from(vec![key]);
+                        let (tx, rx) = std::sync::mpsc::channel();
+                        let mut requests = Vec::new();
+                        for op in ops {
+                            let op = match op {
+                                Some(len) => {
+                                    let (v, version) = value(len);
+                                    model.insert(key.clone(), (v.clone(), version.clone()));
+                                    WriteOp::Put { key: key.clone(), value: v, meta: Meta { version, ..Meta::default() }, check: Check::Force }
+                                }
+                                None => {
+                                    model.remove(&key);
+                                    WriteOp::Delete { key: key.clone(), check: Check::Force }
+                                }
+                            };
+                            let tx = tx.clone();
+                            requests.push(WriteRequest { op, sync: false, on_applied: None, on_done: Box::new(move |r| { let _ = tx.send(r); }) });
+                        }
+                        let count = requests.len();
+                        engine.submit_all(requests);
+                        for _ in 0..count {
+                            rx.recv().unwrap().unwrap();
+                        }
+                    }
+                    Step::Flush => {
+                        engine.store.meta.rotate_memtable_and_wait().unwrap();
+                        engine.store.data.rotate_memtable_and_wait().unwrap();
+                    }
                 }
                 check(&engine, &model)?;
             }
@@ -669,12 +707,21 @@ mod tests {
             engine.store.data.insert(key, value).unwrap();
         }
         assert_eq!(engine.get(b"a").unwrap().unwrap().value, Bytes::from_static(b"small"));
-        // A versioned small put replaces the old value, a delete removes it: neither leaves
-        // the old one behind.
+        // Small puts replace the old values and deletes remove them, versioned or forced (a
+        // forced put asks the data keyspace, having read no record): none leaves one behind.
         engine.put(b"a", Bytes::from_static(b"new"), meta(b"2", 0), Check::Version(Bytes::from_static(b"1"))).unwrap();
         engine.delete(b"b", Check::Version(Bytes::from_static(b"1"))).unwrap();
+        for (key, value) in [(&b"c"[..], &b"forced-put"[..]), (b"d", b"forced-delete")] {
+            engine.store.meta.insert(key, record::encode(&meta(b"1", value.len()), None).unwrap()).unwrap();
+            engine.store.data.insert(key, value).unwrap();
+        }
+        engine.store.data.rotate_memtable_and_wait().unwrap();
+        engine.put(b"c", Bytes::from_static(b"small"), meta(b"2", 0), Check::Force).unwrap();
+        engine.delete(b"d", Check::Force).unwrap();
         assert_eq!(engine.get(b"a").unwrap().unwrap().value, Bytes::from_static(b"new"));
         assert_eq!(engine.get(b"b").unwrap(), None);
+        assert_eq!(engine.get(b"c").unwrap().unwrap().value, Bytes::from_static(b"small"));
+        assert_eq!(engine.get(b"d").unwrap(), None);
         assert!(data_keys(&engine).is_empty());
     }
 }

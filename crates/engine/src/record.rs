@@ -84,7 +84,7 @@ pub fn decode(mut raw: Bytes) -> Result<(Meta, Placement)> {
     let version = raw.split_to(version_len);
     let tag_len = raw.get_u16() as usize;
     let value_here = if format == FORMAT_INLINE { value_len as usize } else { 0 };
-    if raw.len() != tag_len + value_here {
+    if tag_len.checked_add(value_here) != Some(raw.len()) {
         return Err(corrupt("bad tag or value length"));
     }
     let tag = raw.split_to(tag_len);

@@ -213,7 +213,8 @@ fn check_while_batches_commit(e: &Arc<dyn Engine>, batch: impl Fn(u32) -> Vec<sp
                 checks_done.fetch_add(1, Ordering::Relaxed);
             }
         });
-        while checks_done.load(Ordering::Relaxed) == 0 {
+        // A check that fails at once ends the reader: then stop waiting and let join report it.
+        while checks_done.load(Ordering::Relaxed) == 0 && !reader.is_finished() {
             std::thread::yield_now();
         }
         for round in 0..300u32 {

@@ -285,6 +285,21 @@ impl Keyspace {
         self.tree.sealed_memtable_count()
     }
 
+    /// Spindle: whether the keyspace may hold a value for `key`, from its memtables and its
+    /// tables' filters only (no table block, no blob read). `false` is certain; `true` may be
+    /// a filter's false positive.
+    ///
+    /// # Errors
+    ///
+    /// Will return `Err` if an IO error occurs while loading a filter block.
+    pub fn may_contain_key<K: AsRef<[u8]>>(&self, key: K) -> crate::Result<bool> {
+        let found = match &self.tree {
+            crate::AnyTree::Standard(tree) => tree.may_contain_key(key.as_ref()),
+            crate::AnyTree::Blob(tree) => tree.may_contain_key(key.as_ref()),
+        };
+        Ok(found?)
+    }
+
     /// Spindle: bytes in the active memtable, and the size at which it is sealed. A writer
     /// bounding the write buffer needs both: the rotation a write requests runs on a worker,
     /// and while the workers are busy flushing the active memtable grows past its size.

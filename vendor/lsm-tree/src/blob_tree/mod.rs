@@ -136,6 +136,11 @@ pub struct BlobTree {
 }
 
 impl BlobTree {
+    /// Spindle: see [`crate::Tree::may_contain_key`] (asked of the index tree: no blob read).
+    pub fn may_contain_key(&self, key: &[u8]) -> crate::Result<bool> {
+        self.index.may_contain_key(key)
+    }
+
     pub(crate) fn open(config: Config) -> crate::Result<Self> {
         use crate::file::{fsync_directory, BLOBS_FOLDER};
 

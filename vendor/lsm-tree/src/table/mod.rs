@@ -226,23 +226,10 @@ impl Table {
         self.metadata.file_size
     }
 
-    pub fn get(
-        &self,
-        key: &[u8],
-        seqno: SeqNo,
-        key_hash: u64,
-    ) -> crate::Result<Option<InternalValue>> {
-        #[cfg(feature = "metrics")]
-        use std::sync::atomic::Ordering::Relaxed;
-
-        // Translate seqno to "our" seqno
-        let seqno = seqno.saturating_sub(self.global_seqno());
-
-        if self.metadata.seqnos.0 >= seqno {
-            return Ok(None);
-        }
-
-        let filter_block = if let Some(block) = &self.pinned_filter_block {
+    /// Spindle: the filter block that answers for `key` at `seqno` (this table's own seqno),
+    /// if the table has one.
+    fn filter_block_for(&self, key: &[u8], seqno: SeqNo) -> crate::Result<Option<Cow<'_, FilterBlock>>> {
+        Ok(if let Some(block) = &self.pinned_filter_block {
             Some(Cow::Borrowed(block))
         } else if let Some(filter_idx) = &self.pinned_filter_index {
             let mut iter = filter_idx.iter();
@@ -275,7 +262,37 @@ impl Table {
             Some(Cow::Owned(block))
         } else {
             None
-        };
+        })
+    }
+
+    /// Spindle: whether this table may hold an entry (a value or a tombstone) for `key`, by its
+    /// filter alone: never a false `false`, and no data or index block read. Without a filter
+    /// the answer is `true`.
+    pub fn may_contain(&self, key: &[u8], key_hash: u64) -> crate::Result<bool> {
+        let seqno = SeqNo::MAX.saturating_sub(self.global_seqno());
+        match self.filter_block_for(key, seqno)? {
+            Some(filter_block) => filter_block.maybe_contains_hash(key_hash),
+            None => Ok(true),
+        }
+    }
+
+    pub fn get(
+        &self,
+        key: &[u8],
+        seqno: SeqNo,
+        key_hash: u64,
+    ) -> crate::Result<Option<InternalValue>> {
+        #[cfg(feature = "metrics")]
+        use std::sync::atomic::Ordering::Relaxed;
+
+        // Translate seqno to "our" seqno
+        let seqno = seqno.saturating_sub(self.global_seqno());
+
+        if self.metadata.seqnos.0 >= seqno {
+            return Ok(None);
+        }
+
+        let filter_block = self.filter_block_for(key, seqno)?;
 
         if let Some(filter_block) = &filter_block {
             if !filter_block.maybe_contains_hash(key_hash)? {

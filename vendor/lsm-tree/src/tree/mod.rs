@@ -740,6 +740,33 @@ impl Tree {
         Self::get_internal_entry_from_tables(&super_version.version, key, seqno)
     }
 
+    /// Spindle: whether the tree may hold a value for `key` now (at the newest sequence
+    /// number), answered from the memtables, which are exact, and the tables' filters alone:
+    /// `false` is certain, `true` may be a filter's false positive. A writer that only needs
+    /// to know whether a delete is due asks this instead of reading the key.
+    pub fn may_contain_key(&self, key: &[u8]) -> crate::Result<bool> {
+        let super_version = self.get_version_for_snapshot(SeqNo::MAX);
+        let in_memtable = super_version
+            .active_memtable
+            .get(key, SeqNo::MAX)
+            .or_else(|| Self::get_internal_entry_from_sealed_memtables(&super_version, key, SeqNo::MAX));
+        if let Some(entry) = in_memtable {
+            return Ok(!entry.is_tombstone());
+        }
+        let key_hash = crate::table::filter::standard_bloom::Builder::get_hash(key);
+        for table in super_version
+            .version
+            .iter_levels()
+            .flat_map(|lvl| lvl.iter())
+            .filter_map(|run| run.get_for_key(key))
+        {
+            if table.may_contain(key, key_hash)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     fn get_internal_entry_from_tables(
         version: &Version,
         key: &[u8],
