@@ -83,12 +83,19 @@ fn the_paper_micro_benchmarks_run_end_to_end() {
 fn an_interrupted_paper_run_leaves_valid_partial_results() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("partial.json");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_spindle"))
-        .args(["bench", "paper", "--drive", "memory:", "--scale", "paper", "--out"])
-        .arg(&out)
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_spindle"));
+    command.args(["bench", "paper", "--drive", "memory:", "--scale", "paper", "--out"]).arg(&out).stderr(std::process::Stdio::null());
+    // A test run started in the background of a non-interactive shell inherits SIGINT as
+    // ignored, and so would the child: give it the default action, as a terminal's Ctrl-C has.
+    // SAFETY: signal() is async-signal-safe, and nothing else runs between fork and exec.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        command.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().unwrap();
     // Wait for the first points, then Ctrl-C.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while !out.exists() {
