@@ -459,13 +459,16 @@ impl Staged {
     /// The metadata `key` has after this request's earlier operations, the group's earlier
     /// requests, or in the store.
     fn current(&self, store: &Store, group: &HashMap<Bytes, Option<Known>>, key: &Bytes) -> Result<Option<Known>> {
-        if let Some((_, m)) = self.written.iter().rev().find(|(k, _)| k == key) {
-            return Ok(m.clone());
-        }
-        match group.get(key) {
-            Some(m) => Ok(m.clone()),
+        match self.written_earlier(group, key) {
+            Some(known) => Ok(known.clone()),
             None => store.stored(key),
         }
+    }
+
+    /// What this request's earlier operations or the group's earlier requests left under
+    /// `key` (`Some(None)`: deleted), if they touched it.
+    fn written_earlier<'a>(&'a self, group: &'a HashMap<Bytes, Option<Known>>, key: &Bytes) -> Option<&'a Option<Known>> {
+        self.written.iter().rev().find(|(k, _)| k == key).map(|(_, m)| m).or_else(|| group.get(key))
     }
 
     /// Whether the data keyspace may hold a value for `key`, for a forced small put, which has
@@ -474,8 +477,7 @@ impl Staged {
     /// value is overwritten by a small one the answer is a filter's "maybe" and a tombstone,
     /// not a lookup (a false "maybe" costs only a tombstone).
     fn may_hold_value(&self, store: &Store, group: &HashMap<Bytes, Option<Known>>, key: &Bytes) -> Result<bool> {
-        let earlier = self.written.iter().rev().find(|(k, _)| k == key).map(|(_, m)| m).or_else(|| group.get(key));
-        match earlier {
+        match self.written_earlier(group, key) {
             Some(known) => Ok(known.as_ref().is_some_and(|m| m.in_data)),
             None => Ok(store.data.may_contain_key(key)?),
         }
