@@ -321,3 +321,64 @@ async fn everything_works_over_tls_too() {
     assert!(spindle_client::Client::connect(drive.tls_addr.as_str(), config).await.is_err());
     plain.noop().await.unwrap();
 }
+
+/// Priorities across connections: a request does not run while one of a higher priority is
+/// waiting on the drive, and the writes its own connection sent just before it, which passed
+/// (and are held to go to the engine with their burst), are not held back with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lower_priority_waits_for_a_higher_one_but_not_the_writes_before_it() {
+    use bytes::BytesMut;
+    use common::{signed_frame, KEY};
+    use spindle_proto::pb::Command;
+    // The protocol's LOWEST, HIGHER and HIGHEST.
+    const LOWEST: i32 = 1;
+    const HIGHER: i32 = 7;
+    const HIGHEST: i32 = 9;
+    let drive = TestDrive::with_config("[limits]\nmax_outstanding_read_requests = 2\n");
+    let c = drive.client().await;
+    c.put(b"big", Bytes::from(vec![3u8; 1024 * 1024]), PutOptions::default()).await.unwrap();
+    let get_big = || Some(Body { key_value: Some(KeyValue { key: Some(b("big")), ..Default::default() }), ..Default::default() });
+
+    // A HIGHER-priority connection that never reads: the answers to its first GETs fill the
+    // socket buffers and keep its two read permits, so its next GET waits for a permit with its
+    // turn taken, and the drive has a HIGHER request waiting for as long as this lasts.
+    let mut high = RawConn::connect(&drive.addr).await;
+    let mut frames = BytesMut::new();
+    // (64 MiB of answers: more than any socket buffers hold.)
+    for _ in 0..64 {
+        let header = spindle_proto::pb::command::Header { priority: Some(HIGHER), ..high.header(MessageType::Get) };
+        signed_frame(&Command { header: Some(header), body: get_big(), status: None }, 1, KEY, b"", &mut frames);
+    }
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), high.send_bytes(&frames)).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+
+    // One burst on another connection: a HIGHEST put, which passes, then a LOWEST one.
+    let mut low = RawConn::connect(&drive.addr).await;
+    let put = |key: &str| Some(Body { key_value: Some(KeyValue { key: Some(b(key)), force: Some(true), ..Default::default() }), ..Default::default() });
+    let first_put = spindle_proto::pb::command::Header { priority: Some(HIGHEST), ..low.header(MessageType::Put) };
+    let lowest = spindle_proto::pb::command::Header { priority: Some(LOWEST), ..low.header(MessageType::Put) };
+    let (first_put_seq, lowest_seq) = (first_put.sequence, lowest.sequence);
+    let mut frames = BytesMut::new();
+    signed_frame(&Command { header: Some(first_put), body: put("first_put"), status: None }, 1, KEY, b"n", &mut frames);
+    signed_frame(&Command { header: Some(lowest), body: put("lowest"), status: None }, 1, KEY, b"l", &mut frames);
+    low.send_bytes(&frames).await;
+
+    let ack = |c: &Command| c.header.as_ref().and_then(|h| h.ack_sequence);
+    let (_, first, _) = tokio::time::timeout(std::time::Duration::from_secs(5), low.response())
+        .await
+        .expect("the HIGHEST put was held back behind the LOWEST one")
+        .unwrap();
+    assert_eq!((ack(&first), common::status_of(&first)), (first_put_seq, StatusCode::Success));
+    assert!(
+        tokio::time::timeout(std::time::Duration::from_millis(500), low.response()).await.is_err(),
+        "the LOWEST put ran while a HIGHER request was waiting"
+    );
+
+    // Once the HIGHER requests are gone, the LOWEST put runs.
+    drop(high);
+    let (_, second, _) = tokio::time::timeout(std::time::Duration::from_secs(20), low.response()).await.expect("the LOWEST put ran").unwrap();
+    assert_eq!((ack(&second), common::status_of(&second)), (lowest_seq, StatusCode::Success));
+    // (A NORMAL request, such as the client's GETs, also waited until now.)
+    assert_eq!(c.get(b"first_put").await.unwrap().map(|e| e.value), Some(b("n")));
+    assert_eq!(c.get(b"lowest").await.unwrap().map(|e| e.value), Some(b("l")));
+}

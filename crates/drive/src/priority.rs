@@ -32,12 +32,12 @@ impl PriorityGate {
         self.active[level + 1..].iter().any(|c| c.load(Ordering::Acquire) > 0)
     }
 
-    /// Registers a request of `priority` and waits until no higher priority is active.
     /// Whether a request of `priority` would wait in [`PriorityGate::enter`] now.
     pub fn would_wait(&self, priority: Option<i32>) -> bool {
         self.higher_active(level_of(priority))
     }
 
+    /// Registers a request of `priority` and waits until no higher priority is active.
     pub async fn enter(&self, priority: Option<i32>) -> Ticket<'_> {
         let level = level_of(priority);
         self.active[level].fetch_add(1, Ordering::AcqRel);
