@@ -272,6 +272,134 @@ async fn a_full_drive_answers_no_space_and_keeps_serving() {
     healthy_and_absent(&mut drive, &[]).await;
 }
 
+/// A filesystem of its own (a tmpfs of a few MiB), unmounted when dropped. Mounting one needs
+/// root, as CI runs the tests.
+struct SmallFilesystem {
+    dir: tempfile::TempDir,
+}
+
+impl SmallFilesystem {
+    fn mount(bytes: u64) -> Result<SmallFilesystem, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+            .arg(dir.path())
+            .output()
+            .map_err(|e| format!("mount: {e}"))?;
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+        Ok(SmallFilesystem { dir })
+    }
+
+    fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    fn filler(&self) -> std::path::PathBuf {
+        self.path().join("filler")
+    }
+
+    /// Another process takes all but `leave` bytes of the free space.
+    fn fill(&self, leave: u64) {
+        let (_, free) = spindle_engine::fs_space::statvfs(self.path()).unwrap();
+        let status = std::process::Command::new("fallocate")
+            .args(["-l", &free.saturating_sub(leave).to_string()])
+            .arg(self.filler())
+            .status()
+            .unwrap();
+        assert!(status.success(), "fallocate failed");
+    }
+
+    fn release(&self) {
+        std::fs::remove_file(self.filler()).unwrap();
+    }
+}
+
+impl Drop for SmallFilesystem {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(self.dir.path()).status();
+    }
+}
+
+/// A disk that fills up for real (another process takes the space while the drive writes):
+/// with no reserve configured, the engine itself meets ENOSPC, in its journal and in the
+/// flushes of its memtables, which stops fjall's writes. Writes are refused NO_SPACE, reads go
+/// on, and once space is back the store reopens itself and writes succeed with no restart;
+/// nothing acknowledged is lost, before or after a SIGKILL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disk_that_fills_up_refuses_writes_and_recovers_once_freed() {
+    let fs = match SmallFilesystem::mount(96 << 20) {
+        Ok(fs) => fs,
+        Err(e) => {
+            // Only without root: CI runs as root and so always runs this test.
+            eprintln!("SKIPPED a_disk_that_fills_up_refuses_writes_and_recovers_once_freed: cannot mount a tmpfs ({e})");
+            return;
+        }
+    };
+    let mut drive = TestDrive::with_config_in("reserved_bytes = 0\nmemtable_bytes = 2097152\n", fs.path().join("data"));
+    let c = drive.client().await;
+    let key = |i: usize| format!("full-{i:03}").into_bytes();
+    let value = |i: usize| Bytes::from(vec![i as u8; 256 * 1024]);
+    let options = |i: usize| PutOptions {
+        force: true,
+        sync: if i % 2 == 0 { Synchronization::Writethrough } else { Synchronization::Writeback },
+        ..PutOptions::default()
+    };
+
+    fs.fill(6 << 20);
+    let mut acked = Vec::new();
+    let mut refused = 0;
+    for i in 0..120 {
+        match c.put(&key(i), value(i), options(i)).await {
+            Ok(()) => acked.push(i),
+            Err(e) => {
+                refused += 1;
+                let status = e.status();
+                assert!(matches!(status, Some(StatusCode::NoSpace | StatusCode::ServiceBusy)), "put {i} on a full disk: {e}");
+            }
+        }
+    }
+    assert!(refused > 0 && !acked.is_empty(), "{} acknowledged, {refused} refused", acked.len());
+    // Reads go on while the disk is full.
+    for &i in &acked {
+        assert_eq!(c.get(&key(i)).await.unwrap().map(|e| e.value), Some(value(i)), "key {i} on a full disk");
+    }
+    let stopped = |log: spindle_proto::pb::command::GetLog| String::from_utf8_lossy(&log.messages.unwrap_or_default()).into_owned();
+    let log = stopped(c.get_log(&[spindle_client::LogType::Messages]).await.unwrap());
+    assert!(!log.contains("reopened"), "reopened while the disk was still full: {log}");
+
+    // The space comes back: writes succeed again, without a restart.
+    fs.release();
+    let started = std::time::Instant::now();
+    loop {
+        match c.put(b"after", Bytes::from_static(b"space again"), PutOptions::default()).await {
+            Ok(()) => break,
+            Err(e) => {
+                assert!(matches!(e.status(), Some(StatusCode::NoSpace | StatusCode::ServiceBusy)), "put after freeing space: {e}");
+                assert!(started.elapsed() < Duration::from_secs(30), "writes still refused 30 s after space came back: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    let log = stopped(c.get_log(&[spindle_client::LogType::Messages]).await.unwrap());
+    assert!(log.contains("store was reopened 1 time"), "the engine never met the full disk itself: {log}");
+    for &i in &acked {
+        assert_eq!(c.get(&key(i)).await.unwrap().map(|e| e.value), Some(value(i)), "key {i} after space came back");
+    }
+
+    // Everything acknowledged survives a SIGKILL (after a FLUSHALLDATA for the WRITEBACK ones).
+    c.flush_all_data().await.unwrap();
+    drive.restart_after_kill();
+    let c = drive.client().await;
+    for &i in &acked {
+        assert_eq!(c.get(&key(i)).await.unwrap().map(|e| e.value), Some(value(i)), "key {i} after a restart");
+    }
+    assert_eq!(c.get(b"after").await.unwrap().map(|e| e.value), Some(Bytes::from_static(b"space again")));
+    drop(c);
+    drive.kill();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_garbage_never_crashes_the_drive() {
     use rand::{Rng, SeedableRng};

@@ -52,7 +52,7 @@ impl Capacity {
                 return f;
             }
         }
-        let (total, available) = statvfs(&self.data_dir).unwrap_or((0, 0));
+        let (total, available) = spindle_engine::fs_space::statvfs(&self.data_dir).unwrap_or((0, 0));
         let f = FsFigures { total, available, engine_used: engine_used() };
         *cached = Some((Instant::now(), f));
         self.admitted_since_refresh.store(0, Ordering::Relaxed);
@@ -87,19 +87,6 @@ impl Capacity {
     }
 }
 
-/// (total bytes, bytes available to unprivileged users) of the filesystem holding `path`.
-fn statvfs(path: &Path) -> Option<(u64, u64)> {
-    use std::os::unix::ffi::OsStrExt;
-    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: c_path is a valid NUL-terminated string and st a properly sized out-parameter.
-    let rc = unsafe { libc::statvfs(c_path.as_ptr(), &mut st) };
-    if rc != 0 {
-        return None;
-    }
-    let frsize = st.f_frsize as u64;
-    Some((st.f_blocks as u64 * frsize, st.f_bavail as u64 * frsize))
-}
 
 #[cfg(test)]
 mod tests {

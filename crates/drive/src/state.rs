@@ -134,12 +134,18 @@ impl DriveState {
         events.push_back(format!("{secs} {line}"));
     }
 
+    /// The recorded events, one per line, then the engine's recoveries from storage failures
+    /// since start, if any (the engine counts them; it has no event log of its own).
     pub fn event_log(&self) -> Vec<u8> {
         let events = self.events.lock();
         let mut out = Vec::new();
         for line in events.iter() {
             out.extend_from_slice(line.as_bytes());
             out.push(b'\n');
+        }
+        let recoveries = self.engine.recoveries();
+        if recoveries > 0 {
+            out.extend_from_slice(format!("storage: writes stopped on a storage failure (full disk?) and the store was reopened {recoveries} time(s) since start\n").as_bytes());
         }
         out
     }

@@ -15,6 +15,10 @@ pub enum Error {
     /// without the guard, on a thread that may block.
     #[error("the read needs the disk")]
     WouldBlock,
+    /// The store is not taking requests for a moment: it is being reopened after a storage
+    /// failure. Nothing was done; retry.
+    #[error("the store is unavailable: {0}")]
+    Unavailable(String),
     /// Operation `index` of a batch failed its check; nothing of the batch was applied.
     #[error("batch operation {index} failed: {cause}")]
     BatchFailed { index: usize, cause: Box<Error> },
@@ -31,6 +35,7 @@ impl From<fjall::Error> for Error {
             {
                 Error::WouldBlock
             }
+            fjall::Error::Poisoned => Error::Unavailable("a storage failure stopped writes; the store is reopened once the disk has room".into()),
             _ => Error::Io(e.to_string()),
         }
     }

@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use fjall::{CompressionType, Database, Keyspace, KeyspaceCreateOptions, KvSeparationOptions, PersistMode, Readable};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use crate::record::{self, Placement};
 use crate::{Check, Engine, Entry, Error, KeyRange, Meta, Result, WriteOp, WriteRequest};
@@ -78,60 +78,67 @@ impl FjallOptions {
 }
 
 pub struct FjallEngine {
-    path: PathBuf,
-    store: Arc<Store>,
+    shared: Arc<Shared>,
     /// Sender to the writer thread, of requests in submission order; dropped (closing the
     /// queue) when the engine drops.
     queue: Mutex<Option<std::sync::mpsc::Sender<Vec<WriteRequest>>>>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
-/// The database and its keyspaces, shared by readers and the writer thread.
+/// What readers and the writer thread share: the open store, which the writer replaces when it
+/// reopens the database after a storage failure, and counters that outlive such a reopening.
+struct Shared {
+    options: FjallOptions,
+    /// `None` only while the writer reopens the database.
+    slot: RwLock<Option<Arc<Store>>>,
+    counters: Arc<Counters>,
+}
+
+#[derive(Default)]
+struct Counters {
+    /// Times the writer waited for flushes because the memtables were over the cap.
+    write_buffer_waits: std::sync::atomic::AtomicU64,
+    /// Journal syncs run since open (one per group that needed durability).
+    syncs: std::sync::atomic::AtomicU64,
+    /// Times the database was reopened after a storage failure.
+    reopenings: std::sync::atomic::AtomicU64,
+}
+
+/// The database and its keyspaces.
 struct Store {
     db: Database,
     meta: Keyspace,
     data: Keyspace,
     /// Bytes of [`FjallOptions::write_buffer_memtables`].
     write_buffer_cap: u64,
-    /// Times the writer waited for flushes because the memtables were over the cap.
-    write_buffer_waits: std::sync::atomic::AtomicU64,
-    /// Journal syncs run since open (one per group that needed durability).
-    syncs: std::sync::atomic::AtomicU64,
+    counters: Arc<Counters>,
 }
 
 impl FjallEngine {
     pub fn open(options: FjallOptions) -> Result<Arc<Self>> {
         std::fs::create_dir_all(&options.path)?;
-        // Values are written as the client sent them, in the journal as in the blob files
-        // below: a drive's values are opaque and often compressed or encrypted already, and
-        // LZ4 (fjall's default for values of 4 KiB and more) cost the single writer thread
-        // CPU on every such put for nothing.
-        let db = Database::builder(&options.path).cache_size(options.cache_size).journal_compression(CompressionType::None).open()?;
-        let memtable_size = options.memtable_size;
-        let meta = db.keyspace("meta", || KeyspaceCreateOptions::default().max_memtable_size(memtable_size))?;
-        let threshold = options.blob_threshold;
-        // Blob files, too, hold values uncompressed (read back without decompressing).
-        let data = db.keyspace("data", move || {
-            KeyspaceCreateOptions::default().max_memtable_size(memtable_size).with_kv_separation(Some(
-                KvSeparationOptions::default().separation_threshold(threshold).compression(CompressionType::None),
-            ))
-        })?;
-        let write_buffer_cap = options.write_buffer_memtables.max(MIN_WRITE_BUFFER_MEMTABLES) * memtable_size;
-        let store = Arc::new(Store { db, meta, data, write_buffer_cap, write_buffer_waits: Default::default(), syncs: Default::default() });
+        let counters = Arc::new(Counters::default());
+        let store = Arc::new(Store::open(&options, counters.clone())?);
+        let shared = Arc::new(Shared { options, slot: RwLock::new(Some(store)), counters });
         let (tx, rx) = std::sync::mpsc::channel();
-        let writer_store = store.clone();
-        let writer = std::thread::Builder::new().name("spindle-writer".into()).spawn(move || write_loop(&writer_store, rx))?;
-        Ok(Arc::new(FjallEngine { path: options.path, store, queue: Mutex::new(Some(tx)), writer: Mutex::new(Some(writer)) }))
+        let writer_shared = shared.clone();
+        let writer = std::thread::Builder::new().name("spindle-writer".into()).spawn(move || write_loop(&writer_shared, rx))?;
+        Ok(Arc::new(FjallEngine { shared, queue: Mutex::new(Some(tx)), writer: Mutex::new(Some(writer)) }))
+    }
+
+    /// The open store, for one operation.
+    fn store(&self) -> Result<Arc<Store>> {
+        self.shared.store()
     }
 
     /// Reads the entry for a metadata record already found in `snapshot`.
-    fn entry_at(&self, snapshot: &fjall::Snapshot, key: Bytes, raw_meta: Bytes) -> Result<Entry> {
+    fn entry_at(store: &Store, snapshot: &fjall::Snapshot, key: Bytes, raw_meta: Bytes) -> Result<Entry> {
         let (meta, placement) = record::decode(raw_meta)?;
         let value: Bytes = match placement {
             Placement::Inline(value) => value,
             Placement::Separate if meta.value_len == 0 => Bytes::new(),
             Placement::Separate => snapshot
-                .get(&self.store.data, &key)?
+                .get(&store.data, &key)?
                 .ok_or_else(|| Error::Corrupt(format!("value missing for key of {} bytes", key.len())))?
                 .into(),
         };
@@ -142,17 +149,18 @@ impl FjallEngine {
     }
 
     fn neighbour(&self, key: &[u8], forward: bool) -> Result<Option<Entry>> {
-        let snapshot = self.store.db.snapshot();
+        let store = self.store()?;
+        let snapshot = store.db.snapshot();
         let found = if forward {
-            snapshot.range::<&[u8], _>(&self.store.meta, (Bound::Excluded(key), Bound::Unbounded)).next()
+            snapshot.range::<&[u8], _>(&store.meta, (Bound::Excluded(key), Bound::Unbounded)).next()
         } else {
-            snapshot.range::<&[u8], _>(&self.store.meta, (Bound::Unbounded, Bound::Excluded(key))).next_back()
+            snapshot.range::<&[u8], _>(&store.meta, (Bound::Unbounded, Bound::Excluded(key))).next_back()
         };
         match found {
             None => Ok(None),
             Some(guard) => {
                 let (k, v) = guard.into_inner()?;
-                self.entry_at(&snapshot, k.into(), v.into()).map(Some)
+                Self::entry_at(&store, &snapshot, k.into(), v.into()).map(Some)
             }
         }
     }
@@ -161,34 +169,38 @@ impl FjallEngine {
 impl FjallEngine {
     /// Journal syncs since open: with group commit, far fewer than durable writes.
     pub fn sync_count(&self) -> u64 {
-        self.store.syncs.load(std::sync::atomic::Ordering::Relaxed)
+        self.shared.counters.syncs.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Write groups held back since open because the memtables were over the write-buffer cap.
     pub fn write_buffer_waits(&self) -> u64 {
-        self.store.write_buffer_waits.load(std::sync::atomic::Ordering::Relaxed)
+        self.shared.counters.write_buffer_waits.load(std::sync::atomic::Ordering::Relaxed)
     }
+
+
 
     /// Bytes the memtables hold now (active and sealed, both keyspaces).
     pub fn write_buffer_bytes(&self) -> u64 {
-        self.store.db.write_buffer_size()
+        self.store().map_or(0, |store| store.db.write_buffer_size())
     }
 }
 
 impl Engine for FjallEngine {
     fn get(&self, key: &[u8]) -> Result<Option<Entry>> {
-        let snapshot = self.store.db.snapshot();
-        match snapshot.get(&self.store.meta, key)? {
+        let store = self.store()?;
+        let snapshot = store.db.snapshot();
+        match snapshot.get(&store.meta, key)? {
             None => Ok(None),
-            Some(raw) => self.entry_at(&snapshot, Bytes::copy_from_slice(key), raw.into()).map(Some),
+            Some(raw) => Self::entry_at(&store, &snapshot, Bytes::copy_from_slice(key), raw.into()).map(Some),
         }
     }
 
     fn get_meta(&self, key: &[u8]) -> Result<Option<Meta>> {
         // Through a snapshot: a keyspace's own reads see a batch's entries as the writer inserts
         // them, before the batch is published, so they could see half of one.
-        let snapshot = self.store.db.snapshot();
-        snapshot.get(&self.store.meta, key)?.map(|raw| record::decode(raw.into()).map(|(meta, _)| meta)).transpose()
+        let store = self.store()?;
+        let snapshot = store.db.snapshot();
+        snapshot.get(&store.meta, key)?.map(|raw| record::decode(raw.into()).map(|(meta, _)| meta)).transpose()
     }
 
     fn next(&self, key: &[u8]) -> Result<Option<Entry>> {
@@ -204,8 +216,9 @@ impl Engine for FjallEngine {
             return Ok(Vec::new());
         }
         // Through a snapshot, like `get_meta`: never half of a batch.
-        let snapshot = self.store.db.snapshot();
-        let iter = snapshot.range::<&[u8], _>(&self.store.meta, range.bounds());
+        let store = self.store()?;
+        let snapshot = store.db.snapshot();
+        let iter = snapshot.range::<&[u8], _>(&store.meta, range.bounds());
         let mut keys = Vec::with_capacity(range.max.min(256));
         let mut push = |guard: fjall::Guard| -> Result<bool> {
             keys.push(guard.key()?.into());
@@ -239,29 +252,30 @@ impl Engine for FjallEngine {
             Some(queue) => queue.send(requests).err().map(|e| e.0),
             None => Some(requests),
         };
-        for request in rejected.into_iter().flatten() {
-            let stopped = Error::Io("engine is shutting down".into());
-            if let Some(applied) = request.on_applied {
-                applied(Err(stopped.clone()));
-            }
-            (request.on_done)(Err(stopped));
+        if let Some(rejected) = rejected {
+            fail_group(rejected, &Error::Io("engine is shutting down".into()));
         }
     }
 
     fn compact(&self) -> Result<()> {
-        self.store.meta.major_compact()?;
-        self.store.data.major_compact()?;
+        let store = self.store()?;
+        store.meta.major_compact()?;
+        store.data.major_compact()?;
         Ok(())
     }
 
     fn disk_usage(&self) -> u64 {
         // Blocks actually allocated, not apparent sizes: the journal is created sparse at its
         // full size, and counting that would call an empty drive 64 MiB full.
-        allocated_bytes(&self.path)
+        allocated_bytes(&self.shared.options.path)
     }
 
     fn approximate_len(&self) -> u64 {
-        self.store.meta.approximate_len() as u64
+        self.store().map_or(0, |store| store.meta.approximate_len() as u64)
+    }
+
+    fn recoveries(&self) -> u64 {
+        self.shared.counters.reopenings.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -275,7 +289,32 @@ impl Drop for FjallEngine {
     }
 }
 
+impl Shared {
+    fn store(&self) -> Result<Arc<Store>> {
+        self.slot.read().clone().ok_or_else(|| Error::Unavailable("the store is being reopened after a storage failure".into()))
+    }
+}
+
 impl Store {
+    fn open(options: &FjallOptions, counters: Arc<Counters>) -> Result<Store> {
+        // Values are written as the client sent them, in the journal as in the blob files
+        // below: a drive's values are opaque and often compressed or encrypted already, and
+        // LZ4 (fjall's default for values of 4 KiB and more) cost the single writer thread
+        // CPU on every such put for nothing.
+        let db = Database::builder(&options.path).cache_size(options.cache_size).journal_compression(CompressionType::None).open()?;
+        let memtable_size = options.memtable_size;
+        let meta = db.keyspace("meta", || KeyspaceCreateOptions::default().max_memtable_size(memtable_size))?;
+        let threshold = options.blob_threshold;
+        // Blob files, too, hold values uncompressed (read back without decompressing).
+        let data = db.keyspace("data", move || {
+            KeyspaceCreateOptions::default().max_memtable_size(memtable_size).with_kv_separation(Some(
+                KvSeparationOptions::default().separation_threshold(threshold).compression(CompressionType::None),
+            ))
+        })?;
+        let write_buffer_cap = options.write_buffer_memtables.max(MIN_WRITE_BUFFER_MEMTABLES) * memtable_size;
+        Ok(Store { db, meta, data, write_buffer_cap, counters })
+    }
+
     /// Waits, while the memtables hold more than the cap, for sealed ones to be flushed.
     ///
     /// fjall bounds each keyspace to four sealed memtables but not their sum, and a stream of
@@ -307,7 +346,7 @@ impl Store {
             std::thread::sleep(WRITE_BUFFER_POLL);
         }
         if waited {
-            self.write_buffer_waits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.counters.write_buffer_waits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
     }
 
@@ -335,7 +374,8 @@ impl Store {
 }
 
 /// The writer thread: groups queued requests, applies them, commits, syncs, answers.
-fn write_loop(store: &Store, queue: std::sync::mpsc::Receiver<Vec<WriteRequest>>) {
+fn write_loop(shared: &Shared, queue: std::sync::mpsc::Receiver<Vec<WriteRequest>>) {
+    let mut healing = Healing::default();
     while let Ok(mut group) = queue.recv() {
         // Whole submissions join the group, so it may end a little over the limits.
         let mut bytes: usize = group.iter().map(|r| r.op.footprint()).sum();
@@ -348,10 +388,98 @@ fn write_loop(store: &Store, queue: std::sync::mpsc::Receiver<Vec<WriteRequest>>
                 Err(_) => break,
             }
         }
+        let store = match healing.store(shared) {
+            Ok(store) => store,
+            Err(e) => {
+                fail_group(group, &e);
+                continue;
+            }
+        };
         store.wait_for_write_buffer();
-        apply_group(store, group);
+        apply_group(&store, group);
     }
 }
+
+/// Answers every request of `group` with `error`; nothing of it was applied.
+fn fail_group(group: Vec<WriteRequest>, error: &Error) {
+    for request in group {
+        if let Some(applied) = request.on_applied {
+            applied(Err(error.clone()));
+        }
+        (request.on_done)(Err(error.clone()));
+    }
+}
+
+/// Free bytes the filesystem must have, beyond what the memtables hold, before the writer
+/// reopens a database that a full disk stopped: enough for the journal and the flushes that
+/// follow recovery not to fail again at once.
+const REOPEN_FREE_MARGIN: u64 = 16 * 1024 * 1024;
+/// How often the writer tries to reopen a stopped database while the disk has room.
+const REOPEN_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long a reopening waits for readers still using the stopped database.
+const REOPEN_DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The writer's recovery from storage failures.
+///
+/// fjall stops taking writes for good (it is "poisoned") when a journal write or sync fails or
+/// a background worker fails, typically a memtable flush that met a full disk. Reads go on.
+/// Everything written is still in the journals, and reopening the database recovers it, as a
+/// restart would. So while the database is stopped the writer answers writes NO_SPACE as long
+/// as the filesystem lacks room to flush what the memtables hold, and otherwise reopens it (at
+/// most once per [`REOPEN_RETRY`]) before applying the next group.
+#[derive(Default)]
+struct Healing {
+    last_attempt: Option<std::time::Instant>,
+}
+
+impl Healing {
+    /// The store to apply the next group to, reopened first if a failure stopped it.
+    fn store(&mut self, shared: &Shared) -> Result<Arc<Store>> {
+        let held = match shared.store() {
+            Ok(store) if !store.db.is_poisoned() => return Ok(store),
+            Ok(store) => store.db.write_buffer_size(),
+            Err(_) => 0,
+        };
+        if crate::fs_space::statvfs(&shared.options.path).is_some_and(|(_, free)| free < held + REOPEN_FREE_MARGIN) {
+            return Err(Error::NoSpace);
+        }
+        if self.last_attempt.is_some_and(|t| t.elapsed() < REOPEN_RETRY) {
+            return Err(Error::Unavailable("a storage failure stopped writes; the store is being reopened".into()));
+        }
+        self.last_attempt = Some(std::time::Instant::now());
+        reopen(shared)
+    }
+}
+
+/// Closes the stopped database, once no reader uses it any more, and opens it again.
+fn reopen(shared: &Shared) -> Result<Arc<Store>> {
+    tracing::warn!("storage failure stopped the database; reopening it");
+    if let Some(mut old) = shared.slot.write().take() {
+        // Readers clone the store for one operation at a time: wait for those in flight.
+        let started = std::time::Instant::now();
+        loop {
+            match Arc::try_unwrap(old) {
+                // Dropping it closes the database: its journal buffer goes to the OS, its
+                // workers stop and its lock file is released.
+                Ok(store) => break drop(store),
+                Err(still_shared) if started.elapsed() >= REOPEN_DRAIN_LIMIT => {
+                    *shared.slot.write() = Some(still_shared);
+                    return Err(Error::Unavailable("a storage failure stopped writes; the store is still in use".into()));
+                }
+                Err(still_shared) => {
+                    old = still_shared;
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            }
+        }
+    }
+    let store = Arc::new(Store::open(&shared.options, shared.counters.clone())?);
+    *shared.slot.write() = Some(store.clone());
+    shared.counters.reopenings.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    tracing::info!("database reopened after a storage failure");
+    Ok(store)
+}
+
 
 /// Applies a group, with erases as barriers: the writes before an erase are committed first,
 /// the erase runs alone, then the writes after it.
@@ -426,7 +554,7 @@ fn apply_writes(store: &Store, group: Vec<WriteRequest>) {
     }
     if !waiting.is_empty() {
         let synced = store.db.persist(PersistMode::SyncData).map_err(Error::from);
-        store.syncs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        store.counters.syncs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         for (done, result) in waiting {
             done(result.and(synced.clone()));
         }
@@ -572,7 +700,7 @@ mod tests {
 
     /// Keys the data keyspace holds a value for.
     fn data_keys(engine: &FjallEngine) -> Vec<Bytes> {
-        engine.store.data.iter().map(|g| Bytes::from(g.key().unwrap())).collect()
+        engine.store().unwrap().data.iter().map(|g| Bytes::from(g.key().unwrap())).collect()
     }
 
     #[derive(Debug, Clone)]
@@ -684,8 +812,8 @@ mod tests {
                         }
                     }
                     Step::Flush => {
-                        engine.store.meta.rotate_memtable_and_wait().unwrap();
-                        engine.store.data.rotate_memtable_and_wait().unwrap();
+                        engine.store().unwrap().meta.rotate_memtable_and_wait().unwrap();
+                        engine.store().unwrap().data.rotate_memtable_and_wait().unwrap();
                     }
                 }
                 check(&engine, &model)?;
@@ -705,8 +833,8 @@ mod tests {
         let engine = FjallEngine::open(FjallOptions::new(dir.path())).unwrap();
         let meta = |v: &'static [u8], len: usize| Meta { version: Bytes::from_static(v), value_len: len as u32, ..Meta::default() };
         for (key, value) in [(&b"a"[..], &b"small"[..]), (b"b", b"other")] {
-            engine.store.meta.insert(key, record::encode(&meta(b"1", value.len()), None).unwrap()).unwrap();
-            engine.store.data.insert(key, value).unwrap();
+            engine.store().unwrap().meta.insert(key, record::encode(&meta(b"1", value.len()), None).unwrap()).unwrap();
+            engine.store().unwrap().data.insert(key, value).unwrap();
         }
         assert_eq!(engine.get(b"a").unwrap().unwrap().value, Bytes::from_static(b"small"));
         // Small puts replace the old values and deletes remove them, versioned or forced (a
@@ -714,10 +842,10 @@ mod tests {
         engine.put(b"a", Bytes::from_static(b"new"), meta(b"2", 0), Check::Version(Bytes::from_static(b"1"))).unwrap();
         engine.delete(b"b", Check::Version(Bytes::from_static(b"1"))).unwrap();
         for (key, value) in [(&b"c"[..], &b"forced-put"[..]), (b"d", b"forced-delete")] {
-            engine.store.meta.insert(key, record::encode(&meta(b"1", value.len()), None).unwrap()).unwrap();
-            engine.store.data.insert(key, value).unwrap();
+            engine.store().unwrap().meta.insert(key, record::encode(&meta(b"1", value.len()), None).unwrap()).unwrap();
+            engine.store().unwrap().data.insert(key, value).unwrap();
         }
-        engine.store.data.rotate_memtable_and_wait().unwrap();
+        engine.store().unwrap().data.rotate_memtable_and_wait().unwrap();
         engine.put(b"c", Bytes::from_static(b"small"), meta(b"2", 0), Check::Force).unwrap();
         engine.delete(b"d", Check::Force).unwrap();
         assert_eq!(engine.get(b"a").unwrap().unwrap().value, Bytes::from_static(b"new"));

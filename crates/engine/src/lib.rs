@@ -7,6 +7,7 @@
 
 mod error;
 mod fjall_engine;
+pub mod fs_space;
 mod mem_engine;
 pub mod record;
 mod types;
@@ -132,4 +133,9 @@ pub trait Engine: Send + Sync + 'static {
     fn disk_usage(&self) -> u64;
     /// Number of entries (approximate on disk).
     fn approximate_len(&self) -> u64;
+    /// Times since start the store stopped taking writes on a storage failure (a flush that
+    /// met a full disk) and recovered by reopening itself.
+    fn recoveries(&self) -> u64 {
+        0
+    }
 }

@@ -199,6 +199,14 @@ impl Database {
     ///
     /// # Experimental
     ///
+    /// Spindle: whether a failed journal write or sync, or a crashed background worker (a
+    /// flush that met a full disk, say), has stopped the database from taking writes. Only
+    /// reopening it (recovery from the journals) lifts that.
+    #[must_use]
+    pub fn is_poisoned(&self) -> bool {
+        self.is_poisoned.is_poisoned()
+    }
+
     /// This is a non-stable API currently.
     #[must_use]
     #[doc(hidden)]

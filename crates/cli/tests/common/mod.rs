@@ -38,10 +38,20 @@ impl TestDrive {
 
     /// A drive with a TOML config file holding `toml`.
     pub fn with_config(toml: &str) -> TestDrive {
+        Self::configured(toml, None)
+    }
+
+    /// A drive with a TOML config file holding `toml`, keeping its data in `data` (which the
+    /// caller owns: on a filesystem of its own, say).
+    pub fn with_config_in(toml: &str, data: PathBuf) -> TestDrive {
+        Self::configured(toml, Some(data))
+    }
+
+    fn configured(toml: &str, data: Option<PathBuf>) -> TestDrive {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("drive.toml");
         std::fs::write(&path, toml).unwrap();
-        let data = dir.path().join("data");
+        let data = data.unwrap_or_else(|| dir.path().join("data"));
         let mut drive = TestDrive {
             child: None,
             addr: String::new(),
