@@ -145,7 +145,7 @@ impl DriveState {
         }
         let recoveries = self.engine.recoveries();
         if recoveries > 0 {
-            out.extend_from_slice(format!("storage: writes stopped on a storage failure (full disk?) and the store was reopened {recoveries} time(s) since start\n").as_bytes());
+            out.extend_from_slice(format!("storage: a full disk stopped writes and the store was reopened {recoveries} time(s) since start\n").as_bytes());
         }
         out
     }

@@ -376,7 +376,22 @@ impl Store {
 /// The writer thread: groups queued requests, applies them, commits, syncs, answers.
 fn write_loop(shared: &Shared, queue: std::sync::mpsc::Receiver<Vec<WriteRequest>>) {
     let mut healing = Healing::default();
-    while let Ok(mut group) = queue.recv() {
+    loop {
+        // While a full disk keeps the store stopped, the writer also wakes on its own to try
+        // reopening it, so that reads come back even if no write arrives.
+        let next = if healing.waiting(shared) {
+            match queue.recv_timeout(healing.retry_in()) {
+                Ok(group) => Ok(group),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    let _ = healing.store(shared);
+                    continue;
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(()),
+            }
+        } else {
+            queue.recv().map_err(|_| ())
+        };
+        let Ok(mut group) = next else { break };
         // Whole submissions join the group, so it may end a little over the limits.
         let mut bytes: usize = group.iter().map(|r| r.op.footprint()).sum();
         while group.len() < MAX_GROUP_REQUESTS && bytes < MAX_GROUP_BYTES {
@@ -414,57 +429,95 @@ fn fail_group(group: Vec<WriteRequest>, error: &Error) {
 /// reopens a database that a full disk stopped: enough for the journal and the flushes that
 /// follow recovery not to fail again at once.
 const REOPEN_FREE_MARGIN: u64 = 16 * 1024 * 1024;
-/// How often the writer tries to reopen a stopped database while the disk has room.
+/// How soon the writer first tries to reopen a stopped database once the disk has room; each
+/// failed attempt doubles it, up to [`REOPEN_RETRY_MAX`].
 const REOPEN_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+const REOPEN_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(30);
 /// How long a reopening waits for readers still using the stopped database.
 const REOPEN_DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// The writer's recovery from storage failures.
+/// The writer's recovery from a full disk.
 ///
 /// fjall stops taking writes for good (it is "poisoned") when a journal write or sync fails or
 /// a background worker fails, typically a memtable flush that met a full disk. Reads go on.
-/// Everything written is still in the journals, and reopening the database recovers it, as a
-/// restart would. So while the database is stopped the writer answers writes NO_SPACE as long
-/// as the filesystem lacks room to flush what the memtables hold, and otherwise reopens it (at
-/// most once per [`REOPEN_RETRY`]) before applying the next group.
-#[derive(Default)]
+/// When the cause was ENOSPC, the journals hold every acknowledged write and nothing of a
+/// failed one (the vendored fjall discards a failed batch's buffered bytes), so reopening the
+/// database recovers exactly what a restart would. While the filesystem lacks room to flush
+/// what the memtables hold, the writer answers writes NO_SPACE; then it reopens the database
+/// and goes on. Any other cause (a failed fsync: the kernel may have dropped the unsynced
+/// pages, and a later sync would succeed without them) stays a stop: writes fail until the
+/// drive is restarted by someone who has looked at the disk.
 struct Healing {
-    last_attempt: Option<std::time::Instant>,
+    /// No reopening before this.
+    not_before: std::time::Instant,
+    /// The wait after the next failed attempt.
+    backoff: std::time::Duration,
+}
+
+impl Default for Healing {
+    fn default() -> Self {
+        Healing { not_before: std::time::Instant::now(), backoff: REOPEN_RETRY }
+    }
 }
 
 impl Healing {
-    /// The store to apply the next group to, reopened first if a failure stopped it.
+    /// Whether the store is stopped by a full disk (or closed by a failed reopening): the
+    /// writer should try again on its own.
+    fn waiting(&self, shared: &Shared) -> bool {
+        shared.store().map_or(true, |store| store.db.is_stopped_by_full_disk())
+    }
+
+    fn retry_in(&self) -> std::time::Duration {
+        self.not_before.saturating_duration_since(std::time::Instant::now()).max(REOPEN_RETRY)
+    }
+
+    /// The store to apply the next group to, reopened first if a full disk stopped it.
     fn store(&mut self, shared: &Shared) -> Result<Arc<Store>> {
         let held = match shared.store() {
             Ok(store) if !store.db.is_poisoned() => return Ok(store),
+            Ok(store) if !store.db.is_stopped_by_full_disk() => {
+                return Err(Error::Io("a storage failure (not a full disk) stopped writes; check the disk and restart the drive".into()))
+            }
             Ok(store) => store.db.write_buffer_size(),
             Err(_) => 0,
         };
         if crate::fs_space::statvfs(&shared.options.path).is_some_and(|(_, free)| free < held + REOPEN_FREE_MARGIN) {
             return Err(Error::NoSpace);
         }
-        if self.last_attempt.is_some_and(|t| t.elapsed() < REOPEN_RETRY) {
-            return Err(Error::Unavailable("a storage failure stopped writes; the store is being reopened".into()));
+        if std::time::Instant::now() < self.not_before {
+            return Err(Error::Unavailable("a full disk stopped writes; the store is being reopened".into()));
         }
-        self.last_attempt = Some(std::time::Instant::now());
-        reopen(shared)
+        match reopen(shared) {
+            Ok(store) => {
+                self.backoff = REOPEN_RETRY;
+                Ok(store)
+            }
+            Err(e) => {
+                tracing::warn!("reopening the store failed: {e}; next try in {:?}", self.backoff);
+                self.not_before = std::time::Instant::now() + self.backoff;
+                self.backoff = (self.backoff * 2).min(REOPEN_RETRY_MAX);
+                Err(e)
+            }
+        }
     }
 }
 
 /// Closes the stopped database, once no reader uses it any more, and opens it again.
 fn reopen(shared: &Shared) -> Result<Arc<Store>> {
-    tracing::warn!("storage failure stopped the database; reopening it");
-    if let Some(mut old) = shared.slot.write().take() {
+    tracing::warn!("a full disk stopped the database; reopening it");
+    // Taken out of the slot first, and the lock released: readers meanwhile get Unavailable.
+    let taken = shared.slot.write().take();
+    if let Some(mut old) = taken {
         // Readers clone the store for one operation at a time: wait for those in flight.
         let started = std::time::Instant::now();
         loop {
             match Arc::try_unwrap(old) {
-                // Dropping it closes the database: its journal buffer goes to the OS, its
-                // workers stop and its lock file is released.
+                // Dropping it closes the database: its workers stop and its lock file is
+                // released.
                 Ok(store) => break drop(store),
                 Err(still_shared) if started.elapsed() >= REOPEN_DRAIN_LIMIT => {
                     *shared.slot.write() = Some(still_shared);
-                    return Err(Error::Unavailable("a storage failure stopped writes; the store is still in use".into()));
+                    return Err(Error::Unavailable("a full disk stopped writes; the store is still in use".into()));
                 }
                 Err(still_shared) => {
                     old = still_shared;
@@ -476,10 +529,9 @@ fn reopen(shared: &Shared) -> Result<Arc<Store>> {
     let store = Arc::new(Store::open(&shared.options, shared.counters.clone())?);
     *shared.slot.write() = Some(store.clone());
     shared.counters.reopenings.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    tracing::info!("database reopened after a storage failure");
+    tracing::info!("database reopened after a full disk");
     Ok(store)
 }
-
 
 /// Applies a group, with erases as barriers: the writes before an erase are committed first,
 /// the erase runs alone, then the writes after it.

@@ -195,10 +195,6 @@ impl Database {
 
     // TODO: refactor: accessor to stats(), so we don't have that many methods in DB
 
-    /// Returns the current write buffer size (active + sealed memtables).
-    ///
-    /// # Experimental
-    ///
     /// Spindle: whether a failed journal write or sync, or a crashed background worker (a
     /// flush that met a full disk, say), has stopped the database from taking writes. Only
     /// reopening it (recovery from the journals) lifts that.
@@ -207,6 +203,18 @@ impl Database {
         self.is_poisoned.is_poisoned()
     }
 
+    /// Spindle: whether a full disk (ENOSPC) is what stopped the database. The journals then
+    /// hold every write that was acknowledged, and none that failed (a failed batch's buffered
+    /// bytes are discarded), so reopening it once the disk has room recovers exactly those.
+    #[must_use]
+    pub fn is_stopped_by_full_disk(&self) -> bool {
+        self.is_poisoned.by_full_disk()
+    }
+
+    /// Returns the current write buffer size (active + sealed memtables).
+    ///
+    /// # Experimental
+    ///
     /// This is a non-stable API currently.
     #[must_use]
     #[doc(hidden)]
@@ -363,7 +371,7 @@ impl Database {
             log::error!(
                 "flush failed, which is a FATAL, and possibly hardware-related, failure: {e:?}",
             );
-            self.is_poisoned.poison();
+            self.is_poisoned.poison_by(e);
         })?;
 
         Ok(())

@@ -108,7 +108,7 @@ impl WorkerPool {
                                 }
                                 Err(e) => {
                                     log::error!("Worker #{i} crashed: {e:?}");
-                                    poison_dart.poison();
+                                    poison_dart.poison_by(&e);
                                     return Err(e);
                                 }
                             }

@@ -118,7 +118,7 @@ impl WriteBatch {
                 log::error!(
                     "persist failed, which is a FATAL, and possibly hardware-related, failure: {e:?}",
                 );
-                self.db.is_poisoned.poison();
+                self.db.is_poisoned.poison_by(e);
             })?;
 
         if let Some(mode) = self.durability {
@@ -126,7 +126,7 @@ impl WriteBatch {
                 log::error!(
                     "persist failed, which is a FATAL, and possibly hardware-related, failure: {e:?}",
                 );
-                self.db.is_poisoned.poison();
+                self.db.is_poisoned.poison_by_io(e);
             })?;
         }
 

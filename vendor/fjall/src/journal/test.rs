@@ -552,3 +552,23 @@ fn journal_rotation_into_prepared() -> crate::Result<()> {
 
     Ok(())
 }
+
+/// Spindle: a write that fails (here every write: /dev/full answers ENOSPC) leaves nothing in
+/// the journal's buffer for a later flush, or the one on drop, to complete on disk.
+#[test]
+#[cfg(target_os = "linux")]
+fn a_failed_write_discards_the_buffered_batch() -> crate::Result<()> {
+    use crate::journal::writer::{PersistMode, Writer};
+
+    let mut writer = Writer::from_file("/dev/full")?;
+    // Small enough to sit whole in the buffer.
+    writer.write_raw(0, b"key", b"value", lsm_tree::ValueType::Value, 1)?;
+    assert!(!writer.buffered().is_empty());
+
+    let error = writer.persist(PersistMode::Buffer).unwrap_err();
+    assert_eq!(error.raw_os_error(), Some(28));
+    assert!(writer.buffered().is_empty(), "the failed batch is still buffered");
+    // Nothing left to flush: a later persist has nothing to fail on.
+    writer.persist(PersistMode::Buffer)?;
+    Ok(())
+}

@@ -53,6 +53,71 @@ pub enum PersistMode {
 }
 
 impl Writer {
+    /// Spindle: drops what the buffer holds of a write that failed (a full disk, say), so
+    /// that no later flush (a worker's before a memtable flush, the one on drop) completes a
+    /// batch on disk that its caller was told failed. Acknowledged batches are never in the
+    /// buffer: every commit flushes it to the OS before it returns.
+    fn discard_buffer(&mut self) {
+        match self.file.get_ref().try_clone() {
+            Ok(file) => {
+                let failed = std::mem::replace(&mut self.file, BufWriter::with_capacity(JOURNAL_BUFFER_BYTES, file));
+                let (_file, _discarded) = failed.into_parts();
+                self.is_buffer_dirty = false;
+            }
+            Err(e) => log::error!("Could not discard the journal buffer of a failed write: {e:?}"),
+        }
+    }
+
+    /// Spindle: what the buffer holds, not yet handed to the OS.
+    #[cfg(test)]
+    pub(crate) fn buffered(&self) -> &[u8] {
+        self.file.buffer()
+    }
+
+    pub(crate) fn write_raw(
+        &mut self,
+        keyspace_id: InternalKeyspaceId,
+        key: &[u8],
+        value: &[u8],
+        value_type: ValueType,
+        seqno: u64,
+    ) -> crate::Result<usize> {
+        let written = self.write_raw_unguarded(keyspace_id, key, value, value_type, seqno);
+        if written.is_err() {
+            self.discard_buffer();
+        }
+        written
+    }
+
+    pub(crate) fn write_clear(&mut self, keyspace_id: InternalKeyspaceId, seqno: SeqNo) -> crate::Result<usize> {
+        let written = self.write_clear_unguarded(keyspace_id, seqno);
+        if written.is_err() {
+            self.discard_buffer();
+        }
+        written
+    }
+
+    pub fn write_batch<'a>(
+        &mut self,
+        items: impl Iterator<Item = &'a BatchItem>,
+        batch_size: usize,
+        seqno: SeqNo,
+    ) -> crate::Result<usize> {
+        let written = self.write_batch_unguarded(items, batch_size, seqno);
+        if written.is_err() {
+            self.discard_buffer();
+        }
+        written
+    }
+
+    pub(crate) fn persist(&mut self, mode: PersistMode) -> std::io::Result<()> {
+        let persisted = self.persist_unguarded(mode);
+        if persisted.is_err() {
+            self.discard_buffer();
+        }
+        persisted
+    }
+
     pub fn set_compression(&mut self, comp: CompressionType, threshold: usize) {
         self.compression = comp;
         self.compression_threshold = threshold;
@@ -252,7 +317,7 @@ impl Writer {
         OpenOptions::new().write(true).open(&self.path)
     }
 
-    pub(crate) fn persist(&mut self, mode: PersistMode) -> std::io::Result<()> {
+    fn persist_unguarded(&mut self, mode: PersistMode) -> std::io::Result<()> {
         log::trace!(
             "Persisting journal at {} with mode={mode:?}",
             self.path.display(),
@@ -307,7 +372,7 @@ impl Writer {
         Ok(self.buf.len())
     }
 
-    pub(crate) fn write_raw(
+    fn write_raw_unguarded(
         &mut self,
         keyspace_id: InternalKeyspaceId,
         key: &[u8],
@@ -349,7 +414,7 @@ impl Writer {
         Ok(byte_count)
     }
 
-    pub(crate) fn write_clear(
+    fn write_clear_unguarded(
         &mut self,
         keyspace_id: InternalKeyspaceId,
         seqno: SeqNo,
@@ -375,7 +440,7 @@ impl Writer {
         Ok(byte_count)
     }
 
-    pub fn write_batch<'a>(
+    fn write_batch_unguarded<'a>(
         &mut self,
         items: impl Iterator<Item = &'a BatchItem>,
         batch_size: usize,

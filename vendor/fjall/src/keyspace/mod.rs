@@ -250,7 +250,7 @@ impl Keyspace {
                 log::error!(
                     "persist failed, which is a FATAL, and possibly hardware-related, failure: {e:?}",
                 );
-                self.is_poisoned.poison();
+                self.is_poisoned.poison_by(e);
             })?;
 
         if !self.config.manual_journal_persist {
@@ -258,7 +258,7 @@ impl Keyspace {
                 .persist(crate::PersistMode::Buffer)
                 .inspect_err(|e| {
                     log::error!("persist failed, which is a FATAL, and possibly hardware-related, failure: {e:?}");
-                    self.is_poisoned.poison();
+                    self.is_poisoned.poison_by_io(e);
                 })?;
         }
 
@@ -955,8 +955,8 @@ impl Keyspace {
 
         journal_writer
             .write_raw(self.id, &key, &value, lsm_tree::ValueType::Value, seqno)
-            .inspect_err(|_| {
-                self.is_poisoned.poison();
+            .inspect_err(|e| {
+                self.is_poisoned.poison_by(e);
             })?;
 
         if !self.config.manual_journal_persist {
@@ -964,7 +964,7 @@ impl Keyspace {
                 .persist(crate::PersistMode::Buffer)
                 .inspect_err(|e| {
                     log::error!("persist failed, which is a FATAL, and possibly hardware-related, failure: {e:?}");
-                    self.is_poisoned.poison();
+                    self.is_poisoned.poison_by_io(e);
                 })?;
         }
 
@@ -1029,8 +1029,8 @@ impl Keyspace {
 
         journal_writer
             .write_raw(self.id, &key, &[], lsm_tree::ValueType::Tombstone, seqno)
-            .inspect_err(|_| {
-                self.is_poisoned.poison();
+            .inspect_err(|e| {
+                self.is_poisoned.poison_by(e);
             })?;
 
         if !self.config.manual_journal_persist {
@@ -1038,7 +1038,7 @@ impl Keyspace {
                 .persist(crate::PersistMode::Buffer)
                 .inspect_err(|e| {
                     log::error!("persist failed, which is a FATAL, and possibly hardware-related, failure: {e:?}");
-                    self.is_poisoned.poison();
+                    self.is_poisoned.poison_by_io(e);
                 })?;
         }
 
@@ -1121,8 +1121,8 @@ impl Keyspace {
                 lsm_tree::ValueType::WeakTombstone,
                 seqno,
             )
-            .inspect_err(|_| {
-                self.is_poisoned.poison();
+            .inspect_err(|e| {
+                self.is_poisoned.poison_by(e);
             })?;
 
         if !self.config.manual_journal_persist {
@@ -1132,7 +1132,7 @@ impl Keyspace {
                     log::error!(
                         "persist failed, which is a FATAL, and possibly hardware-related, failure: {e:?}"
                     );
-                    self.is_poisoned.poison();
+                    self.is_poisoned.poison_by_io(e);
                 })?;
         }
 
