@@ -292,6 +292,20 @@ impl SmallFilesystem {
         Ok(SmallFilesystem { dir })
     }
 
+    /// The filesystem, or `None` (and a note) when not root. CI runs as root, so there the
+    /// tests that need one always run; a root that cannot mount one fails them.
+    fn mount_or_skip(bytes: u64, test: &str) -> Option<SmallFilesystem> {
+        match SmallFilesystem::mount(bytes) {
+            Ok(fs) => Some(fs),
+            // SAFETY: geteuid has no preconditions.
+            Err(e) if unsafe { libc::geteuid() } != 0 => {
+                eprintln!("SKIPPED {test}: not root, cannot mount a tmpfs ({e})");
+                None
+            }
+            Err(e) => panic!("root could not mount a tmpfs: {e}"),
+        }
+    }
+
     fn path(&self) -> &std::path::Path {
         self.dir.path()
     }
@@ -329,16 +343,7 @@ impl Drop for SmallFilesystem {
 /// nothing acknowledged is lost, before or after a SIGKILL.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_disk_that_fills_up_refuses_writes_and_recovers_once_freed() {
-    let fs = match SmallFilesystem::mount(96 << 20) {
-        Ok(fs) => fs,
-        // SAFETY: geteuid has no preconditions.
-        Err(e) if unsafe { libc::geteuid() } != 0 => {
-            // CI runs as root, so there this test always runs.
-            eprintln!("SKIPPED a_disk_that_fills_up_refuses_writes_and_recovers_once_freed: not root, cannot mount a tmpfs ({e})");
-            return;
-        }
-        Err(e) => panic!("root could not mount a tmpfs: {e}"),
-    };
+    let Some(fs) = SmallFilesystem::mount_or_skip(96 << 20, "a_disk_that_fills_up_refuses_writes_and_recovers_once_freed") else { return };
     let mut drive = TestDrive::with_config_in("reserved_bytes = 0\nmemtable_bytes = 2097152\n", fs.path().join("data"));
     let c = drive.client().await;
     let key = |i: usize| format!("full-{i:03}").into_bytes();
@@ -406,6 +411,44 @@ async fn a_disk_that_fills_up_refuses_writes_and_recovers_once_freed() {
         assert_eq!(c.get(&key(i)).await.unwrap(), None, "refused key {i} stored after a restart");
     }
     assert_eq!(c.get(b"after").await.unwrap().map(|e| e.value), Some(Bytes::from_static(b"space again")));
+    drop(c);
+    drive.kill();
+}
+
+/// A drive that a full disk stopped can still be erased, the usual way to empty it: the erase
+/// replaces the stopped store with an empty one, and writes succeed again at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drive_that_a_full_disk_stopped_can_still_be_erased() {
+    let Some(fs) = SmallFilesystem::mount_or_skip(96 << 20, "a_drive_that_a_full_disk_stopped_can_still_be_erased") else { return };
+    let mut drive = TestDrive::with_config_in("reserved_bytes = 0\nmemtable_bytes = 2097152\n", fs.path().join("data"));
+    let c = drive.client().await;
+    let key = |i: usize| format!("erase-{i:03}").into_bytes();
+    let value = Bytes::from(vec![7u8; 256 * 1024]);
+    fs.fill(6 << 20);
+    let mut acked = Vec::new();
+    let mut refused = 0;
+    for i in 0..120 {
+        match c.put(&key(i), value.clone(), PutOptions { force: true, ..PutOptions::default() }).await {
+            Ok(()) => acked.push(i),
+            Err(_) => refused += 1,
+        }
+    }
+    assert!(refused > 0 && !acked.is_empty(), "{} acknowledged, {refused} refused", acked.len());
+
+    // The erase works with the disk still full (the other process's file stays).
+    let admin = drive.tls_client().await;
+    admin.pin_operation(spindle_client::PinOpType::ErasePinop, b"").await.unwrap();
+    let log = c.get_log(&[spindle_client::LogType::Messages]).await.unwrap();
+    let log = String::from_utf8_lossy(&log.messages.unwrap_or_default()).into_owned();
+    assert!(log.contains("store was reopened 1 time"), "the erase did not meet a stopped store: {log}");
+    for &i in &acked {
+        assert_eq!(c.get(&key(i)).await.unwrap(), None, "key {i} survived the erase");
+    }
+    c.put(b"after", Bytes::from_static(b"empty again"), PutOptions::default()).await.unwrap();
+    drive.restart_after_kill();
+    let c = drive.client().await;
+    assert_eq!(c.get(b"after").await.unwrap().map(|e| e.value), Some(Bytes::from_static(b"empty again")));
+    assert_eq!(c.get(&key(acked[0])).await.unwrap(), None);
     drop(c);
     drive.kill();
 }

@@ -406,7 +406,27 @@ fn write_loop(shared: &Shared, queue: std::sync::mpsc::Receiver<Vec<WriteRequest
         let store = match healing.store(shared) {
             Ok(store) => store,
             Err(e) => {
-                fail_group(group, &e);
+                let erase_at = group.iter().position(|r| matches!(r.op, WriteOp::Erase { .. }));
+                match erase_at {
+                    // A full disk must not keep a drive from being erased, the usual way to
+                    // empty it: the requests before the erase get the stopped store's answer,
+                    // the erase replaces the store with an empty one, and the rest go on.
+                    Some(at) if healing.waiting(shared) => {
+                        let mut rest = group.split_off(at);
+                        let erase_request = rest.remove(0);
+                        fail_group(group, &e);
+                        let result = erase_stopped(shared);
+                        if let Some(applied) = erase_request.on_applied {
+                            applied(result.clone());
+                        }
+                        (erase_request.on_done)(result);
+                        match shared.store() {
+                            Ok(store) => apply_group(&store, rest),
+                            Err(e) => fail_group(rest, &e),
+                        }
+                    }
+                    _ => fail_group(group, &e),
+                }
                 continue;
             }
         };
@@ -505,31 +525,53 @@ impl Healing {
 /// Closes the stopped database, once no reader uses it any more, and opens it again.
 fn reopen(shared: &Shared) -> Result<Arc<Store>> {
     tracing::warn!("a full disk stopped the database; reopening it");
-    // Taken out of the slot first, and the lock released: readers meanwhile get Unavailable.
+    close(shared)?;
+    open_into_slot(shared)
+}
+
+/// Erases a store a full disk stopped: closes it, deletes its files (which frees the space)
+/// and starts an empty one.
+fn erase_stopped(shared: &Shared) -> Result<()> {
+    tracing::warn!("erasing a store that a full disk stopped");
+    close(shared)?;
+    std::fs::remove_dir_all(&shared.options.path)?;
+    std::fs::create_dir_all(&shared.options.path)?;
+    open_into_slot(shared).map(drop)
+}
+
+/// Takes the store out of the slot and closes it, once no reader uses it any more (at most
+/// [`REOPEN_DRAIN_LIMIT`]; the store goes back otherwise). Readers meanwhile get Unavailable.
+fn close(shared: &Shared) -> Result<()> {
+    // Taken into a local first: the slot's write lock must not be held while draining.
     let taken = shared.slot.write().take();
-    if let Some(mut old) = taken {
-        // Readers clone the store for one operation at a time: wait for those in flight.
-        let started = std::time::Instant::now();
-        loop {
-            match Arc::try_unwrap(old) {
-                // Dropping it closes the database: its workers stop and its lock file is
-                // released.
-                Ok(store) => break drop(store),
-                Err(still_shared) if started.elapsed() >= REOPEN_DRAIN_LIMIT => {
-                    *shared.slot.write() = Some(still_shared);
-                    return Err(Error::Unavailable("a full disk stopped writes; the store is still in use".into()));
-                }
-                Err(still_shared) => {
-                    old = still_shared;
-                    std::thread::sleep(std::time::Duration::from_millis(1));
-                }
+    let Some(mut old) = taken else { return Ok(()) };
+    // Readers clone the store for one operation at a time: wait for those in flight.
+    let started = std::time::Instant::now();
+    loop {
+        match Arc::try_unwrap(old) {
+            // Dropping it closes the database: its workers stop and its lock file is released.
+            Ok(store) => {
+                drop(store);
+                return Ok(());
+            }
+            Err(still_shared) if started.elapsed() >= REOPEN_DRAIN_LIMIT => {
+                *shared.slot.write() = Some(still_shared);
+                return Err(Error::Unavailable("a full disk stopped writes; the store is still in use".into()));
+            }
+            Err(still_shared) => {
+                old = still_shared;
+                std::thread::sleep(std::time::Duration::from_millis(1));
             }
         }
     }
+}
+
+/// Opens the database and puts it in the (empty) slot.
+fn open_into_slot(shared: &Shared) -> Result<Arc<Store>> {
     let store = Arc::new(Store::open(&shared.options, shared.counters.clone())?);
     *shared.slot.write() = Some(store.clone());
     shared.counters.reopenings.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    tracing::info!("database reopened after a full disk");
+    tracing::info!("database open again after a full disk");
     Ok(store)
 }
 
