@@ -117,6 +117,8 @@ struct Store {
 impl FjallEngine {
     pub fn open(options: FjallOptions) -> Result<Arc<Self>> {
         std::fs::create_dir_all(&options.path)?;
+        // An erase interrupted after moving the old store aside.
+        remove_aside(&options.path);
         let counters = Arc::new(Counters::default());
         let store = Arc::new(Store::open(&options, counters.clone())?);
         let shared = Arc::new(Shared { options, slot: RwLock::new(Some(store)), counters });
@@ -421,7 +423,10 @@ fn write_loop(shared: &Shared, queue: std::sync::mpsc::Receiver<Vec<WriteRequest
                         }
                         (erase_request.on_done)(result);
                         match shared.store() {
-                            Ok(store) => apply_group(&store, rest),
+                            Ok(store) => {
+                                store.wait_for_write_buffer();
+                                apply_group(&store, rest);
+                            }
                             Err(e) => fail_group(rest, &e),
                         }
                     }
@@ -529,14 +534,38 @@ fn reopen(shared: &Shared) -> Result<Arc<Store>> {
     open_into_slot(shared)
 }
 
-/// Erases a store a full disk stopped: closes it, deletes its files (which frees the space)
-/// and starts an empty one.
+/// Erases a store a full disk stopped: closes it, moves its directory aside in one rename,
+/// deletes it there (which frees the space) and starts an empty store in its place. A crash
+/// or a failure in between leaves the old files only under the aside name, deleted at the
+/// next open or erase; never a half-deleted store that a reopening would half-recover.
 fn erase_stopped(shared: &Shared) -> Result<()> {
     tracing::warn!("erasing a store that a full disk stopped");
     close(shared)?;
-    std::fs::remove_dir_all(&shared.options.path)?;
+    let aside = aside_path(&shared.options.path);
+    if shared.options.path.exists() {
+        remove_aside(&shared.options.path);
+        std::fs::rename(&shared.options.path, &aside)?;
+    }
+    remove_aside(&shared.options.path);
     std::fs::create_dir_all(&shared.options.path)?;
     open_into_slot(shared).map(drop)
+}
+
+/// Where an erase moves a stopped store's directory before deleting it.
+fn aside_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".erasing");
+    PathBuf::from(name)
+}
+
+/// Deletes what an erase moved aside, if anything.
+fn remove_aside(path: &Path) {
+    let aside = aside_path(path);
+    if aside.exists() {
+        if let Err(e) = std::fs::remove_dir_all(&aside) {
+            tracing::warn!("could not delete the erased store at {}: {e}", aside.display());
+        }
+    }
 }
 
 /// Takes the store out of the slot and closes it, once no reader uses it any more (at most

@@ -209,9 +209,12 @@ fn worker_tick(ctx: &WorkerState) -> crate::Result<bool> {
                 }
                 journal_writer.flush_for_sync()?
             };
-            synced_so_far.sync_all().inspect_err(|e| {
-                log::error!("Failed to fsync journal before flush: {e:?}");
-            })?;
+            synced_so_far
+                .sync_all()
+                .inspect_err(|e| {
+                    log::error!("Failed to fsync journal before flush: {e:?}");
+                })
+                .map_err(crate::poison::sync_failure)?;
 
             if let Some((_rotating, next_path)) = rotation {
                 let next = PreparedJournal::create(next_path)?;

@@ -333,19 +333,21 @@ impl Writer {
             self.is_buffer_dirty = false;
         }
 
+        // Spindle: a failed sync is reported as such (`sync_failure`), never as the full disk
+        // its OS error may name: that is what a reopening may heal, and this is not.
         match mode {
             PersistMode::SyncAll => self.file.get_mut().sync_all().inspect_err(|e| {
                 log::error!(
                     "Failed to fsync journal file at {}: {e:?}",
                     self.path.display(),
                 );
-            }),
+            }).map_err(crate::poison::sync_failure),
             PersistMode::SyncData => self.file.get_mut().sync_data().inspect_err(|e| {
                 log::error!(
                     "Failed to fsyncdata journal file at {}: {e:?}",
                     self.path.display(),
                 );
-            }),
+            }).map_err(crate::poison::sync_failure),
             PersistMode::Buffer => Ok(()),
         }
     }

@@ -262,8 +262,8 @@ impl Keyspace {
                 })?;
         }
 
-        self.tree.clear().inspect_err(|_| {
-            self.is_poisoned.poison();
+        self.tree.clear().inspect_err(|e| {
+            self.is_poisoned.poison_by_lsm(e);
         })?;
 
         self.supervisor.snapshot_tracker.publish(seqno);
