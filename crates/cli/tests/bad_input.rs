@@ -435,8 +435,13 @@ async fn a_drive_that_a_full_disk_stopped_can_still_be_erased() {
     }
     assert!(refused > 0 && !acked.is_empty(), "{} acknowledged, {refused} refused", acked.len());
 
-    // The erase works with the disk still full (the other process's file stays).
+    // A settings change cannot be saved on the full disk: NO_SPACE, and nothing changes (the
+    // erase below still needs no PIN).
     let admin = drive.tls_client().await;
+    let refused = admin.set_erase_pin(b"", b"new-pin").await.unwrap_err();
+    assert_eq!(refused.status(), Some(StatusCode::NoSpace), "{refused}");
+
+    // The erase works with the disk still full (the other process's file stays).
     admin.pin_operation(spindle_client::PinOpType::ErasePinop, b"").await.unwrap();
     let log = c.get_log(&[spindle_client::LogType::Messages]).await.unwrap();
     let log = String::from_utf8_lossy(&log.messages.unwrap_or_default()).into_owned();

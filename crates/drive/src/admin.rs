@@ -28,8 +28,11 @@ fn invalid(message: impl Into<String>) -> Reply {
 }
 
 fn save(state: &DriveState, settings: &spindle_proto::spindle::DriveState) -> Result<(), Reply> {
-    persist::store(&state.config.data_dir, settings)
-        .map_err(|e| Reply::error(StatusCode::InternalError, format!("cannot save the drive's settings: {e}")))
+    persist::store(&state.config.data_dir, settings).map_err(|e| {
+        // A full disk is the client's to know as such; nothing changed.
+        let status = if e.kind() == std::io::ErrorKind::StorageFull { StatusCode::NoSpace } else { StatusCode::InternalError };
+        Reply::error(status, format!("cannot save the drive's settings: {e}"))
+    })
 }
 
 /// SECURITY: one kind of change per message (ACL, erase PIN or lock PIN).
