@@ -551,11 +551,11 @@ fn erase_stopped(shared: &Shared) -> Result<()> {
     open_into_slot(shared).map(drop)
 }
 
-/// Where an erase moves a stopped store's directory before deleting it.
+/// Where an erase moves a stopped store's directory before deleting it: beside it, under a
+/// hidden name no one else would give a directory (the next open deletes what it finds there).
 fn aside_path(path: &Path) -> PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push(".erasing");
-    PathBuf::from(name)
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    path.with_file_name(format!(".{name}.spindle-erasing"))
 }
 
 /// Deletes what an erase moved aside, if anything.
@@ -820,6 +820,21 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::collections::BTreeMap;
+
+    /// An erase of a stopped store that died after moving the old directory aside (and
+    /// before deleting it) is finished by the next open; the store opens empty and works.
+    #[test]
+    fn an_interrupted_erase_is_finished_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("engine");
+        let aside = aside_path(&path);
+        assert_eq!(aside, dir.path().join(".engine.spindle-erasing"));
+        std::fs::create_dir_all(aside.join("blobs")).unwrap();
+        std::fs::write(aside.join("blobs/1"), b"old data").unwrap();
+        let engine = FjallEngine::open(FjallOptions::new(&path)).unwrap();
+        assert!(!aside.exists(), "the erased store was left behind");
+        assert_eq!(engine.approximate_len(), 0);
+    }
 
     /// Keys the data keyspace holds a value for.
     fn data_keys(engine: &FjallEngine) -> Vec<Bytes> {
