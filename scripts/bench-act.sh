@@ -42,6 +42,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# Created before the drive starts: the first look below can come before the background job
+# has opened them (under pipefail a missing file would end the script).
+: >"$dir/drive.out"
+: >"$dir/drive.err"
 "$spindle_bin" drive --data "$dir/drive-data" --port 0 --tls-port 0 --listen 127.0.0.1 >"$dir/drive.out" 2>"$dir/drive.err" &
 drive_pid=$!
 port=

@@ -41,7 +41,7 @@ start_drive() { # NAME EXTRA... -> sets $port (runs in this shell, so the EXIT t
     pids+=($!)
     local i
     for ((i = 0; i < 300; i++)); do
-        port=$(sed -nE 's/.*listening on 127\.0\.0\.1:([0-9]+).*/\1/p' "$work/$name.out" 2>/dev/null | head -1)
+        port=$(sed -nE 's/.*listening on 127\.0\.0\.1:([0-9]+).*/\1/p' "$work/$name.out" 2>/dev/null | head -1 || true)
         [[ -n $port ]] && return
         sleep 0.1
     done

@@ -81,6 +81,10 @@ start_drive() {
     data=$(mktemp -d -t "spindle-interop-$name.XXXXXX")
     data_dirs+=("$data")
     drive_data=$data
+    # Created before the drive starts: the first look below can come before the background
+    # job has opened them (under pipefail a missing file would end the script).
+    : >"$log_dir/$name.out"
+    : >"$log_dir/$name.err"
     "$spindle_bin" drive --data "$data" --port 0 --tls-port 0 --listen 127.0.0.1 "$@" \
         >"$log_dir/$name.out" 2>"$log_dir/$name.err" &
     pid=$!

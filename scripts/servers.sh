@@ -60,7 +60,8 @@ only() { # SYSTEM|all
 wait_for() { # FILE REGEX
   for _ in $(seq 1 600); do
     local v
-    v=$(sed -n -E "s/.*$2.*/\\1/p" "$1" 2>/dev/null | head -n 1)
+    # (|| true: the file may not exist yet, and under pipefail that must not end the caller.)
+    v=$(sed -n -E "s/.*$2.*/\\1/p" "$1" 2>/dev/null | head -n 1 || true)
     [ -n "$v" ] && { echo "$v"; return; }
     sleep 0.1
   done
@@ -74,7 +75,7 @@ wait_for() { # FILE REGEX
 wait_ready() { # FILE REGEX PID TIMEOUT
     local file=$1 re=$2 pid=$3 deadline=$((SECONDS + $4)) port
     while true; do
-        port=$(sed -n -E "s/.*${re}.*/\1/p" "$file" 2>/dev/null | head -n 1)
+        port=$(sed -n -E "s/.*${re}.*/\1/p" "$file" 2>/dev/null | head -n 1 || true)
         if [[ -n $port ]]; then
             echo "$port"
             return 0

@@ -86,6 +86,10 @@ show_drive_log() {
 }
 
 started=$SECONDS
+# Created here, not by the background job's redirection: the first look below can come
+# before the job has opened them, and under pipefail a missing file would end the script.
+: >"$log_dir/drive.out"
+: >"$log_dir/drive.err"
 "$spindle_bin" drive --data "$data_dir" --port 0 --tls-port 0 --listen 127.0.0.1 \
     >"$log_dir/drive.out" 2>"$log_dir/drive.err" &
 drive_pid=$!
