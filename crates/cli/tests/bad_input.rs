@@ -325,6 +325,12 @@ impl SmallFilesystem {
         assert!(status.success(), "fallocate failed");
     }
 
+    /// A drive keeping its data here with no reserve and small memtables, so that the engine
+    /// itself meets ENOSPC when the filesystem fills: in its journal and in its flushes.
+    fn drive(&self) -> TestDrive {
+        TestDrive::with_config_in("reserved_bytes = 0\nmemtable_bytes = 2097152\n", self.path().join("data"))
+    }
+
     fn release(&self) {
         std::fs::remove_file(self.filler()).unwrap();
     }
@@ -344,7 +350,7 @@ impl Drop for SmallFilesystem {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_disk_that_fills_up_refuses_writes_and_recovers_once_freed() {
     let Some(fs) = SmallFilesystem::mount_or_skip(96 << 20, "a_disk_that_fills_up_refuses_writes_and_recovers_once_freed") else { return };
-    let mut drive = TestDrive::with_config_in("reserved_bytes = 0\nmemtable_bytes = 2097152\n", fs.path().join("data"));
+    let mut drive = fs.drive();
     let c = drive.client().await;
     let key = |i: usize| format!("full-{i:03}").into_bytes();
     // Every third value small: a small batch sits whole in the journal's buffer, and one that
@@ -420,7 +426,7 @@ async fn a_disk_that_fills_up_refuses_writes_and_recovers_once_freed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drive_that_a_full_disk_stopped_can_still_be_erased() {
     let Some(fs) = SmallFilesystem::mount_or_skip(96 << 20, "a_drive_that_a_full_disk_stopped_can_still_be_erased") else { return };
-    let mut drive = TestDrive::with_config_in("reserved_bytes = 0\nmemtable_bytes = 2097152\n", fs.path().join("data"));
+    let mut drive = fs.drive();
     let c = drive.client().await;
     let key = |i: usize| format!("erase-{i:03}").into_bytes();
     let value = Bytes::from(vec![7u8; 256 * 1024]);

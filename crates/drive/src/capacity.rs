@@ -87,7 +87,6 @@ impl Capacity {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

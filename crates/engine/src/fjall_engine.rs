@@ -179,8 +179,6 @@ impl FjallEngine {
         self.shared.counters.write_buffer_waits.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-
-
     /// Bytes the memtables hold now (active and sealed, both keyspaces).
     pub fn write_buffer_bytes(&self) -> u64 {
         self.store().map_or(0, |store| store.db.write_buffer_size())
@@ -378,22 +376,7 @@ impl Store {
 /// The writer thread: groups queued requests, applies them, commits, syncs, answers.
 fn write_loop(shared: &Shared, queue: std::sync::mpsc::Receiver<Vec<WriteRequest>>) {
     let mut healing = Healing::default();
-    loop {
-        // While a full disk keeps the store stopped, the writer also wakes on its own to try
-        // reopening it, so that reads come back even if no write arrives.
-        let next = if healing.waiting(shared) {
-            match queue.recv_timeout(healing.retry_in()) {
-                Ok(group) => Ok(group),
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                    let _ = healing.store(shared);
-                    continue;
-                }
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(()),
-            }
-        } else {
-            queue.recv().map_err(|_| ())
-        };
-        let Ok(mut group) = next else { break };
+    while let Some(mut group) = next_submission(shared, &queue, &mut healing) {
         // Whole submissions join the group, so it may end a little over the limits.
         let mut bytes: usize = group.iter().map(|r| r.op.footprint()).sum();
         while group.len() < MAX_GROUP_REQUESTS && bytes < MAX_GROUP_BYTES {
@@ -405,48 +388,62 @@ fn write_loop(shared: &Shared, queue: std::sync::mpsc::Receiver<Vec<WriteRequest
                 Err(_) => break,
             }
         }
-        let store = match healing.store(shared) {
-            Ok(store) => store,
-            Err(e) => {
-                let erase_at = group.iter().position(|r| matches!(r.op, WriteOp::Erase { .. }));
-                match erase_at {
-                    // A full disk must not keep a drive from being erased, the usual way to
-                    // empty it: the requests before the erase get the stopped store's answer,
-                    // the erase replaces the store with an empty one, and the rest go on.
-                    Some(at) if healing.waiting(shared) => {
-                        let mut rest = group.split_off(at);
-                        let erase_request = rest.remove(0);
-                        fail_group(group, &e);
-                        let result = erase_stopped(shared);
-                        if let Some(applied) = erase_request.on_applied {
-                            applied(result.clone());
-                        }
-                        (erase_request.on_done)(result);
-                        match shared.store() {
-                            Ok(store) => {
-                                store.wait_for_write_buffer();
-                                apply_group(&store, rest);
-                            }
-                            Err(e) => fail_group(rest, &e),
-                        }
-                    }
-                    _ => fail_group(group, &e),
-                }
-                continue;
+        match healing.store(shared) {
+            Ok(store) => {
+                store.wait_for_write_buffer();
+                apply_group(&store, group);
             }
-        };
-        store.wait_for_write_buffer();
-        apply_group(&store, group);
+            Err(e) => refuse_group(shared, group, &e),
+        }
+    }
+}
+
+/// The next submission, or `None` once the queue is closed. While a full disk keeps the store
+/// stopped, the writer also wakes on its own to try reopening it, so that reads come back even
+/// if no write arrives.
+fn next_submission(
+    shared: &Shared,
+    queue: &std::sync::mpsc::Receiver<Vec<WriteRequest>>,
+    healing: &mut Healing,
+) -> Option<Vec<WriteRequest>> {
+    loop {
+        if !Healing::waiting(shared) {
+            return queue.recv().ok();
+        }
+        match queue.recv_timeout(healing.retry_in()) {
+            Ok(group) => return Some(group),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => drop(healing.store(shared)),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return None,
+        }
+    }
+}
+
+/// Answers a group the store cannot take now with `error`, except an erase: a full disk must
+/// not keep a drive from being erased, the usual way to empty it. The requests before the
+/// erase get `error`, the erase replaces the stopped store with an empty one, and the requests
+/// after it go to that.
+fn refuse_group(shared: &Shared, mut group: Vec<WriteRequest>, error: &Error) {
+    let erase_at = group.iter().position(|r| matches!(r.op, WriteOp::Erase { .. }));
+    let Some(at) = erase_at.filter(|_| Healing::waiting(shared)) else {
+        return fail_group(group, error);
+    };
+    let mut rest = group.split_off(at);
+    let erase_request = rest.remove(0);
+    fail_group(group, error);
+    erase_request.finish(erase_stopped(shared));
+    match shared.store() {
+        Ok(store) => {
+            store.wait_for_write_buffer();
+            apply_group(&store, rest);
+        }
+        Err(e) => fail_group(rest, &e),
     }
 }
 
 /// Answers every request of `group` with `error`; nothing of it was applied.
 fn fail_group(group: Vec<WriteRequest>, error: &Error) {
     for request in group {
-        if let Some(applied) = request.on_applied {
-            applied(Err(error.clone()));
-        }
-        (request.on_done)(Err(error.clone()));
+        request.finish(Err(error.clone()));
     }
 }
 
@@ -488,7 +485,7 @@ impl Default for Healing {
 impl Healing {
     /// Whether the store is stopped by a full disk (or closed by a failed reopening): the
     /// writer should try again on its own.
-    fn waiting(&self, shared: &Shared) -> bool {
+    fn waiting(shared: &Shared) -> bool {
         shared.store().map_or(true, |store| store.db.is_stopped_by_full_disk())
     }
 
@@ -541,12 +538,12 @@ fn reopen(shared: &Shared) -> Result<Arc<Store>> {
 fn erase_stopped(shared: &Shared) -> Result<()> {
     tracing::warn!("erasing a store that a full disk stopped");
     close(shared)?;
-    let aside = aside_path(&shared.options.path);
-    if shared.options.path.exists() {
-        remove_aside(&shared.options.path);
-        std::fs::rename(&shared.options.path, &aside)?;
-    }
+    // A leftover of an earlier erase first: a rename onto it would fail.
     remove_aside(&shared.options.path);
+    if shared.options.path.exists() {
+        std::fs::rename(&shared.options.path, aside_path(&shared.options.path))?;
+        remove_aside(&shared.options.path);
+    }
     std::fs::create_dir_all(&shared.options.path)?;
     open_into_slot(shared).map(drop)
 }
@@ -613,11 +610,7 @@ fn apply_group(store: &Store, group: Vec<WriteRequest>) {
             if !segment.is_empty() {
                 apply_writes(store, std::mem::take(&mut segment));
             }
-            let result = erase(store, secure);
-            if let Some(applied) = request.on_applied {
-                applied(result.clone());
-            }
-            (request.on_done)(result);
+            request.finish(erase(store, secure));
         } else {
             segment.push(request);
         }

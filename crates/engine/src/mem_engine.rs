@@ -120,10 +120,7 @@ impl Engine for MemEngine {
 
     fn submit(&self, request: WriteRequest) {
         let result = self.apply(&request.op);
-        if let Some(applied) = request.on_applied {
-            applied(result.clone());
-        }
-        (request.on_done)(result);
+        request.finish(result);
     }
 
     fn compact(&self) -> Result<()> {

@@ -31,6 +31,16 @@ pub struct WriteRequest {
     pub on_done: Callback,
 }
 
+impl WriteRequest {
+    /// Answers the request with `result`: applied (or failed), then acknowledged.
+    pub fn finish(self, result: crate::Result<()>) {
+        if let Some(applied) = self.on_applied {
+            applied(result.clone());
+        }
+        (self.on_done)(result);
+    }
+}
+
 impl WriteOp {
     /// The key a put or delete writes.
     pub fn key(&self) -> Option<&Bytes> {

@@ -68,6 +68,14 @@ impl Writer {
         }
     }
 
+    /// Spindle: `result` of a write, with the buffer discarded if it failed.
+    fn discarding_on_error<T, E>(&mut self, result: Result<T, E>) -> Result<T, E> {
+        if result.is_err() {
+            self.discard_buffer();
+        }
+        result
+    }
+
     /// Spindle: what the buffer holds, not yet handed to the OS.
     #[cfg(test)]
     pub(crate) fn buffered(&self) -> &[u8] {
@@ -82,19 +90,13 @@ impl Writer {
         value_type: ValueType,
         seqno: u64,
     ) -> crate::Result<usize> {
-        let written = self.write_raw_unguarded(keyspace_id, key, value, value_type, seqno);
-        if written.is_err() {
-            self.discard_buffer();
-        }
-        written
+        let result = self.write_raw_unguarded(keyspace_id, key, value, value_type, seqno);
+        self.discarding_on_error(result)
     }
 
     pub(crate) fn write_clear(&mut self, keyspace_id: InternalKeyspaceId, seqno: SeqNo) -> crate::Result<usize> {
-        let written = self.write_clear_unguarded(keyspace_id, seqno);
-        if written.is_err() {
-            self.discard_buffer();
-        }
-        written
+        let result = self.write_clear_unguarded(keyspace_id, seqno);
+        self.discarding_on_error(result)
     }
 
     pub fn write_batch<'a>(
@@ -103,19 +105,13 @@ impl Writer {
         batch_size: usize,
         seqno: SeqNo,
     ) -> crate::Result<usize> {
-        let written = self.write_batch_unguarded(items, batch_size, seqno);
-        if written.is_err() {
-            self.discard_buffer();
-        }
-        written
+        let result = self.write_batch_unguarded(items, batch_size, seqno);
+        self.discarding_on_error(result)
     }
 
     pub(crate) fn persist(&mut self, mode: PersistMode) -> std::io::Result<()> {
-        let persisted = self.persist_unguarded(mode);
-        if persisted.is_err() {
-            self.discard_buffer();
-        }
-        persisted
+        let result = self.persist_unguarded(mode);
+        self.discarding_on_error(result)
     }
 
     pub fn set_compression(&mut self, comp: CompressionType, threshold: usize) {
