@@ -73,6 +73,10 @@ struct DriveArgs {
     /// PEM private key for the TLS listener
     #[arg(long, requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// Start with factory settings (default identity, no PINs) if the stored settings are
+    /// missing or damaged, instead of refusing to start; a lost identity is replaced by a new one.
+    #[arg(long)]
+    reset_settings: bool,
 }
 
 fn drive_config(args: &DriveArgs) -> Result<DriveConfig, Box<dyn std::error::Error>> {
@@ -94,6 +98,7 @@ fn drive_config(args: &DriveArgs) -> Result<DriveConfig, Box<dyn std::error::Err
         reserved_bytes: args.reserved_bytes,
         tls_cert: args.tls_cert.clone(),
         tls_key: args.tls_key.clone(),
+        reset_settings: args.reset_settings.then_some(true),
         ..ConfigFile::default()
     };
     Ok(config.merge(flags)?)

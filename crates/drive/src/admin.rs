@@ -207,7 +207,8 @@ async fn erase(state: &Arc<DriveState>, secure: bool) -> Reply {
         Err(_) => return Reply::error(StatusCode::InternalError, "engine stopped during the erase"),
     }
     let _admin = state.admin.lock();
-    if let Err(e) = persist::clear(&state.config.data_dir) {
+    // The identity is the drive's, not the user's: an erase keeps it.
+    if let Err(e) = persist::store(&state.config.data_dir, &persist::factory(&state.identity())) {
         return Reply::error(StatusCode::InternalError, format!("data erased, but the settings could not be reset: {e}"));
     }
     *state.security.write() = Security::default();

@@ -58,6 +58,9 @@ pub struct DriveConfig {
     pub p2p_tls_trust: Option<PathBuf>,
     /// How long a peer may take to answer one request of a push.
     pub p2p_timeout_ms: u64,
+    /// Start with factory settings when the stored ones are missing or damaged, instead of
+    /// refusing to start (persist.rs says why that is the default).
+    pub reset_settings: bool,
 }
 
 /// Bounds for `memtable_bytes`: below, a flush every few writes; above, the sealed memtables
@@ -86,6 +89,7 @@ impl Default for DriveConfig {
             max_inflight_write_bytes: DEFAULT_MAX_INFLIGHT_WRITE_BYTES,
             p2p_tls_trust: None,
             p2p_timeout_ms: DEFAULT_P2P_TIMEOUT_MS,
+            reset_settings: false,
         }
     }
 }
@@ -108,6 +112,7 @@ pub struct ConfigFile {
     pub max_inflight_write_bytes: Option<u64>,
     pub p2p_tls_trust: Option<PathBuf>,
     pub p2p_timeout_ms: Option<u64>,
+    pub reset_settings: Option<bool>,
     #[serde(default)]
     pub limits: LimitsFile,
 }
@@ -194,6 +199,9 @@ impl DriveConfig {
         }
         if let Some(v) = file.p2p_timeout_ms {
             self.p2p_timeout_ms = v;
+        }
+        if let Some(v) = file.reset_settings {
+            self.reset_settings = v;
         }
         let l = &mut self.limits;
         let f = file.limits;

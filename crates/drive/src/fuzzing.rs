@@ -28,7 +28,7 @@ fn state() -> Arc<DriveState> {
             let dir = std::env::temp_dir().join(format!("spindle-fuzz-{}", std::process::id()));
             let _ = std::fs::create_dir_all(&dir);
             let config = DriveConfig { data_dir: dir, engine: EngineKind::Memory, reserved_bytes: 0, ..DriveConfig::default() };
-            DriveState::new(config, MemEngine::new(), Bytes::from_static(b"FUZZ"), 0, 0)
+            DriveState::new(config, MemEngine::new(), crate::persist::Identity::generate(), 0, 0)
         })
         .clone()
 }

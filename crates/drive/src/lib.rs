@@ -15,7 +15,7 @@ mod media;
 pub mod memory;
 mod outbox;
 mod p2p;
-mod persist;
+pub mod persist;
 mod priority;
 mod security;
 mod server;
@@ -43,4 +43,6 @@ pub enum DriveError {
     Io(#[from] std::io::Error),
     #[error(transparent)]
     Tls(#[from] tls::TlsError),
+    #[error(transparent)]
+    Settings(#[from] persist::SettingsError),
 }

@@ -1,68 +1,348 @@
-//! The drive's persistent settings (cluster version, ACL, PINs) in one small protobuf file,
+//! The drive's identity and persistent settings (cluster version, ACL, PINs) in one small file.
+//!
+//! The file is a checksummed envelope around a protobuf (`MAGIC`, length, CRC-32C, payload),
 //! replaced atomically: written to a temporary file, fsynced, renamed over the old one, and the
-//! directory fsynced. A crash at any point leaves the old settings or the new, never a mix.
+//! directory fsynced before the change is acknowledged. A crash or a power cut at any point
+//! leaves the old settings or the new, never a mix.
+//!
+//! What is *not* there is never mistaken for factory settings: a damaged file, or a missing one
+//! beside a store that holds data, stops the drive from starting (factory settings would let
+//! identity 1 with the published default key read everything). Starting anyway is the
+//! operator's explicit choice (`reset_settings`). The identity (serial number, world-wide name)
+//! is created once, before the engine first creates its files, and an erase keeps it.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use bytes::Bytes;
 use prost::Message as _;
+use spindle_engine::dirsync::sync_dir;
 use spindle_proto::spindle::DriveState as Stored;
 
 /// The settings file in the data directory.
 pub const STATE_FILE: &str = "drive-state.pb";
+/// Where releases before the checksummed settings kept the serial number: adopted once, then
+/// removed, so an upgraded drive keeps its identity.
+pub const LEGACY_SERIAL_FILE: &str = "serial-number";
+/// First bytes of a checksummed settings file (version 1 of the envelope).
+pub const MAGIC: &[u8; 8] = b"SPNDST01";
+/// Magic, payload length (u32 LE), CRC-32C of the payload (u32 LE).
+const HEADER_LEN: usize = 16;
+/// Settings hold at most a few hundred identities; anything larger is damage, not settings.
+pub const MAX_PAYLOAD_LEN: usize = 16 * 1024 * 1024;
+
+/// Why the settings could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error(
+        "{path} is damaged ({reason}); the drive does not start with factory settings in its place \
+         (they would open it to the default identity). Restore the file, or start once with \
+         --reset-settings to accept factory settings"
+    )]
+    Damaged { path: PathBuf, reason: String },
+    #[error(
+        "{path} is missing but the data directory holds a store ({store}): the drive's identity and \
+         security settings are lost. Restore the file, or start once with --reset-settings to \
+         accept factory settings and a new identity"
+    )]
+    Missing { path: PathBuf, store: PathBuf },
+    #[error("drive settings: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The drive's identity as clients see it in GETLOG CONFIGURATION.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub serial_number: Bytes,
+    pub world_wide_name: Bytes,
+}
+
+impl Identity {
+    /// A new random identity: 16 hex digits, and a world-wide name in Seagate's NAA-5 form.
+    pub fn generate() -> Identity {
+        let serial: String = (0..16).map(|_| format!("{:X}", rand::random::<u8>() % 16)).collect();
+        Identity::from_serial(serial)
+    }
+
+    fn from_serial(serial: String) -> Identity {
+        let wwn = format!("5000c50{}", &serial[..serial.len().min(9)]);
+        Identity { serial_number: Bytes::from(serial), world_wide_name: Bytes::from(wwn) }
+    }
+
+    fn of(stored: &Stored) -> Option<Identity> {
+        match (&stored.serial_number, &stored.world_wide_name) {
+            (Some(s), Some(w)) if !s.is_empty() && !w.is_empty() => {
+                Some(Identity { serial_number: Bytes::from(s.clone()), world_wide_name: Bytes::from(w.clone()) })
+            }
+            _ => None,
+        }
+    }
+
+    /// Writes the identity into `stored`.
+    pub fn stamp(&self, stored: &mut Stored) {
+        stored.serial_number = Some(String::from_utf8_lossy(&self.serial_number).into_owned());
+        stored.world_wide_name = Some(String::from_utf8_lossy(&self.world_wide_name).into_owned());
+    }
+}
 
 fn path(dir: &Path) -> PathBuf {
     dir.join(STATE_FILE)
 }
 
-/// The stored settings, or the factory defaults when there are none yet.
-pub fn load(dir: &Path) -> std::io::Result<Stored> {
+/// The file's bytes for `state`.
+pub fn encode(state: &Stored) -> Vec<u8> {
+    let payload = state.encode_to_vec();
+    let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    out.extend_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
+    out.extend_from_slice(&payload);
+    out
+}
+
+/// Decodes a settings file. Files from releases before the envelope (a bare protobuf) are
+/// taken when they decode and are not empty; the caller rewrites them in the new form.
+pub fn decode(bytes: &[u8]) -> Result<Stored, String> {
+    if bytes.is_empty() {
+        return Err("the file is empty".into());
+    }
+    let Some(rest) = bytes.strip_prefix(&MAGIC[..]) else {
+        if bytes.starts_with(&MAGIC[..6]) {
+            return Err("unknown envelope version".into());
+        }
+        // Older files are what prost wrote: canonical, so they re-encode to the same bytes.
+        return match Stored::decode(bytes) {
+            Ok(stored) if stored.encode_to_vec() == bytes => Ok(stored),
+            Ok(_) => Err("neither a checksummed nor an older settings file".into()),
+            Err(e) => Err(format!("neither a checksummed nor an older settings file: {e}")),
+        };
+    };
+    if rest.len() < HEADER_LEN - MAGIC.len() {
+        return Err(format!("truncated header: {} bytes", bytes.len()));
+    }
+    let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+    let crc = u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]);
+    let payload = &rest[8..];
+    if len > MAX_PAYLOAD_LEN {
+        return Err(format!("implausible length {len}"));
+    }
+    if payload.len() != len {
+        return Err(format!("length {} where the header says {len} (truncated or extended)", payload.len()));
+    }
+    if crc32c::crc32c(payload) != crc {
+        return Err("checksum mismatch".into());
+    }
+    Stored::decode(payload).map_err(|e| format!("checksum matches but the contents do not decode: {e}"))
+}
+
+/// The stored settings and whether they were in the checksummed envelope.
+fn load_checked(dir: &Path) -> Result<Option<(Stored, bool)>, SettingsError> {
     match std::fs::read(path(dir)) {
-        Ok(bytes) => Stored::decode(&bytes[..]).map_err(|e| {
-            std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", path(dir).display()))
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Stored::default()),
-        Err(e) => Err(e),
+        Ok(bytes) => match decode(&bytes) {
+            Ok(stored) => Ok(Some((stored, bytes.starts_with(MAGIC)))),
+            Err(reason) => Err(SettingsError::Damaged { path: path(dir), reason }),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e.into()),
     }
 }
 
+/// Replaces the settings durably: the new file and its directory entry are on disk on return.
 pub fn store(dir: &Path, state: &Stored) -> std::io::Result<()> {
     let target = path(dir);
     let tmp = target.with_extension("pb.tmp");
     {
         let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&state.encode_to_vec())?;
+        f.write_all(&encode(state))?;
         f.sync_all()?;
     }
     std::fs::rename(&tmp, &target)?;
-    std::fs::File::open(dir)?.sync_all()
+    sync_dir(dir)
 }
 
-/// Removes the settings (an erase returns the drive to factory settings).
-pub fn clear(dir: &Path) -> std::io::Result<()> {
-    match std::fs::remove_file(path(dir)) {
-        Ok(()) => std::fs::File::open(dir)?.sync_all(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
+/// Factory settings for a drive with `identity`: what a new drive and an erased one have.
+pub fn factory(identity: &Identity) -> Stored {
+    let mut stored = Stored::default();
+    identity.stamp(&mut stored);
+    stored
+}
+
+/// Opens the settings at start-up, creating them (with a new identity) on a new drive.
+///
+/// `store_dir` is where the engine keeps its files: if it exists, the drive has been started
+/// before, so missing settings mean lost settings. Call this before the engine first creates
+/// that directory. With `reset`, missing or damaged settings are replaced by factory settings
+/// (keeping a legacy serial number if there is one) instead of stopping the start; the
+/// returned note says what was replaced, for the log.
+pub fn open(dir: &Path, store_dir: &Path, reset: bool) -> Result<(Stored, Identity, Option<String>), SettingsError> {
+    let legacy = legacy_serial(dir);
+    let mut checksummed = false;
+    let (mut stored, mut note) = match load_checked(dir) {
+        Ok(Some((stored, envelope))) => {
+            checksummed = envelope;
+            (stored, None)
+        }
+        Ok(None) if legacy.is_none() && store_dir.exists() && !reset => {
+            return Err(SettingsError::Missing { path: path(dir), store: store_dir.into() })
+        }
+        Ok(None) if store_dir.exists() && legacy.is_none() => {
+            (Stored::default(), Some("settings were missing: started with factory settings and a new identity".into()))
+        }
+        Ok(None) => (Stored::default(), None),
+        Err(SettingsError::Damaged { path, reason }) if reset => {
+            (Stored::default(), Some(format!("{} was damaged ({reason}): started with factory settings", path.display())))
+        }
+        Err(e) => return Err(e),
+    };
+    let identity = match Identity::of(&stored) {
+        Some(identity) => identity,
+        None => {
+            let identity = legacy.clone().map(Identity::from_serial).unwrap_or_else(Identity::generate);
+            if note.is_none() && store_dir.exists() && legacy.is_none() {
+                note = Some("the settings held no identity: the drive got a new one".into());
+            }
+            identity
+        }
+    };
+    if Identity::of(&stored).is_none() || !checksummed {
+        identity.stamp(&mut stored);
+        store(dir, &stored)?;
     }
+    if legacy.is_some() || dir.join(LEGACY_SERIAL_FILE).exists() {
+        // Its serial number now lives in the settings (stored above, durably).
+        std::fs::remove_file(dir.join(LEGACY_SERIAL_FILE))?;
+        sync_dir(dir)?;
+    }
+    Ok((stored, identity, note))
+}
+
+fn legacy_serial(dir: &Path) -> Option<String> {
+    let s = std::fs::read_to_string(dir.join(LEGACY_SERIAL_FILE)).ok()?;
+    let s = s.trim();
+    (!s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric())).then(|| s.to_string())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    fn load(dir: &Path) -> Result<Option<Stored>, SettingsError> {
+        Ok(load_checked(dir)?.map(|(stored, _)| stored))
+    }
+
+    fn dir() -> tempdir::Dir {
+        tempdir::Dir::new()
+    }
+
+    mod tempdir {
+        pub struct Dir(pub std::path::PathBuf);
+        impl Dir {
+            pub fn new() -> Dir {
+                static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+                let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let d = std::env::temp_dir().join(format!("spindle-persist-{}-{n}", std::process::id()));
+                let _ = std::fs::remove_dir_all(&d);
+                std::fs::create_dir_all(&d).unwrap();
+                Dir(d)
+            }
+        }
+        impl Drop for Dir {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+    }
+
+    fn sample() -> Stored {
+        let mut s = Stored { cluster_version: Some(7), lock_pin: Some(Bytes::from_static(b"1234")), ..Stored::default() };
+        Identity::from_serial("ABCDEF0123456789".into()).stamp(&mut s);
+        s
+    }
 
     #[test]
-    fn round_trips_and_defaults() {
-        let dir = std::env::temp_dir().join(format!("spindle-persist-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        assert_eq!(load(&dir).unwrap(), Stored::default());
-        let s = Stored { cluster_version: Some(7), lock_pin: Some(bytes::Bytes::from_static(b"1234")), ..Stored::default() };
-        store(&dir, &s).unwrap();
-        assert_eq!(load(&dir).unwrap(), s);
-        clear(&dir).unwrap();
-        assert_eq!(load(&dir).unwrap(), Stored::default());
-        std::fs::write(path(&dir), b"\xff\xff\xff").unwrap();
-        assert!(load(&dir).is_err(), "a damaged file is an error, not factory settings");
-        std::fs::remove_dir_all(dir).unwrap();
+    fn round_trips_and_a_new_drive_gets_an_identity_once() {
+        let d = dir();
+        let store_dir = d.0.join("engine");
+        assert!(load(&d.0).unwrap().is_none());
+        let (stored, first, note) = open(&d.0, &store_dir, false).unwrap();
+        assert!(note.is_none());
+        assert_eq!(stored, factory(&first));
+        assert_eq!(first.serial_number.len(), 16);
+        assert!(first.world_wide_name.starts_with(b"5000c50"));
+        std::fs::create_dir(&store_dir).unwrap();
+        let (_, again, _) = open(&d.0, &store_dir, false).unwrap();
+        assert_eq!(again, first, "the identity is created once");
+        store(&d.0, &sample()).unwrap();
+        assert_eq!(load(&d.0).unwrap(), Some(sample()));
+    }
+
+    #[test]
+    fn damage_is_refused_unless_reset_is_asked_for() {
+        let d = dir();
+        let store_dir = d.0.join("engine");
+        std::fs::create_dir(&store_dir).unwrap();
+        store(&d.0, &sample()).unwrap();
+        let good = std::fs::read(path(&d.0)).unwrap();
+        let mut flipped = good.clone();
+        let last = flipped.len() - 1;
+        flipped[last] ^= 0x01;
+        for (what, bytes) in [("empty", vec![]), ("truncated", good[..good.len() - 3].to_vec()), ("flipped bit", flipped)] {
+            std::fs::write(path(&d.0), &bytes).unwrap();
+            assert!(matches!(open(&d.0, &store_dir, false), Err(SettingsError::Damaged { .. })), "{what}");
+        }
+        let (stored, identity, note) = open(&d.0, &store_dir, true).unwrap();
+        assert!(note.unwrap().contains("damaged"));
+        assert_eq!(stored, factory(&identity));
+        assert_eq!(load(&d.0).unwrap(), Some(stored), "the reset is written");
+    }
+
+    #[test]
+    fn missing_settings_beside_a_store_are_refused() {
+        let d = dir();
+        let store_dir = d.0.join("engine");
+        std::fs::create_dir(&store_dir).unwrap();
+        assert!(matches!(open(&d.0, &store_dir, false), Err(SettingsError::Missing { .. })));
+        let (_, _, note) = open(&d.0, &store_dir, true).unwrap();
+        assert!(note.unwrap().contains("new identity"));
+    }
+
+    #[test]
+    fn an_older_drive_keeps_its_serial_number_and_settings() {
+        let d = dir();
+        let store_dir = d.0.join("engine");
+        std::fs::create_dir(&store_dir).unwrap();
+        std::fs::write(d.0.join(LEGACY_SERIAL_FILE), "0123456789ABCDEF").unwrap();
+        let old = Stored { cluster_version: Some(3), ..Stored::default() };
+        std::fs::write(path(&d.0), old.encode_to_vec()).unwrap();
+        let (stored, identity, note) = open(&d.0, &store_dir, false).unwrap();
+        assert!(note.is_none());
+        assert_eq!(&identity.serial_number[..], b"0123456789ABCDEF");
+        assert_eq!(stored.cluster_version, Some(3));
+        assert!(!d.0.join(LEGACY_SERIAL_FILE).exists());
+        assert!(std::fs::read(path(&d.0)).unwrap().starts_with(MAGIC), "rewritten checksummed");
+        assert_eq!(open(&d.0, &store_dir, false).unwrap().1, identity);
+        // A drive that never changed its settings had only the serial number file.
+        let d = dir();
+        std::fs::create_dir(d.0.join("engine")).unwrap();
+        std::fs::write(d.0.join(LEGACY_SERIAL_FILE), "FEDCBA9876543210\n").unwrap();
+        assert_eq!(&open(&d.0, &d.0.join("engine"), false).unwrap().1.serial_number[..], b"FEDCBA9876543210");
+    }
+
+    proptest! {
+        #[test]
+        fn decode_never_panics_and_any_corruption_of_a_file_is_caught(
+            noise in proptest::collection::vec(any::<u8>(), 0..200),
+            at in any::<prop::sample::Index>(),
+            bit in 0u8..8,
+        ) {
+            let _ = decode(&noise);
+            let good = encode(&sample());
+            let mut bad = good.clone();
+            let i = at.index(bad.len());
+            bad[i] ^= 1 << bit;
+            prop_assert!(decode(&bad).is_err(), "a flipped bit at {} was accepted", i);
+            prop_assert_eq!(decode(&good).unwrap(), sample());
+        }
     }
 }

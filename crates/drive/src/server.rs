@@ -4,7 +4,6 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use spindle_engine::{Engine, FjallEngine, FjallOptions, MemEngine};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -17,8 +16,6 @@ use crate::config::{DriveConfig, EngineKind};
 use crate::state::DriveState;
 use crate::DriveError;
 
-/// File in the data directory holding the drive's serial number.
-const SERIAL_FILE: &str = "serial-number";
 /// Folder in the data directory holding the engine's files.
 const ENGINE_DIR: &str = "engine";
 
@@ -52,25 +49,17 @@ impl RunningDrive {
     }
 }
 
-/// Reads the drive's serial number, creating one on first start.
-fn serial_number(config: &DriveConfig) -> Result<Bytes, DriveError> {
-    let path = config.data_dir.join(SERIAL_FILE);
-    match std::fs::read_to_string(&path) {
-        Ok(s) if !s.trim().is_empty() => Ok(Bytes::from(s.trim().to_string())),
-        _ => {
-            let serial: String = (0..16).map(|_| format!("{:X}", rand::random::<u8>() % 16)).collect();
-            let tmp = path.with_extension("tmp");
-            std::fs::write(&tmp, &serial)?;
-            std::fs::rename(&tmp, &path)?;
-            Ok(Bytes::from(serial))
-        }
-    }
-}
-
 pub async fn start(config: DriveConfig) -> Result<RunningDrive, DriveError> {
     config.validate()?;
     crate::memory::start();
-    std::fs::create_dir_all(&config.data_dir)?;
+    spindle_engine::dirsync::create_dir_all(&config.data_dir)?;
+    // Before the engine creates its directory: a store without settings beside it means the
+    // settings were lost, never that the drive is new.
+    let (stored, identity, reset_note) =
+        crate::persist::open(&config.data_dir, &config.data_dir.join(ENGINE_DIR), config.reset_settings)?;
+    if let Some(note) = &reset_note {
+        tracing::warn!("{note}");
+    }
     let engine: Arc<dyn Engine> = match config.engine {
         EngineKind::Fjall => {
             let mut options = FjallOptions::new(config.data_dir.join(ENGINE_DIR));
@@ -82,15 +71,13 @@ pub async fn start(config: DriveConfig) -> Result<RunningDrive, DriveError> {
         }
         EngineKind::Memory => MemEngine::new(),
     };
-    let serial = serial_number(&config)?;
     let acceptor = crate::tls::acceptor(config.tls_cert.as_deref(), config.tls_key.as_deref(), &config.data_dir)?;
     let listener = TcpListener::bind((config.listen, config.port)).await?;
     let local_addr = listener.local_addr()?;
     let tls_listener = TcpListener::bind((config.listen, config.tls_port)).await?;
     let tls_addr = tls_listener.local_addr()?;
-    let stored = crate::persist::load(&config.data_dir)?;
     let max_identities = config.limits.max_identity_count;
-    let state = DriveState::new(config, engine, serial, local_addr.port(), tls_addr.port());
+    let state = DriveState::new(config, engine, identity, local_addr.port(), tls_addr.port());
     {
         let security = crate::security::Security::restore(
             stored.acl,
@@ -105,6 +92,9 @@ pub async fn start(config: DriveConfig) -> Result<RunningDrive, DriveError> {
         }
         *state.security.write() = security;
         state.cluster_version.store(stored.cluster_version.unwrap_or(0), std::sync::atomic::Ordering::Release);
+    }
+    if let Some(note) = reset_note {
+        state.event(note);
     }
     state.event(format!("drive listening on {local_addr}, TLS on {tls_addr} ({:?} engine)", state.config.engine));
     let (stop, stopped) = watch::channel(false);

@@ -11,6 +11,7 @@ use spindle_engine::Engine;
 
 use crate::capacity::Capacity;
 use crate::config::DriveConfig;
+use crate::persist::Identity;
 use crate::security::Security;
 use crate::stats::Statistics;
 use crate::sysinfo::SystemSampler;
@@ -64,9 +65,8 @@ pub struct DriveState {
 }
 
 impl DriveState {
-    pub fn new(config: DriveConfig, engine: Arc<dyn Engine>, serial: Bytes, port: u16, tls_port: u16) -> Arc<Self> {
+    pub fn new(config: DriveConfig, engine: Arc<dyn Engine>, identity: Identity, port: u16, tls_port: u16) -> Arc<Self> {
         let millis = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(1);
-        let world_wide_name = Bytes::from(format!("5000c50{}", String::from_utf8_lossy(&serial[..serial.len().min(9)])));
         Arc::new(DriveState {
             capacity: Capacity::new(&config.data_dir, config.capacity_bytes, config.reserved_bytes),
             sampler: SystemSampler::new(&config.data_dir),
@@ -82,8 +82,8 @@ impl DriveState {
             shutdown: tokio::sync::Notify::new(),
             priorities: Default::default(),
             stats: Statistics::default(),
-            serial_number: serial,
-            world_wide_name,
+            serial_number: identity.serial_number,
+            world_wide_name: identity.world_wide_name,
             started: Instant::now(),
             port,
             next_connection_id: AtomicI64::new(millis),
@@ -103,16 +103,24 @@ impl DriveState {
         self.next_connection_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// The persistent settings as they are in memory now.
+    /// The drive's identity, as created at its first start.
+    pub fn identity(&self) -> Identity {
+        Identity { serial_number: self.serial_number.clone(), world_wide_name: self.world_wide_name.clone() }
+    }
+
+    /// The persistent settings as they are in memory now, with the identity.
     pub fn stored_settings(&self) -> spindle_proto::spindle::DriveState {
         let security = self.security.read();
-        spindle_proto::spindle::DriveState {
+        let mut stored = spindle_proto::spindle::DriveState {
             cluster_version: Some(self.cluster_version()),
             acl_configured: Some(!security.acl.is_empty()),
             acl: security.acl.clone(),
             lock_pin: Some(security.lock_pin.clone()),
             erase_pin: Some(security.erase_pin.clone()),
-        }
+            ..Default::default()
+        };
+        self.identity().stamp(&mut stored);
+        stored
     }
 
     pub fn power_level(&self) -> i32 {

@@ -58,11 +58,13 @@ fn generated_pair(data_dir: &Path) -> Result<(PathBuf, PathBuf), TlsError> {
     if cert_path.exists() && key_path.exists() {
         return Ok((cert_path, key_path));
     }
-    std::fs::create_dir_all(&dir)?;
+    spindle_engine::dirsync::create_dir_all(&dir)?;
     let names = vec!["localhost".to_string(), "127.0.0.1".to_string(), "spindle-drive".to_string()];
     let generated = rcgen::generate_simple_self_signed(names).map_err(|e| TlsError::Generate(e.to_string()))?;
     write_atomically(&key_path, generated.signing_key.serialize_pem().as_bytes(), 0o600)?;
     write_atomically(&cert_path, generated.cert.pem().as_bytes(), 0o644)?;
+    // Both names durable at once: clients pin this certificate, so a power cut must not take it.
+    spindle_engine::dirsync::sync_dir(&dir)?;
     Ok((cert_path, key_path))
 }
 

@@ -34,6 +34,20 @@ fn meta_record_corpus_round_trips() {
 }
 
 #[test]
+fn settings_corpus_decodes_without_panics_and_checksummed_files_round_trip() {
+    let mut decoded = 0;
+    for input in corpus("settings") {
+        if let Ok(stored) = spindle_drive::persist::decode(&input) {
+            decoded += 1;
+            if input.starts_with(spindle_drive::persist::MAGIC) {
+                assert_eq!(spindle_drive::persist::encode(&stored), input);
+            }
+        }
+    }
+    assert!(decoded > 0, "the corpus keeps at least one valid settings file");
+}
+
+#[test]
 fn drive_raw_corpus_is_served_without_panics() {
     for input in corpus("drive_raw") {
         serve_raw(&input);

@@ -116,7 +116,7 @@ struct Store {
 
 impl FjallEngine {
     pub fn open(options: FjallOptions) -> Result<Arc<Self>> {
-        std::fs::create_dir_all(&options.path)?;
+        crate::dirsync::create_dir_all(&options.path)?;
         // An erase interrupted after moving the old store aside.
         remove_aside(&options.path);
         let counters = Arc::new(Counters::default());
@@ -542,9 +542,12 @@ fn erase_stopped(shared: &Shared) -> Result<()> {
     remove_aside(&shared.options.path);
     if shared.options.path.exists() {
         std::fs::rename(&shared.options.path, aside_path(&shared.options.path))?;
+        // Durable before the erase is acknowledged: a power cut must not bring the old store
+        // back under its own name.
+        crate::dirsync::sync_parent(&shared.options.path)?;
         remove_aside(&shared.options.path);
     }
-    std::fs::create_dir_all(&shared.options.path)?;
+    crate::dirsync::create_dir_all(&shared.options.path)?;
     open_into_slot(shared).map(drop)
 }
 

@@ -5,6 +5,7 @@
 //! Two implementations sit behind [`Engine`]: [`FjallEngine`] (on disk, the product) and
 //! [`MemEngine`] (in memory, for tests and for measuring the protocol path alone).
 
+pub mod dirsync;
 mod error;
 mod fjall_engine;
 pub mod fs_space;

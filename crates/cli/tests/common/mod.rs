@@ -36,6 +36,20 @@ impl TestDrive {
         drive
     }
 
+    /// A drive on an existing data directory (which the caller owns).
+    pub fn start_in(data: &Path, extra: &[&str]) -> TestDrive {
+        let mut drive = TestDrive {
+            child: None,
+            addr: String::new(),
+            tls_addr: String::new(),
+            data: data.to_path_buf(),
+            _dir: None,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        drive.spawn();
+        drive
+    }
+
     /// A drive with a TOML config file holding `toml`.
     pub fn with_config(toml: &str) -> TestDrive {
         Self::configured(toml, None)

@@ -4,7 +4,7 @@
 
 use super::meta::Metadata;
 use crate::{
-    checksum::ChecksummedWriter, time::unix_timestamp, vlog::BlobFileId, Checksum, CompressionType,
+    checksum::ChecksummedWriter, file::fsync_directory, time::unix_timestamp, vlog::BlobFileId, Checksum, CompressionType,
     KeyRange, SeqNo, TreeId, UserKey,
 };
 use byteorder::{LittleEndian, WriteBytesExt};
@@ -257,6 +257,15 @@ impl Writer {
         let mut checksum = self.writer.into_inner()?;
         checksum.inner_mut().get_mut().sync_all()?;
         let checksum = checksum.checksum();
+
+        // IMPORTANT: fsync folder on Unix, as the table writer does: the version that will
+        // point to this blob file is made durable next, and without the folder's fsync a power
+        // cut could keep that version but lose the file's directory entry.
+        #[expect(
+            clippy::expect_used,
+            reason = "if there's no parent folder, something has gone horribly wrong"
+        )]
+        fsync_directory(self.path.parent().expect("should have folder"))?;
 
         Ok((metadata, checksum))
     }
