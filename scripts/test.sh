@@ -92,6 +92,9 @@ check() { # NAME LOG COMMAND...
 }
 spindle=$root/target/debug/spindle
 
+echo "== directory-sync audit (strace): every entry the drive creates or renames is synced"
+check "fsync audit" "$logs/fsync-audit.log" scripts/fsync-audit.sh "$spindle"
+
 echo "== YCSB generators: Rust against YCSB's own"
 check "ycsb crosscheck" "$logs/crosscheck.log" scripts/ycsb-crosscheck.sh "$spindle"
 

@@ -1058,6 +1058,13 @@ impl Tree {
         fsync_directory(&table_folder_path)?;
         fsync_directory(&path)?;
 
+        // The folder that holds the tree too: without it a power cut can drop the tree's own
+        // directory entry (and with it everything the tree will hold) while the program that
+        // created the tree (fjall's keyspaces) already relies on it.
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            fsync_directory(parent)?;
+        }
+
         let inner = TreeInner::create_new(config)?;
         Ok(Self(Arc::new(inner)))
     }
