@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs whatever is missing, then runs every test:
 #   1. the Rust workspace: unit and property tests, integration tests over real TCP against
-#      spawned drives, the SIGKILL durability test, the fuzz-corpus replay;
+#      spawned drives, the SIGKILL and power-cut durability tests, the fuzz-corpus replay;
 #   2. the Java interoperability suite (reference client com.seagate.kinetic:kinetic-client
 #      0.8.0.4 from Maven Central) against a freshly started drive;
 #   3. the official YCSB client with Spindle's Java binding, and a cross-check of the Rust YCSB
@@ -41,6 +41,12 @@ command -v redis-server >/dev/null || need_apt redis-server redis-tools
 # LevelDB and RocksDB, which the bench lab loads at run time as the paper's "LevelDB servers".
 ldconfig -p | grep -q 'libleveldb\.so\.1' || need_apt libleveldb1d
 ldconfig -p | grep -q 'librocksdb\.so\.' || need_apt librocksdb7.8
+
+# The power-loss tests mount the project's FUSE file system (crates/powercut): /dev/fuse, and
+# fusermount3 where the kernel's mount is not allowed; the directory-sync audit traces with strace.
+command -v fusermount3 >/dev/null || need_apt fuse3
+[ -e /dev/fuse ] || modprobe fuse 2>/dev/null || true
+command -v strace >/dev/null || need_apt strace
 
 passed=0
 failed=0
