@@ -30,32 +30,39 @@ fi
 work=$(mktemp -d)
 pids=()
 cleanup() {
+  # The servers were started in the current shell (start_server below), so they are its
+  # children: stop them, then wait for each (a SIGSTOPped one gets SIGCONT first).
   for p in "${pids[@]}"; do kill -CONT "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 # shellcheck source=servers.sh
 source scripts/servers.sh
 
-start_spindle() { # NAME
-  mkdir -p "$work/$1"
-  "$spindle_bin" drive --data "$work/$1" --port 0 --tls-port 0 >"$work/$1.out" 2>"$work/$1.err" &
-  pids+=($!)
-  echo "$! $(wait_for "$work/$1.out" 'listening on 127\.0\.0\.1:([0-9]+)')"
-}
-start_simulator() { # NAME
-  mkdir -p "$work/$1"
-  scripts/java-simulator.sh 0 0 "$work/$1" >"$work/$1.out" 2>"$work/$1.err" &
-  pids+=($!)
-  echo "$! $(wait_for "$work/$1.out" 'listening on 127\.0\.0\.1:([0-9]+)')"
+# Starts a server in this shell (never in a subshell: its PID must reach `pids`, or the
+# cleanup cannot stop it) and sets `pid` and `port`.
+start_server() { # NAME COMMAND...
+  local name=$1
+  shift
+  mkdir -p "$work/$name"
+  : >"$work/$name.out"
+  "$@" >"$work/$name.out" 2>"$work/$name.err" &
+  pid=$!
+  pids+=("$pid")
+  port=$(wait_for "$work/$name.out" 'listening on 127\.0\.0\.1:([0-9]+)')
 }
 
-read -r sa_pid sa_port < <(start_spindle spindle-a)
-read -r sb_pid sb_port < <(start_spindle spindle-b)
-read -r ja_pid ja_port < <(start_simulator sim-a)
-read -r jb_pid jb_port < <(start_simulator sim-b)
+start_server spindle-a "$spindle_bin" drive --data "$work/spindle-a" --port 0 --tls-port 0
+sa_pid=$pid sa_port=$port
+start_server spindle-b "$spindle_bin" drive --data "$work/spindle-b" --port 0 --tls-port 0
+sb_pid=$pid sb_port=$port
+start_server sim-a scripts/java-simulator.sh 0 0 "$work/sim-a"
+ja_pid=$pid ja_port=$port
+start_server sim-b scripts/java-simulator.sh 0 0 "$work/sim-b"
+jb_pid=$pid jb_port=$port
 only() { # spindle|simulator
   local run stop
   if [ "$1" = spindle ]; then run="$sa_pid $sb_pid"; stop="$ja_pid $jb_pid"; else run="$ja_pid $jb_pid"; stop="$sa_pid $sb_pid"; fi

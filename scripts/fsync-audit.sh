@@ -11,9 +11,15 @@ cd "$(dirname "$0")/.."
 spindle=${1:-target/debug/spindle}
 command -v strace >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace >/dev/null; }
 work=$(mktemp -d)
-pid=
+pid= drive=
 cleanup() {
-  if [[ -n $pid ]]; then kill -KILL "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  # The drive is strace's child: killing strace alone would leave it running, detached.
+  [[ -z $drive ]] || kill -KILL "$drive" 2>/dev/null || true
+  if [[ -n $pid ]]; then
+    pkill -KILL -P "$pid" 2>/dev/null || true
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -31,6 +37,8 @@ for _ in $(seq 600); do
   kill -0 "$pid" 2>/dev/null || { cat "$work/drive.err"; exit 1; }
   sleep 0.1
 done
+drive=$(pgrep -P "$pid" | head -n 1)
+[[ -n $drive ]] || { echo "no drive under strace" >&2; exit 1; }
 port=$(sed -nE 's/.*listening on 127\.0\.0\.1:([0-9]+) tls 127\.0\.0\.1:([0-9]+).*/\1/p' "$work/drive.out")
 tls=$(sed -nE 's/.*listening on 127\.0\.0\.1:([0-9]+) tls 127\.0\.0\.1:([0-9]+).*/\2/p' "$work/drive.out")
 d="--drive 127.0.0.1:$port"
@@ -47,8 +55,8 @@ t="--drive 127.0.0.1:$tls --tls-trust $work/data/tls/cert.pem"
 # Let the background flush of the last writes finish: a file still being written when the
 # drive is killed was never promised.
 sleep 3
-kill -KILL "$pid"
+kill -KILL "$drive"
 wait "$pid" 2>/dev/null || true
-pid=
+pid= drive=
 [[ -z ${KEEP_TRACE:-} ]] || cp "$work/trace" "$KEEP_TRACE"
 python3 scripts/fsync-audit.py "$work/trace" --root "$work/data"
