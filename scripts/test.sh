@@ -47,6 +47,8 @@ ldconfig -p | grep -q 'librocksdb\.so\.' || need_apt librocksdb7.8
 command -v fusermount3 >/dev/null || need_apt fuse3
 [ -e /dev/fuse ] || modprobe fuse 2>/dev/null || true
 command -v strace >/dev/null || need_apt strace
+# Without /dev/fuse the power-loss tests would skip; here they must run (or fail).
+export SPINDLE_REQUIRE_FUSE=1
 
 passed=0
 failed=0

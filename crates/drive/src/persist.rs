@@ -65,7 +65,7 @@ impl Identity {
     }
 
     fn from_serial(serial: String) -> Identity {
-        let wwn = format!("5000c50{}", &serial[..serial.len().min(9)]);
+        let wwn = format!("5000c50{}", serial.chars().take(9).collect::<String>());
         Identity { serial_number: Bytes::from(serial), world_wide_name: Bytes::from(wwn) }
     }
 
@@ -170,56 +170,92 @@ pub fn factory(identity: &Identity) -> Stored {
 /// Opens the settings at start-up, creating them (with a new identity) on a new drive.
 ///
 /// `store_dir` is where the engine keeps its files: if it exists, the drive has been started
-/// before, so missing settings mean lost settings. Call this before the engine first creates
-/// that directory. With `reset`, missing or damaged settings are replaced by factory settings
-/// (keeping a legacy serial number if there is one) instead of stopping the start; the
-/// returned note says what was replaced, for the log.
+/// before, so settings or an identity that cannot be found are lost, not new. Call this before
+/// the engine first creates that directory. With `reset`, missing or damaged settings are
+/// replaced by factory settings (keeping whatever identity can still be read) instead of
+/// stopping the start. The returned note says what was adopted or replaced, for the log.
 pub fn open(dir: &Path, store_dir: &Path, reset: bool) -> Result<(Stored, Identity, Option<String>), SettingsError> {
-    let legacy = legacy_serial(dir);
-    let mut checksummed = false;
-    let (mut stored, mut note) = match load_checked(dir) {
-        Ok(Some((stored, envelope))) => {
-            checksummed = envelope;
-            (stored, None)
-        }
-        Ok(None) if legacy.is_none() && store_dir.exists() && !reset => {
-            return Err(SettingsError::Missing { path: path(dir), store: store_dir.into() })
-        }
-        Ok(None) if store_dir.exists() && legacy.is_none() => {
-            (Stored::default(), Some("settings were missing: started with factory settings and a new identity".into()))
-        }
-        Ok(None) => (Stored::default(), None),
+    let has_store = store_dir.try_exists()?;
+    let legacy = legacy_serial(dir)?;
+    let mut notes = Vec::new();
+    let damaged = |reason: String| SettingsError::Damaged { path: path(dir), reason };
+    let loaded = match load_checked(dir) {
+        Ok(loaded) => loaded,
         Err(SettingsError::Damaged { path, reason }) if reset => {
-            (Stored::default(), Some(format!("{} was damaged ({reason}): started with factory settings", path.display())))
+            notes.push(format!("{} was damaged ({reason}): started with factory settings", path.display()));
+            None
         }
         Err(e) => return Err(e),
     };
-    let identity = match Identity::of(&stored) {
-        Some(identity) => identity,
-        None => {
-            let identity = legacy.clone().map(Identity::from_serial).unwrap_or_else(Identity::generate);
-            if note.is_none() && store_dir.exists() && legacy.is_none() {
-                note = Some("the settings held no identity: the drive got a new one".into());
+    let (mut stored, mut rewrite) = match loaded {
+        // Settings that say an ACL was set but hold none would open the drive to the factory
+        // identity: damage, whatever the checksum says.
+        Some((stored, _)) if stored.acl_configured == Some(true) && stored.acl.is_empty() => {
+            if !reset {
+                return Err(damaged("it says an ACL was set but holds none".into()));
             }
-            identity
+            notes.push("the settings held an empty ACL: started with factory settings".into());
+            (keep_identity(&stored), true)
         }
+        Some((stored, checksummed)) => (stored, !checksummed),
+        None if has_store && legacy.is_some() => {
+            // A drive of an older release whose settings were never changed had no settings
+            // file, only its serial number.
+            notes.push("adopted the serial number of an older release; no settings had been stored".into());
+            (Stored::default(), true)
+        }
+        None if has_store && !reset && notes.is_empty() => {
+            return Err(SettingsError::Missing { path: path(dir), store: store_dir.into() })
+        }
+        None if has_store && notes.is_empty() => {
+            notes.push("the settings were missing: started with factory settings".into());
+            (Stored::default(), true)
+        }
+        None => (Stored::default(), true),
     };
-    if Identity::of(&stored).is_none() || !checksummed {
+    let identity = match (Identity::of(&stored), stored.serial_number.clone().filter(|s| !s.is_empty()), legacy.clone()) {
+        (Some(identity), _, _) => identity,
+        // The world-wide name is derived from the serial number: rebuild it as it was made.
+        (None, Some(serial), _) | (None, None, Some(serial)) => Identity::from_serial(serial),
+        (None, None, None) if !has_store => Identity::generate(),
+        (None, None, None) if reset => {
+            notes.push("the drive's identity was lost: it has a new serial number and world-wide name".into());
+            Identity::generate()
+        }
+        (None, None, None) => return Err(damaged("it holds no identity, and no serial-number file of an older release is there".into())),
+    };
+    if Identity::of(&stored).as_ref() != Some(&identity) {
         identity.stamp(&mut stored);
+        rewrite = true;
+    }
+    if rewrite {
         store(dir, &stored)?;
     }
-    if legacy.is_some() || dir.join(LEGACY_SERIAL_FILE).exists() {
-        // Its serial number now lives in the settings (stored above, durably).
+    if legacy.is_some() {
+        // Its serial number now lives in the settings (stored, durably).
         std::fs::remove_file(dir.join(LEGACY_SERIAL_FILE))?;
         sync_dir(dir)?;
     }
-    Ok((stored, identity, note))
+    Ok((stored, identity, (!notes.is_empty()).then(|| notes.join("; "))))
 }
 
-fn legacy_serial(dir: &Path) -> Option<String> {
-    let s = std::fs::read_to_string(dir.join(LEGACY_SERIAL_FILE)).ok()?;
-    let s = s.trim();
-    (!s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric())).then(|| s.to_string())
+/// Factory settings, but with the identity `stored` holds, if any.
+fn keep_identity(stored: &Stored) -> Stored {
+    Stored { serial_number: stored.serial_number.clone(), world_wide_name: stored.world_wide_name.clone(), ..Stored::default() }
+}
+
+/// The serial number a release before the settings' identity kept in its own file, read as
+/// that release read it (any non-empty text, trimmed).
+fn legacy_serial(dir: &Path) -> Result<Option<String>, SettingsError> {
+    match std::fs::read(dir.join(LEGACY_SERIAL_FILE)) {
+        Ok(bytes) => match String::from_utf8(bytes) {
+            Ok(s) if s.trim().is_empty() => Ok(None),
+            Ok(s) => Ok(Some(s.trim().to_string())),
+            Err(_) => Err(SettingsError::Damaged { path: dir.join(LEGACY_SERIAL_FILE), reason: "not UTF-8 text".into() }),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e.into()),
+    }
 }
 
 #[cfg(test)]
@@ -304,7 +340,7 @@ mod tests {
         std::fs::create_dir(&store_dir).unwrap();
         assert!(matches!(open(&d.0, &store_dir, false), Err(SettingsError::Missing { .. })));
         let (_, _, note) = open(&d.0, &store_dir, true).unwrap();
-        assert!(note.unwrap().contains("new identity"));
+        assert!(note.unwrap().contains("identity was lost"));
     }
 
     #[test]
@@ -327,6 +363,37 @@ mod tests {
         std::fs::create_dir(d.0.join("engine")).unwrap();
         std::fs::write(d.0.join(LEGACY_SERIAL_FILE), "FEDCBA9876543210\n").unwrap();
         assert_eq!(&open(&d.0, &d.0.join("engine"), false).unwrap().1.serial_number[..], b"FEDCBA9876543210");
+    }
+
+    #[test]
+    fn settings_that_would_open_the_drive_or_lose_its_identity_are_refused() {
+        let d = dir();
+        let store_dir = d.0.join("engine");
+        std::fs::create_dir(&store_dir).unwrap();
+        // An ACL said to be set, but empty: the factory identity would be in force.
+        let mut hollow = sample();
+        hollow.acl_configured = Some(true);
+        store(&d.0, &hollow).unwrap();
+        assert!(matches!(open(&d.0, &store_dir, false), Err(SettingsError::Damaged { .. })));
+        let (stored, identity, _) = open(&d.0, &store_dir, true).unwrap();
+        assert_eq!(&identity.serial_number[..], b"ABCDEF0123456789", "a reset keeps a readable identity");
+        assert_eq!(stored, factory(&identity));
+        // No identity in the file and no older serial-number file beside a store.
+        store(&d.0, &Stored { cluster_version: Some(2), ..Stored::default() }).unwrap();
+        assert!(matches!(open(&d.0, &store_dir, false), Err(SettingsError::Damaged { .. })));
+        // A serial number without its world-wide name: the name is rebuilt, not a new identity.
+        let mut half = sample();
+        half.world_wide_name = None;
+        store(&d.0, &half).unwrap();
+        let (_, identity, _) = open(&d.0, &store_dir, false).unwrap();
+        assert_eq!(identity, Identity::from_serial("ABCDEF0123456789".into()));
+        // An older release took any text as a serial number; so does the adoption.
+        let d = dir();
+        std::fs::create_dir(d.0.join("engine")).unwrap();
+        std::fs::write(d.0.join(LEGACY_SERIAL_FILE), "rack-7/slot-3 é\n").unwrap();
+        let (_, identity, note) = open(&d.0, &d.0.join("engine"), false).unwrap();
+        assert_eq!(&identity.serial_number[..], "rack-7/slot-3 é".as_bytes());
+        assert!(note.unwrap().contains("older release"));
     }
 
     proptest! {

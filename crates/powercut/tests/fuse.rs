@@ -27,9 +27,9 @@ fn is_root() -> bool {
 fn fuse_ready() -> bool {
     let ok = is_root() && Path::new("/dev/fuse").exists();
     if !ok {
-        if std::env::var_os("CI").is_some() {
+        if std::env::var_os("CI").is_some() || std::env::var_os("SPINDLE_REQUIRE_FUSE").is_some() {
             panic!(
-                "FUSE tests need root and /dev/fuse, and CI is set: failing instead of skipping"
+                "FUSE tests need root and /dev/fuse, and CI or SPINDLE_REQUIRE_FUSE is set: failing instead of skipping"
             );
         }
         // Straight to stderr, past the test harness's output capture, so the skip is visible.

@@ -79,7 +79,9 @@ impl TestDrive {
     }
 
     fn spawn(&mut self) {
-        let mut child = Process::new(env!("CARGO_BIN_EXE_spindle"))
+        // SPINDLE_BIN: a copy of the binary, for long runs that must not pick up a rebuild.
+        let bin = std::env::var_os("SPINDLE_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_spindle").into());
+        let mut child = Process::new(bin)
             .args(["drive", "--port", "0", "--tls-port", "0", "--listen", "127.0.0.1", "--data"])
             .arg(&self.data)
             .args(&self.extra)

@@ -149,6 +149,9 @@ impl BlobTree {
         let blobs_folder = index.config.path.join(BLOBS_FOLDER);
         std::fs::create_dir_all(&blobs_folder)?;
         fsync_directory(&blobs_folder)?;
+        // The tree folder that holds `blobs/`, so its entry is durable before any version can
+        // name a blob file (not only because a version write happens to sync that folder).
+        fsync_directory(&index.config.path)?;
 
         let blob_file_id_to_continue_with = index
             .current_version()
