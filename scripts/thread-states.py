@@ -3,7 +3,7 @@
 how often it was running (R), sleeping (S, with the kernel function it waits in: futex,
 epoll, nanosleep...) or in uninterruptible I/O wait (D, with its wchan). A profile shows
 where CPU goes; this shows where a thread waits instead, e.g. a writer idle for lack of work
-or flush workers waiting for the disk (docs/performance.md, sixth session).
+or flush workers waiting for the disk (docs/performance.md, "What limits each figure").
 
     scripts/thread-states.py PID SECONDS [THREAD-NAME-PREFIX ...]
 """
