@@ -12,7 +12,8 @@ use spindle_bench::act::rates::Workload;
 use spindle_bench::act::run::Timing;
 use spindle_bench::act::{certify_device, certify_drive, plot::plot, text, ActResults, Event, Plan};
 
-use crate::client_cmds::{write_atomically, SyncArg};
+use crate::client_cmds::SyncArg;
+use crate::json_file::write_atomically;
 
 type CmdResult = Result<(), Box<dyn std::error::Error>>;
 

@@ -230,7 +230,7 @@ async fn run_archive(a: RunArgs) -> CmdResult {
         }
         // After every row the file holds valid results ("complete": false until the end).
         if let Some(path) = &a.out {
-            if let Err(e) = crate::client_cmds::write_atomically(path, partial) {
+            if let Err(e) = crate::json_file::write_atomically(path, partial) {
                 write_error.get_or_insert(e);
             }
         }
@@ -243,7 +243,7 @@ async fn run_archive(a: RunArgs) -> CmdResult {
         archive::plot::write_plots(&results.rows, dir)?;
     }
     match &a.out {
-        Some(path) => crate::client_cmds::write_atomically(path, &results)?,
+        Some(path) => crate::json_file::write_atomically(path, &results)?,
         None if !a.table => println!("{}", serde_json::to_string_pretty(&results)?),
         None => {}
     }

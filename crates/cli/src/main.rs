@@ -1,9 +1,18 @@
 //! `spindle`: run a drive, talk to one, benchmark one.
 
+// The bench lab's commands, built with the default `lab` feature; a drive built without it
+// (`--no-default-features`) links none of the lab's crates.
+#[cfg(feature = "lab")]
 mod act_cmds;
 mod admin_cmds;
+#[cfg(feature = "lab")]
 mod archive_cmds;
+#[cfg(feature = "lab")]
+mod bench_cmds;
 mod client_cmds;
+#[cfg(feature = "lab")]
+mod json_file;
+#[cfg(feature = "lab")]
 mod plan_cmds;
 
 use std::path::PathBuf;
@@ -26,12 +35,14 @@ enum Command {
     #[command(flatten)]
     Client(client_cmds::ClientCommand),
     /// Measure a Kinetic endpoint.
+    #[cfg(feature = "lab")]
     #[command(subcommand)]
-    Bench(client_cmds::BenchCommand),
+    Bench(bench_cmds::BenchCommand),
     /// Administer a drive: ACLs, PINs, lock/erase, cluster version, power (TLS for security).
     #[command(subcommand)]
     Admin(admin_cmds::AdminCommand),
     /// Design a storage tier: nodes and drives per node from a catalogue, by integer programming.
+    #[cfg(feature = "lab")]
     Plan(plan_cmds::PlanArgs),
 }
 
@@ -77,6 +88,10 @@ struct DriveArgs {
     /// missing or damaged, instead of refusing to start; a lost identity is replaced by a new one.
     #[arg(long)]
     reset_settings: bool,
+    /// Multi-tenant drives: keys outside a caller's scopes answer as absent ones
+    /// (GETNEXT/GETPREVIOUS skip them, GETKEYRANGE counts without them) instead of NOT_AUTHORIZED.
+    #[arg(long)]
+    hide_out_of_scope_keys: bool,
 }
 
 fn drive_config(args: &DriveArgs) -> Result<DriveConfig, Box<dyn std::error::Error>> {
@@ -99,6 +114,7 @@ fn drive_config(args: &DriveArgs) -> Result<DriveConfig, Box<dyn std::error::Err
         tls_cert: args.tls_cert.clone(),
         tls_key: args.tls_key.clone(),
         reset_settings: args.reset_settings.then_some(true),
+        hide_out_of_scope_keys: args.hide_out_of_scope_keys.then_some(true),
         ..ConfigFile::default()
     };
     Ok(config.merge(flags)?)
@@ -146,8 +162,10 @@ fn main() {
         match cli.command {
             Command::Drive(args) => run_drive(args).await,
             Command::Client(cmd) => client_cmds::run(cmd).await,
-            Command::Bench(cmd) => client_cmds::bench(cmd).await,
+            #[cfg(feature = "lab")]
+            Command::Bench(cmd) => bench_cmds::bench(cmd).await,
             Command::Admin(cmd) => admin_cmds::run(cmd).await,
+            #[cfg(feature = "lab")]
             Command::Plan(args) => plan_cmds::run(args),
         }
     });

@@ -61,6 +61,10 @@ pub struct DriveConfig {
     /// Start with factory settings when the stored ones are missing or damaged, instead of
     /// refusing to start (persist.rs says why that is the default).
     pub reset_settings: bool,
+    /// For drives shared by tenants: keys outside a caller's scopes answer as absent ones do
+    /// (GETNEXT/GETPREVIOUS skip them, GETKEYRANGE fills its count without them) instead of
+    /// NOT_AUTHORIZED, which tells a scoped caller that a key is there (scope_view.rs).
+    pub hide_out_of_scope_keys: bool,
 }
 
 /// Bounds for `memtable_bytes`: below, a flush every few writes; above, the sealed memtables
@@ -90,6 +94,7 @@ impl Default for DriveConfig {
             p2p_tls_trust: None,
             p2p_timeout_ms: DEFAULT_P2P_TIMEOUT_MS,
             reset_settings: false,
+            hide_out_of_scope_keys: false,
         }
     }
 }
@@ -113,6 +118,7 @@ pub struct ConfigFile {
     pub p2p_tls_trust: Option<PathBuf>,
     pub p2p_timeout_ms: Option<u64>,
     pub reset_settings: Option<bool>,
+    pub hide_out_of_scope_keys: Option<bool>,
     #[serde(default)]
     pub limits: LimitsFile,
 }
@@ -153,6 +159,13 @@ impl DriveConfig {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
         let file: ConfigFile =
             toml::from_str(&text).map_err(|e| ConfigError::Parse { path: path.into(), message: e.to_string() })?;
+        if file.reset_settings.is_some() {
+            // A file would make every later start accept lost settings silently.
+            return Err(ConfigError::Parse {
+                path: path.into(),
+                message: "reset_settings is a one-time choice: give --reset-settings on the command line".into(),
+            });
+        }
         self.merge(file)
     }
 
@@ -202,6 +215,9 @@ impl DriveConfig {
         }
         if let Some(v) = file.reset_settings {
             self.reset_settings = v;
+        }
+        if let Some(v) = file.hide_out_of_scope_keys {
+            self.hide_out_of_scope_keys = v;
         }
         let l = &mut self.limits;
         let f = file.limits;

@@ -17,6 +17,7 @@ mod outbox;
 mod p2p;
 pub mod persist;
 mod priority;
+mod scope_view;
 mod security;
 mod server;
 mod state;

@@ -282,6 +282,11 @@ impl Caller {
         self.identity.allows(permission, key, self.tls)
     }
 
+    /// The scopes that grant this caller `permission` (over its transport).
+    pub fn scopes_for(&self, permission: Permission) -> Vec<&Scope> {
+        self.identity.scopes.iter().filter(|s| (self.tls || !s.tls_required) && s.permissions & permission.bit() != 0).collect()
+    }
+
     /// The NOT_AUTHORIZED answer for a refused permission.
     pub fn refusal(&self, permission: Permission) -> crate::handler::Reply {
         crate::handler::Reply::error(
