@@ -27,15 +27,20 @@ for arg in "$@"; do
   if [ "$arg" = --value-size ]; then skip=1; continue; fi
   preload_args+=("$arg")
 done
+log() { echo "bench-ab: $*" >&2; }
+die() { log "$*"; exit 1; }
+work=$(mktemp -d)
+# shellcheck source=servers.sh
+source "$(dirname "$0")/servers.sh"
+trap 'stop_servers; rm -rf "$work"' EXIT
+trap 'exit 130' INT TERM
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 per_op() { python3 -c "import sys; print(round((int(sys.argv[2]) - int(sys.argv[1])) * 1e4 / int(sys.argv[3]), 2))" "$@"; }
-for _ in $(seq 1 "$rounds"); do
-  for bin in "$a" "$b"; do
-    dir=$(mktemp -d)
-    "$bin" drive --data "$dir/data" --port 0 --tls-port 0 >"$dir/out" 2>/dev/null &
-    pid=$!
-    for _ in $(seq 1 100); do grep -q 'listening on' "$dir/out" && break; sleep 0.1; done
-    addr=$(grep -o '127.0.0.1:[0-9]*' "$dir/out" | head -1)
+for round in $(seq 1 "$rounds"); do
+  for side in a b; do
+    if [ $side = a ]; then bin=$a; else bin=$b; fi
+    start_drive "$side$round" "$bin"
+    pid=$drive_pid addr=127.0.0.1:$drive_port
     if [ -n "${PRELOAD:-}" ]; then
       "$client" bench put --drive "$addr" "${preload_args[@]}" --value-size "$PRELOAD" >/dev/null
       sleep 1
@@ -47,7 +52,7 @@ for _ in $(seq 1 "$rounds"); do
     get=$("$client" bench get --drive "$addr" --json "$@" | ops)
     c2=$(cpu_ticks "$pid")
     echo "$bin put $put get $get drive-cpu-us/put $(per_op "$c0" "$c1" "$count") drive-cpu-us/get $(per_op "$c1" "$c2" "$count")"
-    kill "$pid"; wait "$pid" 2>/dev/null || true
-    rm -rf "$dir"
+    stop_pid "$pid" "drive $side" 10
+    rm -rf "$work/$side$round"
   done
 done

@@ -35,34 +35,27 @@ spindle_bin=$(realpath "$spindle_bin")
 keep=1
 if [ -z "$dir" ]; then dir=$(mktemp -d "${TMPDIR:-/tmp}/bench-act.XXXXXX"); keep=0; fi
 mkdir -p "$dir"
-drive_pid=
+work=$dir
+log() { echo "bench-act: $*" >&2; }
+die() { log "$*"; exit 1; }
+# shellcheck source=servers.sh
+source "$(dirname "$0")/servers.sh"
 cleanup() {
-  if [ -n "$drive_pid" ]; then kill "$drive_pid" 2>/dev/null || true; wait "$drive_pid" 2>/dev/null || true; fi
-  if [ $keep = 0 ]; then rm -rf "$dir"; else rm -f "$dir/device.bin"; rm -rf "$dir/drive-data"; fi
+  stop_servers
+  if [ $keep = 0 ]; then rm -rf "$dir"; else rm -f "$dir/device.bin"; rm -rf "$dir/drive"; fi
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 
-# Created before the drive starts: the first look below can come before the background job
-# has opened them (under pipefail a missing file would end the script).
-: >"$dir/drive.out"
-: >"$dir/drive.err"
-"$spindle_bin" drive --data "$dir/drive-data" --port 0 --tls-port 0 --listen 127.0.0.1 >"$dir/drive.out" 2>"$dir/drive.err" &
-drive_pid=$!
-port=
-for _ in $(seq 1 300); do
-  port=$(sed -n -E 's/.*listening on 127\.0\.0\.1:([0-9]+).*/\1/p' "$dir/drive.out" | head -n 1)
-  [ -n "$port" ] && break
-  kill -0 "$drive_pid" 2>/dev/null || { cat "$dir/drive.err" >&2; exit 1; }
-  sleep 0.1
-done
-[ -n "$port" ] || { echo "the drive did not start" >&2; cat "$dir/drive.err" >&2; exit 1; }
+start_drive drive "$spindle_bin"
+port=$drive_port
 
 common=(--ratings "$ratings" --duration "$duration" --slice "$slice" --prep --settle "$settle")
 echo "drive mode: spindle drive on 127.0.0.1:$port, $keys keys" >&2
 "$spindle_bin" bench act drive --drive "127.0.0.1:$port" --keys "$keys" "${common[@]}" \
   --out "$dir/act-drive.json" --plot "$dir/act-drive.svg" >"$dir/act-drive.txt"
 # The drive's page cache and CPU stay out of the device run.
-kill "$drive_pid"; wait "$drive_pid" 2>/dev/null || true; drive_pid=
+stop_pid "$drive_pid" "spindle drive" 30
 # Nor its data still being written back: the device run starts on an idle disk.
 sync
 echo "device mode: $device_size file beside the drive's data" >&2

@@ -45,30 +45,18 @@ else
   args=(--levels "$levels" --resample-files 2000)
 fi
 work=$(mktemp -d)
-pids=()
-stop_drives() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  pids=()
-}
-cleanup() {
-  stop_drives
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
+log() { echo "bench-archive: $*" >&2; }
+die() { log "$*"; exit 1; }
 # shellcheck source=servers.sh
 source scripts/servers.sh
+trap 'stop_servers; rm -rf "$work"' EXIT
+trap 'exit 130' INT TERM
 
 start_drives() { # NAME -> sets drive_args
   drive_args=()
   for i in $(seq 1 "$drives"); do
-    mkdir -p "$work/$1/d$i"
-    "$spindle_bin" drive --data "$work/$1/d$i" --port 0 --tls-port 0 --listen 127.0.0.1 --capacity-bytes "$quota" >"$work/$1/d$i.out" 2>"$work/$1/d$i.err" &
-    pids+=($!)
-  done
-  for i in $(seq 1 "$drives"); do
-    drive_args+=(--drive "127.0.0.1:$(wait_for "$work/$1/d$i.out" 'listening on 127\.0\.0\.1:([0-9]+)')")
+    start_drive "$1-d$i" "$spindle_bin" --capacity-bytes "$quota"
+    drive_args+=(--drive "127.0.0.1:$drive_port")
   done
 }
 
@@ -82,7 +70,7 @@ for r in $(seq 1 "$repeat"); do
       cat "$work/$name.err" >&2
       exit 1
     }
-    stop_drives
+    stop_servers
     rm -rf "${work:?}/$name"
     files+=("$work/$name.json")
   done

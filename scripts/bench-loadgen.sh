@@ -31,26 +31,15 @@ while [[ $# -gt 0 ]]; do
 done
 [[ -x $spindle_bin ]] || die "build first: cargo build --release -p spindle-cli (or --spindle BIN)"
 work=$(mktemp -d "${TMPDIR:-/tmp}/bench-loadgen.XXXXXX")
-pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"' EXIT
-
-start_drive() { # NAME EXTRA... -> sets $port (runs in this shell, so the EXIT trap sees its pid)
-    local name=$1
-    shift
-    "${server_cpu[@]}" "$spindle_bin" drive --data "$work/$name" --port 0 --tls-port 0 "$@" >"$work/$name.out" 2>"$work/$name.err" &
-    pids+=($!)
-    local i
-    for ((i = 0; i < 300; i++)); do
-        port=$(sed -nE 's/.*listening on 127\.0\.0\.1:([0-9]+).*/\1/p' "$work/$name.out" 2>/dev/null | head -1 || true)
-        [[ -n $port ]] && return
-        sleep 0.1
-    done
-    die "$name did not start"
-}
-start_drive fjall
-fjall=$port
-start_drive memory --engine memory
-memory=$port
+# shellcheck source=servers.sh
+source "$root/scripts/servers.sh"
+trap 'stop_servers; rm -rf "$work"' EXIT
+trap 'exit 130' INT TERM
+drive_prefix=(${server_cpu[@]+"${server_cpu[@]}"})
+start_drive fjall "$spindle_bin"
+fjall=$drive_port
+start_drive memory "$spindle_bin" --engine memory
+memory=$drive_port
 
 # Per target and round: the keys put (unmeasured), then the measured gets, in one process.
 measure() { # TARGET -> "ops_per_second ops_per_cpu_second"

@@ -32,16 +32,15 @@ done
 client_bin=${client_bin:-$spindle_bin}
 [[ -x $spindle_bin && -x $client_bin ]] || { echo "bench-memory: build first: cargo build --release -p spindle-cli" >&2; exit 1; }
 work=$(mktemp -d)
-pid=
-trap '[[ -n $pid ]] && kill "$pid" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$work"' EXIT
-
+log() { echo "bench-memory: $*" >&2; }
+die() { log "$*"; exit 1; }
 # shellcheck source=servers.sh
 source scripts/servers.sh
+trap 'stop_servers; wait 2>/dev/null || true; rm -rf "$work"' EXIT
+trap 'exit 130' INT TERM
 
-"$spindle_bin" drive --data "$work/data" --port 0 --tls-port 0 >"$work/drive.out" 2>"$work/drive.err" &
-pid=$!
-port=$(wait_for "$work/drive.out" 'listening on 127\.0\.0\.1:([0-9]+)')
-[[ -n $port ]] || { tail_logs "$work/drive.out" "$work/drive.err"; exit 1; }
+start_drive drive "$spindle_bin"
+pid=$drive_pid port=$drive_port
 
 memory() { awk '/^VmHWM|^VmRSS/ {printf "%s %d MiB  ", $1, $2 / 1024}' "/proc/$pid/status"; }
 run() { # OP EXTRA...

@@ -28,41 +28,25 @@ if [ -z "$spindle_bin" ]; then
   spindle_bin=$root/target/release/spindle
 fi
 work=$(mktemp -d)
-pids=()
-cleanup() {
-  # The servers were started in the current shell (start_server below), so they are its
-  # children: stop them, then wait for each (a SIGSTOPped one gets SIGCONT first).
-  for p in "${pids[@]}"; do kill -CONT "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
+log() { echo "bench-p2p: $*" >&2; }
+die() { log "$*"; exit 1; }
 # shellcheck source=servers.sh
 source scripts/servers.sh
+trap 'stop_servers; rm -rf "$work"' EXIT
+trap 'exit 130' INT TERM
 
-# Starts a server in this shell (never in a subshell: its PID must reach `pids`, or the
-# cleanup cannot stop it) and sets `pid` and `port`.
-start_server() { # NAME COMMAND...
-  local name=$1
-  shift
-  mkdir -p "$work/$name"
-  : >"$work/$name.out"
-  "$@" >"$work/$name.out" 2>"$work/$name.err" &
-  pid=$!
-  pids+=("$pid")
-  port=$(wait_for "$work/$name.out" 'listening on 127\.0\.0\.1:([0-9]+)')
-}
-
-start_server spindle-a "$spindle_bin" drive --data "$work/spindle-a" --port 0 --tls-port 0
-sa_pid=$pid sa_port=$port
-start_server spindle-b "$spindle_bin" drive --data "$work/spindle-b" --port 0 --tls-port 0
-sb_pid=$pid sb_port=$port
-start_server sim-a scripts/java-simulator.sh 0 0 "$work/sim-a"
-ja_pid=$pid ja_port=$port
-start_server sim-b scripts/java-simulator.sh 0 0 "$work/sim-b"
-jb_pid=$pid jb_port=$port
+start_drive spindle-a "$spindle_bin"
+sa_pid=$drive_pid sa_port=$drive_port
+start_drive spindle-b "$spindle_bin"
+sb_pid=$drive_pid sb_port=$drive_port
+# The first start of a simulator builds its launcher with Maven.
+server_start_timeout=900
+ready='kinetic simulator listening on 127\.0\.0\.1:([0-9]+)'
+mkdir -p "$work/sim-a" "$work/sim-b"
+start_server sim-a "$ready" scripts/java-simulator.sh 0 0 "$work/sim-a"
+ja_pid=$server_pid ja_port=$server_match
+start_server sim-b "$ready" scripts/java-simulator.sh 0 0 "$work/sim-b"
+jb_pid=$server_pid jb_port=$server_match
 only() { # spindle|simulator
   local run stop
   if [ "$1" = spindle ]; then run="$sa_pid $sb_pid"; stop="$ja_pid $jb_pid"; else run="$ja_pid $jb_pid"; stop="$sa_pid $sb_pid"; fi

@@ -4,8 +4,8 @@
 #
 #   scripts/java-interop.sh SPINDLE_BIN [extra mvn args, e.g. -Dtest=RangeInteropTest]
 #
-# Starts three drives, each `SPINDLE_BIN drive --data TMPDIR --port 0 --tls-port 0 --listen
-# 127.0.0.1` on its own TMPDIR: the drive under test; a second one, the peer for the P2P tests
+# Starts three drives (scripts/servers.sh's start_drive: `SPINDLE_BIN drive --data DIR
+# --port 0 --tls-port 0 --listen 127.0.0.1`), each on its own data directory: the drive under test; a second one, the peer for the P2P tests
 # (P2PInteropTest); and a third one dedicated to the security/admin tests (SecurityInteropTest),
 # which change drive-wide state (ACL, PINs, lock, erase, cluster version) and so must not share
 # a drive with the others. The drive under test gets a config file trusting the peer's TLS
@@ -33,91 +33,29 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 startup_timeout=${SPINDLE_STARTUP_TIMEOUT:-60}
 
 log_dir=$(mktemp -d -t spindle-interop-log.XXXXXX)
-data_dirs=()
-drive_pids=()
-drive_names=()
-
-stop_drive() { # PID NAME
-    local pid=$1 name=$2
-    if kill -0 "$pid" 2>/dev/null; then
-        kill -TERM "$pid" 2>/dev/null || true
-        for _ in $(seq 1 100); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        if kill -0 "$pid" 2>/dev/null; then
-            echo "java-interop: $name did not stop on SIGTERM, sending SIGKILL" >&2
-            kill -KILL "$pid" 2>/dev/null || true
-        fi
-    fi
-    wait "$pid" 2>/dev/null || true
-}
-
-cleanup() {
-    local i
-    for i in "${!drive_pids[@]}"; do
-        stop_drive "${drive_pids[$i]}" "${drive_names[$i]}"
-    done
-    drive_pids=()
-    rm -rf ${data_dirs[@]+"${data_dirs[@]}"} "$log_dir"
-}
-trap cleanup EXIT
+work=$log_dir
+log() { echo "java-interop: $*" >&2; }
+die() { log "$*"; exit 1; }
+# shellcheck source=servers.sh
+source "$root/scripts/servers.sh"
+server_start_timeout=$startup_timeout
+trap 'stop_servers; rm -rf "$log_dir"' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-show_drive_log() { # NAME
-    echo "--- $1 stdout (last 40 lines) ---" >&2
-    tail -n 40 "$log_dir/$1.out" >&2 || true
-    echo "--- $1 stderr (last 40 lines) ---" >&2
-    tail -n 40 "$log_dir/$1.err" >&2 || true
-}
-
-# start_drive NAME [extra drive args]: starts a drive on its own temporary data directory and
-# waits until it listens; sets drive_data, drive_port and drive_tls_port (empty if it announces
-# no TLS port).
-start_drive() {
-    local name=$1 data pid rc deadline
+# start_interop_drive NAME [extra drive args]: a drive on its own data directory (under the
+# log directory); sets drive_data, drive_port and drive_tls_port.
+start_interop_drive() {
+    local name=$1
     shift
-    data=$(mktemp -d -t "spindle-interop-$name.XXXXXX")
-    data_dirs+=("$data")
-    drive_data=$data
-    # Created before the drive starts: the first look below can come before the background
-    # job has opened them (under pipefail a missing file would end the script).
-    : >"$log_dir/$name.out"
-    : >"$log_dir/$name.err"
-    "$spindle_bin" drive --data "$data" --port 0 --tls-port 0 --listen 127.0.0.1 "$@" \
-        >"$log_dir/$name.out" 2>"$log_dir/$name.err" &
-    pid=$!
-    drive_pids+=("$pid")
-    drive_names+=("$name")
-
-    drive_port=
-    deadline=$((SECONDS + startup_timeout))
-    while [[ -z $drive_port ]]; do
-        drive_port=$(sed -n -E 's/.*spindle drive listening on 127\.0\.0\.1:([0-9]+).*/\1/p' \
-            "$log_dir/$name.out" | head -n 1)
-        [[ -n $drive_port ]] && break
-        if ! kill -0 "$pid" 2>/dev/null; then
-            wait "$pid" && rc=0 || rc=$?
-            echo "java-interop: $name exited (status $rc) before it was ready" >&2
-            show_drive_log "$name"
-            exit 1
-        fi
-        if ((SECONDS >= deadline)); then
-            echo "java-interop: $name not ready after ${startup_timeout}s" >&2
-            show_drive_log "$name"
-            exit 1
-        fi
-        sleep 0.1
-    done
-    drive_tls_port=$(sed -n -E 's/.*spindle drive listening on 127\.0\.0\.1:[0-9]+ tls 127\.0\.0\.1:([0-9]+).*/\1/p' \
-        "$log_dir/$name.out" | head -n 1)
-    echo "java-interop: $name pid $pid listening on 127.0.0.1:$drive_port, TLS ${drive_tls_port:-none}" >&2
+    start_drive "$name" "$spindle_bin" "$@"
+    drive_data=$work/$name/data
+    log "$name pid $drive_pid listening on 127.0.0.1:$drive_port, TLS ${drive_tls_port:-none}"
 }
 
 # The peer first: the drive under test trusts the peer's (self-signed, generated at start)
 # TLS certificate for pushes over TLS (p2p_tls_trust), as the reference simulator trusts any.
-start_drive peer
+start_interop_drive peer
 peer_port=$drive_port peer_tls_port=$drive_tls_port
 peer_cert=$drive_data/tls/cert.pem
 drive_args=()
@@ -127,10 +65,10 @@ if [[ -f $peer_cert ]]; then
 else
     echo "java-interop: no $peer_cert: pushes over TLS will fail" >&2
 fi
-start_drive drive ${drive_args[@]+"${drive_args[@]}"}
+start_interop_drive drive ${drive_args[@]+"${drive_args[@]}"}
 port=$drive_port tls_port=$drive_tls_port
 # Dedicated to SecurityInteropTest (it skips without TLS: SECURITY and PINOP need TLS).
-start_drive admin
+start_interop_drive admin
 admin_port=$drive_port admin_tls_port=$drive_tls_port
 
 set +e
@@ -145,9 +83,7 @@ set -e
 
 if [[ $status -ne 0 ]]; then
     echo "java-interop: maven exited with status $status" >&2
-    show_drive_log drive
-    show_drive_log peer
-    show_drive_log admin
+    tail_logs "$work/drive.out" "$work/drive.err" "$work/peer.out" "$work/peer.err" "$work/admin.out" "$work/admin.err"
     echo "(per-test client output: interop/java/target/surefire-reports/)" >&2
 fi
 exit "$status"

@@ -1,8 +1,9 @@
-# Starting, pausing and stopping the servers the benchmark scripts measure, all on 127.0.0.1.
-# Sourced by scripts/bench-compare.sh and scripts/bench-paper.sh (and, for `wait_for` only,
-# scripts/bench-archive.sh and scripts/bench-p2p.sh), which define `log`, `die`,
-# `$root`, `$work` (a temporary directory), `$spindle_bin` and `$sim_verbose`; the functions
-# set `spindle_pid`/`spindle_port`, `sim_pid`/`sim_port` and `redis_pid`/`redis_port`.
+# Starting, pausing and stopping the servers the scripts measure and test, all on 127.0.0.1.
+# Sourced by every script that starts a drive, a simulator or redis. A script defines `log`,
+# `die` and `$work` (a temporary directory; `$root`, `$spindle_bin` and `$sim_verbose` for
+# start_spindle/start_simulator), starts servers with `start_drive` / `start_server` (or the
+# bench scripts' start_spindle, start_simulator, start_redis) and calls `stop_servers` from its
+# EXIT trap, so nothing it started outlives it, on failure and interruption too.
 
 as_root() {
     if [[ $EUID -eq 0 ]]; then "$@"; else sudo "$@"; fi
@@ -97,6 +98,53 @@ tail_logs() { # FILE...
         echo "--- $(basename "$f") (last 40 lines) ---" >&2
         tail -n 40 "$f" >&2
     done
+}
+
+# Every server started with start_server / start_drive, for stop_servers.
+server_pids=()
+
+# Starts COMMAND in the background of the calling shell, with its output in $work/NAME.out
+# and .err, and waits (60 s, or $server_start_timeout) for the first match of REGEX (one
+# capture group) in its output. Never call it in a subshell or `$(...)`: its PID must reach
+# server_pids, or nothing could stop the server. Sets server_pid and server_match.
+start_server() { # NAME REGEX COMMAND...
+    local name=$1 re=$2 rc=0
+    shift 2
+    : >"$work/$name.out"
+    "$@" >"$work/$name.out" 2>"$work/$name.err" &
+    server_pid=$!
+    server_pids+=("$server_pid")
+    server_match=$(wait_ready "$work/$name.out" "$re" "$server_pid" "${server_start_timeout:-60}") || rc=$?
+    if ((rc != 0)); then
+        tail_logs "$work/$name.out" "$work/$name.err"
+        die "$name did not start (see above)"
+    fi
+}
+
+# A Spindle drive from BIN with its data in $work/NAME/data, on free loopback ports, with
+# DRIVE_FLAGS added (a `drive_prefix` array, if set, goes before BIN: `taskset -c 0`, say).
+# Sets drive_pid, drive_port and drive_tls_port.
+start_drive() { # NAME BIN [DRIVE_FLAGS...]
+    local name=$1 bin=$2
+    shift 2
+    mkdir -p "$work/$name"
+    start_server "$name" 'spindle drive listening on 127\.0\.0\.1:([0-9]+)' \
+        ${drive_prefix[@]+"${drive_prefix[@]}"} "$bin" drive --data "$work/$name/data" --port 0 --tls-port 0 \
+        --listen 127.0.0.1 "$@"
+    drive_pid=$server_pid drive_port=$server_match
+    drive_tls_port=$(sed -n -E 's/.* tls 127\.0\.0\.1:([0-9]+).*/\1/p' "$work/$name.out" | head -n 1)
+}
+
+# Stops every server start_server / start_drive started (a paused one is resumed first);
+# for the EXIT trap.
+stop_servers() {
+    local p
+    for p in ${server_pids[@]+"${server_pids[@]}"}; do
+        kill -CONT "$p" 2>/dev/null || true
+        kill -TERM "$p" 2>/dev/null || true
+    done
+    for p in ${server_pids[@]+"${server_pids[@]}"}; do stop_pid "$p" server 10; done
+    server_pids=()
 }
 
 start_spindle() {

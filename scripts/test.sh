@@ -100,6 +100,9 @@ check() { # NAME LOG COMMAND...
 }
 spindle=$root/target/debug/spindle
 
+echo "== the drive-only build (no bench lab) compiles"
+check "drive-only build" "$logs/drive-only.log" cargo check --locked -p spindle-cli --no-default-features
+
 echo "== directory-sync audit (strace): every entry the drive creates or renames is synced"
 check "fsync audit" "$logs/fsync-audit.log" scripts/fsync-audit.sh "$spindle"
 

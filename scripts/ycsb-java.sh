@@ -8,8 +8,8 @@
 # Environment: YCSB_RECORDS (500), YCSB_OPERATIONS (1000), YCSB_THREADS (2),
 # YCSB_KEEP_LOGS=1 (keep and print the log directory), SPINDLE_STARTUP_TIMEOUT (60 s).
 #
-# Steps: starts `SPINDLE_BIN drive --data TMPDIR --port 0 --tls-port 0 --listen 127.0.0.1` and
-# waits for its "spindle drive listening on 127.0.0.1:PORT" line; builds interop/ycsb with
+# Steps: starts a drive (scripts/servers.sh's start_drive: `SPINDLE_BIN drive --data DIR --port 0
+# --tls-port 0 --listen 127.0.0.1`) and waits for its "spindle drive listening on" line; builds interop/ycsb with
 # `mvn test -Dkinetic.port=PORT` (the codec unit tests and the binding tests against the drive;
 # writes target/classpath.txt); then for each workload runs
 #   java --add-opens ... -cp CLASSES:CLASSPATH site.ycsb.Client -load|-t -db spindle.ycsb.KineticClient
@@ -20,7 +20,7 @@
 # phase's output: "[OVERALL], Throughput(ops/sec)" present, no FAILED operation, every
 # "Return=" line OK, and the OK count equal to recordcount (load) / operationcount (run).
 # Every workload loads the same records again (an insert overwrites), on the one drive.
-# Stops the drive and removes TMPDIR (also on error or interrupt). Exits 0 only if all passed.
+# Stops the drive and removes its directory (also on error or interrupt). Exits 0 only if all passed.
 # The first run lets mvn download YCSB core, the Kinetic client and JUnit from Maven Central.
 set -euo pipefail
 
@@ -51,25 +51,16 @@ jvm_flags=(--add-opens java.base/sun.nio.ch=ALL-UNNAMED --add-opens java.base/ja
     -Djava.net.preferIPv4Stack=true)
 
 log_dir=$(mktemp -d -t spindle-ycsb-log.XXXXXX)
-data_dir=$(mktemp -d -t spindle-ycsb-data.XXXXXX)
-drive_pid=
-
+work=$log_dir
+log() { echo "ycsb-java: $*" >&2; }
+die() { log "$*"; exit 1; }
+# shellcheck source=servers.sh
+source "$root/scripts/servers.sh"
+server_start_timeout=$startup_timeout
 cleanup() {
-    if [[ -n $drive_pid ]] && kill -0 "$drive_pid" 2>/dev/null; then
-        kill -TERM "$drive_pid" 2>/dev/null || true
-        for _ in $(seq 1 100); do
-            kill -0 "$drive_pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        if kill -0 "$drive_pid" 2>/dev/null; then
-            echo "ycsb-java: drive did not stop on SIGTERM, sending SIGKILL" >&2
-            kill -KILL "$drive_pid" 2>/dev/null || true
-        fi
-        wait "$drive_pid" 2>/dev/null || true
-    fi
-    rm -rf "$data_dir"
+    stop_servers
     if [[ ${YCSB_KEEP_LOGS:-} == 1 ]]; then
-        echo "ycsb-java: logs kept in $log_dir" >&2
+        log "logs kept in $log_dir"
     else
         rm -rf "$log_dir"
     fi
@@ -79,39 +70,13 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 show_drive_log() {
-    echo "--- drive stdout (last 20 lines) ---" >&2
-    tail -n 20 "$log_dir/drive.out" >&2 || true
-    echo "--- drive stderr (last 40 lines) ---" >&2
-    tail -n 40 "$log_dir/drive.err" >&2 || true
+    tail_logs "$log_dir/drive.out" "$log_dir/drive.err"
 }
 
 started=$SECONDS
-# Created here, not by the background job's redirection: the first look below can come
-# before the job has opened them, and under pipefail a missing file would end the script.
-: >"$log_dir/drive.out"
-: >"$log_dir/drive.err"
-"$spindle_bin" drive --data "$data_dir" --port 0 --tls-port 0 --listen 127.0.0.1 \
-    >"$log_dir/drive.out" 2>"$log_dir/drive.err" &
-drive_pid=$!
-port=
-deadline=$((SECONDS + startup_timeout))
-while [[ -z $port ]]; do
-    port=$(sed -n -E 's/.*spindle drive listening on 127\.0\.0\.1:([0-9]+).*/\1/p' "$log_dir/drive.out" | head -n 1)
-    [[ -n $port ]] && break
-    if ! kill -0 "$drive_pid" 2>/dev/null; then
-        wait "$drive_pid" && rc=0 || rc=$?
-        echo "ycsb-java: the drive exited (status $rc) before it was ready" >&2
-        show_drive_log
-        exit 1
-    fi
-    if ((SECONDS >= deadline)); then
-        echo "ycsb-java: the drive is not ready after ${startup_timeout}s" >&2
-        show_drive_log
-        exit 1
-    fi
-    sleep 0.1
-done
-echo "ycsb-java: drive pid $drive_pid listening on 127.0.0.1:$port (data in $data_dir)" >&2
+start_drive drive "$spindle_bin"
+port=$drive_port data_dir=$work/drive/data
+log "drive pid $drive_pid listening on 127.0.0.1:$port (data in $data_dir)"
 
 # Build the binding and test it against the drive; target/classpath.txt is the runtime classpath.
 if ! mvn -B -q --no-transfer-progress -f "$project/pom.xml" test \
