@@ -73,7 +73,7 @@ count_surefire() {
 status=0
 
 echo "== cargo test (workspace)"
-if ! cargo test --workspace --locked 2>&1 | tee "$logs/cargo.log"; then status=1; fi
+if ! cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$logs/cargo.log"; then status=1; fi
 count_cargo "$logs/cargo.log"
 
 echo "== Java interoperability (kinetic-client 0.8.0.4)"

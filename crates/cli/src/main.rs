@@ -22,7 +22,9 @@ use spindle_drive::config::ConfigFile;
 use spindle_drive::{DriveConfig, EngineKind};
 
 #[derive(Parser)]
-#[command(name = "spindle", version, about = "A Kinetic key-value drive, its client and its bench lab")]
+#[command(name = "spindle", version)]
+#[cfg_attr(feature = "lab", command(about = "A Kinetic key-value drive, its client and its bench lab"))]
+#[cfg_attr(not(feature = "lab"), command(about = "A Kinetic key-value drive and its client (built without the bench lab)"))]
 struct Cli {
     #[command(subcommand)]
     command: Command,

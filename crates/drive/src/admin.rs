@@ -19,9 +19,54 @@ use crate::persist;
 use crate::security::Security;
 use crate::state::DriveState;
 
-/// Longest wait before answering a wrong PIN; the wait doubles with every wrong PIN in a row
-/// from 100 ms, so guessing a PIN over the network is slow.
+/// Longest pause in PIN checks after wrong PINs; the pause doubles with every wrong PIN in a
+/// row from 100 ms, so guessing a PIN over the network is slow. The count and the pause are
+/// drive-wide (`DriveState::pin_attempts`): a PIN that arrives while checks are paused is
+/// answered NOT_AUTHORIZED at once, unchecked, so parallel connections guess no faster than one
+/// and nobody waits in a queue behind queued guesses. The wrong PIN's own answer is sent when
+/// its pause ends (only its own connection waits, holding no lock), so a client that retries
+/// after its answer, as a person or the reference client does, finds checks open again.
 pub const MAX_PIN_BACKOFF: Duration = Duration::from_secs(10);
+/// The pause after the first wrong PIN.
+const FIRST_PIN_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Wrong PINs in a row, drive-wide, and until when no PIN is checked.
+#[derive(Debug, Default)]
+pub struct PinBackoff {
+    failures: u32,
+    paused_until: Option<std::time::Instant>,
+}
+
+/// A PIN refused: the NOT_AUTHORIZED answer, and how long to wait before sending it.
+struct PinRefused {
+    reply: Reply,
+    answer_after: Duration,
+}
+
+/// Checks `given` against `stored` under the drive-wide back-off: refused while checks are
+/// paused (the PIN is not even compared; answered at once), or for a wrong PIN, which opens a
+/// new pause (answered when it ends). A right PIN resets the count.
+fn check_pin(state: &DriveState, stored: &Bytes, given: &Bytes) -> Result<(), PinRefused> {
+    let mut backoff = state.pin_attempts.lock();
+    let now = std::time::Instant::now();
+    if let Some(until) = backoff.paused_until.filter(|u| *u > now) {
+        let left = until.duration_since(now).as_millis().max(1);
+        let reply = Reply::error(StatusCode::NotAuthorized, format!("permission denied: PIN checks paused for {left} ms after wrong PINs"));
+        return Err(PinRefused { reply, answer_after: Duration::ZERO });
+    }
+    if pins_match(stored, given) {
+        *backoff = PinBackoff::default();
+        return Ok(());
+    }
+    let shift = backoff.failures.min(16);
+    backoff.failures = backoff.failures.saturating_add(1);
+    let pause = (FIRST_PIN_BACKOFF * (1u32 << shift)).min(MAX_PIN_BACKOFF);
+    backoff.paused_until = Some(now + pause);
+    let failures = backoff.failures;
+    drop(backoff);
+    state.event(format!("wrong PIN ({failures} in a row); PIN checks paused for {pause:?}"));
+    Err(PinRefused { reply: Reply::error(StatusCode::NotAuthorized, "permission denied: wrong PIN"), answer_after: pause })
+}
 
 fn invalid(message: impl Into<String>) -> Reply {
     Reply::error(StatusCode::InvalidRequest, message)
@@ -35,20 +80,34 @@ fn save(state: &DriveState, settings: &spindle_proto::spindle::DriveState) -> Re
     })
 }
 
-/// SECURITY: one kind of change per message (ACL, erase PIN or lock PIN).
-pub fn security(state: &DriveState, request: SecurityProto) -> Reply {
+/// SECURITY: one kind of change per message (ACL, erase PIN or lock PIN). A wrong old PIN is
+/// answered when the back-off pause it opened ends, as a wrong PINOP PIN is.
+pub async fn security(state: &DriveState, request: SecurityProto) -> Reply {
+    match security_now(state, request) {
+        Ok(reply) => reply,
+        Err(refused) => {
+            tokio::time::sleep(refused.answer_after).await;
+            refused.reply
+        }
+    }
+}
+
+fn security_now(state: &DriveState, request: SecurityProto) -> Result<Reply, PinRefused> {
     let has_acl = !request.acl.is_empty();
     let lock = request.old_lock_pin.is_some() || request.new_lock_pin.is_some();
     let erase = request.old_erase_pin.is_some() || request.new_erase_pin.is_some();
     let kind = match request.security_op_type.map(SecurityOpType::try_from) {
         Some(Ok(k)) if k != SecurityOpType::InvalidSecurityop => k,
-        Some(_) => return invalid("invalid securityOpType"),
+        Some(_) => return Ok(invalid("invalid securityOpType")),
         // Protocol 3.0.6 clients send no type: infer it from what the message carries.
         None => match (has_acl, erase, lock) {
+            // What the reference client sends for setLockPin(null, null)); the reference drive
+            // accepts it and changes nothing.
+            (false, false, false) => return Ok(Reply::ok(None)),
             (true, false, false) => SecurityOpType::AclSecurityop,
             (false, true, false) => SecurityOpType::ErasePinSecurityop,
             (false, false, true) => SecurityOpType::LockPinSecurityop,
-            _ => return invalid("a SECURITY message sets exactly one of: the ACL, the erase PIN, the lock PIN"),
+            _ => return Ok(invalid("a SECURITY message sets exactly one of: the ACL, the erase PIN, the lock PIN")),
         },
     };
     let _admin = state.admin.lock();
@@ -57,7 +116,7 @@ pub fn security(state: &DriveState, request: SecurityProto) -> Reply {
     let updated = match kind {
         SecurityOpType::AclSecurityop => match current.with_acl(request.acl, state.config.limits.max_identity_count) {
             Ok(s) => s,
-            Err(r) => return Reply::error(r.status, r.message),
+            Err(r) => return Ok(Reply::error(r.status, r.message)),
         },
         SecurityOpType::LockPinSecurityop | SecurityOpType::ErasePinSecurityop => {
             let lock = kind == SecurityOpType::LockPinSecurityop;
@@ -68,10 +127,12 @@ pub fn security(state: &DriveState, request: SecurityProto) -> Reply {
             };
             let new = new.unwrap_or_default();
             if new.len() > max_pin {
-                return invalid(format!("PIN of {} bytes exceeds maxPinSize {max_pin}", new.len()));
+                return Ok(invalid(format!("PIN of {} bytes exceeds maxPinSize {max_pin}", new.len())));
             }
-            if !stored.is_empty() && old.as_deref() != Some(&stored[..]) {
-                return Reply::error(StatusCode::NotAuthorized, "the old PIN does not match");
+            // The old PIN is a PIN like any other: compared in constant time, under the same
+            // drive-wide back-off as PINOP's.
+            if !stored.is_empty() {
+                check_pin(state, stored, &old.clone().unwrap_or_default())?;
             }
             let mut s = current.clone();
             if lock {
@@ -81,7 +142,7 @@ pub fn security(state: &DriveState, request: SecurityProto) -> Reply {
             }
             s
         }
-        SecurityOpType::InvalidSecurityop => return invalid("invalid securityOpType"),
+        SecurityOpType::InvalidSecurityop => return Ok(invalid("invalid securityOpType")),
     };
     let mut settings = state.stored_settings();
     settings.acl = updated.acl.clone();
@@ -89,11 +150,11 @@ pub fn security(state: &DriveState, request: SecurityProto) -> Reply {
     settings.lock_pin = Some(updated.lock_pin.clone());
     settings.erase_pin = Some(updated.erase_pin.clone());
     if let Err(r) = save(state, &settings) {
-        return r;
+        return Ok(r);
     }
     *state.security.write() = updated;
     state.event(format!("security settings changed ({})", kind.as_str_name()));
-    Reply::ok(None)
+    Ok(Reply::ok(None))
 }
 
 /// SETUP: a new cluster version (persisted), or a firmware download (refused).
@@ -148,44 +209,39 @@ fn pins_match(stored: &Bytes, given: &Bytes) -> bool {
     .is_ok()
 }
 
-/// Waits after a wrong PIN (exponential back-off) and answers NOT_AUTHORIZED.
-async fn wrong_pin(state: &DriveState) -> Reply {
-    let failures = state.pin_failures.fetch_add(1, Ordering::AcqRel).min(16);
-    let wait = Duration::from_millis(100u64 << failures).min(MAX_PIN_BACKOFF);
-    state.event(format!("wrong PIN ({} in a row); answering after {wait:?}", failures + 1));
-    tokio::time::sleep(wait).await;
-    Reply::error(StatusCode::NotAuthorized, "wrong PIN")
-}
-
 /// PINOP: lock, unlock, erase, secure erase. The caller checked the transport (TLS only).
-pub async fn pin_op(state: &Arc<DriveState>, pin: Bytes, op: PinOperation) -> Reply {
+/// The flag says whether a PIN was verified (a right one, or any while the erase PIN is unset):
+/// only that counts as authenticating the connection.
+pub async fn pin_op(state: &Arc<DriveState>, pin: Bytes, op: PinOperation) -> (Reply, bool) {
     let kind = op.pin_op_type.and_then(|t| PinOpType::try_from(t).ok()).unwrap_or(PinOpType::InvalidPinop);
     let security = state.security.read().clone();
     match kind {
         PinOpType::LockPinop | PinOpType::UnlockPinop => {
             if security.lock_pin.is_empty() {
-                return invalid("no lock PIN is set (set one with a SECURITY LOCK_PIN_SECURITYOP first)");
+                return (invalid("no lock PIN is set (set one with a SECURITY LOCK_PIN_SECURITYOP first)"), false);
             }
-            if !pins_match(&security.lock_pin, &pin) {
-                return wrong_pin(state).await;
+            if let Err(refused) = check_pin(state, &security.lock_pin, &pin) {
+                tokio::time::sleep(refused.answer_after).await;
+                return (refused.reply, false);
             }
-            state.pin_failures.store(0, Ordering::Release);
             let lock = kind == PinOpType::LockPinop;
             if !lock && !state.locked.load(Ordering::Acquire) {
-                return Reply::error(StatusCode::DeviceAlreadyUnlocked, "the drive is not locked");
+                return (Reply::error(StatusCode::DeviceAlreadyUnlocked, "the drive is not locked"), true);
             }
             state.locked.store(lock, Ordering::Release);
             state.event(if lock { "drive locked".into() } else { "drive unlocked".into() });
-            Reply::ok(None)
+            (Reply::ok(None), true)
         }
         PinOpType::ErasePinop | PinOpType::SecureErasePinop => {
-            if !security.erase_pin.is_empty() && !pins_match(&security.erase_pin, &pin) {
-                return wrong_pin(state).await;
+            if !security.erase_pin.is_empty() {
+                if let Err(refused) = check_pin(state, &security.erase_pin, &pin) {
+                    tokio::time::sleep(refused.answer_after).await;
+                    return (refused.reply, false);
+                }
             }
-            state.pin_failures.store(0, Ordering::Release);
-            erase(state, kind == PinOpType::SecureErasePinop).await
+            (erase(state, kind == PinOpType::SecureErasePinop).await, true)
         }
-        PinOpType::InvalidPinop => invalid("invalid pinOpType"),
+        PinOpType::InvalidPinop => (invalid("invalid pinOpType"), false),
     }
 }
 
@@ -212,6 +268,7 @@ async fn erase(state: &Arc<DriveState>, secure: bool) -> Reply {
         return Reply::error(StatusCode::InternalError, format!("data erased, but the settings could not be reset: {e}"));
     }
     *state.security.write() = Security::default();
+    state.capacity.invalidate();
     state.cluster_version.store(0, Ordering::Release);
     state.locked.store(false, Ordering::Release);
     state.event(if secure { "secure erase completed".into() } else { "erase completed".into() });

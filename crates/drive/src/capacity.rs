@@ -45,18 +45,28 @@ impl Capacity {
         }
     }
 
+    /// The filesystem's figures and the engine's usage, read at most every [`REFRESH`]. The
+    /// lock every PUT takes is held only to look at the cache, never across the reading:
+    /// `engine_used` is a figure the engine keeps in memory, and statvfs may still wait for
+    /// the filesystem.
     fn figures(&self, engine_used: impl FnOnce() -> u64) -> FsFigures {
-        let mut cached = self.cached.lock();
-        if let Some((at, f)) = *cached {
+        if let Some((at, f)) = *self.cached.lock() {
             if at.elapsed() < REFRESH {
                 return f;
             }
         }
         let (total, available) = spindle_engine::fs_space::statvfs(&self.data_dir).unwrap_or((0, 0));
         let f = FsFigures { total, available, engine_used: engine_used() };
-        *cached = Some((Instant::now(), f));
+        *self.cached.lock() = Some((Instant::now(), f));
         self.admitted_since_refresh.store(0, Ordering::Relaxed);
         f
+    }
+
+    /// Forgets the cached figures: after an erase or a MEDIAOPTIMIZE has freed space, the next
+    /// write must not be refused on figures read before it.
+    pub fn invalidate(&self) {
+        *self.cached.lock() = None;
+        self.admitted_since_refresh.store(0, Ordering::Relaxed);
     }
 
     /// Whether a write of `bytes` may proceed.
@@ -76,8 +86,10 @@ impl Capacity {
         true
     }
 
-    pub fn report(&self, engine_used: impl FnOnce() -> u64) -> CapacityReport {
-        let f = self.figures(engine_used);
+    pub fn report(&self, engine_used: impl Fn() -> u64) -> CapacityReport {
+        // A report is read by people and tools after writes they just made: the engine's figure
+        // is kept in memory and cheap, so it is read now, never from the admission cache.
+        let f = FsFigures { engine_used: engine_used(), ..self.figures(&engine_used) };
         let (nominal, used) = match self.quota {
             Some(q) => (q, f.engine_used),
             None => (f.total, f.total.saturating_sub(f.available)),

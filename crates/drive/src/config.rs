@@ -14,6 +14,15 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1";
 /// Writes are refused (NO_SPACE) once the filesystem's free space would drop below this, so the
 /// engine never meets ENOSPC mid-write.
 pub const DEFAULT_RESERVED_BYTES: u64 = 256 * 1024 * 1024;
+/// A reserve left at its default is at most this fraction of the filesystem (1/8): 256 MiB
+/// kept free on a 64 MiB filesystem would refuse every put.
+pub const DEFAULT_RESERVED_FS_DIVISOR: u64 = 8;
+/// The least a reserve scaled to a small filesystem keeps free.
+pub const MIN_SCALED_RESERVED_BYTES: u64 = 1024 * 1024;
+
+// Limits the drive advertises by default must be ones the engine can store (fjall asserts
+// its key limit: a longer key panics the thread inserting it).
+const _: () = assert!(spindle_proto::limits::MAX_KEY_SIZE as usize <= spindle_engine::KEY_SIZE_MAX);
 /// Bytes of writes (keys, values, versions, tags) queued or being made durable, across all
 /// connections, beyond which further writes get SERVICE_BUSY: bounds the drive's memory however
 /// many clients pipeline large values at once.
@@ -41,6 +50,9 @@ pub struct DriveConfig {
     /// Nominal capacity; `None` means the filesystem's size.
     pub capacity_bytes: Option<u64>,
     pub reserved_bytes: u64,
+    /// Whether `reserved_bytes` was configured; a default one is scaled to the filesystem
+    /// at start ([`DriveConfig::scale_reserve`]).
+    pub reserved_bytes_configured: bool,
     /// Block cache for the engine.
     pub cache_bytes: u64,
     /// Bytes each of the engine's keyspaces buffers in memory before flushing them to a table:
@@ -58,6 +70,20 @@ pub struct DriveConfig {
     pub p2p_tls_trust: Option<PathBuf>,
     /// How long a peer may take to answer one request of a push.
     pub p2p_timeout_ms: u64,
+    /// An open batch without a new operation for this long loses its slot (and its buffered
+    /// operations) when every slot is held and another START_BATCH asks for one.
+    pub batch_idle_timeout_ms: u64,
+    /// While connection slots are scarce, a connection silent for this long is closed; any
+    /// connection whose client reads no answer for this long (its backlog full) is closed.
+    pub idle_timeout_ms: u64,
+    /// While connection slots are scarce, a connection that has not authenticated within this
+    /// long of its accept is closed.
+    pub unauthenticated_timeout_ms: u64,
+    /// A frame begun must be complete within this long, or within its length at 64 KiB/s if
+    /// that is longer, or the connection is closed.
+    pub frame_timeout_ms: u64,
+    /// Connection slots (out of maxConnections) only TLS connections may take.
+    pub reserved_connections: u32,
     /// Start with factory settings when the stored ones are missing or damaged, instead of
     /// refusing to start (persist.rs says why that is the default).
     pub reset_settings: bool,
@@ -74,6 +100,25 @@ pub const MAX_MEMTABLE_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Default for `p2p_timeout_ms`.
 pub const DEFAULT_P2P_TIMEOUT_MS: u64 = 10_000;
+/// Default for `batch_idle_timeout_ms`: an open batch that receives nothing for this long
+/// gives its device-wide slot up when another batch needs it. The reference client sends a batch's operations
+/// back to back, so a minute of silence means the client is gone or stuck.
+pub const DEFAULT_BATCH_IDLE_TIMEOUT_MS: u64 = 60_000;
+/// Default for `idle_timeout_ms`: while connection slots are scarce, a connection that sends
+/// nothing for an hour is closed.
+pub const DEFAULT_IDLE_TIMEOUT_MS: u64 = 3_600_000;
+/// Default for `unauthenticated_timeout_ms`: while half or more of maxConnections are taken, a
+/// connection that has not authenticated (a request passing its HMAC and naming the connection,
+/// or a right PIN) within this long of its accept is closed.
+pub const DEFAULT_UNAUTHENTICATED_TIMEOUT_MS: u64 = 30_000;
+/// Default for `frame_timeout_ms`: a frame whose first byte has arrived must be complete
+/// within this long, or within the time its length takes at 64 KiB/s if longer.
+pub const DEFAULT_FRAME_TIMEOUT_MS: u64 = 30_000;
+/// Default for `reserved_connections`: of maxConnections, this many are kept for TLS
+/// connections (an administrator can always get in, however many plain sockets are open).
+/// At most an eighth of maxConnections is kept (`DriveConfig::tls_reserved_connections`), so a
+/// drive configured for a handful of connections keeps them all for anyone.
+pub const DEFAULT_RESERVED_CONNECTIONS: u32 = 16;
 
 impl Default for DriveConfig {
     fn default() -> Self {
@@ -86,6 +131,7 @@ impl Default for DriveConfig {
             limits: Limits::default(),
             capacity_bytes: None,
             reserved_bytes: DEFAULT_RESERVED_BYTES,
+            reserved_bytes_configured: false,
             cache_bytes: 64 * 1024 * 1024,
             memtable_bytes: 64 * 1024 * 1024,
             tls_cert: None,
@@ -93,6 +139,11 @@ impl Default for DriveConfig {
             max_inflight_write_bytes: DEFAULT_MAX_INFLIGHT_WRITE_BYTES,
             p2p_tls_trust: None,
             p2p_timeout_ms: DEFAULT_P2P_TIMEOUT_MS,
+            batch_idle_timeout_ms: DEFAULT_BATCH_IDLE_TIMEOUT_MS,
+            idle_timeout_ms: DEFAULT_IDLE_TIMEOUT_MS,
+            unauthenticated_timeout_ms: DEFAULT_UNAUTHENTICATED_TIMEOUT_MS,
+            frame_timeout_ms: DEFAULT_FRAME_TIMEOUT_MS,
+            reserved_connections: DEFAULT_RESERVED_CONNECTIONS,
             reset_settings: false,
             hide_out_of_scope_keys: false,
         }
@@ -117,6 +168,11 @@ pub struct ConfigFile {
     pub max_inflight_write_bytes: Option<u64>,
     pub p2p_tls_trust: Option<PathBuf>,
     pub p2p_timeout_ms: Option<u64>,
+    pub batch_idle_timeout_ms: Option<u64>,
+    pub idle_timeout_ms: Option<u64>,
+    pub unauthenticated_timeout_ms: Option<u64>,
+    pub frame_timeout_ms: Option<u64>,
+    pub reserved_connections: Option<u32>,
     pub reset_settings: Option<bool>,
     pub hide_out_of_scope_keys: Option<bool>,
     #[serde(default)]
@@ -191,6 +247,7 @@ impl DriveConfig {
         }
         if let Some(v) = file.reserved_bytes {
             self.reserved_bytes = v;
+            self.reserved_bytes_configured = true;
         }
         if let Some(v) = file.cache_bytes {
             self.cache_bytes = v;
@@ -219,6 +276,19 @@ impl DriveConfig {
         if let Some(v) = file.hide_out_of_scope_keys {
             self.hide_out_of_scope_keys = v;
         }
+        for (slot, value) in [
+            (&mut self.batch_idle_timeout_ms, file.batch_idle_timeout_ms),
+            (&mut self.idle_timeout_ms, file.idle_timeout_ms),
+            (&mut self.unauthenticated_timeout_ms, file.unauthenticated_timeout_ms),
+            (&mut self.frame_timeout_ms, file.frame_timeout_ms),
+        ] {
+            if let Some(v) = value {
+                *slot = v;
+            }
+        }
+        if let Some(v) = file.reserved_connections {
+            self.reserved_connections = v;
+        }
         let l = &mut self.limits;
         let f = file.limits;
         let pairs: [(&mut u32, Option<u32>); 14] = [
@@ -246,6 +316,12 @@ impl DriveConfig {
         Ok(self)
     }
 
+    /// Connection slots kept for TLS: `reserved_connections`, at most an eighth of
+    /// maxConnections.
+    pub fn tls_reserved_connections(&self) -> u32 {
+        self.reserved_connections.min(self.limits.max_connections / 8)
+    }
+
     /// Limits that would make the drive unusable or unsafe are refused at start-up.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let l = &self.limits;
@@ -269,6 +345,17 @@ impl DriveConfig {
         if l.max_value_size > i32::MAX as u32 / 2 || l.max_message_size > i32::MAX as u32 / 2 {
             return Err(ConfigError::Limit("max_value_size and max_message_size must be below 1 GiB".into()));
         }
+        let timeouts = [
+            ("batch_idle_timeout_ms", self.batch_idle_timeout_ms),
+            ("idle_timeout_ms", self.idle_timeout_ms),
+            ("unauthenticated_timeout_ms", self.unauthenticated_timeout_ms),
+            ("frame_timeout_ms", self.frame_timeout_ms),
+        ];
+        for (name, v) in timeouts {
+            if v == 0 {
+                return Err(ConfigError::Limit(format!("{name} must be at least 1")));
+            }
+        }
         if l.max_message_size < 1024 {
             return Err(ConfigError::Limit("max_message_size must be at least 1024".into()));
         }
@@ -277,7 +364,60 @@ impl DriveConfig {
                 "memtable_bytes must be between {MIN_MEMTABLE_BYTES} and {MAX_MEMTABLE_BYTES}"
             )));
         }
+        if l.max_key_size as usize > spindle_engine::KEY_SIZE_MAX {
+            return Err(ConfigError::Limit(format!(
+                "max_key_size {} is over the storage engine's limit of {}",
+                l.max_key_size,
+                spindle_engine::KEY_SIZE_MAX
+            )));
+        }
+        // What the memtables hold is flushed to the disk after the puts were admitted: a
+        // reserve smaller than that lets the engine's own flushes fill the disk, and then
+        // even deletes fail. 0 is the explicit "no reserve" (the engine meets ENOSPC itself).
+        if self.reserved_bytes_configured && self.reserved_bytes != 0 && self.reserved_bytes < self.write_buffer_bytes() {
+            return Err(ConfigError::Limit(format!(
+                "reserved_bytes {} is below the engine's write buffer of {} bytes ({} memtables of memtable_bytes {}): \
+                 raise reserved_bytes or lower memtable_bytes",
+                self.reserved_bytes,
+                self.write_buffer_bytes(),
+                spindle_engine::DEFAULT_WRITE_BUFFER_MEMTABLES,
+                self.memtable_bytes
+            )));
+        }
         Ok(())
+    }
+
+    /// Most bytes the engine's memtables hold before writes wait for their flush.
+    pub fn write_buffer_bytes(&self) -> u64 {
+        spindle_engine::DEFAULT_WRITE_BUFFER_MEMTABLES.max(spindle_engine::MIN_WRITE_BUFFER_MEMTABLES) * self.memtable_bytes
+    }
+
+    /// Fits a reserve left at its default to a filesystem of `fs_bytes`: at least the write
+    /// buffer, at most [`DEFAULT_RESERVED_FS_DIVISOR`]th of the filesystem, with the memtables
+    /// made smaller when the write buffer would not fit under that. Returns what it changed,
+    /// for the log; a configured reserve is left as it is (`validate` checked it).
+    pub fn scale_reserve(&mut self, fs_bytes: u64) -> Option<String> {
+        if self.reserved_bytes_configured {
+            return None;
+        }
+        let wanted = self.reserved_bytes.max(self.write_buffer_bytes());
+        let ceiling = (fs_bytes / DEFAULT_RESERVED_FS_DIVISOR).max(MIN_SCALED_RESERVED_BYTES);
+        if wanted <= ceiling {
+            self.reserved_bytes = wanted;
+            return None;
+        }
+        // Memtables of half the reserve: their flush, the blob and table files' overhead and
+        // the writes admitted between two readings of the free space all fit in it.
+        let memtables = self.write_buffer_bytes() / self.memtable_bytes;
+        let memtable_before = self.memtable_bytes;
+        self.memtable_bytes = (ceiling / (2 * memtables)).clamp(MIN_MEMTABLE_BYTES, self.memtable_bytes);
+        self.reserved_bytes = ceiling.max(2 * self.write_buffer_bytes());
+        Some(format!(
+            "the filesystem holds {fs_bytes} bytes: keeping {} bytes free for the engine (reserved_bytes) with memtables of {} bytes, \
+             instead of {wanted} bytes and memtables of {memtable_before} bytes",
+            self.reserved_bytes,
+            self.memtable_bytes,
+        ))
     }
 }
 
@@ -306,6 +446,28 @@ mod tests {
             assert!(matches!(DriveConfig::default().merge_file(&path), Err(ConfigError::Limit(_))), "{outside}");
         }
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A default reserve shrinks to a small filesystem with memtables to match, keeping the
+    /// write buffer under half of it; a configured one below the write buffer is refused.
+    #[test]
+    fn the_reserve_fits_the_filesystem_and_covers_the_write_buffer() {
+        let mut small = DriveConfig::default();
+        let note = small.scale_reserve(64 << 20);
+        assert!(note.is_some_and(|n| n.contains("reserved_bytes")));
+        assert_eq!(small.reserved_bytes, 8 << 20);
+        assert!(2 * small.write_buffer_bytes() <= small.reserved_bytes, "{small:?}");
+        let mut large = DriveConfig::default();
+        assert_eq!(large.scale_reserve(1 << 40), None);
+        assert_eq!((large.reserved_bytes, large.memtable_bytes), (DEFAULT_RESERVED_BYTES, 64 << 20));
+
+        let below = DriveConfig { reserved_bytes: 64 << 20, reserved_bytes_configured: true, ..DriveConfig::default() };
+        assert!(matches!(below.validate(), Err(ConfigError::Limit(m)) if m.contains("write buffer")));
+        let none = DriveConfig { reserved_bytes: 0, reserved_bytes_configured: true, ..DriveConfig::default() };
+        assert!(none.validate().is_ok());
+        let mut configured = DriveConfig { reserved_bytes: 300 << 20, reserved_bytes_configured: true, ..DriveConfig::default() };
+        assert_eq!(configured.scale_reserve(64 << 20), None);
+        assert_eq!(configured.reserved_bytes, 300 << 20);
     }
 
     fn tempfile_dir() -> PathBuf {

@@ -31,7 +31,7 @@ use crate::batch::Batches;
 use crate::security::{Caller, Permission};
 use spindle_proto::pb::command::PowerLevel;
 use crate::handler::{self, Outcome, Reply};
-use crate::outbox::Outbox;
+use crate::outbox::{Backlog, Outbox};
 use crate::state::DriveState;
 
 /// A value over maxValueSize but under this is read and thrown away so the client gets an
@@ -61,6 +61,64 @@ struct Outgoing {
     value: Bytes,
     /// Released once the response is handed to the socket: bounds requests in flight.
     _permit: Option<OwnedSemaphorePermit>,
+    /// What this answer counts against the connection's backlog (set when it is queued).
+    charged: usize,
+}
+
+/// Bytes of answers a connection may have queued for its socket, beyond what the kernel's
+/// socket buffers hold, before the drive stops reading its requests (see `Backlog`). Four
+/// maximal values: a client that reads keeps its socket busy; one that never reads costs the
+/// drive about this much, so maxConnections of them stay within a few GiB.
+pub const ANSWER_BACKLOG: usize = 4 * 1024 * 1024;
+/// Memory an answer holds beyond its encoded bytes (the structures it is kept in until it is
+/// written), counted against the backlog so that many tiny answers are not free.
+const ANSWER_OVERHEAD: usize = 512;
+/// Answers gathered from one socket read are handed to the writer at least this often, so the
+/// backlog sees them.
+const MAX_ANSWERS_GATHERED: usize = 256;
+/// How long a closing connection's writer may take to hand its last answers (and a
+/// termination notice) to the socket before it is stopped: a client that never reads must not
+/// keep its connection slot and buffers by not reading them.
+const WRITER_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+/// The slowest rate a frame may arrive at once it is longer than `frame_timeout_ms` allows at
+/// this rate (a 64 MiB oversize value skipped gets 1,024 s, a 1 MiB value 16 s): an honest
+/// client on a slow link keeps its connection, a stalled one does not.
+const FRAME_RATE_MIN: u64 = 64 * 1024;
+
+/// Hands answers to the connection's writer task, charging each against the backlog.
+#[derive(Clone)]
+struct Answers {
+    tx: mpsc::UnboundedSender<Vec<Outgoing>>,
+    backlog: Arc<Backlog>,
+}
+
+impl Answers {
+    /// Charges `o` against the backlog now, at what it will cost once answered: an answer
+    /// counts from the moment it is queued (or, for a read still running, reserved), not
+    /// only once handed to the writer.
+    fn charge(&self, o: &mut Outgoing) {
+        let cost = o.command.encoded_len() + o.value.len() + ANSWER_OVERHEAD;
+        self.recharge(o, cost);
+    }
+
+    /// Sets what `o` counts against the backlog to `cost`.
+    fn recharge(&self, o: &mut Outgoing, cost: usize) {
+        if cost > o.charged {
+            self.backlog.add(cost - o.charged);
+        } else {
+            self.backlog.remove(o.charged - cost);
+        }
+        o.charged = cost;
+    }
+
+    fn send(&self, mut batch: Vec<Outgoing>) {
+        for o in batch.iter_mut().filter(|o| o.charged == 0) {
+            self.charge(o);
+        }
+        if let Err(unsent) = self.tx.send(batch) {
+            self.backlog.remove(unsent.0.iter().map(|o| o.charged).sum());
+        }
+    }
 }
 
 impl Outgoing {
@@ -95,15 +153,38 @@ pub async fn serve<S>(state: Arc<DriveState>, stream: S, peer: SocketAddr, trans
 where
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
+    serve_in(state, stream, peer, transport, ConnectionSlot::General).await
+}
+
+/// Which connection slot a connection holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectionSlot {
+    General,
+    /// One of the slots kept for administrators (`reserved_connections`): the connection's
+    /// first authenticated request must come from an identity holding SECURITY, or be a PIN
+    /// operation; anyone else is sent away, so the reserve stays free for them.
+    Reserved,
+}
+
+/// Serves one connection admitted into `slot`.
+pub async fn serve_in<S>(state: Arc<DriveState>, stream: S, peer: SocketAddr, transport: Transport, slot: ConnectionSlot)
+where
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
     let connection_id = state.new_connection_id();
     let (rd, wr) = tokio::io::split(stream);
     let (tx, rx) = mpsc::unbounded_channel();
-    let writer = tokio::spawn(write_loop(wr, rx));
+    let backlog = Arc::new(Backlog::new(ANSWER_BACKLOG));
+    let writer = tokio::spawn(write_loop(wr, rx, backlog.clone()));
+    let tx = Answers { tx, backlog };
 
-    let _ = tx.send(vec![Outgoing { auth: Auth::Unsolicited, command: sign_on(&state, connection_id), value: Bytes::new(), _permit: None }]);
+    tx.send(vec![Outgoing { auth: Auth::Unsolicited, command: sign_on(&state, connection_id), value: Bytes::new(), _permit: None, charged: 0 }]);
     let mut conn = Connection {
         state: state.clone(),
         tx,
+        accepted: std::time::Instant::now(),
+        authenticated: false,
+        slot,
         out: Vec::new(),
         pending_writes: parking_lot::Mutex::new(Vec::new()),
         connection_id,
@@ -116,6 +197,8 @@ where
         writes: Arc::new(Semaphore::new(state.config.limits.max_outstanding_write_requests as usize)),
     };
     let close = conn.run(rd).await;
+    // The batches' device-wide slots are another client's to take as soon as possible.
+    conn.batches.close();
     match &close {
         Close::Eof => tracing::debug!(%peer, connection_id, "connection closed by peer"),
         Close::Terminate(reason) => {
@@ -126,7 +209,14 @@ where
     }
     conn.flush_out();
     drop(conn);
-    let _ = writer.await;
+    // The writer may be stuck in a write the client never reads: give it a moment to hand over
+    // the last answers, then stop it, which closes the socket and frees the buffers (the caller
+    // frees the connection slot once this returns).
+    let mut writer = writer;
+    if tokio::time::timeout(WRITER_GRACE, &mut writer).await.is_err() {
+        writer.abort();
+        tracing::debug!(%peer, connection_id, "the client read nothing for {WRITER_GRACE:?} after the close; writer stopped");
+    }
 }
 
 /// The unsolicited status a client waits for before its first request.
@@ -159,7 +249,7 @@ pub async fn refuse<S: AsyncWrite + Unpin>(mut stream: S, state: &DriveState, re
         ..Status::default()
     });
     let mut buf = BytesMut::new();
-    encode_outgoing(&Outgoing { auth: Auth::Unsolicited, command, value: Bytes::new(), _permit: None }, &mut Vec::new(), &mut buf);
+    encode_outgoing(&Outgoing { auth: Auth::Unsolicited, command, value: Bytes::new(), _permit: None, charged: 0 }, &mut Vec::new(), &mut buf);
     let _ = stream.write_all(&buf).await;
     let _ = stream.shutdown().await;
 }
@@ -168,7 +258,15 @@ struct Connection {
     state: Arc<DriveState>,
     /// Responses go to the writer task in batches: one wake-up and one socket write for all the
     /// requests that arrived together.
-    tx: mpsc::UnboundedSender<Vec<Outgoing>>,
+    tx: Answers,
+    /// When the connection was accepted: the unauthenticated timeout counts from here, not
+    /// from the last frame, so frames that fail their HMAC do not keep a socket open.
+    accepted: std::time::Instant,
+    /// Whether a request has passed its HMAC, its connectionID check and (on a reserved slot)
+    /// the reserve's check, or a PIN operation's PIN was verified: until then the connection
+    /// is closed when slots are scarce, and on a reserved slot at its first frame that fails.
+    authenticated: bool,
+    slot: ConnectionSlot,
     /// Responses of the current read batch, not yet handed to the writer.
     out: Vec<Outgoing>,
     /// Writes of the current read batch, not yet handed to the engine: a burst of pipelined
@@ -209,6 +307,18 @@ impl Connection {
     async fn run<R: AsyncRead + Unpin>(&mut self, rd: R) -> Close {
         let mut reader = BufReader::with_capacity(READ_BUFFER, rd);
         loop {
+            if self.tx.backlog.is_full() || self.out.len() >= MAX_ANSWERS_GATHERED {
+                self.flush_out();
+            }
+            if self.tx.backlog.is_full() {
+                // The client is not reading its answers: take no more requests until it does.
+                let idle = std::time::Duration::from_millis(self.state.config.idle_timeout_ms);
+                match tokio::time::timeout(idle, self.tx.backlog.wait_for_room()).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) => return Close::Broken("the socket's writer stopped".into()),
+                    Err(_) => return Close::Broken(format!("the client read no answer for {} ms", idle.as_millis())),
+                }
+            }
             let incoming = match self.read_frame(&mut reader).await {
                 Ok(Some(i)) => i,
                 Ok(None) => return Close::Eof,
@@ -222,6 +332,15 @@ impl Connection {
             if let Err(close) = self.handle_frame(message, value, oversize, received).await {
                 return close;
             }
+            // A reserved slot is kept for administrators: a first frame that did not
+            // authenticate one (bad HMAC, unknown identity, wrong connectionID or sequence,
+            // wrong PIN) ends the connection at once, after its answer.
+            if self.slot == ConnectionSlot::Reserved && !self.authenticated {
+                return Close::Terminate(format!(
+                    "the drive has maxConnections ({}) connections; the last are kept for administrators, and this request did not authenticate one",
+                    self.state.config.limits.max_connections
+                ));
+            }
             // Hand over the batch once no further whole request is waiting to be read.
             if !complete_frame_buffered(reader.buffer()) {
                 self.flush_out();
@@ -232,21 +351,75 @@ impl Connection {
     fn flush_out(&mut self) {
         self.submit_pending_writes();
         if !self.out.is_empty() {
-            let _ = self.tx.send(std::mem::take(&mut self.out));
+            self.tx.send(std::mem::take(&mut self.out));
         }
     }
 
+    /// The next frame. While connection slots are scarce (`DriveState::connections_scarce`),
+    /// a connection that has not authenticated within `unauthenticated_timeout_ms` of its
+    /// accept, or that has been silent for `idle_timeout_ms`, is closed; with slots to spare it
+    /// may wait (the reference client connects when it is created, maybe long before its first
+    /// request, and does not reconnect after a close). A frame begun must be complete within
+    /// `frame_timeout_ms`, or the time its length takes at [`FRAME_RATE_MIN`] if longer.
     async fn read_frame<R: AsyncRead + Unpin>(&self, r: &mut R) -> Result<Option<Incoming>, Close> {
-        let limits = &self.state.config.limits;
-        let mut raw = [0u8; HEADER_LEN];
-        match r.read(&mut raw[..1]).await {
-            Ok(0) => return Ok(None),
-            Ok(_) => {}
-            Err(e) => return Err(Close::Broken(e.to_string())),
+        let config = &self.state.config;
+        let idle = std::time::Duration::from_millis(config.idle_timeout_ms);
+        let unauthenticated = std::time::Duration::from_millis(config.unauthenticated_timeout_ms);
+        // How often a quiet connection past its deadlines looks again whether slots are scarce.
+        let recheck = unauthenticated.min(idle);
+        let idle_at = std::time::Instant::now() + idle;
+        let authenticate_by = self.accepted + unauthenticated;
+        let mut first = [0u8; 1];
+        // Bounded: every round waits at least until a deadline or `recheck`.
+        loop {
+            let now = std::time::Instant::now();
+            let deadlines = [Some(idle_at), (!self.authenticated).then_some(authenticate_by)];
+            let wake = deadlines.into_iter().flatten().filter(|d| *d > now).fold(now + recheck, std::time::Instant::min);
+            match tokio::time::timeout_at(wake.into(), r.read(&mut first)).await {
+                Ok(Ok(0)) => return Ok(None),
+                Ok(Ok(_)) => break,
+                Ok(Err(e)) => return Err(Close::Broken(e.to_string())),
+                Err(_) if !self.state.connections_scarce() => {}
+                Err(_) => {
+                    let now = std::time::Instant::now();
+                    if !self.authenticated && now >= authenticate_by {
+                        return Err(Close::Terminate(format!(
+                            "no authenticated request within {} ms of connecting, and connection slots are scarce",
+                            unauthenticated.as_millis()
+                        )));
+                    }
+                    if now >= idle_at {
+                        return Err(Close::Terminate("the connection was idle too long, and connection slots are scarce".into()));
+                    }
+                }
+            }
         }
-        r.read_exact(&mut raw[1..]).await.map_err(|_| Close::Broken(FrameError::Truncated.to_string()))?;
+        self.read_rest_of_frame(first[0], r).await.map(Some)
+    }
+
+    async fn read_rest_of_frame<R: AsyncRead + Unpin>(&self, first: u8, r: &mut R) -> Result<Incoming, Close> {
+        let limits = &self.state.config.limits;
+        let started = tokio::time::Instant::now();
+        let frame_timeout = std::time::Duration::from_millis(self.state.config.frame_timeout_ms);
+        let late = |allowed: std::time::Duration| Close::Broken(format!("a frame was not completed within {} ms", allowed.as_millis()));
+        let mut raw = [0u8; HEADER_LEN];
+        raw[0] = first;
+        match tokio::time::timeout_at(started + frame_timeout, r.read_exact(&mut raw[1..])).await {
+            Ok(read) => read.map_err(|_| Close::Broken(FrameError::Truncated.to_string()))?,
+            Err(_) => return Err(late(frame_timeout)),
+        };
         let header = FrameHeader::parse(&raw, limits.max_message_size, MAX_DISCARDED_VALUE.max(limits.max_value_size))
             .map_err(|e| Close::Terminate(e.to_string()))?;
+        let len = header.message_len as u64 + header.value_len as u64;
+        let allowed = frame_timeout.max(std::time::Duration::from_millis(len * 1000 / FRAME_RATE_MIN));
+        match tokio::time::timeout_at(started + allowed, self.read_frame_body(header, r)).await {
+            Ok(read) => read,
+            Err(_) => Err(late(allowed)),
+        }
+    }
+
+    async fn read_frame_body<R: AsyncRead + Unpin>(&self, header: FrameHeader, r: &mut R) -> Result<Incoming, Close> {
+        let limits = &self.state.config.limits;
         let mut message = BytesMut::with_capacity(header.message_len as usize);
         read_exactly(r, &mut message, header.message_len as usize).await?;
         if header.value_len > limits.max_value_size {
@@ -255,11 +428,11 @@ impl Connection {
             if skipped != header.value_len as u64 {
                 return Err(Close::Broken(FrameError::Truncated.to_string()));
             }
-            return Ok(Some(Incoming::OversizeValue { message: message.freeze(), len: header.value_len }));
+            return Ok(Incoming::OversizeValue { message: message.freeze(), len: header.value_len });
         }
         let mut value = BytesMut::with_capacity(header.value_len as usize);
         read_exactly(r, &mut value, header.value_len as usize).await?;
-        Ok(Some(Incoming::Frame { message: message.freeze(), value: value.freeze() }))
+        Ok(Incoming::Frame { message: message.freeze(), value: value.freeze() })
     }
 
     async fn handle_frame(&mut self, raw_message: Bytes, value: Bytes, oversize: Option<u32>, received: std::time::Instant) -> Result<(), Close> {
@@ -293,6 +466,8 @@ impl Connection {
                     Reply::error(StatusCode::InvalidRequest, "PIN operations are accepted only over TLS")
                 } else if header.message_type != Some(MessageType::Pinop as i32) {
                     Reply::error(StatusCode::InvalidRequest, "PINAUTH is only for PINOP requests")
+                } else if header.connection_id != Some(self.connection_id) {
+                    Reply::error(StatusCode::InvalidRequest, format!("connectionID must be {}", self.connection_id))
                 } else {
                     let pin = message.pin_auth.and_then(|p| p.pin).unwrap_or_default();
                     let max = self.state.config.limits.max_pin_size as usize;
@@ -300,7 +475,11 @@ impl Connection {
                         Reply::error(StatusCode::InvalidRequest, format!("PIN of {} bytes exceeds maxPinSize {max}", pin.len()))
                     } else {
                         let op = command.body.and_then(|b| b.pin_op).unwrap_or_default();
-                        crate::admin::pin_op(&self.state, pin, op).await
+                        let (reply, verified) = crate::admin::pin_op(&self.state, pin, op).await;
+                        // Only a verified PIN authenticates: a wrong one must not buy a
+                        // reserved slot or the patience given to authenticated connections.
+                        self.authenticated |= verified;
+                        reply
                     }
                 };
                 self.respond(Auth::Pin, &header, reply, None);
@@ -331,17 +510,29 @@ impl Connection {
             self.respond(auth(), &header, reply, None);
             return Ok(());
         };
-        let early = if header.connection_id.is_some_and(|c| c != self.connection_id) {
+        // (Checked after the HMAC, so nobody learns who holds SECURITY without its key.)
+        if self.slot == ConnectionSlot::Reserved && !self.authenticated && !caller.may(Permission::Security, None) {
+            return Err(Close::Terminate(format!(
+                "the drive has maxConnections ({}) connections; the last are kept for identities holding SECURITY",
+                self.state.config.limits.max_connections
+            )));
+        }
+        // Authenticated only by a request that also names this connection with a fresh
+        // sequence: a frame captured elsewhere and replayed passes its HMAC, not this.
+        if header.connection_id == Some(self.connection_id) && !self.last_sequence.is_some_and(|last| sequence <= last) {
+            self.authenticated = true;
+        }
+        // Every request must name this connection (the reference client always sends the id
+        // it was given at sign-on): a request captured on another connection cannot be
+        // replayed on a new one, where its sequence would still be fresh.
+        let early = if header.connection_id != Some(self.connection_id) {
             Some(Reply::error(StatusCode::InvalidRequest, format!("connectionID must be {}", self.connection_id)))
         } else if self.last_sequence.is_some_and(|last| sequence <= last) {
             Some(Reply::error(StatusCode::InvalidRequest, "sequence must increase on every request of a connection"))
         } else if header.cluster_version.unwrap_or(0) != self.state.cluster_version() {
             Some(Reply::error(StatusCode::VersionFailure, format!("cluster version is {}", self.state.cluster_version())))
-        } else if let Some(len) = oversize {
-            Some(Reply::error(
-                StatusCode::InvalidRequest,
-                format!("value of {len} bytes exceeds maxValueSize {}", self.state.config.limits.max_value_size),
-            ))
+        } else if let (Some(len), None) = (oversize, header.batch_id) {
+            Some(oversize_value(&self.state, len))
         } else {
             None
         };
@@ -371,7 +562,7 @@ impl Connection {
                     MessageType::Security if !caller.tls => {
                         Reply::error(StatusCode::InvalidRequest, "SECURITY is accepted only over TLS")
                     }
-                    MessageType::Security => crate::admin::security(&self.state, body.security.map(|s| *s).unwrap_or_default()),
+                    MessageType::Security => crate::admin::security(&self.state, body.security.map(|s| *s).unwrap_or_default()).await,
                     MessageType::Setup => crate::admin::setup(&self.state, body.setup.map(|s| *s).unwrap_or_default()),
                     _ => crate::admin::set_power_level(&self.state, body.power.and_then(|p| p.level)),
                 };
@@ -382,47 +573,79 @@ impl Connection {
             _ => {}
         }
 
+        // The in-flight permit is taken before the priority ticket: it is released only when an
+        // earlier answer reaches this connection's socket, so waiting for it is waiting for
+        // this client to read, and a ticket held meanwhile would stop every lower priority on
+        // the drive for as long as the client pleases.
+        let is_write = handler::is_write(kind);
+        let permits = match (header.batch_id, kind) {
+            (Some(_), MessageType::EndBatch) => Some(self.writes.clone()),
+            (Some(_), _) => None,
+            (None, MessageType::Mediaoptimize | MessageType::Peer2peerpush) => Some(self.writes.clone()),
+            (None, _) if is_write => Some(self.writes.clone()),
+            (None, _) => Some(self.reads.clone()),
+        };
+        let mut permit = match permits {
+            Some(p) => Some(self.acquire(p).await?),
+            None => None,
+        };
         // Held until this request has run (or been handed to the writer). Writes held for the
         // burst go to the engine before any wait here: they were accepted earlier, and a
         // higher priority elsewhere must not hold them back.
+        // A START_BATCH waits for another client to free a batch slot before its turn: that
+        // wait is not the drive's work and must not hold lower priorities back.
+        let start_slot = match (header.batch_id, kind) {
+            (Some(id), MessageType::StartBatch) => {
+                self.flush_out();
+                Some(self.batches.slot_for(id).await)
+            }
+            _ => None,
+        };
         let state = self.state.clone();
         if state.priorities.would_wait(header.priority) {
             self.submit_pending_writes();
         }
         let _turn = state.priorities.enter(header.priority).await;
         if let Some(id) = header.batch_id {
-            return self.batch_command(&caller, id, kind, sequence, &header, command.body, value, auth()).await;
+            let value = match oversize {
+                Some(len) => Err(oversize_value(&self.state, len)),
+                None => Ok(value),
+            };
+            return self.batch_command(&caller, id, kind, sequence, &header, command.body, value, auth(), permit, start_slot).await;
         }
+        let permit = permit.take().expect("every request outside a batch takes a permit");
         if kind == MessageType::Mediaoptimize {
             // Compaction takes a while: it runs beside the connection, after this connection's
             // earlier writes.
-            let permit = self.acquire(self.writes.clone()).await?;
             self.await_applied_writes().await;
             let mut outgoing = self.addressed(auth(), &header, Reply::ok(None), Some(permit));
             let (state, tx) = (self.state.clone(), self.tx.clone());
             tokio::spawn(async move {
+                // Its priority holds while it runs.
+                let _turn = _turn;
                 outgoing.answer(crate::media::optimize(&state).await);
-                let _ = tx.send(vec![outgoing]);
+                tx.send(vec![outgoing]);
             });
             return Ok(());
         }
         if kind == MessageType::Peer2peerpush {
-            let permit = self.acquire(self.writes.clone()).await?;
             // The push reads this drive: it must see the writes this connection sent before it.
             self.await_applied_writes().await;
             let request = command.body.and_then(|b| b.p2p_operation).map(|p| *p).unwrap_or_default();
             let mut outgoing = self.addressed(auth(), &header, Reply::ok(None), Some(permit));
             let (state, tx) = (self.state.clone(), self.tx.clone());
-            // The push talks to another drive: it runs beside this connection, not in its way.
+            // The push talks to another drive, chosen by the client: it runs beside this
+            // connection, not in its way, and without its priority ticket, since a peer that
+            // never answers would otherwise hold every lower priority on this drive until its
+            // timeout. (MEDIAOPTIMIZE keeps its ticket: that is the drive's own, bounded work.)
+            drop(_turn);
             tokio::spawn(async move {
                 outgoing.answer(crate::p2p::push(state, caller, request).await);
-                let _ = tx.send(vec![outgoing]);
+                tx.send(vec![outgoing]);
             });
             return Ok(());
         }
 
-        let is_write = handler::is_write(kind);
-        let permit = self.acquire(if is_write { self.writes.clone() } else { self.reads.clone() }).await?;
         if !is_write {
             // A read sees every write this connection sent before it.
             self.await_applied_writes().await;
@@ -451,6 +674,7 @@ impl Connection {
         };
         match outcome {
             Outcome::Reply(reply) => {
+                let reply = if kind == MessageType::Getlog { crate::getlog::within_limits(&self.state, reply) } else { reply };
                 self.state.stats.record(raw_type, value_in + reply.value.len());
                 self.respond(auth(), &header, reply, Some(permit));
             }
@@ -469,16 +693,28 @@ impl Connection {
         self.pending_disk_reads.retain_mut(|done| matches!(done.try_recv(), Err(oneshot::error::TryRecvError::Empty)));
         self.pending_disk_reads.push(done_rx);
         self.state.reads_on_disk.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let outgoing = self.addressed(auth, header, Reply::ok(None), Some(permit));
+        let mut outgoing = self.addressed(auth, header, Reply::ok(None), Some(permit));
+        // The answer is not known yet: it is charged as the largest it can be until it is,
+        // so reads waiting for the disk count against the backlog as much as answered ones.
+        let estimate = outgoing.command.encoded_len() + self.state.config.limits.max_value_size as usize + ANSWER_OVERHEAD;
+        self.tx.recharge(&mut outgoing, estimate);
         let raw_type = kind as i32;
         let (state, tx) = (self.state.clone(), self.tx.clone());
         let queue_depth = self.state.disk_reads.clone();
         tokio::spawn(async move {
-            let Ok(_slot) = queue_depth.acquire_owned().await else { return };
+            let Ok(_slot) = queue_depth.acquire_owned().await else {
+                tx.backlog.remove(outgoing.charged);
+                return;
+            };
+            let backlog = tx.backlog.clone();
             let read = tokio::task::spawn_blocking(move || read_blocking(&state, caller, kind, body, raw_type, outgoing));
-            if let Ok(outgoing) = read.await {
-                let _ = done_tx.send(());
-                let _ = tx.send(vec![outgoing]);
+            match read.await {
+                Ok(mut outgoing) => {
+                    let _ = done_tx.send(());
+                    tx.charge(&mut outgoing);
+                    tx.send(vec![outgoing]);
+                }
+                Err(_) => backlog.remove(estimate),
             }
         });
     }
@@ -493,13 +729,16 @@ impl Connection {
         sequence: i64,
         header: &Header,
         body: Option<Body>,
-        value: Bytes,
+        value: Result<Bytes, Reply>,
         auth: Auth,
+        permit: Option<OwnedSemaphorePermit>,
+        start_slot: Option<Result<Arc<crate::batch::Slot>, Reply>>,
     ) -> Result<(), Close> {
-        self.state.stats.record(kind as i32, value.len());
+        self.state.stats.record(kind as i32, value.as_ref().map_or(0, |v| v.len()));
         match kind {
             MessageType::StartBatch => {
-                let reply = self.batches.start(id);
+                let slot = start_slot.expect("a START_BATCH's slot is sought before its turn");
+                let reply = self.batches.start(id, slot);
                 self.respond(auth, header, reply, None);
             }
             MessageType::AbortBatch => {
@@ -507,7 +746,12 @@ impl Connection {
                 self.respond(auth, header, reply, None);
             }
             MessageType::Put | MessageType::Delete => {
-                let outcome = handler::execute(&self.state, caller, kind, body, value);
+                // An operation refused before it ran (its value over maxValueSize) still counts
+                // in the batch, and fails it, like one the handler refuses.
+                let outcome = match value {
+                    Ok(value) => handler::execute(&self.state, caller, kind, body, value),
+                    Err(refused) => Outcome::Reply(refused),
+                };
                 if let Some(reply) = self.batches.add(id, sequence, outcome) {
                     self.respond(auth, header, reply, None);
                 }
@@ -521,7 +765,7 @@ impl Connection {
                         self.respond(auth, header, reply, None);
                     }
                     Ok(commit) => {
-                        let permit = self.acquire(self.writes.clone()).await?;
+                        let permit = permit.expect("END_BATCH takes a write permit");
                         self.submit_write(auth, header, commit.op, true, permit, Some(commit.sequences));
                     }
                 }
@@ -551,7 +795,7 @@ impl Connection {
         }
         if let (Some(max), Some(asked)) = (caller.identity.max_priority, header.priority) {
             if asked > max {
-                return Some(Reply::error(StatusCode::NotAuthorized, format!("priority {asked} is above this identity's maximum {max}")));
+                return Some(Reply::error(StatusCode::NotAuthorized, format!("permission denied: priority {asked} is above this identity's maximum {max}")));
             }
         }
         let needed = match kind {
@@ -586,11 +830,16 @@ impl Connection {
             command: Command { header: Some(response_header), body: reply.body.map(|b| *b), status: Some(status) },
             value: reply.value,
             _permit: permit,
+            charged: 0,
         }
     }
 
+    /// Queues the answer to `header`, charging it against the backlog at once: answers
+    /// gathered before a flush count too, so a burst of large reads stops the reader as soon
+    /// as its answers pass the backlog, not only once handed to the writer.
     fn respond(&mut self, auth: Auth, header: &Header, reply: Reply, permit: Option<OwnedSemaphorePermit>) {
-        let outgoing = self.addressed(auth, header, reply, permit);
+        let mut outgoing = self.addressed(auth, header, reply, permit);
+        self.tx.charge(&mut outgoing);
         self.out.push(outgoing);
     }
 
@@ -637,19 +886,25 @@ impl Connection {
                         ..Status::default()
                     });
                 }
-                let _ = tx.send(vec![outgoing]);
+                tx.send(vec![outgoing]);
             }),
         });
     }
 
     /// A permit from `permits`. Every permit may be held by responses still in this burst's
-    /// batch, so those are handed over first whenever the wait is not instant.
+    /// batch, so those are handed over first whenever the wait is not instant. Permits come
+    /// back as this client reads its answers: one that reads nothing for `idle_timeout_ms` is
+    /// closed.
     async fn acquire(&mut self, permits: Arc<Semaphore>) -> Result<OwnedSemaphorePermit, Close> {
         match permits.clone().try_acquire_owned() {
             Ok(p) => Ok(p),
             Err(_) => {
                 self.flush_out();
-                permits.acquire_owned().await.map_err(|_| Close::Broken("semaphore closed".into()))
+                let idle = std::time::Duration::from_millis(self.state.config.idle_timeout_ms);
+                match tokio::time::timeout(idle, permits.acquire_owned()).await {
+                    Ok(permit) => permit.map_err(|_| Close::Broken("semaphore closed".into())),
+                    Err(_) => Err(Close::Broken(format!("the client read no answer for {} ms", idle.as_millis()))),
+                }
             }
         }
     }
@@ -682,8 +937,13 @@ impl Connection {
             body: None,
             status: Some(Status { code: Some(code as i32), status_message: Some(message), ..Status::default() }),
         };
-        self.out.push(Outgoing { auth: Auth::Unsolicited, command, value: Bytes::new(), _permit: None });
+        self.out.push(Outgoing { auth: Auth::Unsolicited, command, value: Bytes::new(), _permit: None, charged: 0 });
     }
+}
+
+/// The answer to a request whose value exceeded maxValueSize (and was skipped unread).
+fn oversize_value(state: &DriveState, len: u32) -> Reply {
+    Reply::error(StatusCode::InvalidRequest, format!("value of {len} bytes exceeds maxValueSize {}", state.config.limits.max_value_size))
 }
 
 /// Runs a read that may wait for the disk and completes its response.
@@ -747,16 +1007,29 @@ fn complete_frame_buffered(buf: &[u8]) -> bool {
     buf.len() >= HEADER_LEN + len(1).saturating_add(len(5))
 }
 
-async fn write_loop<W: AsyncWrite + Unpin>(mut wr: W, mut rx: mpsc::UnboundedReceiver<Vec<Outgoing>>) {
+async fn write_loop<W: AsyncWrite + Unpin>(wr: W, rx: mpsc::UnboundedReceiver<Vec<Outgoing>>, backlog: Arc<Backlog>) {
+    write_answers(wr, rx, &backlog).await;
+    // Whatever is still queued will never be written; a reader waiting for room must not wait.
+    backlog.close();
+}
+
+async fn write_answers<W: AsyncWrite + Unpin>(mut wr: W, mut rx: mpsc::UnboundedReceiver<Vec<Outgoing>>, backlog: &Backlog) {
     let mut outbox = Outbox::with_capacity(WRITE_BUFFER);
     let mut scratch = Vec::with_capacity(4096);
+    // Charged bytes of the answers in the outbox, returned to the backlog once written.
+    let mut gathered = 0;
     while let Some(first) = rx.recv().await {
         let mut next = Some(first);
         while let Some(batch) = next {
             for o in batch {
                 outbox.push(|out| encode_outgoing(&o, &mut scratch, out), &o.value);
-                if outbox.len() >= WRITE_BUFFER && outbox.write_to(&mut wr).await.is_err() {
-                    return;
+                gathered += o.charged;
+                drop(o);
+                if outbox.len() >= WRITE_BUFFER {
+                    if outbox.write_to(&mut wr).await.is_err() {
+                        return;
+                    }
+                    backlog.remove(std::mem::take(&mut gathered));
                 }
             }
             next = rx.try_recv().ok();
@@ -764,6 +1037,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(mut wr: W, mut rx: mpsc::UnboundedRec
         if (!outbox.is_empty() && outbox.write_to(&mut wr).await.is_err()) || wr.flush().await.is_err() {
             return;
         }
+        backlog.remove(std::mem::take(&mut gathered));
     }
     let _ = wr.shutdown().await;
 }

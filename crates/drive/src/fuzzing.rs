@@ -50,8 +50,16 @@ pub fn decode_frames(input: &[u8]) {
     }
 }
 
+/// One connection at a time: `serve_signed_commands` must know the id its connection gets.
+static SERVING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Feeds raw bytes to one connection of an in-memory drive and reads whatever it answers.
 pub fn serve_raw(input: &[u8]) -> Vec<u8> {
+    let _one = SERVING.lock().unwrap_or_else(|e| e.into_inner());
+    serve_raw_alone(input)
+}
+
+fn serve_raw_alone(input: &[u8]) -> Vec<u8> {
     let state = state();
     runtime().block_on(async move {
         let (mut client, server) = tokio::io::duplex(1 << 20);
@@ -66,8 +74,12 @@ pub fn serve_raw(input: &[u8]) -> Vec<u8> {
 }
 
 /// Splits `input` into command byte strings, wraps each in a correctly signed frame (so the
-/// fuzzer reaches command handling rather than dying at the HMAC), and serves them.
+/// fuzzer reaches command handling rather than dying at the HMAC), and serves them. A command
+/// that decodes gets the connection's id in its header, as every real client sends it (the
+/// drive refuses requests without it), so the fuzzer gets past that check too.
 pub fn serve_signed_commands(input: &[u8]) -> Vec<u8> {
+    let _one = SERVING.lock().unwrap_or_else(|e| e.into_inner());
+    let connection_id = state().next_connection_id();
     let mut frames = BytesMut::new();
     let mut rest = input;
     loop {
@@ -77,7 +89,13 @@ pub fn serve_signed_commands(input: &[u8]) -> Vec<u8> {
         };
         // The last byte of each chunk chooses the value size, so PUTs carry values.
         let value_len = command.last().map(|b| *b as usize * 64).unwrap_or(0);
-        let command_bytes = Bytes::copy_from_slice(command);
+        let command_bytes = match <spindle_proto::pb::Command as prost::Message>::decode(command) {
+            Ok(mut decoded) => {
+                decoded.header.get_or_insert_with(Default::default).connection_id = Some(connection_id);
+                Bytes::from(prost::Message::encode_to_vec(&decoded))
+            }
+            Err(_) => Bytes::copy_from_slice(command),
+        };
         let hmac = spindle_proto::hmac::sign(DEFAULT_HMAC_KEY, &command_bytes);
         let message = Message {
             auth_type: Some(AuthType::Hmacauth as i32),
@@ -91,5 +109,5 @@ pub fn serve_signed_commands(input: &[u8]) -> Vec<u8> {
             None => break,
         }
     }
-    serve_raw(&frames)
+    serve_raw_alone(&frames)
 }

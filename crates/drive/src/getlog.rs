@@ -51,9 +51,23 @@ pub fn configuration(state: &DriveState) -> get_log::Configuration {
 pub fn fill(state: &DriveState, caller: &Caller, requested: &command::GetLog, out: &mut command::GetLog) -> (StatusCode, String, Bytes) {
     let mut message = String::new();
     let mut value = Bytes::new();
-    out.types = requested.types.clone();
+    // Each type is answered once, however often it is asked for: a request repeating one
+    // type must not buy an answer many times its size.
+    let mut seen = 0u32;
+    out.types = Vec::new();
     for &t in &requested.types {
-        match Type::try_from(t) {
+        let kind = Type::try_from(t);
+        // Only the types answered are deduplicated: INVALID_TYPE (-1) and unknown values fall
+        // through to the INVALID_REQUEST below, wherever they come in the list.
+        if let Some(k) = kind.as_ref().ok().filter(|k| (0..32).contains(&(**k as i32))) {
+            let bit = 1u32 << (*k as i32 as u32);
+            if seen & bit != 0 {
+                continue;
+            }
+            seen |= bit;
+            out.types.push(t);
+        }
+        match kind {
             Ok(Type::Utilizations) => {
                 out.utilizations = state
                     .sampler
@@ -66,12 +80,16 @@ pub fn fill(state: &DriveState, caller: &Caller, requested: &command::GetLog, ou
                 let temps = crate::sysinfo::temperatures();
                 out.temperatures = if temps.is_empty() {
                     message.push_str("no temperature sensor exposed by this machine; ");
+                    // One entry with no readings at all: the reference client refuses an empty
+                    // list ("temperature list is null or empty"), and NaN readings fail the
+                    // checks of clients that expect readings of at least 0. Absent fields say
+                    // "not measured"; a client that reads them as 0 sees a plausible figure.
                     vec![get_log::Temperature {
                         name: Some(NO_TEMPERATURE_SENSOR.into()),
-                        current: Some(f32::NAN),
-                        minimum: Some(f32::NAN),
-                        maximum: Some(f32::NAN),
-                        target: Some(f32::NAN),
+                        current: None,
+                        minimum: None,
+                        maximum: None,
+                        target: None,
                     }]
                 } else {
                     temps
@@ -133,6 +151,24 @@ pub fn fill(state: &DriveState, caller: &Caller, requested: &command::GetLog, ou
     (StatusCode::Success, message.trim_end_matches("; ").to_string(), value)
 }
 
+/// Room left in an answer's message for its header, status and signature.
+const ANSWER_HEADROOM: usize = 4096;
+
+/// Refuses a GETLOG answer that would exceed the limits the drive advertises (maxMessageSize
+/// for the message, maxValueSize for a DEVICE log): a client sized its buffers by them.
+pub fn within_limits(state: &DriveState, reply: crate::handler::Reply) -> crate::handler::Reply {
+    use prost::Message as _;
+    let limits = &state.config.limits;
+    let message_len = reply.body.as_ref().map_or(0, |b| b.encoded_len()) + reply.message.len() + ANSWER_HEADROOM;
+    if message_len > limits.max_message_size as usize || reply.value.len() > limits.max_value_size as usize {
+        return crate::handler::Reply::error(
+            StatusCode::InvalidRequest,
+            format!("the answer would exceed maxMessageSize ({}) or maxValueSize ({}); ask for fewer log types", limits.max_message_size, limits.max_value_size),
+        );
+    }
+    reply
+}
+
 fn device_log(state: &DriveState, name: &[u8]) -> Option<Bytes> {
     if name == DEVICE_LOG_ACL.as_bytes() {
         return Some(Bytes::from(acl_document(state).to_string()));
@@ -148,6 +184,8 @@ fn device_log(state: &DriveState, name: &[u8]) -> Option<Bytes> {
         "uptime_seconds": state.started.elapsed().as_secs_f64(),
         "open_connections": state.open_connections.load(std::sync::atomic::Ordering::Relaxed),
         "reads_on_disk": state.reads_on_disk.load(std::sync::atomic::Ordering::Relaxed),
+        "open_batches": state.batch_slots.open(),
+        "batched_operations": state.batch_slots.buffered_operations(),
     });
     Some(Bytes::from(doc.to_string()))
 }

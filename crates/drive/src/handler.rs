@@ -89,6 +89,7 @@ pub fn engine_error(e: EngineError) -> Reply {
         EngineError::NoSpace => Reply::error(StatusCode::NoSpace, "the drive is full"),
         EngineError::Corrupt(m) => Reply::error(StatusCode::PermDataError, m),
         EngineError::Io(m) => Reply::error(StatusCode::InternalError, m),
+        EngineError::Invalid(m) => Reply::error(StatusCode::InvalidRequest, m),
         EngineError::Unavailable(m) => Reply::error(StatusCode::ServiceBusy, m),
         // Reads under CachedReadsOnly are retried where they may block; never a client's answer
         // unless that retry is skipped.

@@ -1,11 +1,15 @@
-//! Responses gathered for one vectored write. Frame heads and small values are copied into one
-//! buffer; larger values are sent from the buffers the engine returned them in, so a 4 KiB or
-//! 1 MiB value reaches the socket without a copy in user space.
+//! What a connection has to send: the responses gathered for one vectored write, and the
+//! backlog of answers not yet written, which bounds what a client that does not read can make
+//! the drive hold. In the outbox, frame heads and small values are copied into one buffer;
+//! larger values are sent from the buffers the engine returned them in, so a 4 KiB or 1 MiB
+//! value reaches the socket without a copy in user space.
 
 use std::io::IoSlice;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::sync::Notify;
 
 /// Values at least this large are written from their own buffer instead of being copied.
 pub const SEPARATE_VALUE_MIN: usize = 1024;
@@ -98,6 +102,67 @@ impl Outbox {
     }
 }
 
+/// Bytes of answers a connection has queued and not yet written to its socket. The reader
+/// stops taking requests while it is over its limit, so a client that sends and never reads
+/// holds at most about the limit (plus the answers of requests already running) in the drive,
+/// whatever its requests are answered with.
+#[derive(Debug)]
+pub struct Backlog {
+    bytes: AtomicUsize,
+    limit: usize,
+    /// The socket is gone: nothing will drain the backlog any more.
+    closed: AtomicBool,
+    drained: Notify,
+}
+
+/// The socket's writer stopped while the reader waited for the backlog to drain.
+#[derive(Debug)]
+pub struct WriterGone;
+
+impl Backlog {
+    pub fn new(limit: usize) -> Self {
+        Backlog { bytes: AtomicUsize::new(0), limit, closed: AtomicBool::new(false), drained: Notify::new() }
+    }
+
+    pub fn add(&self, bytes: usize) {
+        self.bytes.fetch_add(bytes, Ordering::AcqRel);
+    }
+
+    /// `bytes` were written (or dropped with the socket).
+    pub fn remove(&self, bytes: usize) {
+        let before = self.bytes.fetch_sub(bytes, Ordering::AcqRel);
+        if before > self.limit && before - bytes <= self.limit {
+            self.drained.notify_waiters();
+        }
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.bytes.load(Ordering::Acquire) > self.limit
+    }
+
+    /// Marks the writer gone and wakes a waiting reader.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.drained.notify_waiters();
+    }
+
+    /// Waits until the backlog is within its limit.
+    pub async fn wait_for_room(&self) -> Result<(), WriterGone> {
+        loop {
+            let drained = self.drained.notified();
+            tokio::pin!(drained);
+            drained.as_mut().enable();
+            if self.closed.load(Ordering::Acquire) {
+                return Err(WriterGone);
+            }
+            if !self.is_full() {
+                return Ok(());
+            }
+            drained.await;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,6 +207,29 @@ mod tests {
         fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
             Poll::Ready(Ok(()))
         }
+    }
+
+    #[tokio::test]
+    async fn a_full_backlog_holds_the_reader_until_drained_or_closed() {
+        let backlog = std::sync::Arc::new(Backlog::new(100));
+        backlog.add(150);
+        assert!(backlog.is_full());
+        let waiter = tokio::spawn({
+            let backlog = backlog.clone();
+            async move { backlog.wait_for_room().await.is_ok() }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished());
+        backlog.remove(60);
+        assert!(tokio::time::timeout(std::time::Duration::from_secs(5), waiter).await.unwrap().unwrap());
+        // A writer that stops wakes the reader with an error instead of leaving it waiting.
+        backlog.add(100);
+        let waiter = tokio::spawn({
+            let backlog = backlog.clone();
+            async move { backlog.wait_for_room().await.is_ok() }
+        });
+        backlog.close();
+        assert!(!tokio::time::timeout(std::time::Duration::from_secs(5), waiter).await.unwrap().unwrap());
     }
 
     proptest! {

@@ -4,6 +4,7 @@
 //! drive whose clients never set priorities pays a handful of atomic loads per request.
 
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 use tokio::sync::Notify;
 
@@ -21,9 +22,12 @@ pub struct PriorityGate {
     changed: Notify,
 }
 
-/// Held from arrival until the request has run; releases lower priorities when dropped.
-pub struct Ticket<'a> {
-    gate: &'a PriorityGate,
+/// Held from arrival until the request has run (MEDIAOPTIMIZE, the drive's own bounded work
+/// beside its connection, takes it along; a P2P push, which waits for a peer the client chose,
+/// and waits for the client itself, such as for an in-flight permit or a batch slot, hold
+/// none); releases lower priorities when dropped.
+pub struct Ticket {
+    gate: Arc<PriorityGate>,
     level: usize,
 }
 
@@ -38,7 +42,7 @@ impl PriorityGate {
     }
 
     /// Registers a request of `priority` and waits until no higher priority is active.
-    pub async fn enter(&self, priority: Option<i32>) -> Ticket<'_> {
+    pub async fn enter(self: &Arc<Self>, priority: Option<i32>) -> Ticket {
         let level = level_of(priority);
         self.active[level].fetch_add(1, Ordering::AcqRel);
         while self.higher_active(level) {
@@ -50,11 +54,11 @@ impl PriorityGate {
             }
             changed.await;
         }
-        Ticket { gate: self, level }
+        Ticket { gate: self.clone(), level }
     }
 }
 
-impl Drop for Ticket<'_> {
+impl Drop for Ticket {
     fn drop(&mut self) {
         if self.gate.active[self.level].fetch_sub(1, Ordering::AcqRel) == 1 {
             self.gate.changed.notify_waiters();

@@ -291,7 +291,8 @@ impl Caller {
     pub fn refusal(&self, permission: Permission) -> crate::handler::Reply {
         crate::handler::Reply::error(
             StatusCode::NotAuthorized,
-            format!("identity {} lacks {} for this request", self.identity.id, permission.name()),
+            // "permission denied" is the reference drive's wording; clients may look for it.
+            format!("permission denied: identity {} lacks {} for this request", self.identity.id, permission.name()),
         )
     }
 }

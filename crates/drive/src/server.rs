@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
-use crate::connection::Transport;
+use crate::connection::{ConnectionSlot, Transport};
 
 use crate::config::{DriveConfig, EngineKind};
 use crate::state::DriveState;
@@ -49,10 +49,18 @@ impl RunningDrive {
     }
 }
 
-pub async fn start(config: DriveConfig) -> Result<RunningDrive, DriveError> {
+pub async fn start(mut config: DriveConfig) -> Result<RunningDrive, DriveError> {
     config.validate()?;
     crate::memory::start();
     spindle_engine::dirsync::create_dir_all(&config.data_dir)?;
+    // A reserve left at its default, fitted to a small filesystem (and said so).
+    let reserve_note = match (config.engine, spindle_engine::fs_space::statvfs(&config.data_dir)) {
+        (EngineKind::Fjall, Some((total, _))) => config.scale_reserve(total),
+        _ => None,
+    };
+    if config.engine == EngineKind::Fjall && config.reserved_bytes == 0 {
+        tracing::warn!("reserved_bytes = 0: the engine may meet a full disk itself, which stops its writes until space is freed");
+    }
     // Before the engine creates its directory: a store without settings beside it means the
     // settings were lost, never that the drive is new.
     let (stored, identity, reset_note) =
@@ -96,6 +104,9 @@ pub async fn start(config: DriveConfig) -> Result<RunningDrive, DriveError> {
     if let Some(note) = reset_note {
         state.event(note);
     }
+    if let Some(note) = reserve_note {
+        state.event(note);
+    }
     state.event(format!("drive listening on {local_addr}, TLS on {tls_addr} ({:?} engine)", state.config.engine));
     let (stop, stopped) = watch::channel(false);
     let accept = vec![
@@ -107,6 +118,9 @@ pub async fn start(config: DriveConfig) -> Result<RunningDrive, DriveError> {
 
 /// Longest a client may take to complete the TLS handshake.
 const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// TLS clients being refused at once (each refusal costs a handshake, to tell the client in
+/// words its TLS stack can read); beyond these, an over-limit TLS client is simply closed.
+pub const TLS_REFUSALS_IN_PROGRESS: usize = 16;
 
 async fn accept_loop(listener: TcpListener, state: Arc<DriveState>, mut stopped: watch::Receiver<bool>, tls: Option<TlsAcceptor>) {
     loop {
@@ -126,19 +140,48 @@ async fn accept_loop(listener: TcpListener, state: Arc<DriveState>, mut stopped:
     }
 }
 
+/// Admits a connection within maxConnections. The last `reserved_connections` slots are for
+/// administrators: TLS connections only (SECURITY and PIN operations are accepted only over
+/// TLS anyway) whose first frame must authenticate one (a request with a valid HMAC from an
+/// identity holding SECURITY, naming this connection; or a PINOP with the right PIN), or the
+/// connection is ended at that frame. What the reserve guarantees, and what it does not: plain
+/// sockets can never take it, and a TLS client without credentials holds a reserved slot only
+/// while it completes its handshake (`TLS_HANDSHAKE_TIMEOUT`) and until its first frame (which
+/// must come within `unauthenticated_timeout_ms` of the accept, slots being scarce then). So
+/// an attacker who opens TLS connections as fast as slots free up can still keep the reserve
+/// busy; the reserve bounds how long each such connection lasts, it does not rate-limit them.
 async fn admit(stream: TcpStream, peer: SocketAddr, state: Arc<DriveState>, tls: Option<TlsAcceptor>) {
     let _ = stream.set_nodelay(true);
     let max = state.config.limits.max_connections;
-    if state.open_connections.fetch_add(1, Ordering::AcqRel) >= max {
+    let general = max - state.config.tls_reserved_connections();
+    let allowed = if tls.is_some() { max } else { general };
+    let open = state.open_connections.fetch_add(1, Ordering::AcqRel);
+    let slot = if open >= general { ConnectionSlot::Reserved } else { ConnectionSlot::General };
+    if open >= allowed {
         state.open_connections.fetch_sub(1, Ordering::AcqRel);
         state.event(format!("refused connection from {peer}: maxConnections {max} reached"));
-        crate::connection::refuse(stream, &state, &format!("the drive already has maxConnections ({max}) connections")).await;
+        let reason = if allowed < max {
+            format!("the drive already has maxConnections ({max}) connections, {} of them kept for TLS", max - allowed)
+        } else {
+            format!("the drive already has maxConnections ({max}) connections")
+        };
+        match tls {
+            None => crate::connection::refuse(stream, &state, &reason).await,
+            // A TLS client is refused inside TLS: a plaintext frame would reach its TLS stack as
+            // a garbled record.
+            Some(acceptor) => {
+                let Ok(_turn) = state.tls_refusals.clone().try_acquire_owned() else { return };
+                if let Ok(Ok(tls_stream)) = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                    crate::connection::refuse(tls_stream, &state, &reason).await;
+                }
+            }
+        }
         return;
     }
     match tls {
         None => crate::connection::serve(state.clone(), stream, peer, Transport::Plain).await,
         Some(acceptor) => match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-            Ok(Ok(tls_stream)) => crate::connection::serve(state.clone(), tls_stream, peer, Transport::Tls).await,
+            Ok(Ok(tls_stream)) => crate::connection::serve_in(state.clone(), tls_stream, peer, Transport::Tls, slot).await,
             Ok(Err(e)) => tracing::debug!(%peer, "TLS handshake failed: {e}"),
             Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
         },

@@ -24,6 +24,9 @@ const EVENT_LOG_LINES: usize = 200;
 /// in the kernel, where a later write's flush and every other read wait behind them.
 pub const DISK_READS_IN_FLIGHT: usize = 32;
 
+/// Connection slots count as scarce once 1/this of maxConnections are taken.
+pub const CONNECTIONS_SCARCE_FRACTION: u32 = 2;
+
 pub struct DriveState {
     pub config: DriveConfig,
     pub engine: Arc<dyn Engine>,
@@ -35,12 +38,14 @@ pub struct DriveState {
     pub power_level: std::sync::atomic::AtomicI32,
     /// Serialises changes to the persistent settings.
     pub admin: Mutex<()>,
-    /// Wrong PINs in a row, for the back-off against guessing.
-    pub pin_failures: AtomicU32,
+    /// Wrong PINs in a row and the window after the last one during which no PIN is checked
+    /// (drive-wide, across every connection), so parallel connections guess no faster than
+    /// one. Never held across an await: nobody queues behind it (`admin::check_pin`).
+    pub pin_attempts: Mutex<crate::admin::PinBackoff>,
     /// Signalled when a SET_POWER_LEVEL SHUTDOWN asks the drive to stop.
     pub shutdown: tokio::sync::Notify,
     /// Higher-priority requests run before lower-priority ones.
-    pub priorities: crate::priority::PriorityGate,
+    pub priorities: Arc<crate::priority::PriorityGate>,
     pub stats: Statistics,
     pub capacity: Capacity,
     pub sampler: SystemSampler,
@@ -51,12 +56,14 @@ pub struct DriveState {
     pub tls_port: u16,
     next_connection_id: AtomicI64,
     pub open_connections: AtomicU32,
+    /// Bounds the TLS handshakes done only to refuse a client (see `server::admit`).
+    pub tls_refusals: Arc<tokio::sync::Semaphore>,
     /// Reads that needed the disk and were run on a blocking thread, since start.
     pub reads_on_disk: std::sync::atomic::AtomicU64,
     /// Bounds the reads running on the disk at once (see `DISK_READS_IN_FLIGHT`).
     pub disk_reads: Arc<tokio::sync::Semaphore>,
     /// Batches open on all connections (bounded by maxBatchCountPerDevice).
-    pub open_batches: AtomicU32,
+    pub batch_slots: crate::batch::BatchSlots,
     /// Connections to peer drives, for PEER2PEERPUSH.
     pub peers: Mutex<std::collections::HashMap<crate::p2p::PeerKey, spindle_client::Client>>,
     /// Footprint of the writes submitted to the engine and not yet acknowledged.
@@ -78,7 +85,7 @@ impl DriveState {
             locked: Default::default(),
             power_level: std::sync::atomic::AtomicI32::new(spindle_proto::pb::command::PowerLevel::Operational as i32),
             admin: Mutex::new(()),
-            pin_failures: AtomicU32::new(0),
+            pin_attempts: Mutex::new(Default::default()),
             shutdown: tokio::sync::Notify::new(),
             priorities: Default::default(),
             stats: Statistics::default(),
@@ -88,9 +95,10 @@ impl DriveState {
             port,
             next_connection_id: AtomicI64::new(millis),
             open_connections: AtomicU32::new(0),
+            tls_refusals: Arc::new(tokio::sync::Semaphore::new(crate::server::TLS_REFUSALS_IN_PROGRESS)),
             reads_on_disk: Default::default(),
             disk_reads: Arc::new(tokio::sync::Semaphore::new(DISK_READS_IN_FLIGHT)),
-            open_batches: AtomicU32::new(0),
+            batch_slots: Default::default(),
             peers: Mutex::new(Default::default()),
             inflight_write_bytes: Default::default(),
             events: Mutex::new(VecDeque::new()),
@@ -101,6 +109,17 @@ impl DriveState {
     /// then counting up, like the reference drive).
     pub fn new_connection_id(&self) -> i64 {
         self.next_connection_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The id the next connection will get (the fuzz harness signs its requests with it).
+    pub(crate) fn next_connection_id(&self) -> i64 {
+        self.next_connection_id.load(Ordering::Relaxed)
+    }
+
+    /// Whether half or more of maxConnections are taken: connections that have not
+    /// authenticated are then closed after `unauthenticated_timeout_ms`.
+    pub fn connections_scarce(&self) -> bool {
+        self.open_connections.load(Ordering::Acquire) >= self.config.limits.max_connections / CONNECTIONS_SCARCE_FRACTION
     }
 
     /// The drive's identity, as created at its first start.

@@ -56,12 +56,31 @@ fn drive_raw_corpus_is_served_without_panics() {
 
 #[test]
 fn drive_commands_corpus_is_served_without_panics() {
-    let mut answered = 0;
+    let (mut answered, mut succeeded) = (0, 0);
     for input in corpus("drive_commands") {
-        if !serve_signed_commands(&input).is_empty() {
+        let out = serve_signed_commands(&input);
+        if !out.is_empty() {
             answered += 1;
         }
+        succeeded += successful_answers(&out);
     }
-    // Every connection at least gets the sign-on.
+    // Every connection at least gets the sign-on, and the harness's requests get past the
+    // drive's checks (signature, connection id, sequence) to commands that succeed.
     assert!(answered > 0);
+    assert!(succeeded > 0, "no request of the corpus succeeded: the harness no longer reaches command handling");
+}
+
+/// Answers (not the sign-on) with status SUCCESS in a drive's output.
+fn successful_answers(out: &[u8]) -> usize {
+    use prost::Message as _;
+    let mut decoder = spindle_proto::FrameDecoder::new(1 << 24, 1 << 24);
+    let mut buf = bytes::BytesMut::from(out);
+    let mut n = 0;
+    while let Ok(Some(frame)) = decoder.decode(&mut buf) {
+        let Ok(command) = spindle_proto::pb::Command::decode(frame.message.command_bytes.unwrap_or_default()) else { continue };
+        let answers = command.header.as_ref().is_some_and(|h| h.ack_sequence.is_some());
+        let ok = command.status.as_ref().and_then(|s| s.code) == Some(spindle_proto::StatusCode::Success as i32);
+        n += usize::from(answers && ok);
+    }
+    n
 }

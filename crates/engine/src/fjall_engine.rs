@@ -61,6 +61,10 @@ pub const MIN_WRITE_BUFFER_MEMTABLES: u64 = 3;
 pub const DEFAULT_WRITE_BUFFER_MEMTABLES: u64 = 4;
 /// How long the writer sleeps between looks at the write buffer while it is over the cap.
 const WRITE_BUFFER_POLL: std::time::Duration = std::time::Duration::from_millis(1);
+/// Longest MEDIAOPTIMIZE or a secure erase waits for the memtables it sealed to be flushed.
+const FLUSH_WAIT_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+/// How often that wait looks.
+const FLUSH_POLL: std::time::Duration = std::time::Duration::from_millis(10);
 /// How long the writer waits for flushes that free nothing before it stops waiting: a 64 MiB
 /// flush takes well under a second on a working disk.
 const WRITE_BUFFER_STALL_LIMIT: std::time::Duration = std::time::Duration::from_secs(2);
@@ -92,6 +96,9 @@ struct Shared {
     /// `None` only while the writer reopens the database.
     slot: RwLock<Option<Arc<Store>>>,
     counters: Arc<Counters>,
+    /// Set when the writer panicked: fjall's state after a panic in its write path is
+    /// unknown, so the store takes no more writes until the drive is restarted.
+    halted: Mutex<Option<Error>>,
 }
 
 #[derive(Default)]
@@ -102,6 +109,8 @@ struct Counters {
     syncs: std::sync::atomic::AtomicU64,
     /// Times the database was reopened after a storage failure.
     reopenings: std::sync::atomic::AtomicU64,
+    /// The store's size on disk as last read, answered while the store is being reopened.
+    usage: std::sync::atomic::AtomicU64,
 }
 
 /// The database and its keyspaces.
@@ -121,7 +130,7 @@ impl FjallEngine {
         remove_aside(&options.path);
         let counters = Arc::new(Counters::default());
         let store = Arc::new(Store::open(&options, counters.clone())?);
-        let shared = Arc::new(Shared { options, slot: RwLock::new(Some(store)), counters });
+        let shared = Arc::new(Shared { options, slot: RwLock::new(Some(store)), counters, halted: Mutex::new(None) });
         let (tx, rx) = std::sync::mpsc::channel();
         let writer_shared = shared.clone();
         let writer = std::thread::Builder::new().name("spindle-writer".into()).spawn(move || write_loop(&writer_shared, rx))?;
@@ -153,10 +162,13 @@ impl FjallEngine {
     fn neighbour(&self, key: &[u8], forward: bool) -> Result<Option<Entry>> {
         let store = self.store()?;
         let snapshot = store.db.snapshot();
+        // A key over the engine's limit is cut to it (`limits::bound_key` says why that is exact).
+        let (bound, cut) = crate::limits::bound_key(key);
         let found = if forward {
-            snapshot.range::<&[u8], _>(&store.meta, (Bound::Excluded(key), Bound::Unbounded)).next()
+            snapshot.range::<&[u8], _>(&store.meta, (Bound::Excluded(bound), Bound::Unbounded)).next()
         } else {
-            snapshot.range::<&[u8], _>(&store.meta, (Bound::Unbounded, Bound::Excluded(key))).next_back()
+            let upper = if cut { Bound::Included(bound) } else { Bound::Excluded(bound) };
+            snapshot.range::<&[u8], _>(&store.meta, (Bound::Unbounded, upper)).next_back()
         };
         match found {
             None => Ok(None),
@@ -187,6 +199,9 @@ impl FjallEngine {
 
 impl Engine for FjallEngine {
     fn get(&self, key: &[u8]) -> Result<Option<Entry>> {
+        if key.len() > crate::KEY_SIZE_MAX {
+            return Ok(None);
+        }
         let store = self.store()?;
         let snapshot = store.db.snapshot();
         match snapshot.get(&store.meta, key)? {
@@ -198,6 +213,9 @@ impl Engine for FjallEngine {
     fn get_meta(&self, key: &[u8]) -> Result<Option<Meta>> {
         // Through a snapshot: a keyspace's own reads see a batch's entries as the writer inserts
         // them, before the batch is published, so they could see half of one.
+        if key.len() > crate::KEY_SIZE_MAX {
+            return Ok(None);
+        }
         let store = self.store()?;
         let snapshot = store.db.snapshot();
         snapshot.get(&store.meta, key)?.map(|raw| record::decode(raw.into()).map(|(meta, _)| meta)).transpose()
@@ -212,13 +230,11 @@ impl Engine for FjallEngine {
     }
 
     fn keys(&self, range: &KeyRange) -> Result<Vec<Bytes>> {
-        if range.is_empty() || range.max == 0 {
-            return Ok(Vec::new());
-        }
+        let Some(bounds) = range.bounds().filter(|_| range.max > 0) else { return Ok(Vec::new()) };
         // Through a snapshot, like `get_meta`: never half of a batch.
         let store = self.store()?;
         let snapshot = store.db.snapshot();
-        let iter = snapshot.range::<&[u8], _>(&store.meta, range.bounds());
+        let iter = snapshot.range::<&[u8], _>(&store.meta, bounds);
         let mut keys = Vec::with_capacity(range.max.min(256));
         let mut push = |guard: fjall::Guard| -> Result<bool> {
             keys.push(guard.key()?.into());
@@ -258,16 +274,47 @@ impl Engine for FjallEngine {
     }
 
     fn compact(&self) -> Result<()> {
+        // Also what gives a full drive its space back after deletes: the journal keeps every
+        // write made to it (deleted or not) until it is sealed at 64 MB and its memtables are
+        // flushed, which on a small disk may never happen. So the journal is sealed now, the
+        // memtables flushed (which deletes the sealed journal), and both keyspaces compacted,
+        // which drops deleted entries and the blob files nothing points to any more.
+        // A store a storage failure stopped (a full disk, say) is not touched: its flush
+        // workers are gone, and the writer must be able to close it to reopen it.
         let store = self.store()?;
+        store.stopped()?;
+        store.db.rotate_journal()?;
+        store.flush_memtables(FLUSH_WAIT_LIMIT)?;
+        store.db.drop_flushed_journals()?;
         store.meta.major_compact()?;
+        // Twice for the values: the first pass drops the deleted entries and so finds the
+        // blob values nothing points to any more, the second drops the blob files that hold
+        // only those.
         store.data.major_compact()?;
+        store.data.major_compact()?;
+        // The files only older versions name are deleted when those versions go; without
+        // this, that waits for later writes, which a full disk refuses.
+        for keyspace in [&store.meta, &store.data] {
+            keyspace.drop_old_versions()?;
+        }
         Ok(())
     }
 
     fn disk_usage(&self) -> u64 {
-        // Blocks actually allocated, not apparent sizes: the journal is created sparse at its
-        // full size, and counting that would call an empty drive 64 MiB full.
-        allocated_bytes(&self.shared.options.path)
+        // Figures fjall keeps in memory, so admitting a put costs no walk of the directory and
+        // no lock a write takes: the tables' and blob files' sizes in each tree's current
+        // version, and what the memtables hold, which is what the journals hold until it is
+        // flushed. (Journals are preallocated sparse: their apparent size would call an empty
+        // drive 64 MiB full.) A flushed journal is counted until its memtables are dropped.
+        let usage = &self.shared.counters.usage;
+        match self.store() {
+            Ok(store) => {
+                let now = store.meta.disk_space() + store.data.disk_space() + store.db.write_buffer_size();
+                usage.store(now, std::sync::atomic::Ordering::Relaxed);
+                now
+            }
+            Err(_) => usage.load(std::sync::atomic::Ordering::Relaxed),
+        }
     }
 
     fn approximate_len(&self) -> u64 {
@@ -295,13 +342,80 @@ impl Shared {
     }
 }
 
+/// Where the flushes of sealed memtables stand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flushes {
+    /// None is left.
+    Done,
+    Pending,
+    /// A storage failure stopped the database (its flush workers with it): they never will be
+    /// (`true`: a full disk).
+    Stopped(bool),
+}
+
+/// Polls `flushes` every `poll` until they are done, a storage failure stops them or
+/// `deadline` passes: never longer. (fjall's `rotate_memtable_and_wait` waits with no bound,
+/// for ever once a failed flush has stopped the workers.)
+fn wait_for_flushes(deadline: std::time::Instant, poll: std::time::Duration, mut flushes: impl FnMut() -> Flushes) -> Result<()> {
+    loop {
+        match flushes() {
+            Flushes::Done => return Ok(()),
+            Flushes::Stopped(full_disk) => return Err(stopped_error(full_disk)),
+            Flushes::Pending if std::time::Instant::now() >= deadline => {
+                return Err(Error::Unavailable("the memtables' flushes did not finish in time; try again later".into()));
+            }
+            Flushes::Pending => std::thread::sleep(poll),
+        }
+    }
+}
+
+/// What a store stopped by a storage failure answers (`full_disk`: by ENOSPC).
+fn stopped_error(full_disk: bool) -> Error {
+    if full_disk {
+        Error::NoSpace
+    } else {
+        Error::Unavailable("a storage failure stopped writes; the store is reopened once the disk has room".into())
+    }
+}
+
 impl Store {
+    /// An error if a storage failure stopped the database (NoSpace for a full disk).
+    fn stopped(&self) -> Result<()> {
+        if self.db.is_poisoned() {
+            return Err(stopped_error(self.db.is_stopped_by_full_disk()));
+        }
+        Ok(())
+    }
+
+    /// Seals both keyspaces' active memtables and waits, at most `limit`, until every sealed
+    /// memtable is flushed to tables; NoSpace or Unavailable if a storage failure stops the
+    /// flushes, Unavailable if they take longer.
+    fn flush_memtables(&self, limit: std::time::Duration) -> Result<()> {
+        self.stopped()?;
+        for keyspace in [&self.meta, &self.data] {
+            keyspace.rotate_memtable()?;
+        }
+        let deadline = std::time::Instant::now() + limit;
+        wait_for_flushes(deadline, FLUSH_POLL, || {
+            if self.db.is_poisoned() {
+                Flushes::Stopped(self.db.is_stopped_by_full_disk())
+            } else if self.meta.sealed_memtable_count() + self.data.sealed_memtable_count() == 0 {
+                Flushes::Done
+            } else {
+                Flushes::Pending
+            }
+        })
+    }
+
     fn open(options: &FjallOptions, counters: Arc<Counters>) -> Result<Store> {
         // Values are written as the client sent them, in the journal as in the blob files
         // below: a drive's values are opaque and often compressed or encrypted already, and
         // LZ4 (fjall's default for values of 4 KiB and more) cost the single writer thread
         // CPU on every such put for nothing.
-        let db = Database::builder(&options.path).cache_size(options.cache_size).journal_compression(CompressionType::None).open()?;
+        let db = Database::builder(&options.path)
+            .cache_size(options.cache_size)
+            .journal_compression(CompressionType::None)
+            .open()?;
         let memtable_size = options.memtable_size;
         let meta = db.keyspace("meta", || KeyspaceCreateOptions::default().max_memtable_size(memtable_size))?;
         let threshold = options.blob_threshold;
@@ -391,7 +505,7 @@ fn write_loop(shared: &Shared, queue: std::sync::mpsc::Receiver<Vec<WriteRequest
         match healing.store(shared) {
             Ok(store) => {
                 store.wait_for_write_buffer();
-                apply_group(&store, group);
+                run_group(shared, &store, group);
             }
             Err(e) => refuse_group(shared, group, &e),
         }
@@ -434,7 +548,7 @@ fn refuse_group(shared: &Shared, mut group: Vec<WriteRequest>, error: &Error) {
     match shared.store() {
         Ok(store) => {
             store.wait_for_write_buffer();
-            apply_group(&store, rest);
+            run_group(shared, &store, rest);
         }
         Err(e) => fail_group(rest, &e),
     }
@@ -486,6 +600,9 @@ impl Healing {
     /// Whether the store is stopped by a full disk (or closed by a failed reopening): the
     /// writer should try again on its own.
     fn waiting(shared: &Shared) -> bool {
+        if shared.halted.lock().is_some() {
+            return false;
+        }
         shared.store().map_or(true, |store| store.db.is_stopped_by_full_disk())
     }
 
@@ -495,6 +612,9 @@ impl Healing {
 
     /// The store to apply the next group to, reopened first if a full disk stopped it.
     fn store(&mut self, shared: &Shared) -> Result<Arc<Store>> {
+        if let Some(halted) = shared.halted.lock().clone() {
+            return Err(halted);
+        }
         let held = match shared.store() {
             Ok(store) if !store.db.is_poisoned() => return Ok(store),
             Ok(store) if !store.db.is_stopped_by_full_disk() => {
@@ -604,22 +724,50 @@ fn open_into_slot(shared: &Shared) -> Result<Arc<Store>> {
     Ok(store)
 }
 
-/// Applies a group, with erases as barriers: the writes before an erase are committed first,
-/// the erase runs alone, then the writes after it.
-fn apply_group(store: &Store, group: Vec<WriteRequest>) {
-    let mut segment = Vec::new();
-    for request in group {
-        if let WriteOp::Erase { secure } = request.op {
-            if !segment.is_empty() {
-                apply_writes(store, std::mem::take(&mut segment));
-            }
-            request.finish(erase(store, secure));
-        } else {
-            segment.push(request);
+/// Applies a group and answers it. A panic while applying it (a bug, or an assertion in fjall
+/// meeting something the checks before it missed) must not leave requests unanswered, which
+/// would hang their clients: every request not answered yet gets an error saying so, and the
+/// store takes no more writes, since fjall's state after a panic in its write path is unknown.
+fn run_group(shared: &Shared, store: &Store, group: Vec<WriteRequest>) {
+    let mut slots: Vec<Option<WriteRequest>> = group.into_iter().map(Some).collect();
+    let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| apply_group(store, &mut slots)));
+    if let Err(panic) = applied {
+        let error = Error::Io(format!(
+            "the engine's writer failed ({}); the store takes no more writes: restart the drive",
+            panic_message(&*panic)
+        ));
+        tracing::error!("{error}");
+        *shared.halted.lock() = Some(error.clone());
+        for request in slots.iter_mut().filter_map(Option::take) {
+            // A callback that panics again must not keep the others from their answers.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| request.finish(Err(error.clone()))));
         }
     }
-    if !segment.is_empty() {
-        apply_writes(store, segment);
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic.downcast_ref::<&str>().copied().or_else(|| panic.downcast_ref::<String>().map(String::as_str)).unwrap_or("a panic")
+}
+
+/// Applies a group, with erases as barriers: the writes before an erase are committed first,
+/// the erase runs alone, then the writes after it. A request's slot is emptied when it has
+/// been answered.
+fn apply_group(store: &Store, slots: &mut [Option<WriteRequest>]) {
+    let mut start = 0;
+    for at in 0..slots.len() {
+        let Some(WriteOp::Erase { secure }) = slots.get(at).and_then(Option::as_ref).map(|r| &r.op) else { continue };
+        let secure = *secure;
+        if let Some(before) = slots.get_mut(start..at).filter(|s| !s.is_empty()) {
+            apply_writes(store, before);
+        }
+        let result = erase(store, secure);
+        if let Some(request) = slots.get_mut(at).and_then(Option::take) {
+            request.finish(result);
+        }
+        start = at + 1;
+    }
+    if let Some(rest) = slots.get_mut(start..).filter(|s| !s.is_empty()) {
+        apply_writes(store, rest);
     }
 }
 
@@ -630,8 +778,8 @@ fn erase(store: &Store, secure: bool) -> Result<()> {
     if secure {
         // Flush what the journal holds into (empty) tables and compact, so fjall drops every
         // table and blob file that held the old data, and the old journals with them.
+        store.flush_memtables(FLUSH_WAIT_LIMIT)?;
         for ks in [&store.meta, &store.data] {
-            ks.rotate_memtable_and_wait()?;
             ks.major_compact()?;
         }
         store.db.persist(PersistMode::SyncAll)?;
@@ -639,14 +787,19 @@ fn erase(store: &Store, secure: bool) -> Result<()> {
     Ok(())
 }
 
-fn apply_writes(store: &Store, group: Vec<WriteRequest>) {
+fn apply_writes(store: &Store, slots: &mut [Option<WriteRequest>]) {
     // What this group has already written, so later requests check against it.
     let mut written: HashMap<Bytes, Option<Known>> = HashMap::new();
     let mut batch = store.db.batch();
-    let mut results: Vec<Result<()>> = Vec::with_capacity(group.len());
-    for request in &group {
+    let mut results: Vec<Result<()>> = Vec::with_capacity(slots.len());
+    for slot in slots.iter() {
+        let Some(request) = slot else {
+            results.push(Ok(()));
+            continue;
+        };
         let mut staged = Staged::default();
-        let result = staged.op(store, &written, &request.op);
+        // Keys fjall would assert on are refused here, before they reach it.
+        let result = crate::limits::check_op(&request.op).and_then(|()| staged.op(store, &written, &request.op));
         if result.is_ok() {
             staged.apply_to(store, &mut batch, &mut written);
         }
@@ -660,22 +813,25 @@ fn apply_writes(store: &Store, group: Vec<WriteRequest>) {
             }
         }
     }
-    let mut waiting = Vec::new();
-    for (request, result) in group.into_iter().zip(results) {
-        if let Some(applied) = request.on_applied {
+    let mut waiting = false;
+    for (slot, result) in slots.iter_mut().zip(&results) {
+        let Some(request) = slot else { continue };
+        if let Some(applied) = request.on_applied.take() {
             applied(result.clone());
         }
         if request.sync {
-            waiting.push((request.on_done, result));
-        } else {
-            (request.on_done)(result);
+            waiting = true;
+        } else if let Some(request) = slot.take() {
+            request.finish(result.clone());
         }
     }
-    if !waiting.is_empty() {
+    if waiting {
         let synced = store.db.persist(PersistMode::SyncData).map_err(Error::from);
         store.counters.syncs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        for (done, result) in waiting {
-            done(result.and(synced.clone()));
+        for (slot, result) in slots.iter_mut().zip(results) {
+            if let Some(request) = slot.take() {
+                request.finish(result.and(synced.clone()));
+            }
         }
     }
 }
@@ -797,25 +953,51 @@ impl Staged {
     }
 }
 
-/// Bytes allocated on disk under `dir` (like `du`), following no symlinks.
-fn allocated_bytes(dir: &Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
-    entries
-        .flatten()
-        .map(|e| match e.metadata() {
-            Ok(m) if m.is_dir() => allocated_bytes(&e.path()),
-            Ok(m) => m.blocks() * 512,
-            Err(_) => 0,
-        })
-        .sum()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::collections::BTreeMap;
+
+    /// The wait MEDIAOPTIMIZE and a secure erase use for flushes ends: at once when a storage
+    /// failure stopped them (NoSpace for a full disk), and at its deadline when they never
+    /// finish (review H2: fjall's own wait spun for ever once a failed flush had stopped the
+    /// workers, holding the store so that the full-disk reopen could not close it).
+    #[test]
+    fn the_wait_for_flushes_is_bounded() {
+        use std::time::{Duration, Instant};
+        let far = Instant::now() + Duration::from_secs(3600);
+        let poll = Duration::from_millis(1);
+        assert_eq!(wait_for_flushes(far, poll, || Flushes::Stopped(true)), Err(Error::NoSpace));
+        assert!(matches!(wait_for_flushes(far, poll, || Flushes::Stopped(false)), Err(Error::Unavailable(_))));
+        let mut polls = 0;
+        let stops_later = wait_for_flushes(far, poll, || {
+            polls += 1;
+            if polls < 5 { Flushes::Pending } else { Flushes::Stopped(true) }
+        });
+        assert_eq!(stops_later, Err(Error::NoSpace));
+        let started = Instant::now();
+        let never = wait_for_flushes(started + Duration::from_millis(50), poll, || Flushes::Pending);
+        assert!(matches!(never, Err(Error::Unavailable(_))), "{never:?}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(wait_for_flushes(far, poll, || Flushes::Done), Ok(()));
+    }
+
+    /// MEDIAOPTIMIZE's flush of both keyspaces finishes on a working store, and leaves no
+    /// sealed memtable behind.
+    #[test]
+    fn compact_flushes_every_memtable() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = FjallEngine::open(FjallOptions::new(dir.path())).unwrap();
+        for i in 0..50u32 {
+            engine.put(format!("k{i}").as_bytes(), Bytes::from(vec![1u8; 5000]), Meta::default(), Check::Force).unwrap();
+        }
+        engine.compact().unwrap();
+        let store = engine.store().unwrap();
+        assert_eq!(store.meta.sealed_memtable_count() + store.data.sealed_memtable_count(), 0);
+        drop(store);
+        assert_eq!(engine.get(b"k7").unwrap().unwrap().value.len(), 5000);
+    }
 
     /// An erase of a stopped store that died after moving the old directory aside (and
     /// before deleting it) is finished by the next open; the store opens empty and works.
@@ -830,6 +1012,35 @@ mod tests {
         let engine = FjallEngine::open(FjallOptions::new(&path)).unwrap();
         assert!(!aside.exists(), "the erased store was left behind");
         assert_eq!(engine.approximate_len(), 0);
+    }
+
+    /// A panic on the writer thread (here a callback's; in the field, one of fjall's
+    /// assertions) answers every request of its group with an error and stops the store's
+    /// writes with a clear one; nothing is left waiting. Without the catch, the writer thread
+    /// died with the group's callbacks, and their clients waited for ever.
+    #[test]
+    fn a_panic_in_the_writer_answers_every_request_and_stops_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = FjallEngine::open(FjallOptions::new(dir.path())).unwrap();
+        engine.put(b"before", Bytes::from_static(b"v"), Meta::default(), Check::Force).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let request = |key: &'static [u8], panics: bool| {
+            let tx = tx.clone();
+            let op = WriteOp::Put { key: Bytes::from_static(key), value: Bytes::from_static(b"v"), meta: Meta::default(), check: Check::Force };
+            let on_applied: Option<crate::Callback> = panics.then(|| Box::new(|_| panic!("injected")) as crate::Callback);
+            WriteRequest { op, sync: true, on_applied, on_done: Box::new(move |r| drop(tx.send((key, r)))) }
+        };
+        engine.submit_all(vec![request(b"a", true), request(b"b", false)]);
+        drop(tx);
+        let mut answers: Vec<_> = (0..2).map(|_| rx.recv_timeout(std::time::Duration::from_secs(10)).expect("an answer")).collect();
+        answers.sort_by_key(|(k, _)| *k);
+        for (key, result) in &answers {
+            assert!(matches!(result, Err(Error::Io(m)) if m.contains("injected")), "{key:?}: {result:?}");
+        }
+        // Later writes are refused at once, saying why; reads go on.
+        let later = engine.put(b"c", Bytes::from_static(b"v"), Meta::default(), Check::Force);
+        assert!(matches!(&later, Err(Error::Io(m)) if m.contains("restart")), "{later:?}");
+        assert!(engine.get(b"before").unwrap().is_some());
     }
 
     /// Keys the data keyspace holds a value for.

@@ -9,12 +9,14 @@ pub mod dirsync;
 mod error;
 mod fjall_engine;
 pub mod fs_space;
+pub mod limits;
 mod mem_engine;
 pub mod record;
 mod types;
 mod write;
 
 pub use error::{Error, Result};
+pub use limits::KEY_SIZE_MAX;
 pub use fjall_engine::{FjallEngine, FjallOptions, DEFAULT_WRITE_BUFFER_MEMTABLES, MIN_WRITE_BUFFER_MEMTABLES};
 pub use write::{Callback, WriteOp, WriteRequest};
 pub use mem_engine::MemEngine;
@@ -24,7 +26,93 @@ pub use types::{Check, Entry, KeyRange, Meta};
 #[doc(hidden)]
 pub mod testing {
     use std::os::unix::io::AsRawFd;
-    use std::path::Path;
+    use std::path::{Path, PathBuf};
+    use std::sync::OnceLock;
+
+    use crate::{Check, Engine, FjallEngine, FjallOptions, KeyRange, Meta, WriteOp, WriteRequest};
+
+    /// A store with a few writes in its journal (none flushed to tables), made once per
+    /// process: the template that [`journal_recovery`] puts damaged journals into.
+    fn journal_template() -> &'static (PathBuf, Vec<u8>) {
+        static TEMPLATE: OnceLock<(PathBuf, Vec<u8>)> = OnceLock::new();
+        TEMPLATE.get_or_init(|| {
+            let dir = std::env::temp_dir().join(format!("spindle-journal-template-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            let engine = FjallEngine::open(FjallOptions::new(&dir)).expect("template store");
+            for i in 0u32..40 {
+                let (tx, rx) = std::sync::mpsc::channel();
+                let value = bytes::Bytes::from(vec![i as u8; (i as usize % 5) * 300]);
+                let op = WriteOp::Put { key: format!("key{i:03}").into_bytes().into(), value, meta: Meta::default(), check: Check::Force };
+                engine.submit(WriteRequest { op, sync: i % 4 == 0, on_applied: None, on_done: Box::new(move |r| drop(tx.send(r))) });
+                rx.recv().expect("answer").expect("template write");
+            }
+            drop(engine);
+            let journal = active_journal(&dir).expect("the template has a journal");
+            let bytes = std::fs::read(&journal).expect("read the journal");
+            (dir, bytes)
+        })
+    }
+
+    /// The journal file with the highest number in a store's directory.
+    fn active_journal(dir: &Path) -> Option<PathBuf> {
+        std::fs::read_dir(dir)
+            .ok()?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter_map(|p| {
+                let n: u64 = p.file_name()?.to_str()?.strip_suffix(".jnl")?.parse().ok()?;
+                Some((n, p))
+            })
+            .max_by_key(|(n, _)| *n)
+            .map(|(_, p)| p)
+    }
+
+    /// A real journal of a few writes, as recovery finds it after a clean stop: the seed the
+    /// `journal` fuzz target mutates.
+    pub fn sample_journal() -> Vec<u8> {
+        journal_template().1.clone()
+    }
+
+    /// Opens a copy of the template store whose journal holds `journal` instead of its own.
+    /// It may open or be refused, but never panic, and a store that opens must answer a full
+    /// key range and a read of every key in it. Returns whether it opened. The fuzz target
+    /// `journal` and the corpus replay run this.
+    pub fn journal_recovery(journal: &[u8]) -> bool {
+        journal_recovered_keys(journal).is_some()
+    }
+
+    /// [`journal_recovery`], returning the keys the opened store reads back (`None` when it
+    /// did not open).
+    pub fn journal_recovered_keys(journal: &[u8]) -> Option<Vec<bytes::Bytes>> {
+        let (template, _) = journal_template();
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("spindle-journal-case-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        copy_dir(template, &dir).expect("copy the template store");
+        let target = active_journal(&dir).expect("the copy has a journal");
+        std::fs::write(&target, journal).expect("write the journal");
+        let readable = FjallEngine::open(FjallOptions::new(&dir)).ok().map(|engine| {
+            let all = KeyRange { start: bytes::Bytes::new(), start_inclusive: true, end: None, end_inclusive: false, reverse: false, max: 1000 };
+            let keys = engine.keys(&all).expect("a store that opens answers a range");
+            keys.into_iter().filter(|key| matches!(engine.get(key), Ok(Some(_)))).collect()
+        });
+        let _ = std::fs::remove_dir_all(&dir);
+        readable
+    }
+
+    fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+        std::fs::create_dir_all(to)?;
+        for entry in std::fs::read_dir(from)? {
+            let entry = entry?;
+            let target = to.join(entry.file_name());
+            if entry.file_type()?.is_dir() {
+                copy_dir(&entry.path(), &target)?;
+            } else {
+                std::fs::copy(entry.path(), target)?;
+            }
+        }
+        Ok(())
+    }
 
     /// Drops every file under `dir` from the page cache (synced first: only clean pages go),
     /// so that the next reads of a store under `dir` have to go to the disk. No effect on a
@@ -35,7 +123,11 @@ pub mod testing {
             if path.is_dir() {
                 evict_page_cache(&path)?;
             } else {
-                let file = std::fs::File::open(&path)?;
+                // A file an old version's collection deletes meanwhile has nothing to evict.
+                let file = match std::fs::File::open(&path) {
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                    file => file?,
+                };
                 file.sync_all()?;
                 // SAFETY: advice on a descriptor that stays open for the call.
                 let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };

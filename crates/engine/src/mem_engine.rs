@@ -110,16 +110,15 @@ impl Engine for MemEngine {
     }
 
     fn keys(&self, range: &KeyRange) -> Result<Vec<Bytes>> {
-        if range.is_empty() || range.max == 0 {
-            return Ok(Vec::new());
-        }
+        let Some(bounds) = range.bounds().filter(|_| range.max > 0) else { return Ok(Vec::new()) };
         let map = self.map.read();
-        let it = map.range::<[u8], _>(range.bounds()).map(|(k, _)| k.clone());
+        let it = map.range::<[u8], _>(bounds).map(|(k, _)| k.clone());
         Ok(if range.reverse { it.rev().take(range.max).collect() } else { it.take(range.max).collect() })
     }
 
     fn submit(&self, request: WriteRequest) {
-        let result = self.apply(&request.op);
+        // The same keys as the on-disk engine accepts.
+        let result = crate::limits::check_op(&request.op).and_then(|()| self.apply(&request.op));
         request.finish(result);
     }
 

@@ -46,6 +46,9 @@ impl Check {
     }
 }
 
+/// Lower and upper bounds of a range, as the range APIs take them.
+pub(crate) type Bounds<'a> = (std::ops::Bound<&'a [u8]>, std::ops::Bound<&'a [u8]>);
+
 /// A key range query.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyRange {
@@ -70,15 +73,29 @@ impl KeyRange {
         after_start && before_end
     }
 
-    pub(crate) fn bounds(&self) -> (std::ops::Bound<&[u8]>, std::ops::Bound<&[u8]>) {
+    /// The bounds as fjall can take them (keys over the engine's limit cut to it, see
+    /// [`crate::limits::bound_key`]), or `None` when they hold no key.
+    pub(crate) fn bounds(&self) -> Option<Bounds<'_>> {
         use std::ops::Bound::*;
-        let lo = if self.start_inclusive { Included(&self.start[..]) } else { Excluded(&self.start[..]) };
+        if self.is_empty() {
+            return None;
+        }
+        let (start, start_cut) = crate::limits::bound_key(&self.start);
+        let lo = if self.start_inclusive && !start_cut { Included(start) } else { Excluded(start) };
         let hi = match &self.end {
             None => Unbounded,
-            Some(e) if self.end_inclusive => Included(&e[..]),
-            Some(e) => Excluded(&e[..]),
+            Some(e) => match crate::limits::bound_key(e) {
+                (end, true) => Included(end),
+                (end, false) if self.end_inclusive => Included(end),
+                (end, false) => Excluded(end),
+            },
         };
-        (lo, hi)
+        let empty = match (lo, hi) {
+            (Included(a), Included(b)) => a > b,
+            (Included(a) | Excluded(a), Included(b) | Excluded(b)) => a >= b,
+            _ => false,
+        };
+        (!empty).then_some((lo, hi))
     }
 
     /// An empty or inverted range, which the B-tree range APIs would panic on.

@@ -309,6 +309,57 @@ impl Database {
                 .disk_space_used())
     }
 
+    /// Spindle: seals the active journal and starts the next one now, rather than when the
+    /// journal reaches 64 MB, and deletes the sealed journals whose writes are all in tables
+    /// already. Called after flushing every keyspace's memtables, it gives back the space the
+    /// journals hold: on a small disk the active journal may never reach 64 MB, and it keeps
+    /// every write made to it, deleted since or not, until it is sealed and flushed.
+    /// Does nothing while a flush worker is rotating the journal itself, or when the active
+    /// journal holds nothing.
+    #[doc(hidden)]
+    pub fn rotate_journal(&self) -> crate::Result<()> {
+        let Some(_rotating) = self.supervisor.journal.try_lock_rotation() else {
+            return Ok(());
+        };
+        let next_path = {
+            let mut journal_writer = self.supervisor.journal.get_writer()?;
+            if journal_writer.pos()? == 0 {
+                return Ok(());
+            }
+            journal_writer.next_path()?
+        };
+        let next = crate::journal::writer::PreparedJournal::create(next_path)?;
+        let mut journal_writer = self.supervisor.journal.get_writer()?;
+
+        #[expect(clippy::expect_used, reason = "lock is expected to not be poisoned")]
+        let mut journal_manager = self
+            .supervisor
+            .journal_manager
+            .write()
+            .expect("lock is poisoned");
+
+        let seqno_map = {
+            #[expect(clippy::expect_used, reason = "lock is expected to not be poisoned")]
+            let keyspaces = self.supervisor.keyspaces.write().expect("lock is poisoned");
+            self.supervisor.build_seqno_map(&keyspaces)
+        };
+        journal_manager.rotate_journal(&mut journal_writer, seqno_map, next)?;
+        drop(journal_writer);
+        journal_manager.maintenance()
+    }
+
+    /// Spindle: deletes the sealed journals whose writes are all in tables (what a memtable
+    /// flush does after it finishes; for a caller that has just flushed every keyspace).
+    #[doc(hidden)]
+    pub fn drop_flushed_journals(&self) -> crate::Result<()> {
+        #[expect(clippy::expect_used, reason = "lock is expected to not be poisoned")]
+        self.supervisor
+            .journal_manager
+            .write()
+            .expect("lock is poisoned")
+            .maintenance()
+    }
+
     /// Returns the disk space usage of the entire database.
     ///
     /// # Examples

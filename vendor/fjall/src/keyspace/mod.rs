@@ -887,6 +887,27 @@ impl Keyspace {
         self.tree.blob_file_count()
     }
 
+    /// Spindle: drops the tree's old versions that no open snapshot can read any more, so
+    /// that the tables and blob files only they name are deleted now. A compaction does this
+    /// itself, but with a watermark that lags behind: after the last compaction of an idle
+    /// tree, the versions before it (and the files they hold, all the data a user deleted)
+    /// stay until later writes move the watermark, which on a full disk never come.
+    ///
+    /// A snapshot at sequence number `s` reads the newest version older than `s`; every
+    /// version older than that of the oldest open snapshot is dropped, or all but the
+    /// current one when no snapshot is open.
+    #[doc(hidden)]
+    pub fn drop_old_versions(&self) -> crate::Result<()> {
+        let tracker = &self.supervisor.snapshot_tracker;
+        tracker.gc();
+        tracker.pullup();
+        let watermark = tracker.get_seqno_safe_to_gc().saturating_add(1);
+        self.tree
+            .get_version_history_lock()
+            .maintenance(&self.tree.tree_config().path, watermark)?;
+        Ok(())
+    }
+
     /// Performs major compaction, blocking the caller until it's done.
     ///
     /// # Errors

@@ -1210,12 +1210,12 @@ impl Tree {
 
         for table_path in orphaned_tables {
             log::debug!("Deleting orphaned table {}", table_path.display());
-            std::fs::remove_file(&table_path)?;
+            remove_if_present(&table_path)?;
         }
 
         for blob_file_path in orphaned_blob_files {
             log::debug!("Deleting orphaned blob file {}", blob_file_path.display());
-            std::fs::remove_file(&blob_file_path)?;
+            remove_if_present(&blob_file_path)?;
         }
 
         Ok(version)
@@ -1238,10 +1238,20 @@ impl Tree {
 
             if name.to_string_lossy().starts_with('v') && *name != *version_str {
                 log::trace!("Cleanup orphaned version {}", name.display());
-                std::fs::remove_file(dirent.path())?;
+                remove_if_present(&dirent.path())?;
             }
         }
 
         Ok(())
+    }
+}
+
+/// Spindle: deletes an orphaned file; one already gone needs no deleting. A tree closed just
+/// before this one opened may still be freeing its old versions (on their own thread), which
+/// deletes the same files: a `NotFound` here failed the open.
+fn remove_if_present(path: &Path) -> std::io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        other => other,
     }
 }
