@@ -56,21 +56,6 @@ only() { # SYSTEM|all
     done
 }
 
-# Prints the first capture group of REGEX in FILE once it appears (60 s at most); on time-out
-# shows FILE and its .err companion and exits. For scripts that keep their own pid lists.
-wait_for() { # FILE REGEX
-  for _ in $(seq 1 600); do
-    local v
-    # (|| true: the file may not exist yet, and under pipefail that must not end the caller.)
-    v=$(sed -n -E "s/.*$2.*/\\1/p" "$1" 2>/dev/null | head -n 1 || true)
-    [ -n "$v" ] && { echo "$v"; return; }
-    sleep 0.1
-  done
-  echo "timed out waiting for $1" >&2
-  cat "$1" "${1%.out}.err" >&2 || true
-  exit 1
-}
-
 # Prints the port from the first line of FILE matching REGEX (one capture group) once it
 # appears; fails if PID exits first or after TIMEOUT seconds.
 wait_ready() { # FILE REGEX PID TIMEOUT

@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::put_body;
+
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -14,18 +16,6 @@ use spindle_proto::pb::command::{Body, Header, KeyValue};
 use spindle_proto::pb::message::AuthType;
 use spindle_proto::pb::{Command, Message};
 use spindle_proto::{encode_frame, MAGIC};
-
-fn put_body(key: &str) -> Option<Body> {
-    Some(Body {
-        key_value: Some(KeyValue {
-            key: Some(Bytes::copy_from_slice(key.as_bytes())),
-            synchronization: Some(Synchronization::Writeback as i32),
-            force: Some(true),
-            ..KeyValue::default()
-        }),
-        ..Body::default()
-    })
-}
 
 /// The drive still answers a fresh client, and `key` was never stored.
 async fn healthy_and_absent(drive: &mut TestDrive, keys: &[&str]) {

@@ -18,7 +18,7 @@ fn refused_start(toml: &str) -> (std::process::ExitStatus, String) {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("drive.toml");
     std::fs::write(&config, toml).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_spindle"))
+    let mut child = Command::new(common::spindle_bin())
         .args(["drive", "--port", "0", "--tls-port", "0", "--data"])
         .arg(dir.path().join("data"))
         .arg("--config")

@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::put_body;
+
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -29,10 +31,6 @@ fn batched(raw: &mut RawConn, kind: MessageType, id: u32) -> spindle_proto::pb::
     let mut h = raw.header(kind);
     h.batch_id = Some(id);
     h
-}
-
-fn put_body(key: &str) -> Option<Body> {
-    Some(Body { key_value: Some(KeyValue { key: Some(b(key)), force: Some(true), synchronization: Some(2), ..KeyValue::default() }), ..Body::default() })
 }
 
 fn end_body(count: i32) -> Option<Body> {

@@ -260,13 +260,8 @@ async fn run_case(name: &str, extra: &[&str], workers: &[(Synchronization, Optio
 
 /// The drive's identity as it tells it: serial number and world-wide name from the sign-on,
 /// and the TLS certificate it generated (which clients pin).
-fn serial(c: &Client) -> (Bytes, Bytes) {
-    let config = c.sign_on().body.as_ref().unwrap().get_log.as_ref().unwrap().configuration.clone().unwrap();
-    (Bytes::from(config.serial_number().to_vec()), Bytes::from(config.world_wide_name().to_vec()))
-}
-
 fn identity_of(drive: &TestDrive, c: &Client) -> ((Bytes, Bytes), Vec<u8>) {
-    (serial(c), std::fs::read(drive.data_dir().join("tls/cert.pem")).expect("the generated certificate"))
+    (common::sign_on_identity(c), std::fs::read(drive.data_dir().join("tls/cert.pem")).expect("the generated certificate"))
 }
 
 const WT: Synchronization = Synchronization::Writethrough;

@@ -2,6 +2,8 @@
 
 mod common;
 
+use common::status;
+
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -42,13 +44,6 @@ async fn as_identity(drive: &TestDrive, identity: i64, key: &str, tls: bool) -> 
     };
     let addr = if tls { &drive.tls_addr } else { &drive.addr };
     Client::connect(addr.as_str(), config).await.unwrap()
-}
-
-fn status<T>(r: Result<T, ClientError>) -> StatusCode {
-    match r {
-        Ok(_) => StatusCode::Success,
-        Err(e) => e.status().unwrap_or_else(|| panic!("no status: {e}")),
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

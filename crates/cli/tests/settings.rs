@@ -13,17 +13,15 @@ use spindle_client::{AclEntry, AclScope, Client, ClientConfig, PinOpType};
 
 const SETTINGS: &str = "drive-state.pb";
 
-async fn serial(drive: &TestDrive) -> (String, String) {
-    let c = drive.client().await;
-    let config = c.sign_on().body.as_ref().unwrap().get_log.as_ref().unwrap().configuration.clone().unwrap();
-    let pair = (config.serial_number().escape_ascii().to_string(), config.world_wide_name().escape_ascii().to_string());
+async fn serial(drive: &TestDrive) -> (Bytes, Bytes) {
+    let pair = common::sign_on_identity(&drive.client().await);
     assert!(!pair.0.is_empty() && !pair.1.is_empty());
     pair
 }
 
 /// Starts a drive on `data` that is expected to refuse; returns what it printed.
 fn refused_start(data: &std::path::Path) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_spindle"))
+    let out = Command::new(common::spindle_bin())
         .args(["drive", "--port", "0", "--tls-port", "0", "--data"])
         .arg(data)
         .stdin(Stdio::null())

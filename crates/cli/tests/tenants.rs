@@ -6,9 +6,11 @@
 
 mod common;
 
+use common::status;
+
 use bytes::Bytes;
 use common::TestDrive;
-use spindle_client::{AclEntry, AclScope, Client, ClientConfig, ClientError, RangeQuery};
+use spindle_client::{AclEntry, AclScope, Client, ClientConfig, RangeQuery};
 use spindle_proto::StatusCode;
 
 const OTHERS: [&str; 7] = ["a", "payroll/alice", "payroll/bob", "secret/plan", "tenant1/x", "tenant2", "zzz"];
@@ -37,13 +39,6 @@ async fn setup(drive: &TestDrive) -> (Client, Client) {
         Client::connect(drive.addr.clone(), config)
     };
     (connect(2, "k2").await.unwrap(), connect(3, "k3").await.unwrap())
-}
-
-fn status<T>(r: Result<T, ClientError>) -> StatusCode {
-    match r {
-        Ok(_) => StatusCode::Success,
-        Err(e) => e.status().unwrap_or_else(|| panic!("no status: {e}")),
-    }
 }
 
 /// What GETNEXT/GETPREVIOUS of `probe` answer on a drive holding only `visible`.

@@ -248,7 +248,7 @@ impl Batches {
         }
         batch.sequences.push(sequence);
         let problem = if !batch.slot.touch() {
-            Some(format!("the batch received nothing for {} ms or more while another needed its slot, and was dropped", idle.as_millis()))
+            Some(dropped_message(idle))
         } else {
             match outcome {
                 Outcome::Reply(reply) => Some(format!("{}: {}", reply.status.as_str_name(), reply.message)),
@@ -310,10 +310,7 @@ impl Batches {
         let idle = self.idle_timeout();
         let Some(ops) = ops else {
             return Err(Rejected {
-                reply: invalid_batch(format!(
-                    "the batch received nothing for {} ms or more while another needed its slot, and was dropped; nothing applied",
-                    idle.as_millis()
-                )),
+                reply: invalid_batch(format!("{}; nothing applied", dropped_message(idle))),
                 failed_sequence: None,
                 sequences: batch.sequences,
             });
@@ -340,7 +337,7 @@ impl Batches {
         }
     }
 
-    #[cfg(test)]
+#[cfg(test)]
     fn slot_of(&self, id: u32) -> &Arc<Slot> {
         &self.open[&id].slot
     }
@@ -351,6 +348,11 @@ impl Batches {
             self.state.batch_slots.release(&batch.slot);
         }
     }
+}
+
+/// Why a batch whose slot another START_BATCH took back fails.
+fn dropped_message(idle: std::time::Duration) -> String {
+    format!("the batch received nothing for {} ms or more while another needed its slot, and was dropped", idle.as_millis())
 }
 
 impl Drop for Batches {

@@ -86,10 +86,11 @@ impl Capacity {
         true
     }
 
-    pub fn report(&self, engine_used: impl Fn() -> u64) -> CapacityReport {
+    pub fn report(&self, engine_used: impl FnOnce() -> u64) -> CapacityReport {
         // A report is read by people and tools after writes they just made: the engine's figure
         // is kept in memory and cheap, so it is read now, never from the admission cache.
-        let f = FsFigures { engine_used: engine_used(), ..self.figures(&engine_used) };
+        let used = engine_used();
+        let f = FsFigures { engine_used: used, ..self.figures(|| used) };
         let (nominal, used) = match self.quota {
             Some(q) => (q, f.engine_used),
             None => (f.total, f.total.saturating_sub(f.available)),

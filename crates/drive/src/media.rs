@@ -236,7 +236,7 @@ fn past_damage(state: &DriveState, caller: &Caller, q: &KeyRange, from: &Bytes, 
         let probe = KeyRange { start: start.clone(), start_inclusive: true, max: 1, ..q.clone() };
         crate::scope_view::visible_keys(state.engine.as_ref(), caller, Permission::Range, &probe).is_ok()
     };
-    let shorter = (1..=from.len()).rev().filter_map(|len| from.get(..len).and_then(after_prefix));
+    let shorter = (1..=from.len()).rev().filter_map(|len| from.get(..len).and_then(crate::scope_view::prefix_end));
     let first_bytes = (1..=u8::MAX).map(|b| Bytes::from(vec![b])).filter(|c| c > from);
     let mut hi = None;
     for candidate in shorter.chain(first_bytes) {
@@ -262,18 +262,6 @@ fn past_damage(state: &DriveState, caller: &Caller, q: &KeyRange, from: &Bytes, 
         }
     }
     Resume::At(hi)
-}
-
-/// The first key after every key that starts with `prefix` (`None`: there is none).
-fn after_prefix(prefix: &[u8]) -> Option<Bytes> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < u8::MAX {
-            end.push(last + 1);
-            return Some(end.into());
-        }
-    }
-    None
 }
 
 /// A key halfway between `a` and `b` in byte order (both read as fractions in base 256).
@@ -331,8 +319,6 @@ mod tests {
             let mid = midpoint(a, b);
             assert!(&mid[..] > a && &mid[..] < b, "{a:?} {mid:?} {b:?}");
         }
-        assert_eq!(after_prefix(b"ab\xff").as_deref(), Some(&b"ac"[..]));
-        assert_eq!(after_prefix(b"\xff"), None);
     }
 
     /// A store whose listings fail, as fjall's do over a damaged metadata block, when they

@@ -11,7 +11,6 @@
 //! operator's explicit choice (`reset_settings`). The identity (serial number, world-wide name)
 //! is created once, before the engine first creates its files, and an erase keeps it.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
@@ -149,14 +148,7 @@ fn load_checked(dir: &Path) -> Result<Option<(Stored, bool)>, SettingsError> {
 
 /// Replaces the settings durably: the new file and its directory entry are on disk on return.
 pub fn store(dir: &Path, state: &Stored) -> std::io::Result<()> {
-    let target = path(dir);
-    let tmp = target.with_extension("pb.tmp");
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&encode(state))?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, &target)?;
+    spindle_engine::dirsync::write_atomically(&path(dir), &encode(state), 0o666)?;
     sync_dir(dir)
 }
 
@@ -267,27 +259,12 @@ mod tests {
         Ok(load_checked(dir)?.map(|(stored, _)| stored))
     }
 
-    fn dir() -> tempdir::Dir {
-        tempdir::Dir::new()
-    }
+    /// A temporary directory, removed when dropped (`.0` is its path, as the tests read it).
+    struct Dir(std::path::PathBuf, #[allow(dead_code)] tempfile::TempDir);
 
-    mod tempdir {
-        pub struct Dir(pub std::path::PathBuf);
-        impl Dir {
-            pub fn new() -> Dir {
-                static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-                let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let d = std::env::temp_dir().join(format!("spindle-persist-{}-{n}", std::process::id()));
-                let _ = std::fs::remove_dir_all(&d);
-                std::fs::create_dir_all(&d).unwrap();
-                Dir(d)
-            }
-        }
-        impl Drop for Dir {
-            fn drop(&mut self) {
-                let _ = std::fs::remove_dir_all(&self.0);
-            }
-        }
+    fn dir() -> Dir {
+        let t = tempfile::tempdir().unwrap();
+        Dir(t.path().to_path_buf(), t)
     }
 
     fn sample() -> Stored {

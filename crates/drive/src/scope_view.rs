@@ -90,7 +90,7 @@ fn within_prefix(query: &KeyRange, prefix: &[u8]) -> Option<KeyRange> {
             Some(end) => prefix_end[..] <= end[..],
         };
         if tighter {
-            narrowed.end = Some(Bytes::from(prefix_end));
+            narrowed.end = Some(prefix_end);
             narrowed.end_inclusive = false;
         }
     }
@@ -102,12 +102,12 @@ fn within_prefix(query: &KeyRange, prefix: &[u8]) -> Option<KeyRange> {
 }
 
 /// The first key after every key that starts with `prefix` (`None`: there is none).
-fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn prefix_end(prefix: &[u8]) -> Option<Bytes> {
     let mut end = prefix.to_vec();
     while let Some(last) = end.pop() {
         if last < u8::MAX {
             end.push(last + 1);
-            return Some(end);
+            return Some(end.into());
         }
     }
     None
@@ -124,9 +124,11 @@ mod tests {
 
     #[test]
     fn prefix_ends() {
-        assert_eq!(prefix_end(b"ab"), Some(b"ac".to_vec()));
-        assert_eq!(prefix_end(b"a\xff"), Some(b"b".to_vec()));
+        assert_eq!(prefix_end(b"ab").as_deref(), Some(&b"ac"[..]));
+        assert_eq!(prefix_end(b"a\xff").as_deref(), Some(&b"b"[..]));
+        assert_eq!(prefix_end(b"ab\xff").as_deref(), Some(&b"ac"[..]));
         assert_eq!(prefix_end(b"\xff\xff"), None);
+        assert_eq!(prefix_end(b"\xff"), None);
     }
 
     proptest! {

@@ -105,9 +105,12 @@ pub struct Identity {
 impl Identity {
     /// Whether the identity holds `permission`, for `key` when the permission is about keys.
     pub fn allows(&self, permission: Permission, key: Option<&[u8]>, tls: bool) -> bool {
-        self.scopes.iter().any(|s| {
-            (tls || !s.tls_required) && s.permissions & permission.bit() != 0 && key.is_none_or(|k| s.matches(k))
-        })
+        self.granting(permission, tls).any(|s| key.is_none_or(|k| s.matches(k)))
+    }
+
+    /// The scopes that grant `permission` over the transport (`tls` or not).
+    fn granting(&self, permission: Permission, tls: bool) -> impl Iterator<Item = &Scope> {
+        self.scopes.iter().filter(move |s| (tls || !s.tls_required) && s.permissions & permission.bit() != 0)
     }
 }
 
@@ -284,7 +287,7 @@ impl Caller {
 
     /// The scopes that grant this caller `permission` (over its transport).
     pub fn scopes_for(&self, permission: Permission) -> Vec<&Scope> {
-        self.identity.scopes.iter().filter(|s| (self.tls || !s.tls_required) && s.permissions & permission.bit() != 0).collect()
+        self.identity.granting(permission, self.tls).collect()
     }
 
     /// The NOT_AUTHORIZED answer for a refused permission.

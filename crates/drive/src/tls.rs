@@ -61,21 +61,11 @@ fn generated_pair(data_dir: &Path) -> Result<(PathBuf, PathBuf), TlsError> {
     spindle_engine::dirsync::create_dir_all(&dir)?;
     let names = vec!["localhost".to_string(), "127.0.0.1".to_string(), "spindle-drive".to_string()];
     let generated = rcgen::generate_simple_self_signed(names).map_err(|e| TlsError::Generate(e.to_string()))?;
-    write_atomically(&key_path, generated.signing_key.serialize_pem().as_bytes(), 0o600)?;
-    write_atomically(&cert_path, generated.cert.pem().as_bytes(), 0o644)?;
+    spindle_engine::dirsync::write_atomically(&key_path, generated.signing_key.serialize_pem().as_bytes(), 0o600)?;
+    spindle_engine::dirsync::write_atomically(&cert_path, generated.cert.pem().as_bytes(), 0o644)?;
     // Both names durable at once: clients pin this certificate, so a power cut must not take it.
     spindle_engine::dirsync::sync_dir(&dir)?;
     Ok((cert_path, key_path))
-}
-
-fn write_atomically(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(mode).open(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)
 }
 
 #[cfg(test)]

@@ -18,6 +18,19 @@ pub fn sync_parent(path: &Path) -> std::io::Result<()> {
     }
 }
 
+/// Replaces `path` with `bytes` in one step: a temporary file beside it (created with `mode`,
+/// less the umask) is written and fsynced, then renamed over `path`. A crash leaves the old
+/// contents or the new. The rename is durable once the caller syncs the directory.
+pub fn write_atomically(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(mode).open(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
 /// Creates `dir` and any missing parents, each one's entry durable before this returns.
 pub fn create_dir_all(dir: &Path) -> std::io::Result<()> {
     if dir.is_dir() {

@@ -381,10 +381,12 @@ fn stopped_error(full_disk: bool) -> Error {
 impl Store {
     /// An error if a storage failure stopped the database (NoSpace for a full disk).
     fn stopped(&self) -> Result<()> {
-        if self.db.is_poisoned() {
-            return Err(stopped_error(self.db.is_stopped_by_full_disk()));
-        }
-        Ok(())
+        self.stop_cause().map_or(Ok(()), |full_disk| Err(stopped_error(full_disk)))
+    }
+
+    /// Whether a storage failure stopped the database, and if so whether a full disk alone did.
+    fn stop_cause(&self) -> Option<bool> {
+        self.db.is_poisoned().then(|| self.db.is_stopped_by_full_disk())
     }
 
     /// Seals both keyspaces' active memtables and waits, at most `limit`, until every sealed
@@ -397,8 +399,8 @@ impl Store {
         }
         let deadline = std::time::Instant::now() + limit;
         wait_for_flushes(deadline, FLUSH_POLL, || {
-            if self.db.is_poisoned() {
-                Flushes::Stopped(self.db.is_stopped_by_full_disk())
+            if let Some(full_disk) = self.stop_cause() {
+                Flushes::Stopped(full_disk)
             } else if self.meta.sealed_memtable_count() + self.data.sealed_memtable_count() == 0 {
                 Flushes::Done
             } else {

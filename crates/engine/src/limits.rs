@@ -33,9 +33,10 @@ fn check_key(key: &[u8]) -> Result<()> {
 /// after `key` exactly when it sorts after `p` (it cannot extend `p`), and before `key` exactly
 /// when it sorts at or before `p`. Returns the bound key and whether it was cut.
 pub(crate) fn bound_key(key: &[u8]) -> (&[u8], bool) {
-    match key.get(..KEY_SIZE_MAX) {
-        Some(prefix) if key.len() > KEY_SIZE_MAX => (prefix, true),
-        _ => (key, false),
+    if key.len() > KEY_SIZE_MAX {
+        (&key[..KEY_SIZE_MAX], true)
+    } else {
+        (key, false)
     }
 }
 

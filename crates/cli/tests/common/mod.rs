@@ -17,6 +17,12 @@ use spindle_proto::{encode_frame, FrameDecoder, MessageType, StatusCode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+/// The `spindle` binary the tests run: this build's, or SPINDLE_BIN (a copy of the binary,
+/// for long runs that must not pick up a rebuild).
+pub fn spindle_bin() -> std::ffi::OsString {
+    std::env::var_os("SPINDLE_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_spindle").into())
+}
+
 pub struct TestDrive {
     child: Option<Child>,
     pub addr: String,
@@ -79,9 +85,7 @@ impl TestDrive {
     }
 
     fn spawn(&mut self) {
-        // SPINDLE_BIN: a copy of the binary, for long runs that must not pick up a rebuild.
-        let bin = std::env::var_os("SPINDLE_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_spindle").into());
-        let mut child = Process::new(bin)
+        let mut child = Process::new(spindle_bin())
             .args(["drive", "--port", "0", "--tls-port", "0", "--listen", "127.0.0.1", "--data"])
             .arg(&self.data)
             .args(&self.extra)
@@ -245,6 +249,33 @@ pub fn signed_frame(command: &Command, identity: i64, key: &[u8], value: &[u8], 
         command_bytes: Some(command_bytes),
     };
     encode_frame(&message, value, out);
+}
+
+/// The drive's identity as its sign-on tells it: serial number and world-wide name.
+pub fn sign_on_identity(c: &Client) -> (Bytes, Bytes) {
+    let config = c.sign_on().body.as_ref().unwrap().get_log.as_ref().unwrap().configuration.clone().unwrap();
+    (Bytes::from(config.serial_number().to_vec()), Bytes::from(config.world_wide_name().to_vec()))
+}
+
+/// A forced WRITEBACK put of `key` (its value travels beside the command).
+pub fn put_body(key: &str) -> Option<Body> {
+    Some(Body {
+        key_value: Some(spindle_proto::pb::command::KeyValue {
+            key: Some(Bytes::copy_from_slice(key.as_bytes())),
+            synchronization: Some(spindle_proto::Synchronization::Writeback as i32),
+            force: Some(true),
+            ..Default::default()
+        }),
+        ..Body::default()
+    })
+}
+
+/// The status a client call ended with (SUCCESS for a result).
+pub fn status<T>(r: Result<T, spindle_client::ClientError>) -> StatusCode {
+    match r {
+        Ok(_) => StatusCode::Success,
+        Err(e) => e.status().unwrap_or_else(|| panic!("no status: {e}")),
+    }
 }
 
 pub fn status_of(c: &Command) -> StatusCode {
