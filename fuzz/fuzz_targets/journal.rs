@@ -1,5 +1,5 @@
-//! Journal recovery: a store whose journal holds arbitrary bytes opens or is refused, and
-//! never panics; a store that opens answers reads.
+//! Journal recovery: a store whose journal holds arbitrary bytes opens, is refused or is
+//! salvaged, and never panics; a store that opens answers reads.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

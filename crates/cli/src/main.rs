@@ -90,10 +90,20 @@ struct DriveArgs {
     /// missing or damaged, instead of refusing to start; a lost identity is replaced by a new one.
     #[arg(long)]
     reset_settings: bool,
+    /// Start even though a journal is damaged where it had been made durable: keep every intact
+    /// batch, drop the damage and record what was dropped (in journal-salvage.log and GETLOG
+    /// MESSAGES). Without it such a drive refuses to start.
+    #[arg(long)]
+    salvage_journal: bool,
     /// Multi-tenant drives: keys outside a caller's scopes answer as absent ones
     /// (GETNEXT/GETPREVIOUS skip them, GETKEYRANGE counts without them) instead of NOT_AUTHORIZED.
     #[arg(long)]
     hide_out_of_scope_keys: bool,
+    /// For tools written against the reference simulator: merge a SECURITY message's ACL into
+    /// the one in force (each entry replaces its identity's, the others stay) instead of
+    /// replacing the whole list as the protocol says.
+    #[arg(long)]
+    merge_acls: bool,
 }
 
 fn drive_config(args: &DriveArgs) -> Result<DriveConfig, Box<dyn std::error::Error>> {
@@ -116,7 +126,9 @@ fn drive_config(args: &DriveArgs) -> Result<DriveConfig, Box<dyn std::error::Err
         tls_cert: args.tls_cert.clone(),
         tls_key: args.tls_key.clone(),
         reset_settings: args.reset_settings.then_some(true),
+        salvage_journal: args.salvage_journal.then_some(true),
         hide_out_of_scope_keys: args.hide_out_of_scope_keys.then_some(true),
+        merge_acls: args.merge_acls.then_some(true),
         ..ConfigFile::default()
     };
     Ok(config.merge(flags)?)

@@ -35,6 +35,17 @@ async fn set_acl(admin: &Client, entries: Vec<AclEntry>) -> Result<(), ClientErr
     admin.set_acl(entries.iter().map(|e| e.to_proto().unwrap()).collect()).await
 }
 
+/// The status a NOOP signed as `identity` with `key` gets, read from the raw answer: for an
+/// identity the drive does not know, or a wrong key, the answer is not signed with the caller's
+/// key, so the client would refuse it before showing its status.
+async fn noop_status(drive: &TestDrive, identity: i64, key: &str) -> StatusCode {
+    let mut raw = common::RawConn::connect(&drive.addr).await;
+    let command = spindle_proto::pb::Command { header: Some(raw.header(MessageType::Noop)), body: None, status: None };
+    raw.send(&command, identity, key.as_bytes(), b"").await;
+    let (_, answer, _) = raw.response().await.expect("an answer");
+    common::status_of(&answer)
+}
+
 async fn as_identity(drive: &TestDrive, identity: i64, key: &str, tls: bool) -> Client {
     let config = ClientConfig {
         identity,
@@ -168,6 +179,63 @@ async fn acls_replace_validate_and_require_tls() {
     // A wrong key for a known identity.
     let wrong = Client::connect(drive.addr.as_str(), ClientConfig { identity: 9, hmac_key: b("nein"), ..ClientConfig::default() }).await.unwrap();
     assert!(wrong.noop().await.is_err());
+}
+
+/// Issue 15, item 20. Goal: an ACL replaces the list by default, as the protocol says, and a
+/// drive started with `--merge-acls` merges it as the reference simulator does, so tools
+/// written against the simulator keep identity 1 after adding others. Method: the same
+/// SECURITY message (identity 2 alone) to a default drive and to a merging one, then requests
+/// as identity 1 and 2; the merging drive is killed and restarted to show the merged list is
+/// what was persisted.
+#[test]
+fn an_acl_replaces_by_default_and_merges_with_merge_acls() {
+    let rt = common::runtime();
+    let replacing = TestDrive::start(&[]);
+    rt.block_on(async {
+        set_acl(&replacing.tls_client().await, vec![entry(2, "two", vec![scope(0, "", &ALL, false)])]).await.unwrap();
+        assert_eq!(noop_status(&replacing, 1, "asdfasdf").await, StatusCode::HmacFailure, "identity 1 survived a replacement");
+        as_identity(&replacing, 2, "two", false).await.noop().await.unwrap();
+    });
+
+    let mut merging = TestDrive::start(&["--merge-acls"]);
+    rt.block_on(async {
+        set_acl(&merging.tls_client().await, vec![entry(2, "two", vec![scope(0, "", &ALL, false)])]).await.unwrap();
+        merging.client().await.noop().await.expect("identity 1 is kept by a merge");
+        as_identity(&merging, 2, "two", false).await.noop().await.unwrap();
+    });
+    merging.restart_after_kill();
+    rt.block_on(async {
+        merging.client().await.noop().await.expect("the merged ACL was persisted with identity 1");
+        as_identity(&merging, 2, "two", false).await.noop().await.expect("the merged ACL was persisted with identity 2");
+    });
+}
+
+/// Goal: under `merge_acls` an entry for an identity already in the ACL replaces that
+/// identity's entry whole (key and scopes), and the merged list is still held to
+/// maxIdentityCount. Method: set identity 2 with one key and scope, then again with another
+/// key and scope, and try both keys on both scopes; then add identities up to the limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_merge_acls_an_entry_replaces_its_identitys_entry() {
+    let drive = TestDrive::with_config("merge_acls = true\n[limits]\nmax_identity_count = 3\n");
+    let admin = drive.tls_client().await;
+    set_acl(&admin, vec![entry(2, "two", vec![scope(0, "a/", &["READ", "WRITE"], false)])]).await.unwrap();
+    let first = as_identity(&drive, 2, "two", false).await;
+    first.put(b"a/1", b("v"), PutOptions::default()).await.unwrap();
+    assert_eq!(status(first.put(b"b/1", b("v"), PutOptions::default()).await), StatusCode::NotAuthorized);
+
+    set_acl(&admin, vec![entry(2, "deux", vec![scope(0, "b/", &["READ", "WRITE"], false)])]).await.unwrap();
+    assert_eq!(noop_status(&drive, 2, "two").await, StatusCode::HmacFailure, "the old key still works");
+    let second = as_identity(&drive, 2, "deux", false).await;
+    second.put(b"b/1", b("v"), PutOptions::default()).await.unwrap();
+    assert_eq!(status(second.put(b"a/2", b("v"), PutOptions::default()).await), StatusCode::NotAuthorized, "the old scope still applies");
+    admin.noop().await.expect("identity 1 is untouched");
+
+    // Identities 1, 2 and 3 fill maxIdentityCount 3: a fourth is refused though the message
+    // holds one entry, and nothing changes.
+    set_acl(&admin, vec![entry(3, "three", vec![scope(0, "", &["READ"], false)])]).await.unwrap();
+    assert_eq!(status(set_acl(&admin, vec![entry(4, "four", vec![scope(0, "", &["READ"], false)])]).await), StatusCode::InvalidRequest);
+    assert_eq!(noop_status(&drive, 4, "four").await, StatusCode::HmacFailure);
+    as_identity(&drive, 3, "three", false).await.noop().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

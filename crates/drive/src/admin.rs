@@ -114,10 +114,20 @@ fn security_now(state: &DriveState, request: SecurityProto) -> Result<Reply, Pin
     let current = state.security.read().clone();
     let max_pin = state.config.limits.max_pin_size as usize;
     let updated = match kind {
-        SecurityOpType::AclSecurityop => match current.with_acl(request.acl, state.config.limits.max_identity_count) {
-            Ok(s) => s,
-            Err(r) => return Ok(Reply::error(r.status, r.message)),
-        },
+        SecurityOpType::AclSecurityop => {
+            let max_identities = state.config.limits.max_identity_count;
+            // Replacing is the protocol's semantics; merging is the reference simulator's,
+            // offered for tools written against it (config.rs, `merge_acls`).
+            let updated = if state.config.merge_acls {
+                current.with_merged_acl(request.acl, max_identities)
+            } else {
+                current.with_acl(request.acl, max_identities)
+            };
+            match updated {
+                Ok(s) => s,
+                Err(r) => return Ok(Reply::error(r.status, r.message)),
+            }
+        }
         SecurityOpType::LockPinSecurityop | SecurityOpType::ErasePinSecurityop => {
             let lock = kind == SecurityOpType::LockPinSecurityop;
             let (old, new, stored) = if lock {

@@ -87,10 +87,18 @@ pub struct DriveConfig {
     /// Start with factory settings when the stored ones are missing or damaged, instead of
     /// refusing to start (persist.rs says why that is the default).
     pub reset_settings: bool,
+    /// Start from journals damaged where they had been made durable by keeping their intact
+    /// batches and dropping (and recording) the damage, instead of refusing to start
+    /// (engine::journal_check).
+    pub salvage_journal: bool,
     /// For drives shared by tenants: keys outside a caller's scopes answer as absent ones do
     /// (GETNEXT/GETPREVIOUS skip them, GETKEYRANGE fills its count without them) instead of
     /// NOT_AUTHORIZED, which tells a scoped caller that a key is there (scope_view.rs).
     pub hide_out_of_scope_keys: bool,
+    /// For tools written against the reference simulator: a SECURITY message's ACL is merged
+    /// into the one in force (an entry replaces its identity's entry, the others stay) instead
+    /// of replacing it as the protocol says (security.rs, `Security::with_merged_acl`).
+    pub merge_acls: bool,
 }
 
 /// Bounds for `memtable_bytes`: below, a flush every few writes; above, the sealed memtables
@@ -145,7 +153,9 @@ impl Default for DriveConfig {
             frame_timeout_ms: DEFAULT_FRAME_TIMEOUT_MS,
             reserved_connections: DEFAULT_RESERVED_CONNECTIONS,
             reset_settings: false,
+            salvage_journal: false,
             hide_out_of_scope_keys: false,
+            merge_acls: false,
         }
     }
 }
@@ -174,7 +184,9 @@ pub struct ConfigFile {
     pub frame_timeout_ms: Option<u64>,
     pub reserved_connections: Option<u32>,
     pub reset_settings: Option<bool>,
+    pub salvage_journal: Option<bool>,
     pub hide_out_of_scope_keys: Option<bool>,
+    pub merge_acls: Option<bool>,
     #[serde(default)]
     pub limits: LimitsFile,
 }
@@ -220,6 +232,13 @@ impl DriveConfig {
             return Err(ConfigError::Parse {
                 path: path.into(),
                 message: "reset_settings is a one-time choice: give --reset-settings on the command line".into(),
+            });
+        }
+        if file.salvage_journal.is_some() {
+            // As above: a salvage drops data, so each one is asked for.
+            return Err(ConfigError::Parse {
+                path: path.into(),
+                message: "salvage_journal is a one-time choice: give --salvage-journal on the command line".into(),
             });
         }
         self.merge(file)
@@ -273,8 +292,14 @@ impl DriveConfig {
         if let Some(v) = file.reset_settings {
             self.reset_settings = v;
         }
+        if let Some(v) = file.salvage_journal {
+            self.salvage_journal = v;
+        }
         if let Some(v) = file.hide_out_of_scope_keys {
             self.hide_out_of_scope_keys = v;
+        }
+        if let Some(v) = file.merge_acls {
+            self.merge_acls = v;
         }
         for (slot, value) in [
             (&mut self.batch_idle_timeout_ms, file.batch_idle_timeout_ms),

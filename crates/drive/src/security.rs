@@ -3,7 +3,8 @@
 //!
 //! A factory-fresh (or erased) drive knows exactly the identity every reference client uses by
 //! default: 1, key "asdfasdf", every permission on every key. A SECURITY command replaces the
-//! whole list (the protocol's semantics; the 0.8.0.4 simulator merged instead).
+//! whole list (the protocol's semantics). The reference simulator merges instead, and a drive
+//! started with `merge_acls` does as it does ([`Security::with_merged_acl`]).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -42,6 +43,21 @@ impl Permission {
 
     fn bit(self) -> u16 {
         1 << (self as u16)
+    }
+
+    fn to_proto(self) -> acl::Permission {
+        use acl::Permission as P;
+        match self {
+            Permission::Read => P::Read,
+            Permission::Write => P::Write,
+            Permission::Delete => P::Delete,
+            Permission::Range => P::Range,
+            Permission::Setup => P::Setup,
+            Permission::P2pop => P::P2pop,
+            Permission::Getlog => P::Getlog,
+            Permission::Security => P::Security,
+            Permission::PowerManagement => P::PowerManagement,
+        }
     }
 
     fn from_proto(p: i32) -> Option<Permission> {
@@ -164,12 +180,49 @@ impl Security {
         Ok(Security { identities, acl, lock_pin: self.lock_pin.clone(), erase_pin: self.erase_pin.clone() })
     }
 
+    /// A security state with `incoming` merged into the ACL in force, as the reference
+    /// simulator merges: each incoming entry replaces the whole entry of its identity (key,
+    /// algorithm, scopes, maxPriority), identities it does not name stay as they were, and
+    /// new ones are added. While the factory identity is in force it is the list merged into,
+    /// as the simulator's default list is, so it stays usable. `incoming` is validated on its
+    /// own (an identity twice in one message is refused, where the simulator keeps the last)
+    /// and the merged list is validated again as a replacement would be (maxIdentityCount
+    /// counts it whole). PINs are kept.
+    pub fn with_merged_acl(&self, incoming: Vec<Acl>, max_identities: u32) -> Result<Security, Rejected> {
+        validate(&incoming, max_identities)?;
+        let mut merged = if self.acl.is_empty() { vec![factory_acl()] } else { self.acl.clone() };
+        for entry in incoming {
+            match merged.iter_mut().find(|m| m.identity == entry.identity) {
+                Some(slot) => *slot = entry,
+                None => merged.push(entry),
+            }
+        }
+        self.with_acl(merged, max_identities)
+    }
+
     /// Rebuilds the state read back from disk (validated again: a damaged file is refused).
     pub fn restore(acl: Vec<Acl>, lock_pin: Bytes, erase_pin: Bytes, max_identities: u32) -> Result<Security, Rejected> {
         let mut s = if acl.is_empty() { Security::default() } else { Security::default().with_acl(acl, max_identities)? };
         s.lock_pin = lock_pin;
         s.erase_pin = erase_pin;
         Ok(s)
+    }
+}
+
+/// The factory identity as an ACL entry: the list a merge starts from on a drive whose ACL
+/// was never set (or was erased), the same identity `Security::default` holds.
+fn factory_acl() -> Acl {
+    Acl {
+        identity: Some(DEFAULT_IDENTITY),
+        key: Some(Bytes::from_static(DEFAULT_HMAC_KEY)),
+        hmac_algorithm: Some(HmacAlgorithm::HmacSha1 as i32),
+        scope: vec![acl::Scope {
+            offset: None,
+            value: None,
+            permission: Permission::ALL.iter().map(|p| p.to_proto() as i32).collect(),
+            tls_required: None,
+        }],
+        max_priority: None,
     }
 }
 
@@ -270,6 +323,32 @@ mod tests {
         let many: Vec<_> = (0..3).map(|i| acl(i, vec![scope(0, "", &[P::Read], false)])).collect();
         assert_eq!(d.with_acl(many, 2).unwrap_err().status, StatusCode::InvalidRequest);
         assert_eq!(d.with_acl(vec![], 2).unwrap_err().status, StatusCode::InvalidRequest);
+    }
+
+    /// Merging (the simulator's way) keeps the identities a message does not name, the
+    /// factory one included, replaces the entries of those it names, and still counts the
+    /// merged list against maxIdentityCount.
+    #[test]
+    fn a_merge_keeps_unnamed_identities_and_replaces_named_ones() {
+        use acl::Permission as P;
+        let s = Security::default().with_merged_acl(vec![acl(2, vec![scope(0, "", &[P::Read], false)])], 10).unwrap();
+        let factory = s.identity(DEFAULT_IDENTITY).expect("the factory identity survives a merge");
+        assert_eq!(factory.hmac_key, Bytes::from_static(DEFAULT_HMAC_KEY));
+        assert!(Permission::ALL.iter().all(|p| factory.allows(*p, Some(b"any"), false)));
+        assert!(s.identity(2).unwrap().allows(Permission::Read, Some(b"x"), false));
+
+        let mut rekeyed = acl(2, vec![scope(0, "w/", &[P::Write], false)]);
+        rekeyed.key = Some(Bytes::from_static(b"new"));
+        let s = s.with_merged_acl(vec![rekeyed], 10).unwrap();
+        let two = s.identity(2).unwrap();
+        assert_eq!(two.hmac_key, Bytes::from_static(b"new"));
+        assert!(!two.allows(Permission::Read, Some(b"x"), false), "the old entry's scopes are gone");
+        assert!(two.allows(Permission::Write, Some(b"w/1"), false));
+        assert_eq!(s.acl.len(), 2);
+
+        assert_eq!(s.with_merged_acl(vec![acl(3, vec![scope(0, "", &[P::Read], false)])], 2).unwrap_err().status, StatusCode::InvalidRequest);
+        let dup = || acl(3, vec![scope(0, "", &[P::Read], false)]);
+        assert_eq!(s.with_merged_acl(vec![dup(), dup()], 10).unwrap_err().status, StatusCode::InvalidRequest);
     }
 }
 

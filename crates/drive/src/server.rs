@@ -73,6 +73,7 @@ pub async fn start(mut config: DriveConfig) -> Result<RunningDrive, DriveError> 
             let mut options = FjallOptions::new(config.data_dir.join(ENGINE_DIR));
             options.cache_size = config.cache_bytes;
             options.memtable_size = config.memtable_bytes;
+            options.salvage_journal = config.salvage_journal;
             tokio::task::spawn_blocking(move || FjallEngine::open(options))
                 .await
                 .map_err(|e| DriveError::Io(std::io::Error::other(e.to_string())))??

@@ -161,14 +161,18 @@ impl DriveState {
         events.push_back(format!("{secs} {line}"));
     }
 
-    /// The recorded events, one per line, then the engine's recoveries from storage failures
-    /// since start, if any (the engine counts them; it has no event log of its own).
+    /// The recorded events, one per line, then what the engine found at open (journal salvages
+    /// and cuts) and its recoveries from storage failures since start, if any (the engine
+    /// keeps no event log of its own).
     pub fn event_log(&self) -> Vec<u8> {
         let events = self.events.lock();
         let mut out = Vec::new();
         for line in events.iter() {
             out.extend_from_slice(line.as_bytes());
             out.push(b'\n');
+        }
+        for notice in self.engine.notices() {
+            out.extend_from_slice(format!("storage: {notice}\n").as_bytes());
         }
         let recoveries = self.engine.recoveries();
         if recoveries > 0 {

@@ -52,6 +52,9 @@ pub struct FjallOptions {
     /// their flush) may hold before the writer waits for flushes; at least
     /// [`MIN_WRITE_BUFFER_MEMTABLES`].
     pub write_buffer_memtables: u64,
+    /// Whether journals damaged where they had been made durable are salvaged (their intact
+    /// batches kept, the damage dropped and recorded) rather than refused (`journal_check`).
+    pub salvage_journal: bool,
 }
 
 /// The write-buffer cap's floor, in memtables: both keyspaces' active memtables plus one
@@ -77,6 +80,7 @@ impl FjallOptions {
             blob_threshold: 4096,
             memtable_size: 64 * 1024 * 1024,
             write_buffer_memtables: DEFAULT_WRITE_BUFFER_MEMTABLES,
+            salvage_journal: false,
         }
     }
 }
@@ -99,6 +103,8 @@ struct Shared {
     /// Set when the writer panicked: fjall's state after a panic in its write path is
     /// unknown, so the store takes no more writes until the drive is restarted.
     halted: Mutex<Option<Error>>,
+    /// What the journals' check at open found worth telling (`journal_check`).
+    notices: Vec<String>,
 }
 
 #[derive(Default)]
@@ -129,8 +135,9 @@ impl FjallEngine {
         // An erase interrupted after moving the old store aside.
         remove_aside(&options.path);
         let counters = Arc::new(Counters::default());
+        let notices = crate::journal_check::check(&options.path, options.salvage_journal)?;
         let store = Arc::new(Store::open(&options, counters.clone())?);
-        let shared = Arc::new(Shared { options, slot: RwLock::new(Some(store)), counters, halted: Mutex::new(None) });
+        let shared = Arc::new(Shared { options, slot: RwLock::new(Some(store)), counters, halted: Mutex::new(None), notices });
         let (tx, rx) = std::sync::mpsc::channel();
         let writer_shared = shared.clone();
         let writer = std::thread::Builder::new().name("spindle-writer".into()).spawn(move || write_loop(&writer_shared, rx))?;
@@ -323,6 +330,10 @@ impl Engine for FjallEngine {
 
     fn recoveries(&self) -> u64 {
         self.shared.counters.reopenings.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn notices(&self) -> Vec<String> {
+        self.shared.notices.clone()
     }
 }
 
@@ -719,6 +730,9 @@ fn close(shared: &Shared) -> Result<()> {
 
 /// Opens the database and puts it in the (empty) slot.
 fn open_into_slot(shared: &Shared) -> Result<Arc<Store>> {
+    // A write the full disk cut short is a torn tail: cut it, so that a record there which
+    // decodes but fails its checksum cannot stop the reopening.
+    crate::journal_check::check(&shared.options.path, false)?;
     let store = Arc::new(Store::open(&shared.options, shared.counters.clone())?);
     *shared.slot.write() = Some(store.clone());
     shared.counters.reopenings.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

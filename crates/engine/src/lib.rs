@@ -8,6 +8,7 @@
 pub mod dirsync;
 mod error;
 mod fjall_engine;
+pub mod journal_check;
 pub mod fs_space;
 pub mod limits;
 mod mem_engine;
@@ -72,17 +73,22 @@ pub mod testing {
         journal_template().1.clone()
     }
 
-    /// Opens a copy of the template store whose journal holds `journal` instead of its own.
-    /// It may open or be refused, but never panic, and a store that opens must answer a full
-    /// key range and a read of every key in it. Returns whether it opened. The fuzz target
-    /// `journal` and the corpus replay run this.
+    /// Opens a copy of the template store whose journal holds `journal` instead of its own,
+    /// and if that is refused, a second copy with a salvage. Either may open or be refused,
+    /// but never panic, and a store that opens must answer a full key range and a read of
+    /// every key in it. Returns whether the first opened. The fuzz target `journal` and the
+    /// corpus replay run this.
     pub fn journal_recovery(journal: &[u8]) -> bool {
-        journal_recovered_keys(journal).is_some()
+        if journal_recovered_keys(journal, false).is_some() {
+            return true;
+        }
+        let _ = journal_recovered_keys(journal, true);
+        false
     }
 
-    /// [`journal_recovery`], returning the keys the opened store reads back (`None` when it
-    /// did not open).
-    pub fn journal_recovered_keys(journal: &[u8]) -> Option<Vec<bytes::Bytes>> {
+    /// Opens a copy of the template store whose journal holds `journal`, salvaging or not;
+    /// returns the keys the opened store reads back (`None` when it did not open).
+    pub fn journal_recovered_keys(journal: &[u8], salvage: bool) -> Option<Vec<bytes::Bytes>> {
         let (template, _) = journal_template();
         static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -91,7 +97,8 @@ pub mod testing {
         copy_dir(template, &dir).expect("copy the template store");
         let target = active_journal(&dir).expect("the copy has a journal");
         std::fs::write(&target, journal).expect("write the journal");
-        let readable = FjallEngine::open(FjallOptions::new(&dir)).ok().map(|engine| {
+        let options = FjallOptions { salvage_journal: salvage, ..FjallOptions::new(&dir) };
+        let readable = FjallEngine::open(options).ok().map(|engine| {
             let all = KeyRange { start: bytes::Bytes::new(), start_inclusive: true, end: None, end_inclusive: false, reverse: false, max: 1000 };
             let keys = engine.keys(&all).expect("a store that opens answers a range");
             keys.into_iter().filter(|key| matches!(engine.get(key), Ok(Some(_)))).collect()
@@ -230,5 +237,9 @@ pub trait Engine: Send + Sync + 'static {
     /// met a full disk) and recovered by reopening itself.
     fn recoveries(&self) -> u64 {
         0
+    }
+    /// What the store found at open worth telling the operator (a salvaged or cut journal).
+    fn notices(&self) -> Vec<String> {
+        Vec::new()
     }
 }

@@ -136,6 +136,11 @@ mod write_buffer_manager;
 pub(crate) type HashMap<K, V> =
     std::collections::HashMap<K, V, xxhash_rust::xxh3::Xxh3DefaultBuilder>;
 
+/// Spindle: journal damage told apart from a crash's torn tail, checked before recovery.
+pub mod journal_audit {
+    pub use crate::journal::audit::{check, Audit, Corruption, JournalScan, Salvaged, SYNC_CLAIM_BIT};
+}
+
 /// Configuration policies
 pub mod config {
     pub use lsm_tree::config::{

@@ -2,6 +2,7 @@
 // This source code is licensed under both the Apache 2.0 and MIT License
 // (found in the LICENSE-* files in the repository)
 
+pub mod audit;
 pub mod batch_reader;
 pub mod entry;
 pub mod error;

@@ -31,6 +31,10 @@ pub struct Writer {
 
     compression: CompressionType,
     compression_threshold: usize,
+
+    /// Spindle: the offset just past the last sync claim queued (`audit`), so a sync with
+    /// nothing new written queues none.
+    claimed: u64,
 }
 
 /// The persist mode allows setting the durability guarantee of previous writes
@@ -219,6 +223,7 @@ impl Writer {
             is_buffer_dirty: false,
             compression: comp,
             compression_threshold: compt,
+            claimed: 0,
         };
         Ok((prev_path, new_path))
     }
@@ -248,6 +253,7 @@ impl Writer {
             is_buffer_dirty: false,
             compression: CompressionType::None,
             compression_threshold: 0,
+            claimed: 0,
         })
     }
 
@@ -281,6 +287,7 @@ impl Writer {
                 is_buffer_dirty: false,
                 compression: CompressionType::None,
                 compression_threshold: 0,
+                claimed: 0,
             });
         }
 
@@ -298,6 +305,7 @@ impl Writer {
             is_buffer_dirty: false,
             compression: CompressionType::None,
             compression_threshold: 0,
+            claimed: 0,
         })
     }
 
@@ -344,7 +352,39 @@ impl Writer {
                     self.path.display(),
                 );
             }).map_err(crate::poison::sync_failure),
-            PersistMode::Buffer => Ok(()),
+            PersistMode::Buffer => return Ok(()),
+        }?;
+        self.write_sync_claim()
+    }
+
+    /// Spindle: after a sync, writes a claim that everything written so far is durable (see
+    /// `audit`). It is handed to the OS at once (a crash right after the sync must not lose
+    /// it) and synced with the next sync; it costs a small write, never a sync.
+    fn write_sync_claim(&mut self) -> std::io::Result<()> {
+        let synced = self.file.stream_position()?;
+        if synced <= self.claimed {
+            return Ok(());
+        }
+        self.buf.clear();
+        super::audit::encode_claim(synced, &mut self.buf).map_err(std::io::Error::other)?;
+        let written = self.file.write_all(&self.buf).and_then(|()| self.file.flush());
+        let len = self.buf.len() as u64;
+        self.buf.clear();
+        match written {
+            Ok(()) => {
+                self.claimed = synced + len;
+                Ok(())
+            }
+            Err(e) => {
+                // Without the claim the synced data is only unproven, but a claim cut short
+                // would read as damage below the next one: take back what reached the file.
+                log::warn!("Could not write a sync claim to {}: {e:?}", self.path.display());
+                self.discard_buffer();
+                let file = self.file.get_mut();
+                file.set_len(synced)?;
+                file.seek(std::io::SeekFrom::Start(synced))?;
+                Ok(())
+            }
         }
     }
 
