@@ -87,8 +87,10 @@ pub fn engine_error(e: EngineError) -> Reply {
         EngineError::NotFound => Reply::error(StatusCode::NotFound, "key not found"),
         EngineError::VersionMismatch => Reply::error(StatusCode::VersionMismatch, "stored version differs from dbVersion"),
         EngineError::NoSpace => Reply::error(StatusCode::NoSpace, "the drive is full"),
-        EngineError::Corrupt(m) => Reply::error(StatusCode::PermDataError, m),
-        EngineError::Io(m) => Reply::error(StatusCode::InternalError, m),
+        EngineError::Corrupt { detail, .. } => Reply::error(StatusCode::PermDataError, detail),
+        e @ (EngineError::Io(_) | EngineError::Storage(_) | EngineError::Stopped(_) | EngineError::Internal(_)) => {
+            Reply::error(StatusCode::InternalError, e.to_string())
+        }
         EngineError::Invalid(m) => Reply::error(StatusCode::InvalidRequest, m),
         EngineError::Unavailable(m) => Reply::error(StatusCode::ServiceBusy, m),
         // Reads under CachedReadsOnly are retried where they may block; never a client's answer

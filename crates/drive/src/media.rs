@@ -124,7 +124,7 @@ pub fn scan(state: &DriveState, caller: &Caller, range: Range, deadline: Option<
             // Damaged metadata: the keys it held cannot be listed, but the scan must not end
             // there with nothing said. It lists the keys before the damage in smaller steps,
             // then goes on from the nearest point past it and reports the span it could not read.
-            Err(spindle_engine::Error::Corrupt(cause)) => {
+            Err(spindle_engine::Error::Corrupt { detail: cause, .. }) => {
                 budget.spend();
                 if let Some(deadline) = budget.exhausted() {
                     expired = deadline;
@@ -348,7 +348,7 @@ mod tests {
                     break;
                 }
                 if self.bad.contains(&key) {
-                    return Err(spindle_engine::Error::Corrupt("checksum mismatch".into()));
+                    return Err(spindle_engine::Error::corrupt("checksum mismatch"));
                 }
                 found.push(key);
             }

@@ -1,5 +1,8 @@
-/// Engine errors. The drive maps each to a Kinetic status.
-#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+use std::sync::Arc;
+
+/// Engine errors. The drive maps each to a Kinetic status. Failures of the disk or of fjall
+/// keep their source (shared, as one failure may answer a whole group of requests).
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
     #[error("key not found")]
     NotFound,
@@ -7,10 +10,27 @@ pub enum Error {
     VersionMismatch,
     #[error("no space left on the device")]
     NoSpace,
-    #[error("stored record is corrupt: {0}")]
-    Corrupt(String),
+    /// What was read back is not what was written (Kinetic's PERM_DATA_ERROR).
+    #[error("stored record is corrupt: {detail}")]
+    Corrupt {
+        detail: String,
+        #[source]
+        source: Option<Arc<fjall::Error>>,
+    },
+    /// The operating system failed a file operation.
     #[error("storage I/O error: {0}")]
-    Io(String),
+    Io(#[source] Arc<std::io::Error>),
+    /// fjall failed for a reason of its own (not a full disk, not damage).
+    #[error("storage engine error: {0}")]
+    Storage(#[source] Arc<fjall::Error>),
+    /// The store takes no more writes until the drive is restarted: a failure it cannot heal
+    /// by itself (a failed sync, its writer panicking).
+    #[error("the store is stopped: {0}")]
+    Stopped(String),
+    /// The engine broke one of its own rules (a request it should never have been given, its
+    /// writer gone): a bug, never the disk or the client.
+    #[error("engine fault: {0}")]
+    Internal(&'static str),
     /// The request asks for something the engine cannot store (a key over
     /// [`crate::limits::KEY_SIZE_MAX`], say); nothing was done.
     #[error("invalid request: {0}")]
@@ -26,6 +46,20 @@ pub enum Error {
     /// Operation `index` of a batch failed its check; nothing of the batch was applied.
     #[error("batch operation {index} failed: {cause}")]
     BatchFailed { index: usize, cause: Box<Error> },
+}
+
+impl Error {
+    /// Corruption the engine found itself (a record that does not decode, a value missing).
+    pub fn corrupt(detail: impl Into<String>) -> Self {
+        Error::Corrupt { detail: detail.into(), source: None }
+    }
+}
+
+/// Errors compare by kind and message: the sources they carry are not comparable.
+impl PartialEq for Error {
+    fn eq(&self, other: &Self) -> bool {
+        std::mem::discriminant(self) == std::mem::discriminant(other) && self.to_string() == other.to_string()
+    }
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -54,9 +88,9 @@ impl From<fjall::Error> for Error {
             )
             | fjall::Error::Decompress(_)
             | fjall::Error::InvalidTrailer
-            | fjall::Error::InvalidTag(_) => Error::Corrupt(e.to_string()),
+            | fjall::Error::InvalidTag(_) => Error::Corrupt { detail: e.to_string(), source: Some(Arc::new(e)) },
             fjall::Error::Poisoned => Error::Unavailable("a storage failure stopped writes; the store is reopened once the disk has room".into()),
-            _ => Error::Io(e.to_string()),
+            _ => Error::Storage(Arc::new(e)),
         }
     }
 }
@@ -66,7 +100,7 @@ impl From<std::io::Error> for Error {
         if e.raw_os_error() == Some(libc_enospc()) {
             Error::NoSpace
         } else {
-            Error::Io(e.to_string())
+            Error::Io(Arc::new(e))
         }
     }
 }
@@ -93,7 +127,9 @@ mod tests {
     #[test]
     fn checksum_failures_are_corruption() {
         let mismatch = fjall::LsmError::ChecksumMismatch { got: lsm_tree::Checksum::from_raw(1), expected: lsm_tree::Checksum::from_raw(2) };
-        assert!(matches!(Error::from(fjall::Error::Storage(mismatch)), Error::Corrupt(_)));
-        assert!(matches!(Error::from(fjall::Error::Storage(fjall::LsmError::InvalidHeader("Block"))), Error::Corrupt(_)));
+        let damaged = Error::from(fjall::Error::Storage(mismatch));
+        assert!(matches!(damaged, Error::Corrupt { source: Some(_), .. }), "{damaged:?}");
+        assert!(std::error::Error::source(&damaged).is_some(), "the fjall error is kept as the source");
+        assert!(matches!(Error::from(fjall::Error::Storage(fjall::LsmError::InvalidHeader("Block"))), Error::Corrupt { .. }));
     }
 }

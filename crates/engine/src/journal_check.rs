@@ -20,7 +20,7 @@ const SHOWN_LINES: usize = 16;
 pub fn check(path: &Path, salvage: bool) -> Result<Vec<String>> {
     let audit = fjall::journal_audit::check(path, salvage).map_err(Error::from)?;
     if let Some(first) = audit.corrupt.first() {
-        return Err(Error::Corrupt(format!(
+        return Err(Error::corrupt(format!(
             "{first}. {} journal(s) damaged; nothing was changed. Starting with --salvage-journal keeps every intact batch, \
              drops the damage and records what was dropped",
             audit.corrupt.len()

@@ -13,6 +13,7 @@ pub mod fs_space;
 pub mod limits;
 mod mem_engine;
 pub mod record;
+mod rules;
 mod types;
 mod write;
 
@@ -225,7 +226,7 @@ pub trait Engine: Send + Sync + 'static {
                 let _ = tx.send(r);
             }),
         });
-        rx.recv().map_err(|_| Error::Io("engine writer stopped".into()))?
+        rx.recv().map_err(|_| Error::Internal("the writer dropped a request without answering it"))?
     }
     /// Compacts the keys in `range` (the whole store for an unbounded range).
     fn compact(&self) -> Result<()>;

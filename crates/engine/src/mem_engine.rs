@@ -8,7 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use parking_lot::RwLock;
 
-use crate::{Check, Engine, Entry, Error, KeyRange, Meta, Result, WriteOp, WriteRequest};
+use crate::{Engine, Entry, KeyRange, Meta, Result, WriteOp, WriteRequest};
 
 #[derive(Default)]
 pub struct MemEngine {
@@ -24,62 +24,52 @@ impl MemEngine {
 impl MemEngine {
     fn apply(&self, op: &WriteOp) -> Result<()> {
         let mut map = self.map.write();
-        if let WriteOp::Batch(ops) = op {
-            // Apply to a copy of the touched entries; publish only if every operation passed.
-            let mut scratch = MemEngine::default();
-            {
-                let mut copy = scratch.map.write();
-                for op in ops {
-                    if let Some(key) = op.key() {
-                        if let Some(v) = map.get(key) {
-                            copy.insert(key.clone(), v.clone());
-                        }
-                    }
-                }
-            }
-            let mut touched = Vec::new();
-            for (index, op) in ops.iter().enumerate() {
-                if matches!(op, WriteOp::Batch(_) | WriteOp::Flush | WriteOp::Erase { .. }) {
-                    return Err(Error::BatchFailed { index, cause: Box::new(Error::Io("only puts and deletes batch".into())) });
-                }
-                scratch.apply(op).map_err(|cause| Error::BatchFailed { index, cause: Box::new(cause) })?;
-                touched.extend(op.key().cloned());
-            }
-            let copy = std::mem::take(&mut *scratch.map.get_mut());
-            for key in touched {
-                match copy.get(&key) {
-                    Some(v) => map.insert(key, v.clone()),
-                    None => map.remove(&key),
-                };
-            }
+        if let WriteOp::Erase { .. } = op {
+            map.clear();
             return Ok(());
         }
-        match op {
-            WriteOp::Put { key, value, meta, check } => {
-                let mut meta = meta.clone();
-                meta.value_len = u32::try_from(value.len()).map_err(|_| Error::Io("value over 4 GiB".into()))?;
-                meta.value_crc = crc32c::crc32c(value);
-                if !check.passes(map.get(key).map(|(m, _)| &m.version[..])) {
-                    return Err(Error::VersionMismatch);
-                }
-                map.insert(key.clone(), (meta, value.clone()));
-                Ok(())
-            }
-            WriteOp::Delete { key, check } => match map.get(key) {
-                None if *check == Check::Force => Ok(()),
-                None => Err(Error::NotFound),
-                Some((m, _)) if !check.passes(Some(&m.version)) => Err(Error::VersionMismatch),
-                Some(_) => {
-                    map.remove(key);
-                    Ok(())
-                }
-            },
-            WriteOp::Erase { .. } => {
-                map.clear();
-                Ok(())
-            }
-            WriteOp::Flush | WriteOp::Batch(_) => Ok(()),
+        let mut staging = MemStaging { map: &map, written: Vec::new() };
+        crate::rules::stage(&mut staging, op)?;
+        let written = staging.written;
+        for (key, entry) in written {
+            match entry {
+                Some(entry) => map.insert(key, entry),
+                None => map.remove(&key),
+            };
         }
+        Ok(())
+    }
+}
+
+/// Changes decided against the map, applied only when the whole request passed.
+struct MemStaging<'a> {
+    map: &'a BTreeMap<Bytes, (Meta, Bytes)>,
+    /// In order (`None`: deleted).
+    written: Vec<(Bytes, Option<(Meta, Bytes)>)>,
+}
+
+impl crate::rules::Staging for MemStaging<'_> {
+    type Stored = Meta;
+
+    fn version(stored: &Meta) -> &[u8] {
+        &stored.version
+    }
+
+    fn current(&mut self, key: &Bytes) -> Result<Option<Meta>> {
+        Ok(match self.written.iter().rev().find(|(k, _)| k == key) {
+            Some((_, entry)) => entry.as_ref().map(|(meta, _)| meta.clone()),
+            None => self.map.get(key).map(|(meta, _)| meta.clone()),
+        })
+    }
+
+    fn put(&mut self, key: &Bytes, value: &Bytes, meta: Meta, _stored: Option<Meta>, _forced: bool) -> Result<()> {
+        self.written.push((key.clone(), Some((meta, value.clone()))));
+        Ok(())
+    }
+
+    fn delete(&mut self, key: &Bytes, _stored: Meta) -> Result<()> {
+        self.written.push((key.clone(), None));
+        Ok(())
     }
 }
 

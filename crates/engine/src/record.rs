@@ -38,7 +38,7 @@ impl Placement {
 /// Encodes `meta`, with `inline` as the value when it is stored in the record.
 pub fn encode(meta: &Meta, inline: Option<&[u8]>) -> Result<Bytes> {
     if meta.version.len() > u16::MAX as usize || meta.tag.len() > u16::MAX as usize {
-        return Err(Error::Corrupt("version or tag too long to store".into()));
+        return Err(Error::Invalid("version or tag too long to store".into()));
     }
     let value_len = inline.map_or(0, <[u8]>::len);
     let mut out = BytesMut::with_capacity(FIXED_LEN + meta.version.len() + meta.tag.len() + value_len);
@@ -66,7 +66,7 @@ pub fn encode_placed(meta: &Meta, placement: &Placement) -> Result<Bytes> {
 }
 
 pub fn decode(mut raw: Bytes) -> Result<(Meta, Placement)> {
-    let corrupt = |what: &str| Error::Corrupt(format!("metadata record: {what}"));
+    let corrupt = |what: &str| Error::corrupt(format!("metadata record: {what}"));
     if raw.len() < FIXED_LEN {
         return Err(corrupt("too short"));
     }

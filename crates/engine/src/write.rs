@@ -53,7 +53,7 @@ impl WriteRequest {
 /// so that no client waits for ever. An answered request's callbacks do nothing by then.
 impl Drop for WriteRequest {
     fn drop(&mut self) {
-        let error = crate::Error::Io(
+        let error = crate::Error::Stopped(
             "the engine's writer stopped before answering this write, which may or may not have been applied: restart the drive"
                 .into(),
         );

@@ -1,0 +1,338 @@
+//! The on-disk engine on fjall (an LSM tree).
+//!
+//! Two keyspaces, written together in one atomic batch per operation:
+//! - `meta`: key -> metadata record (version, tag, algorithm, value length and CRC), and a
+//!   value of at most [`INLINE_VALUE_MAX`] bytes in the record itself: a small value costs one
+//!   LSM entry and a get one lookup. Records stay small, so metadata-only reads and key ranges
+//!   touch few blocks.
+//! - `data`: key -> larger values, with key-value separation: values over the threshold live in
+//!   blob files and compaction moves only pointers, so a 1 MiB value is written once (plus the
+//!   journal) instead of once per LSM level.
+//!
+//! All writes go through one writer thread that takes whatever requests are queued, checks
+//! versions against the store plus the writes earlier in the same group (so a versioned put is
+//! a real compare-and-swap), commits the group as one fjall batch (one journal write), and, if
+//! any request of the group needs durability, runs one fdatasync for all of them: LevelDB-style
+//! write grouping and group commit in one place. Readers never wait for the writer.
+//!
+//! Here: the engine and its reads. Beside it: `store` (the database, its flushes and write
+//! buffer), `writer` (the writer thread and group commit), `staging` (a request's changes,
+//! kept aside until the write rules of `crate::rules` pass), `healing` (recovery from a full
+//! disk, erase through an aside directory) and `usage` (disk accounting).
+
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use fjall::Readable;
+use parking_lot::{Mutex, RwLock};
+
+use crate::record::{self, Placement};
+use crate::{Engine, Entry, Error, KeyRange, Meta, Result, WriteRequest};
+
+mod healing;
+mod staging;
+mod store;
+#[cfg(test)]
+mod tests;
+mod usage;
+mod writer;
+
+use healing::remove_aside;
+use store::{Store, FLUSH_WAIT_LIMIT};
+use writer::{fail_group, write_loop};
+
+/// Most requests the writer applies as one group (a group takes whole submissions, so it may
+/// exceed this and [`MAX_GROUP_BYTES`] by the last one).
+const MAX_GROUP_REQUESTS: usize = 1024;
+/// Most value bytes the writer applies as one group (bounds the latency of a group).
+const MAX_GROUP_BYTES: usize = 32 * 1024 * 1024;
+
+/// Largest value kept inside its metadata record (larger ones go to the `data` keyspace).
+/// Large enough for ACT's 1536-byte records (a get of one reads one block, not two), small
+/// enough that a key range of 200 keys reads at most ~400 KiB of records.
+pub const INLINE_VALUE_MAX: usize = 2048;
+
+/// Tunables of the on-disk engine.
+#[derive(Debug, Clone)]
+pub struct FjallOptions {
+    pub path: PathBuf,
+    /// Block cache size in bytes.
+    pub cache_size: u64,
+    /// Values at least this large go to blob files.
+    pub blob_threshold: u32,
+    /// Bytes a keyspace's memtable holds before it is sealed and flushed to a table.
+    pub memtable_size: u64,
+    /// How many memtables' worth all memtables together (active and sealed, waiting for
+    /// their flush) may hold before the writer waits for flushes; at least
+    /// [`MIN_WRITE_BUFFER_MEMTABLES`].
+    pub write_buffer_memtables: u64,
+    /// Whether journals damaged where they had been made durable are salvaged (their intact
+    /// batches kept, the damage dropped and recorded) rather than refused (`journal_check`).
+    pub salvage_journal: bool,
+}
+
+/// The write-buffer cap's floor, in memtables: both keyspaces' active memtables plus one
+/// being flushed, so that waiting for flushes can always end.
+pub const MIN_WRITE_BUFFER_MEMTABLES: u64 = 3;
+/// The default cap, in memtables.
+pub const DEFAULT_WRITE_BUFFER_MEMTABLES: u64 = 4;
+
+impl FjallOptions {
+    pub fn new(path: impl AsRef<Path>) -> Self {
+        FjallOptions {
+            path: path.as_ref().to_path_buf(),
+            cache_size: 64 * 1024 * 1024,
+            blob_threshold: 4096,
+            memtable_size: 64 * 1024 * 1024,
+            write_buffer_memtables: DEFAULT_WRITE_BUFFER_MEMTABLES,
+            salvage_journal: false,
+        }
+    }
+}
+
+pub struct FjallEngine {
+    shared: Arc<Shared>,
+    /// Sender to the writer thread, of requests in submission order; dropped (closing the
+    /// queue) when the engine drops.
+    queue: Mutex<Option<std::sync::mpsc::Sender<Vec<WriteRequest>>>>,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// What readers and the writer thread share: the open store, which the writer replaces when it
+/// reopens the database after a storage failure, and counters that outlive such a reopening.
+struct Shared {
+    options: FjallOptions,
+    /// `None` only while the writer reopens the database.
+    slot: RwLock<Option<Arc<Store>>>,
+    counters: Arc<Counters>,
+    /// Set when the writer panicked: fjall's state after a panic in its write path is
+    /// unknown, so the store takes no more writes until the drive is restarted.
+    halted: Mutex<Option<Error>>,
+    /// What the journals' check at open found worth telling (`journal_check`).
+    notices: Vec<String>,
+}
+
+#[derive(Default)]
+struct Counters {
+    /// Times the writer waited for flushes because the memtables were over the cap.
+    write_buffer_waits: std::sync::atomic::AtomicU64,
+    /// Journal syncs run since open (one per group that needed durability).
+    syncs: std::sync::atomic::AtomicU64,
+    /// Times the database was reopened after a storage failure.
+    reopenings: std::sync::atomic::AtomicU64,
+    /// The store's size on disk as last read, answered while the store is being reopened.
+    usage: std::sync::atomic::AtomicU64,
+}
+
+impl FjallEngine {
+    pub fn open(options: FjallOptions) -> Result<Arc<Self>> {
+        crate::dirsync::create_dir_all(&options.path)?;
+        // An erase interrupted after moving the old store aside.
+        remove_aside(&options.path);
+        let counters = Arc::new(Counters::default());
+        let notices = crate::journal_check::check(&options.path, options.salvage_journal)?;
+        let store = Arc::new(Store::open(&options, counters.clone())?);
+        let shared = Arc::new(Shared { options, slot: RwLock::new(Some(store)), counters, halted: Mutex::new(None), notices });
+        let (tx, rx) = std::sync::mpsc::channel();
+        let writer_shared = shared.clone();
+        let writer = std::thread::Builder::new().name("spindle-writer".into()).spawn(move || write_loop(&writer_shared, rx))?;
+        Ok(Arc::new(FjallEngine { shared, queue: Mutex::new(Some(tx)), writer: Mutex::new(Some(writer)) }))
+    }
+
+    /// The open store, for one operation.
+    fn store(&self) -> Result<Arc<Store>> {
+        self.shared.store()
+    }
+
+    /// Reads the entry for a metadata record already found in `snapshot`.
+    fn entry_at(store: &Store, snapshot: &fjall::Snapshot, key: Bytes, raw_meta: Bytes) -> Result<Entry> {
+        let (meta, placement) = record::decode(raw_meta)?;
+        let value: Bytes = match placement {
+            Placement::Inline(value) => value,
+            Placement::Separate if meta.value_len == 0 => Bytes::new(),
+            Placement::Separate => snapshot
+                .get(&store.data, &key)?
+                .ok_or_else(|| Error::corrupt(format!("value missing for key of {} bytes", key.len())))?
+                .into(),
+        };
+        if value.len() != meta.value_len as usize {
+            return Err(Error::corrupt(format!("value is {} bytes, metadata says {}", value.len(), meta.value_len)));
+        }
+        Ok(Entry { key, meta, value })
+    }
+
+    fn neighbour(&self, key: &[u8], forward: bool) -> Result<Option<Entry>> {
+        let store = self.store()?;
+        let snapshot = store.db.snapshot();
+        // A key over the engine's limit is cut to it (`limits::bound_key` says why that is exact).
+        let (bound, cut) = crate::limits::bound_key(key);
+        let found = if forward {
+            snapshot.range::<&[u8], _>(&store.meta, (Bound::Excluded(bound), Bound::Unbounded)).next()
+        } else {
+            let upper = if cut { Bound::Included(bound) } else { Bound::Excluded(bound) };
+            snapshot.range::<&[u8], _>(&store.meta, (Bound::Unbounded, upper)).next_back()
+        };
+        match found {
+            None => Ok(None),
+            Some(guard) => {
+                let (k, v) = guard.into_inner()?;
+                Self::entry_at(&store, &snapshot, k.into(), v.into()).map(Some)
+            }
+        }
+    }
+}
+
+impl FjallEngine {
+    /// Journal syncs since open: with group commit, far fewer than durable writes.
+    pub fn sync_count(&self) -> u64 {
+        self.shared.counters.syncs.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Write groups held back since open because the memtables were over the write-buffer cap.
+    pub fn write_buffer_waits(&self) -> u64 {
+        self.shared.counters.write_buffer_waits.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Bytes the memtables hold now (active and sealed, both keyspaces).
+    pub fn write_buffer_bytes(&self) -> u64 {
+        self.store().map_or(0, |store| store.db.write_buffer_size())
+    }
+}
+
+impl Engine for FjallEngine {
+    fn get(&self, key: &[u8]) -> Result<Option<Entry>> {
+        if key.len() > crate::KEY_SIZE_MAX {
+            return Ok(None);
+        }
+        let store = self.store()?;
+        let snapshot = store.db.snapshot();
+        match snapshot.get(&store.meta, key)? {
+            None => Ok(None),
+            Some(raw) => Self::entry_at(&store, &snapshot, Bytes::copy_from_slice(key), raw.into()).map(Some),
+        }
+    }
+
+    fn get_meta(&self, key: &[u8]) -> Result<Option<Meta>> {
+        // Through a snapshot: a keyspace's own reads see a batch's entries as the writer inserts
+        // them, before the batch is published, so they could see half of one.
+        if key.len() > crate::KEY_SIZE_MAX {
+            return Ok(None);
+        }
+        let store = self.store()?;
+        let snapshot = store.db.snapshot();
+        snapshot.get(&store.meta, key)?.map(|raw| record::decode(raw.into()).map(|(meta, _)| meta)).transpose()
+    }
+
+    fn next(&self, key: &[u8]) -> Result<Option<Entry>> {
+        self.neighbour(key, true)
+    }
+
+    fn previous(&self, key: &[u8]) -> Result<Option<Entry>> {
+        self.neighbour(key, false)
+    }
+
+    fn keys(&self, range: &KeyRange) -> Result<Vec<Bytes>> {
+        let Some(bounds) = range.bounds().filter(|_| range.max > 0) else { return Ok(Vec::new()) };
+        // Through a snapshot, like `get_meta`: never half of a batch.
+        let store = self.store()?;
+        let snapshot = store.db.snapshot();
+        let iter = snapshot.range::<&[u8], _>(&store.meta, bounds);
+        let mut keys = Vec::with_capacity(range.max.min(256));
+        let mut push = |guard: fjall::Guard| -> Result<bool> {
+            keys.push(guard.key()?.into());
+            Ok(keys.len() < range.max)
+        };
+        if range.reverse {
+            for guard in iter.rev() {
+                if !push(guard)? {
+                    break;
+                }
+            }
+        } else {
+            for guard in iter {
+                if !push(guard)? {
+                    break;
+                }
+            }
+        }
+        Ok(keys)
+    }
+
+    fn submit(&self, request: WriteRequest) {
+        self.submit_all(vec![request]);
+    }
+
+    fn submit_all(&self, requests: Vec<WriteRequest>) {
+        if requests.is_empty() {
+            return;
+        }
+        let rejected = match self.queue.lock().as_ref() {
+            Some(queue) => queue.send(requests).err().map(|e| e.0),
+            None => Some(requests),
+        };
+        if let Some(rejected) = rejected {
+            fail_group(rejected, &Error::Stopped("the engine is shutting down".into()));
+        }
+    }
+
+    fn compact(&self) -> Result<()> {
+        // Also what gives a full drive its space back after deletes: the journal keeps every
+        // write made to it (deleted or not) until it is sealed at 64 MB and its memtables are
+        // flushed, which on a small disk may never happen. So the journal is sealed now, the
+        // memtables flushed (which deletes the sealed journal), and both keyspaces compacted,
+        // which drops deleted entries and the blob files nothing points to any more.
+        // A store a storage failure stopped (a full disk, say) is not touched: its flush
+        // workers are gone, and the writer must be able to close it to reopen it.
+        let store = self.store()?;
+        store.stopped()?;
+        store.db.rotate_journal()?;
+        store.flush_memtables(FLUSH_WAIT_LIMIT)?;
+        store.db.drop_flushed_journals()?;
+        store.meta.major_compact()?;
+        // Twice for the values: the first pass drops the deleted entries and so finds the
+        // blob values nothing points to any more, the second drops the blob files that hold
+        // only those.
+        store.data.major_compact()?;
+        store.data.major_compact()?;
+        // The files only older versions name are deleted when those versions go; without
+        // this, that waits for later writes, which a full disk refuses.
+        for keyspace in [&store.meta, &store.data] {
+            keyspace.drop_old_versions()?;
+        }
+        Ok(())
+    }
+
+    fn disk_usage(&self) -> u64 {
+        usage::disk_usage(&self.shared)
+    }
+
+    fn approximate_len(&self) -> u64 {
+        self.store().map_or(0, |store| store.meta.approximate_len() as u64)
+    }
+
+    fn recoveries(&self) -> u64 {
+        self.shared.counters.reopenings.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn notices(&self) -> Vec<String> {
+        self.shared.notices.clone()
+    }
+}
+
+impl Drop for FjallEngine {
+    fn drop(&mut self) {
+        // Closing the queue lets the writer finish what is queued and exit.
+        self.queue.lock().take();
+        if let Some(writer) = self.writer.lock().take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+impl Shared {
+    fn store(&self) -> Result<Arc<Store>> {
+        self.slot.read().clone().ok_or_else(|| Error::Unavailable("the store is being reopened after a storage failure".into()))
+    }
+}
