@@ -18,8 +18,8 @@ mod plan_cmds;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use spindle_drive::config::ConfigFile;
-use spindle_drive::{DriveConfig, EngineKind};
+use serde::Serialize;
+use spindle_drive::DriveConfig;
 
 #[derive(Parser)]
 #[command(name = "spindle", version)]
@@ -48,13 +48,17 @@ enum Command {
     Plan(plan_cmds::PlanArgs),
 }
 
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Clone, Copy, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
 enum EngineArg {
     Fjall,
     Memory,
 }
 
-#[derive(clap::Args)]
+/// The drive's flags, named as the configuration file's keys: serialized, the flags given become
+/// the settings laid over the file's (`drive_config`). A flag not given is left out: `None`
+/// because TOML has no null, `false` by `not_given`.
+#[derive(clap::Args, Serialize)]
 struct DriveArgs {
     /// Data directory [default: ./spindle-data]
     #[arg(long)]
@@ -70,6 +74,7 @@ struct DriveArgs {
     listen: Option<std::net::IpAddr>,
     /// TOML file with settings and limits; flags override it.
     #[arg(long)]
+    #[serde(skip)]
     config: Option<PathBuf>,
     /// Storage engine [default: fjall]
     #[arg(long, value_enum)]
@@ -89,49 +94,35 @@ struct DriveArgs {
     /// Start with factory settings (default identity, no PINs) if the stored settings are
     /// missing or damaged, instead of refusing to start; a lost identity is replaced by a new one.
     #[arg(long)]
+    #[serde(skip_serializing_if = "not_given")]
     reset_settings: bool,
     /// Start even though a journal is damaged where it had been made durable: keep every intact
     /// batch, drop the damage and record what was dropped (in journal-salvage.log and GETLOG
     /// MESSAGES). Without it such a drive refuses to start.
     #[arg(long)]
+    #[serde(skip_serializing_if = "not_given")]
     salvage_journal: bool,
     /// Multi-tenant drives: keys outside a caller's scopes answer as absent ones
     /// (GETNEXT/GETPREVIOUS skip them, GETKEYRANGE counts without them) instead of NOT_AUTHORIZED.
     #[arg(long)]
+    #[serde(skip_serializing_if = "not_given")]
     hide_out_of_scope_keys: bool,
     /// For tools written against the reference simulator: merge a SECURITY message's ACL into
     /// the one in force (each entry replaces its identity's, the others stay) instead of
     /// replacing the whole list as the protocol says.
     #[arg(long)]
+    #[serde(skip_serializing_if = "not_given")]
     merge_acls: bool,
 }
 
-fn drive_config(args: &DriveArgs) -> Result<DriveConfig, Box<dyn std::error::Error>> {
-    let mut config = DriveConfig::default();
-    if let Some(path) = &args.config {
-        config = config.merge_file(path)?;
-    }
-    // Flags override the file.
-    let flags = ConfigFile {
-        data: args.data.clone(),
-        listen: args.listen,
-        port: args.port,
-        tls_port: args.tls_port,
-        engine: args.engine.map(|e| match e {
-            EngineArg::Fjall => EngineKind::Fjall,
-            EngineArg::Memory => EngineKind::Memory,
-        }),
-        capacity_bytes: args.capacity_bytes,
-        reserved_bytes: args.reserved_bytes,
-        tls_cert: args.tls_cert.clone(),
-        tls_key: args.tls_key.clone(),
-        reset_settings: args.reset_settings.then_some(true),
-        salvage_journal: args.salvage_journal.then_some(true),
-        hide_out_of_scope_keys: args.hide_out_of_scope_keys.then_some(true),
-        merge_acls: args.merge_acls.then_some(true),
-        ..ConfigFile::default()
-    };
-    Ok(config.merge(flags)?)
+/// A switch left off says nothing, so the file's setting stands.
+fn not_given(switch: &bool) -> bool {
+    !switch
+}
+
+/// The defaults, overridden by the `--config` file, overridden by the flags given.
+fn drive_config(args: &DriveArgs) -> Result<DriveConfig, spindle_drive::ConfigError> {
+    DriveConfig::load(args.config.as_deref(), args)
 }
 
 async fn run_drive(args: DriveArgs) -> Result<(), Box<dyn std::error::Error>> {
@@ -186,5 +177,40 @@ fn main() {
     if let Err(e) = result {
         eprintln!("spindle: {e}");
         std::process::exit(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drive_args(args: &[&str]) -> DriveArgs {
+        match Cli::try_parse_from(["spindle", "drive"].iter().chain(args)).unwrap().command {
+            Command::Drive(args) => args,
+            _ => unreachable!("parsed as `spindle drive`"),
+        }
+    }
+
+    /// The flags given override the file's keys; a flag or switch not given leaves the file's
+    /// value (a switch left off is not `false`).
+    #[test]
+    fn flags_given_override_the_file_and_no_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("drive.toml");
+        std::fs::write(&file, "port = 9000\ntls_port = 9443\nengine = \"memory\"\nmerge_acls = true\n[limits]\nmax_key_size = 100\n").unwrap();
+        let file = file.to_str().unwrap();
+
+        let c = drive_config(&drive_args(&["--config", file, "--port", "9001", "--hide-out-of-scope-keys"])).unwrap();
+        assert_eq!((c.port, c.tls_port, c.engine), (9001, 9443, spindle_drive::EngineKind::Memory));
+        assert!(c.hide_out_of_scope_keys && c.merge_acls && !c.reset_settings);
+        assert_eq!(c.limits.max_key_size, 100);
+        assert!(!c.reserved_bytes_configured);
+
+        let c = drive_config(&drive_args(&["--config", file, "--engine", "fjall", "--reserved-bytes", "0", "--reset-settings"])).unwrap();
+        assert_eq!((c.port, c.engine, c.reserved_bytes), (9000, spindle_drive::EngineKind::Fjall, 0));
+        assert!(c.reserved_bytes_configured && c.reset_settings);
+
+        let c = drive_config(&drive_args(&["--data", "/srv/spindle", "--listen", "0.0.0.0", "--capacity-bytes", "1000"])).unwrap();
+        assert_eq!((c.data_dir, c.listen.to_string(), c.capacity_bytes), ("/srv/spindle".into(), "0.0.0.0".into(), Some(1000)));
     }
 }

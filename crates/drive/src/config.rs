@@ -1,11 +1,17 @@
 //! Drive settings: command-line flags and an optional TOML file, with the limits as named
 //! constants from `spindle_proto::limits` unless overridden.
+//!
+//! [`DriveConfig`] is the one description of the settings: its fields are the file's keys (serde
+//! names them), its `Default` gives every default. The file and the flags given are each a
+//! TOML table; the flags' table is laid over the file's and the result read into a
+//! `DriveConfig` once ([`DriveConfig::load`]).
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use spindle_proto::Limits;
+use toml::Table;
 
 pub const DEFAULT_DATA_DIR: &str = "./spindle-data";
 pub const DEFAULT_PORT: u16 = 8123;
@@ -30,6 +36,7 @@ pub const DEFAULT_MAX_INFLIGHT_WRITE_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Which storage engine backs the drive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[cfg_attr(test, derive(Serialize))]
 #[serde(rename_all = "lowercase")]
 pub enum EngineKind {
     /// The persistent fjall engine (the product).
@@ -39,8 +46,14 @@ pub enum EngineKind {
     Memory,
 }
 
-#[derive(Debug, Clone)]
+/// The drive's settings. Read from TOML: a key left out keeps its `Default`, an unknown one is
+/// refused, `[limits]` holds the protocol's limits. (`Serialize` is for the test that every
+/// setting round-trips.)
+#[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
+#[serde(default, deny_unknown_fields)]
 pub struct DriveConfig {
+    #[serde(rename = "data")]
     pub data_dir: PathBuf,
     pub listen: IpAddr,
     pub port: u16,
@@ -51,7 +64,9 @@ pub struct DriveConfig {
     pub capacity_bytes: Option<u64>,
     pub reserved_bytes: u64,
     /// Whether `reserved_bytes` was configured; a default one is scaled to the filesystem
-    /// at start ([`DriveConfig::scale_reserve`]).
+    /// at start ([`DriveConfig::scale_reserve`]). Not a key: whether the settings held
+    /// `reserved_bytes` ([`DriveConfig::load`]).
+    #[serde(skip)]
     pub reserved_bytes_configured: bool,
     /// Block cache for the engine.
     pub cache_bytes: u64,
@@ -160,57 +175,6 @@ impl Default for DriveConfig {
     }
 }
 
-/// The TOML file: every field optional, same names as the flags.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ConfigFile {
-    pub data: Option<PathBuf>,
-    pub listen: Option<IpAddr>,
-    pub port: Option<u16>,
-    pub tls_port: Option<u16>,
-    pub engine: Option<EngineKind>,
-    pub capacity_bytes: Option<u64>,
-    pub reserved_bytes: Option<u64>,
-    pub cache_bytes: Option<u64>,
-    pub memtable_bytes: Option<u64>,
-    pub tls_cert: Option<PathBuf>,
-    pub tls_key: Option<PathBuf>,
-    pub max_inflight_write_bytes: Option<u64>,
-    pub p2p_tls_trust: Option<PathBuf>,
-    pub p2p_timeout_ms: Option<u64>,
-    pub batch_idle_timeout_ms: Option<u64>,
-    pub idle_timeout_ms: Option<u64>,
-    pub unauthenticated_timeout_ms: Option<u64>,
-    pub frame_timeout_ms: Option<u64>,
-    pub reserved_connections: Option<u32>,
-    pub reset_settings: Option<bool>,
-    pub salvage_journal: Option<bool>,
-    pub hide_out_of_scope_keys: Option<bool>,
-    pub merge_acls: Option<bool>,
-    #[serde(default)]
-    pub limits: LimitsFile,
-}
-
-/// Limit overrides, named as in the protocol's `Limits` message (snake_case).
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LimitsFile {
-    pub max_key_size: Option<u32>,
-    pub max_value_size: Option<u32>,
-    pub max_version_size: Option<u32>,
-    pub max_tag_size: Option<u32>,
-    pub max_connections: Option<u32>,
-    pub max_outstanding_read_requests: Option<u32>,
-    pub max_outstanding_write_requests: Option<u32>,
-    pub max_message_size: Option<u32>,
-    pub max_key_range_count: Option<u32>,
-    pub max_identity_count: Option<u32>,
-    pub max_operation_count_per_batch: Option<u32>,
-    pub max_batch_count_per_device: Option<u32>,
-    pub max_batch_size: Option<u32>,
-    pub max_deletes_per_batch: Option<u32>,
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read {path}: {source}")]
@@ -219,126 +183,72 @@ pub enum ConfigError {
     Parse { path: PathBuf, message: String },
     #[error("invalid limit: {0}")]
     Limit(String),
+    /// Settings that are not the file's: the command-line flags, or the two laid together.
+    #[error("invalid settings: {0}")]
+    Settings(String),
+}
+
+/// Keys a file may not set, with why. Each is a one-time choice given on the command line.
+const COMMAND_LINE_ONLY: [(&str, &str); 2] = [
+    // A file would make every later start accept lost settings silently.
+    ("reset_settings", "--reset-settings"),
+    // As above: a salvage drops data, so each one is asked for.
+    ("salvage_journal", "--salvage-journal"),
+];
+
+/// The settings in the TOML file at `path`, as a table to lay the flags over. The file alone
+/// must be a valid description: an unknown key or a value of the wrong type is refused here,
+/// with its line and column, as is a key only the command line may give.
+fn read_file(path: &Path) -> Result<Table, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
+    let invalid = |message: String| ConfigError::Parse { path: path.into(), message };
+    toml::from_str::<DriveConfig>(&text).map_err(|e| invalid(e.to_string()))?;
+    let table: Table = toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+    for (key, flag) in COMMAND_LINE_ONLY {
+        if table.contains_key(key) {
+            return Err(invalid(format!("{key} is a one-time choice: give {flag} on the command line")));
+        }
+    }
+    Ok(table)
+}
+
+/// Lays `top` over `base`: a key in both takes `top`'s value, except that two tables (such as
+/// `[limits]`) are laid over each other key by key.
+fn lay_over(base: &mut Table, top: Table) {
+    for (key, value) in top {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(below)), toml::Value::Table(above)) => lay_over(below, above),
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
 }
 
 impl DriveConfig {
-    /// Applies a TOML file on top of `self`.
-    pub fn merge_file(self, path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
-        let file: ConfigFile =
-            toml::from_str(&text).map_err(|e| ConfigError::Parse { path: path.into(), message: e.to_string() })?;
-        if file.reset_settings.is_some() {
-            // A file would make every later start accept lost settings silently.
-            return Err(ConfigError::Parse {
-                path: path.into(),
-                message: "reset_settings is a one-time choice: give --reset-settings on the command line".into(),
-            });
-        }
-        if file.salvage_journal.is_some() {
-            // As above: a salvage drops data, so each one is asked for.
-            return Err(ConfigError::Parse {
-                path: path.into(),
-                message: "salvage_journal is a one-time choice: give --salvage-journal on the command line".into(),
-            });
-        }
-        self.merge(file)
+    /// The drive's settings: the defaults, overridden by the TOML file at `file` if one is
+    /// given, overridden in turn by `flags`, then validated as a whole. `flags` holds the
+    /// command-line flags the user gave, named as the file's keys; it must leave out the ones
+    /// not given (`None` fields are left out by TOML, which has no null), or they would
+    /// override the file.
+    pub fn load(file: Option<&Path>, flags: &impl Serialize) -> Result<Self, ConfigError> {
+        let mut settings = match file {
+            Some(path) => read_file(path)?,
+            None => Table::new(),
+        };
+        let flags = Table::try_from(flags).map_err(|e| ConfigError::Settings(format!("command-line flags: {e}")))?;
+        lay_over(&mut settings, flags);
+        Self::from_table(settings)
     }
 
-    /// Applies every setting `file` gives (from a TOML file or from command-line flags).
-    pub fn merge(mut self, file: ConfigFile) -> Result<Self, ConfigError> {
-        if let Some(v) = file.data {
-            self.data_dir = v;
-        }
-        if let Some(v) = file.listen {
-            self.listen = v;
-        }
-        if let Some(v) = file.port {
-            self.port = v;
-        }
-        if let Some(v) = file.tls_port {
-            self.tls_port = v;
-        }
-        if let Some(v) = file.engine {
-            self.engine = v;
-        }
-        if file.capacity_bytes.is_some() {
-            self.capacity_bytes = file.capacity_bytes;
-        }
-        if let Some(v) = file.reserved_bytes {
-            self.reserved_bytes = v;
-            self.reserved_bytes_configured = true;
-        }
-        if let Some(v) = file.cache_bytes {
-            self.cache_bytes = v;
-        }
-        if let Some(v) = file.memtable_bytes {
-            self.memtable_bytes = v;
-        }
-        if file.tls_cert.is_some() {
-            self.tls_cert = file.tls_cert;
-        }
-        if file.tls_key.is_some() {
-            self.tls_key = file.tls_key;
-        }
-        if let Some(v) = file.max_inflight_write_bytes {
-            self.max_inflight_write_bytes = v;
-        }
-        if file.p2p_tls_trust.is_some() {
-            self.p2p_tls_trust = file.p2p_tls_trust;
-        }
-        if let Some(v) = file.p2p_timeout_ms {
-            self.p2p_timeout_ms = v;
-        }
-        if let Some(v) = file.reset_settings {
-            self.reset_settings = v;
-        }
-        if let Some(v) = file.salvage_journal {
-            self.salvage_journal = v;
-        }
-        if let Some(v) = file.hide_out_of_scope_keys {
-            self.hide_out_of_scope_keys = v;
-        }
-        if let Some(v) = file.merge_acls {
-            self.merge_acls = v;
-        }
-        for (slot, value) in [
-            (&mut self.batch_idle_timeout_ms, file.batch_idle_timeout_ms),
-            (&mut self.idle_timeout_ms, file.idle_timeout_ms),
-            (&mut self.unauthenticated_timeout_ms, file.unauthenticated_timeout_ms),
-            (&mut self.frame_timeout_ms, file.frame_timeout_ms),
-        ] {
-            if let Some(v) = value {
-                *slot = v;
-            }
-        }
-        if let Some(v) = file.reserved_connections {
-            self.reserved_connections = v;
-        }
-        let l = &mut self.limits;
-        let f = file.limits;
-        let pairs: [(&mut u32, Option<u32>); 14] = [
-            (&mut l.max_key_size, f.max_key_size),
-            (&mut l.max_value_size, f.max_value_size),
-            (&mut l.max_version_size, f.max_version_size),
-            (&mut l.max_tag_size, f.max_tag_size),
-            (&mut l.max_connections, f.max_connections),
-            (&mut l.max_outstanding_read_requests, f.max_outstanding_read_requests),
-            (&mut l.max_outstanding_write_requests, f.max_outstanding_write_requests),
-            (&mut l.max_message_size, f.max_message_size),
-            (&mut l.max_key_range_count, f.max_key_range_count),
-            (&mut l.max_identity_count, f.max_identity_count),
-            (&mut l.max_operation_count_per_batch, f.max_operation_count_per_batch),
-            (&mut l.max_batch_count_per_device, f.max_batch_count_per_device),
-            (&mut l.max_batch_size, f.max_batch_size),
-            (&mut l.max_deletes_per_batch, f.max_deletes_per_batch),
-        ];
-        for (slot, value) in pairs {
-            if let Some(v) = value {
-                *slot = v;
-            }
-        }
-        self.validate()?;
-        Ok(self)
+    /// The config `settings` describe, keys as in the TOML file; the keys left out keep their
+    /// defaults.
+    fn from_table(settings: Table) -> Result<Self, ConfigError> {
+        let reserved_bytes_configured = settings.contains_key("reserved_bytes");
+        let mut config: DriveConfig = settings.try_into().map_err(|e: toml::de::Error| ConfigError::Settings(e.to_string()))?;
+        config.reserved_bytes_configured = reserved_bytes_configured;
+        config.validate()?;
+        Ok(config)
     }
 
     /// Connection slots kept for TLS: `reserved_connections`, at most an eighth of
@@ -452,27 +362,148 @@ impl DriveConfig {
 mod tests {
     use super::*;
 
+    /// The drive's settings from a file holding `toml` and from `flags` (a TOML table too).
+    fn load(toml: &str, flags: &str) -> Result<DriveConfig, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("drive.toml");
+        std::fs::write(&path, toml).unwrap();
+        DriveConfig::load(Some(&path), &toml::from_str::<Table>(flags).unwrap())
+    }
+
     #[test]
     fn file_overrides_defaults_and_rejects_unknown_keys() {
-        let dir = tempfile_dir();
-        let path = dir.join("drive.toml");
-        std::fs::write(&path, "port = 9000\ncapacity_bytes = 1000000\n[limits]\nmax_key_size = 100\n").unwrap();
-        let c = DriveConfig::default().merge_file(&path).unwrap();
+        let c = load("port = 9000\ncapacity_bytes = 1000000\n[limits]\nmax_key_size = 100\n", "").unwrap();
         assert_eq!((c.port, c.capacity_bytes, c.limits.max_key_size), (9000, Some(1_000_000), 100));
         assert_eq!(c.limits.max_value_size, spindle_proto::limits::MAX_VALUE_SIZE);
+        assert!(!c.reserved_bytes_configured);
 
-        std::fs::write(&path, "prot = 9000\n").unwrap();
-        assert!(matches!(DriveConfig::default().merge_file(&path), Err(ConfigError::Parse { .. })));
-        std::fs::write(&path, "[limits]\nmax_key_size = 0\n").unwrap();
-        assert!(matches!(DriveConfig::default().merge_file(&path), Err(ConfigError::Limit(_))));
+        assert!(matches!(load("prot = 9000\n", ""), Err(ConfigError::Parse { .. })));
+        assert!(matches!(load("[limits]\nmax_key_size = 0\n", ""), Err(ConfigError::Limit(_))));
         // memtable_bytes is taken within its bounds and refused outside them.
-        std::fs::write(&path, format!("memtable_bytes = {MIN_MEMTABLE_BYTES}\n")).unwrap();
-        assert_eq!(DriveConfig::default().merge_file(&path).unwrap().memtable_bytes, MIN_MEMTABLE_BYTES);
+        assert_eq!(load(&format!("memtable_bytes = {MIN_MEMTABLE_BYTES}\n"), "").unwrap().memtable_bytes, MIN_MEMTABLE_BYTES);
         for outside in [MIN_MEMTABLE_BYTES - 1, MAX_MEMTABLE_BYTES + 1] {
-            std::fs::write(&path, format!("memtable_bytes = {outside}\n")).unwrap();
-            assert!(matches!(DriveConfig::default().merge_file(&path), Err(ConfigError::Limit(_))), "{outside}");
+            assert!(matches!(load(&format!("memtable_bytes = {outside}\n"), ""), Err(ConfigError::Limit(_))), "{outside}");
         }
-        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Goal: every setting is read into the config, under the key it has today. Method: a file
+    /// setting every key the file may hold, and flags setting the two it may not, each to
+    /// something other than its default; the config read from them writes back exactly those
+    /// keys and values. A new setting fails this test until it is added to `FILE`.
+    #[test]
+    fn every_setting_round_trips() {
+        const FILE: &str = r#"
+            data = "/srv/spindle"
+            listen = "0.0.0.0"
+            port = 9000
+            tls_port = 9443
+            engine = "memory"
+            capacity_bytes = 1000000000
+            reserved_bytes = 536870912
+            cache_bytes = 1048576
+            memtable_bytes = 1048576
+            tls_cert = "/etc/spindle/cert.pem"
+            tls_key = "/etc/spindle/key.pem"
+            max_inflight_write_bytes = 1048576
+            p2p_tls_trust = "/etc/spindle/peers.pem"
+            p2p_timeout_ms = 1
+            batch_idle_timeout_ms = 2
+            idle_timeout_ms = 3
+            unauthenticated_timeout_ms = 4
+            frame_timeout_ms = 5
+            reserved_connections = 6
+            hide_out_of_scope_keys = true
+            merge_acls = true
+            [limits]
+            max_key_size = 100
+            max_value_size = 101
+            max_version_size = 102
+            max_tag_size = 103
+            max_connections = 104
+            max_outstanding_read_requests = 105
+            max_outstanding_write_requests = 106
+            max_message_size = 1070
+            max_key_range_count = 108
+            max_identity_count = 109
+            max_operation_count_per_batch = 110
+            max_batch_count_per_device = 111
+            max_batch_size = 112
+            max_deletes_per_batch = 113
+        "#;
+        const FLAGS: &str = "reset_settings = true\nsalvage_journal = true\n";
+        let config = load(FILE, FLAGS).unwrap();
+        assert!(config.reserved_bytes_configured);
+
+        let mut given: Table = toml::from_str(FILE).unwrap();
+        lay_over(&mut given, toml::from_str(FLAGS).unwrap());
+        assert_eq!(Table::try_from(&config).unwrap(), given);
+        let defaults = flatten(&Table::try_from(DriveConfig::default()).unwrap());
+        for (key, value) in flatten(&given) {
+            assert_ne!(defaults.get(&key), Some(&value), "{key} is set to its default");
+        }
+    }
+
+    /// `table`'s values by dotted key (`limits.max_key_size`).
+    fn flatten(table: &Table) -> std::collections::BTreeMap<String, toml::Value> {
+        let mut flat = std::collections::BTreeMap::new();
+        for (key, value) in table {
+            match value {
+                toml::Value::Table(inner) => flat.extend(flatten(inner).into_iter().map(|(k, v)| (format!("{key}.{k}"), v))),
+                value => {
+                    flat.insert(key.clone(), value.clone());
+                }
+            }
+        }
+        flat
+    }
+
+    /// A flag overrides the file's value for its key, in `[limits]` too, and leaves the file's
+    /// other keys as they were; a reserve given by either is a configured one.
+    #[test]
+    fn flags_override_the_file_key_by_key() {
+        let file = "port = 9000\ntls_port = 9443\nhide_out_of_scope_keys = true\n[limits]\nmax_key_size = 100\nmax_tag_size = 50\n";
+        let c = load(file, "port = 9001\n[limits]\nmax_tag_size = 60\n").unwrap();
+        assert_eq!((c.port, c.tls_port, c.hide_out_of_scope_keys), (9001, 9443, true));
+        assert_eq!((c.limits.max_key_size, c.limits.max_tag_size), (100, 60));
+        assert_eq!(c.limits.max_value_size, spindle_proto::limits::MAX_VALUE_SIZE);
+        assert!(!c.reserved_bytes_configured);
+
+        assert!(load("", "reserved_bytes = 0\n").unwrap().reserved_bytes_configured);
+        assert!(load("reserved_bytes = 0\n", "port = 1\n").unwrap().reserved_bytes_configured);
+        // Validated once, laid together: a flag may mend what the file alone would fail.
+        assert!(load("memtable_bytes = 1\n", "memtable_bytes = 1048576\n").is_ok());
+        assert!(matches!(load("", "memtable_bytes = 1\n"), Err(ConfigError::Limit(_))));
+        assert!(matches!(load("", "prot = 1\n"), Err(ConfigError::Settings(m)) if m.contains("prot")));
+        // Without a file, the flags alone.
+        let flags: Table = toml::from_str("port = 9001\n").unwrap();
+        assert_eq!(DriveConfig::load(None, &flags).unwrap().port, 9001);
+    }
+
+    /// An unknown key, one the config keeps but does not read, and one only the command line
+    /// may give are refused in a file, each named.
+    #[test]
+    fn a_file_is_refused_unknown_keys_and_command_line_choices() {
+        let refused = |toml: &str| match load(toml, "") {
+            Err(ConfigError::Parse { message, .. }) => message,
+            other => panic!("{toml:?} gave {other:?}"),
+        };
+        assert!(refused("prot = 9000\n").contains("unknown field `prot`"));
+        assert!(refused("data_dir = \"/srv\"\n").contains("unknown field `data_dir`"));
+        assert!(refused("reserved_bytes_configured = true\n").contains("unknown field `reserved_bytes_configured`"));
+        let in_limits = refused("[limits]\nmax_key_size = 100\nmax_pin_size = 64\n");
+        assert!(in_limits.contains("unknown field `max_pin_size`") && in_limits.contains("line 3"), "{in_limits}");
+        assert!(refused("port = \"high\"\n").contains("line 1"));
+        assert_eq!(
+            refused("reset_settings = true\n"),
+            "reset_settings is a one-time choice: give --reset-settings on the command line"
+        );
+        assert_eq!(
+            refused("salvage_journal = false\n"),
+            "salvage_journal is a one-time choice: give --salvage-journal on the command line"
+        );
+        // Given as flags, they are taken.
+        let c = load("", "reset_settings = true\nsalvage_journal = true\n").unwrap();
+        assert!(c.reset_settings && c.salvage_journal);
     }
 
     /// A default reserve shrinks to a small filesystem with memtables to match, keeping the
@@ -495,11 +526,5 @@ mod tests {
         let mut configured = DriveConfig { reserved_bytes: 300 << 20, reserved_bytes_configured: true, ..DriveConfig::default() };
         assert_eq!(configured.scale_reserve(64 << 20), None);
         assert_eq!(configured.reserved_bytes, 300 << 20);
-    }
-
-    fn tempfile_dir() -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("spindle-config-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
     }
 }

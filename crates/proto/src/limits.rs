@@ -29,8 +29,10 @@ pub const MAX_BATCH_COUNT_PER_DEVICE: u32 = 5;
 pub const MAX_BATCH_SIZE: u32 = 16 * 1024 * 1024;
 pub const MAX_DELETES_PER_BATCH: u32 = 15;
 
-/// The limits one drive enforces.
+/// The limits one drive enforces. With the `serde` feature they are read from a table keyed by
+/// these field names (the drive's `[limits]`); a field the table leaves out keeps its default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(default, deny_unknown_fields))]
 pub struct Limits {
     pub max_key_size: u32,
     pub max_value_size: u32,
@@ -42,6 +44,9 @@ pub struct Limits {
     pub max_message_size: u32,
     pub max_key_range_count: u32,
     pub max_identity_count: u32,
+    /// Always `MAX_PIN_SIZE`: a settings table naming it is refused, as the drive's
+    /// configuration file has never offered it.
+    #[cfg_attr(feature = "serde", serde(skip))]
     pub max_pin_size: u32,
     pub max_operation_count_per_batch: u32,
     pub max_batch_count_per_device: u32,
