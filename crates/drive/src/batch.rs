@@ -19,8 +19,9 @@ use parking_lot::Mutex;
 use spindle_engine::WriteOp;
 use spindle_proto::StatusCode;
 
-use crate::handler::{Outcome, Reply};
-use crate::state::DriveState;
+use spindle_proto::Limits;
+
+use crate::reply::Reply;
 
 /// How long a START_BATCH that finds every slot taken waits for one to be freed before it is
 /// refused. A connection the client has just closed still holds its slots until the drive has
@@ -181,8 +182,13 @@ pub struct Rejected {
     pub sequences: Vec<i64>,
 }
 
+/// One connection's batches.
 pub struct Batches {
-    state: Arc<DriveState>,
+    /// The drive's slots, shared by every connection.
+    slots: Arc<BatchSlots>,
+    limits: Limits,
+    /// `batch_idle_timeout_ms`.
+    idle_timeout: Duration,
     open: HashMap<u32, OpenBatch>,
 }
 
@@ -191,12 +197,8 @@ fn invalid_batch(message: impl Into<String>) -> Reply {
 }
 
 impl Batches {
-    pub fn new(state: Arc<DriveState>) -> Self {
-        Batches { state, open: HashMap::new() }
-    }
-
-    fn idle_timeout(&self) -> Duration {
-        Duration::from_millis(self.state.config.batch_idle_timeout_ms)
+    pub fn new(slots: Arc<BatchSlots>, limits: Limits, idle_timeout: Duration) -> Self {
+        Batches { slots, limits, idle_timeout, open: HashMap::new() }
     }
 
     /// A device-wide slot for a START_BATCH of batch `id`, waiting up to [`BATCH_SLOT_WAIT`]
@@ -206,8 +208,8 @@ impl Batches {
         if self.open.get(&id).is_some_and(|b| !b.slot.is_expired()) {
             return Err(invalid_batch(format!("batch {id} is already open on this connection")));
         }
-        let max = self.state.config.limits.max_batch_count_per_device;
-        match self.state.batch_slots.acquire(max, self.idle_timeout(), BATCH_SLOT_WAIT).await {
+        let max = self.limits.max_batch_count_per_device;
+        match self.slots.acquire(max, self.idle_timeout, BATCH_SLOT_WAIT).await {
             Some(slot) => Ok(slot),
             None => Err(invalid_batch(format!("the drive already has maxBatchCountPerDevice ({max}) open batches"))),
         }
@@ -220,7 +222,7 @@ impl Batches {
             Err(refused) => return refused,
         };
         if self.open.get(&id).is_some_and(|b| !b.slot.is_expired()) {
-            self.state.batch_slots.release(&slot);
+            self.slots.release(&slot);
             return invalid_batch(format!("batch {id} is already open on this connection"));
         }
         // Batches whose slot was taken back stay only as tombstones, a bounded number of them.
@@ -237,9 +239,9 @@ impl Batches {
 
     /// Adds a PUT or DELETE (as the handler prepared it) to batch `id`. Batched operations get
     /// no answer of their own; `Some` is an answer for an operation naming no open batch.
-    pub fn add(&mut self, id: u32, sequence: i64, outcome: Outcome) -> Option<Reply> {
-        let limits = self.state.config.limits;
-        let idle = self.idle_timeout();
+    pub fn add(&mut self, id: u32, sequence: i64, op: Result<WriteOp, Reply>) -> Option<Reply> {
+        let limits = self.limits;
+        let idle = self.idle_timeout;
         let Some(batch) = self.open.get_mut(&id) else {
             return Some(invalid_batch(format!("no open batch {id} on this connection")));
         };
@@ -250,10 +252,9 @@ impl Batches {
         let problem = if !batch.slot.touch() {
             Some(dropped_message(idle))
         } else {
-            match outcome {
-                Outcome::Reply(reply) => Some(format!("{}: {}", reply.status.as_str_name(), reply.message)),
-                Outcome::NeedsDisk => Some("only puts and deletes can be batched".into()),
-                Outcome::Write { op, .. } => {
+            match op {
+                Err(reply) => Some(format!("{}: {}", reply.status.as_str_name(), reply.message)),
+                Ok(op) => {
                     batch.bytes += op.footprint() as u64;
                     batch.deletes += matches!(op, WriteOp::Delete { .. }) as u32;
                     batch.count += 1;
@@ -299,7 +300,7 @@ impl Batches {
             let alive = !batch.slot.is_expired();
             alive.then(|| batch.slot.take_ops(&mut ops))
         };
-        self.state.batch_slots.release(&batch.slot);
+        self.slots.release(&batch.slot);
         if let Some((sequence, message)) = batch.failure {
             return Err(Rejected {
                 reply: invalid_batch(format!("operation with sequence {sequence}: {message}; nothing applied")),
@@ -307,7 +308,7 @@ impl Batches {
                 sequences: batch.sequences,
             });
         }
-        let idle = self.idle_timeout();
+        let idle = self.idle_timeout;
         let Some(ops) = ops else {
             return Err(Rejected {
                 reply: invalid_batch(format!("{}; nothing applied", dropped_message(idle))),
@@ -330,7 +331,7 @@ impl Batches {
     pub fn abort(&mut self, id: u32) -> Reply {
         match self.open.remove(&id) {
             Some(batch) => {
-                self.state.batch_slots.release(&batch.slot);
+                self.slots.release(&batch.slot);
                 Reply::ok(None)
             }
             None => invalid_batch(format!("no open batch {id} on this connection")),
@@ -345,7 +346,7 @@ impl Batches {
     /// Drops every open batch and frees its slot (the connection is closing).
     pub fn close(&mut self) {
         for (_, batch) in self.open.drain() {
-            self.state.batch_slots.release(&batch.slot);
+            self.slots.release(&batch.slot);
         }
     }
 }
@@ -402,9 +403,10 @@ mod tests {
         config.limits.max_batch_count_per_device = 1;
         // Every batch is stale at once: taken back whenever another asks.
         config.batch_idle_timeout_ms = 0;
-        let state = DriveState::new(config, spindle_engine::MemEngine::new(), crate::persist::Identity::generate(), 0, 0);
-        let mut quiet = Batches::new(state.clone());
-        let other = Batches::new(state.clone());
+        let state = crate::state::DriveState::new(config, spindle_engine::MemEngine::new(), crate::persist::Identity::generate(), 0, 0);
+        let idle = Duration::from_millis(state.config.batch_idle_timeout_ms);
+        let mut quiet = Batches::new(state.batch_slots.clone(), state.config.limits, idle);
+        let other = Batches::new(state.batch_slots.clone(), state.config.limits, idle);
         for id in 0..40 {
             let slot = quiet.slot_for(id).await;
             assert_eq!(quiet.start(id, slot).status, StatusCode::Success);

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use prost::Message as _;
-use spindle_proto::pb::command::{self, Body, Header, Status};
+use spindle_proto::pb::command::{Body, GetLog, Header};
 use spindle_proto::pb::message::AuthType;
 use spindle_proto::pb::{Command, Message};
 use spindle_proto::{encode_message_head, response_type, FrameError, FrameHeader, MessageType, Signature, StatusCode, HEADER_LEN};
@@ -30,7 +30,8 @@ use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use crate::batch::Batches;
 use crate::security::{Caller, Permission};
 use spindle_proto::pb::command::PowerLevel;
-use crate::handler::{self, Outcome, Reply};
+use crate::cmd::{self, Writes};
+use crate::reply::{self, batch_body, engine_error, NeedsDisk, ReadResult, Reply};
 use crate::outbox::{Backlog, Outbox};
 use crate::state::DriveState;
 
@@ -192,7 +193,11 @@ where
         last_sequence: None,
         last_write_applied: None,
         pending_disk_reads: Vec::new(),
-        batches: Batches::new(state.clone()),
+        batches: Batches::new(
+            state.batch_slots.clone(),
+            state.config.limits,
+            std::time::Duration::from_millis(state.config.batch_idle_timeout_ms),
+        ),
         reads: Arc::new(Semaphore::new(state.config.limits.max_outstanding_read_requests as usize)),
         writes: Arc::new(Semaphore::new(state.config.limits.max_outstanding_write_requests as usize)),
     };
@@ -228,14 +233,14 @@ fn sign_on(state: &DriveState, connection_id: i64) -> Command {
             ..Header::default()
         }),
         body: Some(Body {
-            get_log: Some(Box::new(command::GetLog {
-                configuration: Some(crate::getlog::configuration(state)),
+            get_log: Some(Box::new(GetLog {
+                configuration: Some(cmd::get_log::configuration(state)),
                 limits: Some(state.config.limits.to_proto()),
-                ..command::GetLog::default()
+                ..GetLog::default()
             })),
             ..Body::default()
         }),
-        status: Some(Status { code: Some(StatusCode::Success as i32), ..Status::default() }),
+        status: Some(reply::status(StatusCode::Success, String::new())),
     }
 }
 
@@ -243,11 +248,7 @@ fn sign_on(state: &DriveState, connection_id: i64) -> Command {
 pub async fn refuse<S: AsyncWrite + Unpin>(mut stream: S, state: &DriveState, reason: &str) {
     let mut command = sign_on(state, state.new_connection_id());
     command.body = None;
-    command.status = Some(Status {
-        code: Some(StatusCode::ConnectionTerminated as i32),
-        status_message: Some(reason.into()),
-        ..Status::default()
-    });
+    command.status = Some(reply::status(StatusCode::ConnectionTerminated, reason.into()));
     let mut buf = BytesMut::new();
     encode_outgoing(&Outgoing { auth: Auth::Unsolicited, command, value: Bytes::new(), _permit: None, charged: 0 }, &mut Vec::new(), &mut buf);
     let _ = stream.write_all(&buf).await;
@@ -301,6 +302,48 @@ enum Incoming {
     Frame { message: Bytes, value: Bytes },
     /// The value exceeded maxValueSize and was skipped.
     OversizeValue { message: Bytes, len: u32 },
+}
+
+/// An authenticated request, as the dispatcher hands it to the way it runs.
+struct Request {
+    auth: Auth,
+    header: Header,
+    caller: Caller,
+    kind: MessageType,
+    raw_type: i32,
+    sequence: i64,
+    /// When its frame was read: its timeout counts from here.
+    received: std::time::Instant,
+    body: Option<Body>,
+    value: Bytes,
+    /// The length of a value over maxValueSize, skipped unread.
+    oversize: Option<u32>,
+}
+
+/// A key read, run inline under `CachedReadsOnly` and again on a blocking thread if it needs
+/// the disk.
+type Read = Box<dyn Fn(&DriveState, &Caller) -> ReadResult + Send>;
+
+/// A write command's way to the engine outside a batch: the write joins this connection's
+/// writes for the engine's writer (answered from its callback), a refusal is answered.
+struct Answering<'c, 'h> {
+    connection: &'c mut Connection,
+    /// Taken by the one answer.
+    auth: Option<Auth>,
+    header: &'h Header,
+    permit: Option<OwnedSemaphorePermit>,
+}
+
+impl Writes for Answering<'_, '_> {
+    fn write(&mut self, op: WriteOp, sync: bool) {
+        let (Some(auth), Some(permit)) = (self.auth.take(), self.permit.take()) else { return };
+        self.connection.submit_write(auth, self.header, op, sync, permit, None);
+    }
+
+    fn refuse(&mut self, reply: Reply) {
+        let Some(auth) = self.auth.take() else { return };
+        self.connection.respond(auth, self.header, reply, self.permit.take());
+    }
 }
 
 impl Connection {
@@ -449,7 +492,7 @@ impl Connection {
         }
         if !self.pending_disk_reads.is_empty() {
             let kind = header.message_type.and_then(|t| MessageType::try_from(t).ok());
-            if !kind.is_some_and(handler::is_key_read) {
+            if !kind.is_some_and(cmd::is_key_read) {
                 // Nothing but another read may overtake a read still running on the disk.
                 for done in self.pending_disk_reads.drain(..) {
                     let _ = done.await;
@@ -475,7 +518,7 @@ impl Connection {
                         Reply::error(StatusCode::InvalidRequest, format!("PIN of {} bytes exceeds maxPinSize {max}", pin.len()))
                     } else {
                         let op = command.body.and_then(|b| b.pin_op).unwrap_or_default();
-                        let (reply, verified) = crate::admin::pin_op(&self.state, pin, op).await;
+                        let (reply, verified) = cmd::pin_op::run(&self.state, pin, op).await;
                         // Only a verified PIN authenticates: a wrong one must not buy a
                         // reserved slot or the patience given to authenticated connections.
                         self.authenticated |= verified;
@@ -555,150 +598,220 @@ impl Connection {
             self.respond(auth(), &header, reply, None);
             return Ok(());
         }
-        match kind {
-            MessageType::Security | MessageType::Setup | MessageType::SetPowerLevel => {
-                let body = command.body.unwrap_or_default();
-                let reply = match kind {
-                    MessageType::Security if !caller.tls => {
-                        Reply::error(StatusCode::InvalidRequest, "SECURITY is accepted only over TLS")
-                    }
-                    MessageType::Security => crate::admin::security(&self.state, body.security.map(|s| *s).unwrap_or_default()).await,
-                    MessageType::Setup => crate::admin::setup(&self.state, body.setup.map(|s| *s).unwrap_or_default()),
-                    _ => crate::admin::set_power_level(&self.state, body.power.and_then(|p| p.level)),
-                };
-                self.state.stats.record(raw_type, value.len());
-                self.respond(auth(), &header, reply, None);
-                return Ok(());
-            }
-            _ => {}
-        }
+        let request = Request { auth: auth(), header, caller, kind, raw_type, sequence, received, body: command.body, value, oversize };
+        self.dispatch(request).await
+    }
 
-        // The in-flight permit is taken before the priority ticket: it is released only when an
-        // earlier answer reaches this connection's socket, so waiting for it is waiting for
-        // this client to read, and a ticket held meanwhile would stop every lower priority on
-        // the drive for as long as the client pleases.
-        let is_write = handler::is_write(kind);
-        let permits = match (header.batch_id, kind) {
-            (Some(_), MessageType::EndBatch) => Some(self.writes.clone()),
-            (Some(_), _) => None,
-            (None, MessageType::Mediaoptimize | MessageType::Peer2peerpush) => Some(self.writes.clone()),
-            (None, _) if is_write => Some(self.writes.clone()),
-            (None, _) => Some(self.reads.clone()),
-        };
-        let mut permit = match permits {
+    /// The one place a request type meets its command (crate::cmd) and the way the connection
+    /// runs it: at once, on the engine's writer, on a blocking thread when a read needs the
+    /// disk, or beside the connection.
+    async fn dispatch(&mut self, mut r: Request) -> Result<(), Close> {
+        use MessageType as T;
+        if let Some(id) = r.header.batch_id {
+            return self.run_batched(r, id).await;
+        }
+        let value_len = r.value.len();
+        match r.kind {
+            // Administration: answered before the priority gate, which it must be able to
+            // reach even while the drive is busy.
+            T::Security | T::Setup | T::SetPowerLevel => {
+                let body = r.body.unwrap_or_default();
+                let reply = match r.kind {
+                    T::Security if !r.caller.tls => Reply::error(StatusCode::InvalidRequest, "SECURITY is accepted only over TLS"),
+                    T::Security => cmd::security::run(&self.state, body.security.map(|s| *s).unwrap_or_default()).await,
+                    T::Setup => cmd::setup::run(&self.state, body.setup.map(|s| *s).unwrap_or_default()),
+                    _ => cmd::power::run(&self.state, body.power.and_then(|p| p.level)),
+                };
+                self.state.stats.record(r.raw_type, value_len);
+                self.respond(r.auth, &r.header, reply, None);
+            }
+            T::Mediaoptimize => {
+                let (permit, turn) = self.admit(&r, Some(self.writes.clone())).await?;
+                // Compaction takes a while: it runs beside the connection, after this
+                // connection's earlier writes, and keeps its priority while it runs.
+                self.await_applied_writes().await;
+                let mut outgoing = self.addressed(r.auth, &r.header, Reply::ok(None), permit);
+                let (state, tx) = (self.state.clone(), self.tx.clone());
+                tokio::spawn(async move {
+                    let _turn = turn;
+                    outgoing.answer(cmd::media_optimize::run(&state).await);
+                    tx.send(vec![outgoing]);
+                });
+            }
+            T::Peer2peerpush => {
+                let (permit, turn) = self.admit(&r, Some(self.writes.clone())).await?;
+                // The push reads this drive: it must see the writes this connection sent before it.
+                self.await_applied_writes().await;
+                let request = r.body.and_then(|b| b.p2p_operation).map(|p| *p).unwrap_or_default();
+                let mut outgoing = self.addressed(r.auth, &r.header, Reply::ok(None), permit);
+                let (state, tx, caller) = (self.state.clone(), self.tx.clone(), r.caller);
+                // The push talks to another drive, chosen by the client: it runs beside this
+                // connection, not in its way, and without its priority ticket, since a peer that
+                // never answers would otherwise hold every lower priority on this drive until its
+                // timeout. (MEDIAOPTIMIZE keeps its ticket: that is the drive's own, bounded work.)
+                drop(turn);
+                tokio::spawn(async move {
+                    outgoing.answer(cmd::p2p::run(state, caller, request).await);
+                    tx.send(vec![outgoing]);
+                });
+            }
+            T::Put | T::Delete | T::Flushalldata => {
+                let (permit, _turn) = self.admit(&r, Some(self.writes.clone())).await?;
+                if let Some(reply) = self.expired(&r) {
+                    self.respond(r.auth, &r.header, reply, permit);
+                    return Ok(());
+                }
+                self.state.stats.record(r.raw_type, value_len);
+                let state = self.state.clone();
+                let kv = r.body.and_then(|b| b.key_value).unwrap_or_default();
+                let mut to = Answering { connection: self, auth: Some(r.auth), header: &r.header, permit };
+                match r.kind {
+                    T::Put => cmd::put::run(&state, &r.caller, kv, r.value, &mut to),
+                    T::Delete => cmd::delete::run(&state, &r.caller, kv, &mut to),
+                    _ => cmd::flush::run(&mut to),
+                }
+            }
+            T::Get | T::Getversion | T::Getnext | T::Getprevious | T::Getkeyrange => {
+                let body = r.body.take().unwrap_or_default();
+                let read: Read = match r.kind {
+                    T::Get => Box::new(move |s, c| cmd::get::run(s, c, body.key_value.as_ref().unwrap_or(&Default::default()))),
+                    T::Getversion => Box::new(move |s, c| cmd::get_version::run(s, c, body.key_value.as_ref().unwrap_or(&Default::default()))),
+                    T::Getnext => Box::new(move |s, c| cmd::neighbour::next(s, c, body.key_value.as_ref().unwrap_or(&Default::default()))),
+                    T::Getprevious => Box::new(move |s, c| cmd::neighbour::previous(s, c, body.key_value.as_ref().unwrap_or(&Default::default()))),
+                    _ => Box::new(move |s, c| cmd::key_range::run(s, c, body.range.as_ref().unwrap_or(&Default::default()))),
+                };
+                self.run_read(r, read).await?;
+            }
+            T::Getlog | T::Mediascan | T::Noop => {
+                let (permit, _turn) = self.admit(&r, Some(self.reads.clone())).await?;
+                // It sees every write this connection sent before it.
+                self.await_applied_writes().await;
+                if let Some(reply) = self.expired(&r) {
+                    self.respond(r.auth, &r.header, reply, permit);
+                    return Ok(());
+                }
+                let body = r.body.take().unwrap_or_default();
+                let reply = match r.kind {
+                    T::Getlog => cmd::get_log::run(&self.state, &r.caller, &body.get_log.unwrap_or_default()),
+                    T::Mediascan => cmd::media_scan::run(&self.state, &r.caller, body.range.unwrap_or_default(), self.deadline(&r)),
+                    _ => cmd::noop::run(),
+                };
+                self.state.stats.record(r.raw_type, value_len + if r.kind == T::Mediascan { 0 } else { reply.value.len() });
+                self.respond(r.auth, &r.header, reply, permit);
+            }
+            T::Pinop => self.respond(r.auth, &r.header, Reply::error(StatusCode::InvalidRequest, "PINOP needs PIN authentication (PINAUTH) over TLS"), None),
+            T::StartBatch | T::EndBatch | T::AbortBatch => {
+                let reply = Reply::error(StatusCode::InvalidRequest, format!("{} needs a batchID", r.kind.as_str_name()));
+                self.respond(r.auth, &r.header, reply, None);
+            }
+            other => {
+                let reply = Reply::error(StatusCode::InvalidRequest, format!("{} is not a request message type", other.as_str_name()));
+                self.respond(r.auth, &r.header, reply, None);
+            }
+        }
+        Ok(())
+    }
+
+    /// The in-flight permit (from `permits`, if any), then the priority ticket. The permit is
+    /// taken first: it is released only when an earlier answer reaches this connection's
+    /// socket, so waiting for it is waiting for this client to read, and a ticket held
+    /// meanwhile would stop every lower priority on the drive for as long as the client
+    /// pleases. Writes held for the burst go to the engine before any wait for the ticket: they
+    /// were accepted earlier, and a higher priority elsewhere must not hold them back.
+    async fn admit(&mut self, r: &Request, permits: Option<Arc<Semaphore>>) -> Result<(Option<OwnedSemaphorePermit>, crate::priority::Ticket), Close> {
+        let permit = match permits {
             Some(p) => Some(self.acquire(p).await?),
             None => None,
         };
-        // Held until this request has run (or been handed to the writer). Writes held for the
-        // burst go to the engine before any wait here: they were accepted earlier, and a
-        // higher priority elsewhere must not hold them back.
-        // A START_BATCH waits for another client to free a batch slot before its turn: that
-        // wait is not the drive's work and must not hold lower priorities back.
-        let start_slot = match (header.batch_id, kind) {
-            (Some(id), MessageType::StartBatch) => {
-                self.flush_out();
-                Some(self.batches.slot_for(id).await)
-            }
-            _ => None,
-        };
         let state = self.state.clone();
-        if state.priorities.would_wait(header.priority) {
+        if state.priorities.would_wait(r.header.priority) {
             self.submit_pending_writes();
         }
-        let _turn = state.priorities.enter(header.priority).await;
-        if let Some(id) = header.batch_id {
-            let value = match oversize {
-                Some(len) => Err(oversize_value(&self.state, len)),
-                None => Ok(value),
-            };
-            return self.batch_command(&caller, id, kind, sequence, &header, command.body, value, auth(), permit, start_slot).await;
-        }
-        let permit = permit.take().expect("every request outside a batch takes a permit");
-        if kind == MessageType::Mediaoptimize {
-            // Compaction takes a while: it runs beside the connection, after this connection's
-            // earlier writes.
-            self.await_applied_writes().await;
-            let mut outgoing = self.addressed(auth(), &header, Reply::ok(None), Some(permit));
-            let (state, tx) = (self.state.clone(), self.tx.clone());
-            tokio::spawn(async move {
-                // Its priority holds while it runs.
-                let _turn = _turn;
-                outgoing.answer(crate::media::optimize(&state).await);
-                tx.send(vec![outgoing]);
-            });
-            return Ok(());
-        }
-        if kind == MessageType::Peer2peerpush {
-            // The push reads this drive: it must see the writes this connection sent before it.
-            self.await_applied_writes().await;
-            let request = command.body.and_then(|b| b.p2p_operation).map(|p| *p).unwrap_or_default();
-            let mut outgoing = self.addressed(auth(), &header, Reply::ok(None), Some(permit));
-            let (state, tx) = (self.state.clone(), self.tx.clone());
-            // The push talks to another drive, chosen by the client: it runs beside this
-            // connection, not in its way, and without its priority ticket, since a peer that
-            // never answers would otherwise hold every lower priority on this drive until its
-            // timeout. (MEDIAOPTIMIZE keeps its ticket: that is the drive's own, bounded work.)
-            drop(_turn);
-            tokio::spawn(async move {
-                outgoing.answer(crate::p2p::push(state, caller, request).await);
-                tx.send(vec![outgoing]);
-            });
-            return Ok(());
-        }
+        Ok((permit, state.priorities.enter(r.header.priority).await))
+    }
 
-        if !is_write {
-            // A read sees every write this connection sent before it.
-            self.await_applied_writes().await;
-        }
-        // The request's timeout (ms) counts from its arrival: one that waited too long for its
-        // turn is answered SERVICE_BUSY without running.
-        let deadline = header.timeout.filter(|t| *t > 0).map(|t| received + std::time::Duration::from_millis(t as u64));
-        if deadline.is_some_and(|d| std::time::Instant::now() > d) {
-            let reply = Reply::error(StatusCode::ServiceBusy, "the request waited longer than its timeout; retry with back-off");
-            self.respond(auth(), &header, reply, Some(permit));
+    /// When the request's timeout (ms, counted from its arrival) runs out.
+    fn deadline(&self, r: &Request) -> Option<std::time::Instant> {
+        r.header.timeout.filter(|t| *t > 0).map(|t| r.received + std::time::Duration::from_millis(t as u64))
+    }
+
+    /// SERVICE_BUSY for a request that waited longer than its timeout for its turn.
+    fn expired(&self, r: &Request) -> Option<Reply> {
+        self.deadline(r)
+            .is_some_and(|d| std::time::Instant::now() > d)
+            .then(|| Reply::error(StatusCode::ServiceBusy, "the request waited longer than its timeout; retry with back-off"))
+    }
+
+    /// A key read: inline under `CachedReadsOnly`, again on a blocking thread if it needs the
+    /// disk. It sees every write this connection sent before it.
+    async fn run_read(&mut self, r: Request, read: Read) -> Result<(), Close> {
+        let (permit, _turn) = self.admit(&r, Some(self.reads.clone())).await?;
+        self.await_applied_writes().await;
+        if let Some(reply) = self.expired(&r) {
+            self.respond(r.auth, &r.header, reply, permit);
             return Ok(());
         }
-        if kind == MessageType::Mediascan {
-            let reply = crate::media::scan(&self.state, &caller, command.body.and_then(|b| b.range).unwrap_or_default(), deadline);
-            self.state.stats.record(raw_type, 0);
-            self.respond(auth(), &header, reply, Some(permit));
-            return Ok(());
-        }
-        let value_in = value.len();
-        let key_read = handler::is_key_read(kind);
-        // Kept for running the read again should it need the disk (cheap: keys are Bytes).
-        let read_body = if key_read { command.body.clone() } else { None };
-        let outcome = {
-            let _memory_only = key_read.then(CachedReadsOnly::new);
-            handler::execute(&self.state, &caller, kind, command.body, value)
+        let answered = {
+            let _memory_only = CachedReadsOnly::new();
+            read(&self.state, &r.caller)
         };
-        match outcome {
-            Outcome::Reply(reply) => {
-                let reply = if kind == MessageType::Getlog { crate::getlog::within_limits(&self.state, reply) } else { reply };
-                self.state.stats.record(raw_type, value_in + reply.value.len());
-                self.respond(auth(), &header, reply, Some(permit));
+        match answered {
+            Ok(reply) => {
+                self.state.stats.record(r.raw_type, reply.value.len());
+                self.respond(r.auth, &r.header, reply, permit);
             }
-            Outcome::Write { op, sync } => {
-                self.state.stats.record(raw_type, value_in);
-                self.submit_write(auth(), &header, op, sync, permit, None);
-            }
-            Outcome::NeedsDisk => self.read_on_disk(auth(), &header, caller, kind, read_body, permit),
+            Err(NeedsDisk) => self.read_on_disk(r.auth, &r.header, r.caller, r.raw_type, read, permit),
+        }
+        Ok(())
+    }
+
+    /// A request carrying batchID `id` (crate::cmd::batch).
+    async fn run_batched(&mut self, r: Request, id: u32) -> Result<(), Close> {
+        let permits = (r.kind == MessageType::EndBatch).then(|| self.writes.clone());
+        let permit = match permits {
+            Some(p) => Some(self.acquire(p).await?),
+            None => None,
+        };
+        // A START_BATCH waits for another client to free a batch slot before its turn: that
+        // wait is not the drive's work and must not hold lower priorities back.
+        let slot = if r.kind == MessageType::StartBatch {
+            self.flush_out();
+            Some(self.batches.slot_for(id).await)
+        } else {
+            None
+        };
+        let state = self.state.clone();
+        if state.priorities.would_wait(r.header.priority) {
+            self.submit_pending_writes();
+        }
+        let _turn = state.priorities.enter(r.header.priority).await;
+        let value = match r.oversize {
+            Some(len) => Err(oversize_value(&self.state, len)),
+            None => Ok(r.value),
+        };
+        self.state.stats.record(r.raw_type, value.as_ref().map_or(0, |v| v.len()));
+        match cmd::batch::run(&state, &r.caller, &mut self.batches, id, r.kind, r.sequence, r.body, value, slot) {
+            cmd::batch::Step::Answer(reply) => self.respond(r.auth, &r.header, reply, None),
+            cmd::batch::Step::Held => {}
+            cmd::batch::Step::Commit { op, sequences } => match permit {
+                Some(permit) => self.submit_write(r.auth, &r.header, op, true, permit, Some(sequences)),
+                None => self.respond(r.auth, &r.header, Reply::error(StatusCode::InternalError, "END_BATCH came without its write permit"), None),
+            },
         }
         Ok(())
     }
 
     /// Runs a read that needs the disk on a blocking thread, answering it from there.
-    fn read_on_disk(&mut self, auth: Auth, header: &Header, caller: Caller, kind: MessageType, body: Option<Body>, permit: OwnedSemaphorePermit) {
+    fn read_on_disk(&mut self, auth: Auth, header: &Header, caller: Caller, raw_type: i32, read: Read, permit: Option<OwnedSemaphorePermit>) {
         let (done_tx, done_rx) = oneshot::channel();
         self.pending_disk_reads.retain_mut(|done| matches!(done.try_recv(), Err(oneshot::error::TryRecvError::Empty)));
         self.pending_disk_reads.push(done_rx);
         self.state.reads_on_disk.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut outgoing = self.addressed(auth, header, Reply::ok(None), Some(permit));
+        let mut outgoing = self.addressed(auth, header, Reply::ok(None), permit);
         // The answer is not known yet: it is charged as the largest it can be until it is,
         // so reads waiting for the disk count against the backlog as much as answered ones.
         let estimate = outgoing.command.encoded_len() + self.state.config.limits.max_value_size as usize + ANSWER_OVERHEAD;
         self.tx.recharge(&mut outgoing, estimate);
-        let raw_type = kind as i32;
         let (state, tx) = (self.state.clone(), self.tx.clone());
         let queue_depth = self.state.disk_reads.clone();
         tokio::spawn(async move {
@@ -707,7 +820,13 @@ impl Connection {
                 return;
             };
             let backlog = tx.backlog.clone();
-            let read = tokio::task::spawn_blocking(move || read_blocking(&state, caller, kind, body, raw_type, outgoing));
+            let read = tokio::task::spawn_blocking(move || {
+                // Without CachedReadsOnly a read waits for the disk: it never needs it again.
+                let reply = read(&state, &caller).unwrap_or_else(|NeedsDisk| Reply::error(StatusCode::InternalError, "a read needed the disk on the thread that may wait for it"));
+                state.stats.record(raw_type, reply.value.len());
+                outgoing.answer(reply);
+                outgoing
+            });
             match read.await {
                 Ok(mut outgoing) => {
                     let _ = done_tx.send(());
@@ -717,66 +836,6 @@ impl Connection {
                 Err(_) => backlog.remove(estimate),
             }
         });
-    }
-
-    /// A command carrying a batchID.
-    #[allow(clippy::too_many_arguments)]
-    async fn batch_command(
-        &mut self,
-        caller: &Caller,
-        id: u32,
-        kind: MessageType,
-        sequence: i64,
-        header: &Header,
-        body: Option<Body>,
-        value: Result<Bytes, Reply>,
-        auth: Auth,
-        permit: Option<OwnedSemaphorePermit>,
-        start_slot: Option<Result<Arc<crate::batch::Slot>, Reply>>,
-    ) -> Result<(), Close> {
-        self.state.stats.record(kind as i32, value.as_ref().map_or(0, |v| v.len()));
-        match kind {
-            MessageType::StartBatch => {
-                let slot = start_slot.expect("a START_BATCH's slot is sought before its turn");
-                let reply = self.batches.start(id, slot);
-                self.respond(auth, header, reply, None);
-            }
-            MessageType::AbortBatch => {
-                let reply = self.batches.abort(id);
-                self.respond(auth, header, reply, None);
-            }
-            MessageType::Put | MessageType::Delete => {
-                // An operation refused before it ran (its value over maxValueSize) still counts
-                // in the batch, and fails it, like one the handler refuses.
-                let outcome = match value {
-                    Ok(value) => handler::execute(&self.state, caller, kind, body, value),
-                    Err(refused) => Outcome::Reply(refused),
-                };
-                if let Some(reply) = self.batches.add(id, sequence, outcome) {
-                    self.respond(auth, header, reply, None);
-                }
-            }
-            MessageType::EndBatch => {
-                let count = body.as_ref().and_then(|b| b.batch.as_ref()).and_then(|b| b.count);
-                match self.batches.end(id, count) {
-                    Err(rejected) => {
-                        let mut reply = rejected.reply;
-                        reply.body = Some(Box::new(batch_body(rejected.sequences, rejected.failed_sequence)));
-                        self.respond(auth, header, reply, None);
-                    }
-                    Ok(commit) => {
-                        let permit = permit.expect("END_BATCH takes a write permit");
-                        self.submit_write(auth, header, commit.op, true, permit, Some(commit.sequences));
-                    }
-                }
-            }
-            other => {
-                self.batches.poison(id, sequence, other.as_str_name());
-                let reply = Reply::error(StatusCode::InvalidBatch, format!("{} is not allowed in a batch; the batch will fail", other.as_str_name()));
-                self.respond(auth, header, reply, None);
-            }
-        }
-        Ok(())
     }
 
     /// Drive states and permissions that stop a request before it runs: a locked drive, a
@@ -798,16 +857,7 @@ impl Connection {
                 return Some(Reply::error(StatusCode::NotAuthorized, format!("permission denied: priority {asked} is above this identity's maximum {max}")));
             }
         }
-        let needed = match kind {
-            MessageType::Getlog => Permission::Getlog,
-            MessageType::Setup => Permission::Setup,
-            MessageType::Security => Permission::Security,
-            MessageType::Peer2peerpush => Permission::P2pop,
-            MessageType::SetPowerLevel => Permission::PowerManagement,
-            MessageType::Flushalldata | MessageType::StartBatch | MessageType::EndBatch | MessageType::AbortBatch => Permission::Write,
-            MessageType::Mediascan | MessageType::Mediaoptimize => Permission::Range,
-            _ => return None,
-        };
+        let needed = cmd::permission(kind)?;
         (!caller.may(needed, None)).then(|| caller.refusal(needed))
     }
 
@@ -820,14 +870,9 @@ impl Connection {
             cluster_version: Some(self.state.cluster_version()),
             ..Header::default()
         };
-        let status = Status {
-            code: Some(reply.status as i32),
-            status_message: (!reply.message.is_empty()).then_some(reply.message),
-            ..Status::default()
-        };
         Outgoing {
             auth,
-            command: Command { header: Some(response_header), body: reply.body.map(|b| *b), status: Some(status) },
+            command: Command { header: Some(response_header), body: reply.body.map(|b| *b), status: Some(reply::status(reply.status, reply.message)) },
             value: reply.value,
             _permit: permit,
             charged: 0,
@@ -879,12 +924,7 @@ impl Connection {
                     outgoing.command.body = Some(batch_body(sequences, failed));
                 }
                 if let Err(e) = result {
-                    let reply = handler::engine_error(e);
-                    outgoing.command.status = Some(Status {
-                        code: Some(reply.status as i32),
-                        status_message: Some(reply.message),
-                        ..Status::default()
-                    });
+                    outgoing.command.status = engine_error(e).into_status();
                 }
                 tx.send(vec![outgoing]);
             }),
@@ -935,7 +975,7 @@ impl Connection {
         let command = Command {
             header: Some(Header { connection_id: Some(self.connection_id), ..Header::default() }),
             body: None,
-            status: Some(Status { code: Some(code as i32), status_message: Some(message), ..Status::default() }),
+            status: Some(reply::status(code, message)),
         };
         self.out.push(Outgoing { auth: Auth::Unsolicited, command, value: Bytes::new(), _permit: None, charged: 0 });
     }
@@ -944,26 +984,6 @@ impl Connection {
 /// The answer to a request whose value exceeded maxValueSize (and was skipped unread).
 fn oversize_value(state: &DriveState, len: u32) -> Reply {
     Reply::error(StatusCode::InvalidRequest, format!("value of {len} bytes exceeds maxValueSize {}", state.config.limits.max_value_size))
-}
-
-/// Runs a read that may wait for the disk and completes its response.
-fn read_blocking(state: &Arc<DriveState>, caller: Caller, kind: MessageType, body: Option<Body>, raw_type: i32, mut outgoing: Outgoing) -> Outgoing {
-    let reply = match handler::execute(state, &caller, kind, body, Bytes::new()) {
-        Outcome::Reply(reply) => reply,
-        // Without CachedReadsOnly a read waits for the disk; and reads never write.
-        Outcome::NeedsDisk | Outcome::Write { .. } => Reply::error(StatusCode::InternalError, "a read neither completed nor failed"),
-    };
-    state.stats.record(raw_type, reply.value.len());
-    outgoing.answer(reply);
-    outgoing
-}
-
-/// The `batch` body of an END_BATCH answer.
-fn batch_body(sequences: Vec<i64>, failed_sequence: Option<i64>) -> Body {
-    Body {
-        batch: Some(command::Batch { count: Some(sequences.len() as i32), sequence: sequences, failed_sequence }),
-        ..Body::default()
-    }
 }
 
 /// Reads exactly `len` bytes into `buf` without zero-filling it first.

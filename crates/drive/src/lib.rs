@@ -1,22 +1,20 @@
 //! The Spindle drive: a Kinetic server over the storage engine.
 //!
 //! `server` opens the engine and listens; `connection` runs one client (sign-on, framing,
-//! authentication, ordering); `handler` executes commands; `getlog`, `capacity`, `sysinfo`
-//! and `stats` describe the drive to GETLOG.
+//! authentication, ordering, back-pressure) and hands each request to its command in `cmd/`;
+//! `reply` builds every answer; `state` is what all connections share.
 
-mod admin;
 mod batch;
 mod capacity;
+mod cmd;
 pub mod config;
 mod connection;
-mod getlog;
-mod handler;
-mod media;
 pub mod memory;
 mod outbox;
-mod p2p;
 pub mod persist;
+mod pin_backoff;
 mod priority;
+mod reply;
 mod scope_view;
 mod security;
 mod server;
@@ -30,7 +28,7 @@ pub mod fuzzing;
 pub use config::{ConfigError, DriveConfig, EngineKind};
 pub use connection::Transport;
 pub use connection::MAX_DISCARDED_VALUE;
-pub use getlog::{DEVICE_LOG_ACL, DEVICE_LOG_ENGINE, NO_TEMPERATURE_SENSOR};
+pub use cmd::get_log::{DEVICE_LOG_ACL, DEVICE_LOG_ENGINE, NO_TEMPERATURE_SENSOR};
 pub use server::{start, RunningDrive};
 pub use state::DriveState;
 

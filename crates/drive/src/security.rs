@@ -370,8 +370,8 @@ impl Caller {
     }
 
     /// The NOT_AUTHORIZED answer for a refused permission.
-    pub fn refusal(&self, permission: Permission) -> crate::handler::Reply {
-        crate::handler::Reply::error(
+    pub fn refusal(&self, permission: Permission) -> crate::reply::Reply {
+        crate::reply::Reply::error(
             StatusCode::NotAuthorized,
             // "permission denied" is the reference drive's wording; clients may look for it.
             format!("permission denied: identity {} lacks {} for this request", self.identity.id, permission.name()),

@@ -119,9 +119,6 @@ pub async fn start(mut config: DriveConfig) -> Result<RunningDrive, DriveError> 
 
 /// Longest a client may take to complete the TLS handshake.
 const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-/// TLS clients being refused at once (each refusal costs a handshake, to tell the client in
-/// words its TLS stack can read); beyond these, an over-limit TLS client is simply closed.
-pub const TLS_REFUSALS_IN_PROGRESS: usize = 16;
 
 async fn accept_loop(listener: TcpListener, state: Arc<DriveState>, mut stopped: watch::Receiver<bool>, tls: Option<TlsAcceptor>) {
     loop {

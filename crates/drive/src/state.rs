@@ -27,6 +27,13 @@ pub const DISK_READS_IN_FLIGHT: usize = 32;
 /// Connection slots count as scarce once 1/this of maxConnections are taken.
 pub const CONNECTIONS_SCARCE_FRACTION: u32 = 2;
 
+/// TLS clients being refused at once (each refusal costs a handshake, to tell the client in
+/// words its TLS stack can read); beyond these, an over-limit TLS client is simply closed.
+pub const TLS_REFUSALS_IN_PROGRESS: usize = 16;
+
+/// A pooled connection to a P2P peer: who connects, to where, how.
+pub type PeerKey = (i64, String, i32, bool);
+
 pub struct DriveState {
     pub config: DriveConfig,
     pub engine: Arc<dyn Engine>,
@@ -40,8 +47,8 @@ pub struct DriveState {
     pub admin: Mutex<()>,
     /// Wrong PINs in a row and the window after the last one during which no PIN is checked
     /// (drive-wide, across every connection), so parallel connections guess no faster than
-    /// one. Never held across an await: nobody queues behind it (`admin::check_pin`).
-    pub pin_attempts: Mutex<crate::admin::PinBackoff>,
+    /// one. Never held across an await: nobody queues behind it (`cmd::check_pin`).
+    pub pin_attempts: Mutex<crate::pin_backoff::PinBackoff>,
     /// Signalled when a SET_POWER_LEVEL SHUTDOWN asks the drive to stop.
     pub shutdown: tokio::sync::Notify,
     /// Higher-priority requests run before lower-priority ones.
@@ -63,9 +70,9 @@ pub struct DriveState {
     /// Bounds the reads running on the disk at once (see `DISK_READS_IN_FLIGHT`).
     pub disk_reads: Arc<tokio::sync::Semaphore>,
     /// Batches open on all connections (bounded by maxBatchCountPerDevice).
-    pub batch_slots: crate::batch::BatchSlots,
+    pub batch_slots: Arc<crate::batch::BatchSlots>,
     /// Connections to peer drives, for PEER2PEERPUSH.
-    pub peers: Mutex<std::collections::HashMap<crate::p2p::PeerKey, spindle_client::Client>>,
+    pub peers: Mutex<std::collections::HashMap<PeerKey, spindle_client::Client>>,
     /// Footprint of the writes submitted to the engine and not yet acknowledged.
     pub inflight_write_bytes: std::sync::atomic::AtomicU64,
     events: Mutex<VecDeque<String>>,
@@ -95,7 +102,7 @@ impl DriveState {
             port,
             next_connection_id: AtomicI64::new(millis),
             open_connections: AtomicU32::new(0),
-            tls_refusals: Arc::new(tokio::sync::Semaphore::new(crate::server::TLS_REFUSALS_IN_PROGRESS)),
+            tls_refusals: Arc::new(tokio::sync::Semaphore::new(TLS_REFUSALS_IN_PROGRESS)),
             reads_on_disk: Default::default(),
             disk_reads: Arc::new(tokio::sync::Semaphore::new(DISK_READS_IN_FLIGHT)),
             batch_slots: Default::default(),

@@ -62,6 +62,10 @@ impl Writer {
     /// batch on disk that its caller was told failed. Acknowledged batches are never in the
     /// buffer: every commit flushes it to the OS before it returns.
     fn discard_buffer(&mut self) {
+        // A failed write may have left part of itself in the file: no later claim may call
+        // it durable (see `write_sync_claim`). The database is stopped after such a failure,
+        // and the next writer (after recovery cuts the part off) claims afresh.
+        self.claimed = u64::MAX;
         match self.file.get_ref().try_clone() {
             Ok(file) => {
                 let failed = std::mem::replace(&mut self.file, BufWriter::with_capacity(JOURNAL_BUFFER_BYTES, file));

@@ -16,20 +16,17 @@ use spindle_proto::pb::command::p2p_operation::Operation;
 use spindle_proto::pb::command::{Body, P2pOperation, Status};
 use spindle_proto::{MessageType, StatusCode};
 
-use crate::handler::Reply;
+use crate::reply::{engine_error, Reply};
 use crate::security::{Caller, Permission};
-use crate::state::DriveState;
+use crate::state::{DriveState, PeerKey};
 
 /// Copies in flight at once per push: enough to keep the peer connection busy, few enough to
 /// bound memory (each holds one value of up to maxValueSize).
 pub const PUSH_WINDOW: usize = 16;
 
-/// Pool key: who connects, to where, how.
-pub type PeerKey = (i64, String, i32, bool);
 
 fn status(code: StatusCode, message: impl Into<String>) -> Option<Status> {
-    let message: String = message.into();
-    Some(Status { code: Some(code as i32), status_message: (!message.is_empty()).then_some(message), ..Status::default() })
+    Some(crate::reply::status(code, message.into()))
 }
 
 fn client_status(e: &ClientError) -> Option<Status> {
@@ -72,7 +69,7 @@ async fn connect(state: &DriveState, key: &PeerKey, hmac_key: Bytes) -> Result<C
 }
 
 /// Runs one PEER2PEERPUSH for `identity` (whose HMAC key is `hmac_key`).
-pub async fn push(state: Arc<DriveState>, caller: Caller, request: P2pOperation) -> Reply {
+pub async fn run(state: Arc<DriveState>, caller: Caller, request: P2pOperation) -> Reply {
     let (identity, hmac_key) = (caller.identity.id, caller.identity.hmac_key.clone());
     let Some(peer) = request.peer.clone() else {
         return Reply::error(StatusCode::InvalidRequest, "PEER2PEERPUSH needs a peer");
@@ -155,7 +152,7 @@ async fn copy_one(state: &DriveState, caller: &Caller, peer: &Client, mut op: Op
             return (op, 0);
         }
         Err(e) => {
-            op.status = crate::handler::engine_error(e).into_status();
+            op.status = engine_error(e).into_status();
             return (op, 0);
         }
     };

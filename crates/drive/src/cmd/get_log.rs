@@ -5,6 +5,7 @@ use spindle_proto::pb::command::get_log::{self, Type};
 use spindle_proto::pb::command;
 use spindle_proto::{StatusCode, PROTOCOL_VERSION};
 
+use crate::reply::Reply;
 use crate::security::{Caller, Permission};
 use crate::state::DriveState;
 
@@ -15,6 +16,14 @@ pub const DEVICE_LOG_ACL: &str = "com.spindle:acl";
 
 /// Name reported when the machine exposes no temperature sensor.
 pub const NO_TEMPERATURE_SENSOR: &str = "none: this machine exposes no temperature sensor";
+
+/// GETLOG: the requested log types, within the limits the drive advertises.
+pub fn run(state: &DriveState, caller: &Caller, requested: &command::GetLog) -> Reply {
+    let mut out = command::GetLog::default();
+    let (status, message, value) = fill(state, caller, requested, &mut out);
+    let body = command::Body { get_log: Some(Box::new(out)), ..command::Body::default() };
+    within_limits(state, Reply { status, message, body: Some(Box::new(body)), value })
+}
 
 /// The configuration block (also part of the sign-on message).
 pub fn configuration(state: &DriveState) -> get_log::Configuration {
@@ -48,7 +57,7 @@ pub fn configuration(state: &DriveState) -> get_log::Configuration {
 
 /// Fills a GETLOG response for the requested types. Returns the status, its message and the
 /// value section (DEVICE logs travel there).
-pub fn fill(state: &DriveState, caller: &Caller, requested: &command::GetLog, out: &mut command::GetLog) -> (StatusCode, String, Bytes) {
+fn fill(state: &DriveState, caller: &Caller, requested: &command::GetLog, out: &mut command::GetLog) -> (StatusCode, String, Bytes) {
     let mut message = String::new();
     let mut value = Bytes::new();
     // Each type is answered once, however often it is asked for: a request repeating one
@@ -156,12 +165,12 @@ const ANSWER_HEADROOM: usize = 4096;
 
 /// Refuses a GETLOG answer that would exceed the limits the drive advertises (maxMessageSize
 /// for the message, maxValueSize for a DEVICE log): a client sized its buffers by them.
-pub fn within_limits(state: &DriveState, reply: crate::handler::Reply) -> crate::handler::Reply {
+fn within_limits(state: &DriveState, reply: Reply) -> Reply {
     use prost::Message as _;
     let limits = &state.config.limits;
     let message_len = reply.body.as_ref().map_or(0, |b| b.encoded_len()) + reply.message.len() + ANSWER_HEADROOM;
     if message_len > limits.max_message_size as usize || reply.value.len() > limits.max_value_size as usize {
-        return crate::handler::Reply::error(
+        return Reply::error(
             StatusCode::InvalidRequest,
             format!("the answer would exceed maxMessageSize ({}) or maxValueSize ({}); ask for fewer log types", limits.max_message_size, limits.max_value_size),
         );

@@ -1,4 +1,4 @@
-//! MEDIASCAN and MEDIAOPTIMIZE over a key range.
+//! MEDIASCAN over a key range.
 //!
 //! A scan reads every entry in the range and checks its value against the CRC32C the engine
 //! stored with it and, when the client stored an integrity tag with a known algorithm (SHA1,
@@ -18,7 +18,7 @@ use spindle_engine::{Entry, KeyRange};
 use spindle_proto::pb::command::{Algorithm, Body, Range};
 use spindle_proto::StatusCode;
 
-use crate::handler::Reply;
+use crate::reply::{engine_error, Reply};
 use crate::security::{Caller, Permission};
 use crate::state::DriveState;
 
@@ -102,7 +102,7 @@ impl Budget {
     }
 }
 
-pub fn scan(state: &DriveState, caller: &Caller, range: Range, deadline: Option<Instant>) -> Reply {
+pub fn run(state: &DriveState, caller: &Caller, range: Range, deadline: Option<Instant>) -> Reply {
     let (mut q, max_failures) = match query(&range, state.config.limits.max_key_range_count) {
         Ok(q) => q,
         Err(r) => return r,
@@ -164,7 +164,7 @@ pub fn scan(state: &DriveState, caller: &Caller, range: Range, deadline: Option<
                     }
                 }
             }
-            Err(e) => return crate::handler::engine_error(e),
+            Err(e) => return engine_error(e),
         };
         let full_page = keys.len() == page;
         page = (page * 2).min(PAGE);
@@ -294,20 +294,6 @@ fn printable(key: &[u8]) -> String {
     format!("\"{}\"", key.escape_ascii())
 }
 
-/// MEDIAOPTIMIZE: compacts the store (fjall compacts whole keyspaces, so the range only
-/// bounds what the caller must be allowed to touch).
-pub async fn optimize(state: &std::sync::Arc<DriveState>) -> Reply {
-    let engine = state.engine.clone();
-    let result = tokio::task::spawn_blocking(move || engine.compact()).await;
-    // It freed space (or tried): the next write must see the filesystem as it is now.
-    state.capacity.invalidate();
-    match result {
-        Ok(Ok(())) => Reply::ok(None),
-        Ok(Err(e)) => crate::handler::engine_error(e),
-        Err(e) => Reply::error(StatusCode::InternalError, e.to_string()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -386,7 +372,7 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let range = Range { start_key: Some(Bytes::new()), start_key_inclusive: Some(true), end_key: Some(Bytes::from_static(b"zzzz")), ..Range::default() };
-            drop(tx.send(scan(&state, &caller, range, deadline)));
+            drop(tx.send(run(&state, &caller, range, deadline)));
         });
         let reply = rx.recv_timeout(std::time::Duration::from_secs(20)).expect("the scan ended");
         let _ = std::fs::remove_dir_all(dir);
