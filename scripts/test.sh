@@ -2,6 +2,7 @@
 # Installs whatever is missing, then runs every test:
 #   1. the Rust workspace: unit and property tests, integration tests over real TCP against
 #      spawned drives, the SIGKILL and power-cut durability tests, the fuzz-corpus replay;
+#      later, clippy over every crate and target with every warning an error;
 #   2. the Java interoperability suite (reference client com.seagate.kinetic:kinetic-client
 #      0.8.0.4 from Maven Central) against a freshly started drive;
 #   3. the official YCSB client with Spindle's Java binding, and a cross-check of the Rust YCSB
@@ -100,8 +101,14 @@ check() { # NAME LOG COMMAND...
 }
 spindle=$root/target/debug/spindle
 
+check "vendored crates are upstream + patch queue" "$logs/vendor.log" scripts/check-vendor.sh
 echo "== the drive-only build (no bench lab) compiles"
 check "drive-only build" "$logs/drive-only.log" cargo check --locked -p spindle-cli --no-default-features
+
+echo "== clippy, warnings as errors: every crate and target, then the drive-only build"
+# The lints are the workspace's (Cargo.toml [workspace.lints]) plus each crate root's attributes.
+check "clippy" "$logs/clippy.log" cargo clippy --workspace --all-targets --locked -- -D warnings
+check "clippy drive-only build" "$logs/clippy-drive-only.log" cargo clippy --locked -p spindle-cli --no-default-features -- -D warnings
 
 echo "== directory-sync audit (strace): every entry the drive creates or renames is synced"
 check "fsync audit" "$logs/fsync-audit.log" scripts/fsync-audit.sh "$spindle"

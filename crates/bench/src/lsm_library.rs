@@ -9,6 +9,8 @@
 //! `connections x depth` requests in flight is one thread calling the library, as a threaded
 //! server would; both libraries are thread-safe and group concurrent synchronous writes.
 
+#![allow(unsafe_code, reason = "every call into a library loaded at run time is foreign; every block says why it is sound")]
+
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -105,6 +107,7 @@ pub struct LsmDb {
 // concurrent use from several threads without external synchronisation; nothing here mutates
 // them after `open`.
 unsafe impl Send for LsmDb {}
+// SAFETY: as for Send: the handles may be used from several threads at once.
 unsafe impl Sync for LsmDb {}
 
 fn lib_err(kind: LsmKind, what: impl std::fmt::Display) -> BenchError {
@@ -118,6 +121,7 @@ fn take_error(api: &Api, err: *mut c_char) -> Option<String> {
     }
     // SAFETY: a non-null error is a NUL-terminated string the library malloc'ed for us.
     let message = unsafe { CStr::from_ptr(err) }.to_string_lossy().into_owned();
+    // SAFETY: the string came from the library's malloc, was copied above and is freed once.
     unsafe { (api.free)(err.cast()) };
     Some(message)
 }

@@ -336,7 +336,7 @@ fn sweep_chart(all: &[Results], experiment: &str, title: &str, path: &Path) -> R
 /// Operations per 10 ms bin, as bars.
 fn histogram_chart(title: &str, bins: &Value, path: &Path) -> Result<(), BenchError> {
     let counts: Vec<f64> = bins.as_array().into_iter().flatten().map(f).collect();
-    let max = counts.iter().cloned().fold(1.0, f64::max) * 1.1;
+    let max = counts.iter().copied().fold(1.0, f64::max) * 1.1;
     let root = SVGBackend::new(path, (800, 400)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let mut chart = ChartBuilder::on(&root)

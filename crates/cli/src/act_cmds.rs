@@ -180,7 +180,7 @@ impl Reporter<'_> {
         }
     }
 
-    fn event(&mut self, e: Event) {
+    fn event(&mut self, e: Event<'_>) {
         match e {
             Event::Prepared { seconds } => self.say(&format!("prepared (salted) in {seconds:.1} s")),
             Event::RunStarted { rating, rates, histograms } => {

@@ -1,5 +1,7 @@
 //! `spindle`: run a drive, talk to one, benchmark one.
 
+#![forbid(unsafe_code)]
+
 // The bench lab's commands, built with the default `lab` feature; a drive built without it
 // (`--no-default-features`) links none of the lab's crates.
 #[cfg(feature = "lab")]

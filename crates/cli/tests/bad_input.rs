@@ -348,7 +348,7 @@ async fn a_disk_that_fills_up_refuses_writes_and_recovers_once_freed() {
     let value = |i: usize| Bytes::from(vec![i as u8; if i % 3 == 2 { 100 } else { 256 * 1024 }]);
     let options = |i: usize| PutOptions {
         force: true,
-        sync: if i % 2 == 0 { Synchronization::Writethrough } else { Synchronization::Writeback },
+        sync: if i.is_multiple_of(2) { Synchronization::Writethrough } else { Synchronization::Writeback },
         ..PutOptions::default()
     };
 

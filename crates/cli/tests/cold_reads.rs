@@ -19,7 +19,7 @@ fn key(i: usize) -> Vec<u8> {
 
 /// Small values (in tables) and large ones (in blob files).
 fn old_value(i: usize) -> Bytes {
-    let len = if i % 2 == 0 { 300 } else { 12_000 };
+    let len = if i.is_multiple_of(2) { 300 } else { 12_000 };
     Bytes::from((0..len).map(|n| (i as u8) ^ (n as u8)).collect::<Vec<u8>>())
 }
 

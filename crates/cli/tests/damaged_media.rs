@@ -200,7 +200,7 @@ async fn a_journal_damaged_where_it_was_synced_stops_the_start_until_salvaged() 
         }
     }
     // 16 bytes touch at most two one-put batches.
-    assert!(found >= KEYS - 2 && found < KEYS, "{found} of {KEYS} keys after the salvage");
+    assert!((KEYS - 2..KEYS).contains(&found), "{found} of {KEYS} keys after the salvage");
     let messages = c.get_log(&[spindle_client::LogType::Messages]).await.unwrap().messages.unwrap_or_default();
     let messages = String::from_utf8_lossy(&messages);
     assert!(messages.contains("salvaged") && messages.contains(name), "GETLOG MESSAGES: {messages}");

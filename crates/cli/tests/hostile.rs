@@ -401,7 +401,7 @@ async fn connection_slots_are_timed_out_and_kept_for_tls() {
     plain.noop().await.unwrap();
     // Those closed are the idle ones beyond half of maxConnections (20); the rest may stay.
     let mut still_open = 0;
-    for (s, _) in idle.iter_mut() {
+    for (s, _) in &mut idle {
         let mut rest = Vec::new();
         if tokio::time::timeout(Duration::from_millis(100), s.read_to_end(&mut rest)).await.is_err() {
             still_open += 1;
@@ -758,7 +758,7 @@ async fn waits_for_a_peer_or_a_batch_slot_hold_no_priority() {
     let mut pusher = RawConn::connect(&drive.addr).await;
     let push = P2pOperation {
         peer: Some(PeerProto { hostname: Some("127.0.0.1".into()), port: Some(stuck_port as i32), tls: Some(false) }),
-        operation: vec![spindle_proto::pb::command::p2p_operation::Operation { key: Some(b("k")), force: Some(true), ..Operation::default() }],
+        operation: vec![Operation { key: Some(b("k")), force: Some(true), ..Operation::default() }],
         ..P2pOperation::default()
     };
     let h = spindle_proto::pb::command::Header { priority: Some(7), ..pusher.header(MessageType::Peer2peerpush) };

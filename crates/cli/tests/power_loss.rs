@@ -210,8 +210,12 @@ fn keys(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}-{i:04}")).collect()
 }
 
+/// One writer of a case: its synchronization, a FLUSHALLDATA every so many writes (if any),
+/// the (least, most) value size, and how many keys it writes.
+type WriterSpec = (Synchronization, Option<usize>, (usize, usize), usize);
+
 /// The cycles of one case: start, check, load, kill, cut.
-async fn run_case(name: &str, extra: &[&str], workers: &[(Synchronization, Option<usize>, (usize, usize), usize)]) -> Option<Ledger> {
+async fn run_case(name: &str, extra: &[&str], workers: &[WriterSpec]) -> Option<Ledger> {
     let dir = tempfile::tempdir().unwrap();
     let mut fs = mount(dir.path())?;
     let data: PathBuf = fs.mountpoint().join("data");

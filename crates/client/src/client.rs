@@ -440,6 +440,7 @@ pub(crate) fn encode_request_head(config: &ClientConfig, mac: &HmacKey, command:
 /// connection sending many requests encodes them without allocating.
 pub(crate) fn encode_signed(config: &ClientConfig, mac: &HmacKey, command: &Command, value_len: u32, scratch: &mut Vec<u8>, out: &mut BytesMut) {
     scratch.clear();
+    #[allow(clippy::expect_used, reason = "encode fails only when the buffer cannot grow; a Vec always can")]
     command.encode(scratch).expect("a Vec grows on demand");
     let hmac = mac.sign(scratch);
     encode_message_head(Signature::Hmac { identity: config.identity, hmac: Some(&hmac) }, scratch, value_len, out);
@@ -506,13 +507,13 @@ async fn tls_connect(
     for cert in certs {
         roots.add(cert).map_err(|e| bad(format!("{}: {e}", trust.display())))?;
     }
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| bad(e.to_string()))?
         .with_root_certificates(roots)
         .with_no_client_auth();
-    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
     // Drives are addressed by IP; the generated certificate names 127.0.0.1 and localhost.
     let name = ServerName::try_from(stream.peer_addr()?.ip().to_string()).map_err(|e| bad(e.to_string()))?;
     tokio::time::timeout(timeout, connector.connect(name, stream)).await.map_err(|_| ClientError::Timeout(timeout))?.map_err(ClientError::Io)

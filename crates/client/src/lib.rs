@@ -11,6 +11,11 @@
 //! # Ok(()) }
 //! ```
 
+#![forbid(unsafe_code)]
+// No `unwrap`/`expect` outside tests: a failure that can happen is a typed error, and an
+// invariant that cannot fail says why at an `#[allow]`. Tests, benches and doctests may unwrap.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 mod admin;
 mod batch;
 mod client;

@@ -10,7 +10,7 @@ static GLOBAL: memory::Allocator = memory::ALLOCATOR;
 /// Reads a jemalloc control of type `T`.
 fn read_ctl<T: Default>(name: &std::ffi::CStr) -> T {
     let mut value = T::default();
-    let mut len = std::mem::size_of::<T>();
+    let mut len = size_of::<T>();
     // SAFETY: every name read below is a control of type `T`; `value` and `len` outlive the call.
     let rc = unsafe {
         tikv_jemalloc_sys::mallctl(name.as_ptr(), (&mut value as *mut T).cast(), &mut len, std::ptr::null_mut(), 0)

@@ -5,6 +5,12 @@
 //! Two implementations sit behind [`Engine`]: [`FjallEngine`] (on disk, the product) and
 //! [`MemEngine`] (in memory, for tests and for measuring the protocol path alone).
 
+// Unsafe only at system calls libc has no safe wrapper for, each allowed where it stands.
+#![deny(unsafe_code)]
+// No `unwrap`/`expect` outside tests: a failure that can happen is a typed error, and an
+// invariant that cannot fail says why at an `#[allow]`. Tests, benches and doctests may unwrap.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 pub mod dirsync;
 mod error;
 mod fjall_engine;
@@ -26,6 +32,7 @@ pub use types::{Check, Entry, KeyRange, Meta};
 
 /// Helpers for tests of code above the engine.
 #[doc(hidden)]
+#[allow(clippy::unwrap_used, clippy::expect_used, reason = "test support, for tests and fuzz targets: a failed setup is the test failing")]
 pub mod testing {
     use std::os::unix::io::AsRawFd;
     use std::path::{Path, PathBuf};
@@ -138,6 +145,7 @@ pub mod testing {
                 };
                 file.sync_all()?;
                 // SAFETY: advice on a descriptor that stays open for the call.
+                #[allow(unsafe_code, reason = "posix_fadvise has no safe wrapper")]
                 let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
                 if rc != 0 {
                     return Err(std::io::Error::from_raw_os_error(rc));

@@ -33,13 +33,13 @@ pub struct WriteRequest {
 
 impl WriteRequest {
     /// Answers the request with `result`: applied (or failed), then acknowledged.
-    pub fn finish(mut self, result: crate::Result<()>) {
+    pub fn finish(mut self, result: Result<()>) {
         self.answer(result);
     }
 
     /// Answers the request now, if it has not been: its callbacks are replaced by ones that
     /// do nothing, so that dropping it later answers nothing twice.
-    fn answer(&mut self, result: crate::Result<()>) {
+    fn answer(&mut self, result: Result<()>) {
         if let Some(applied) = self.on_applied.take() {
             applied(result.clone());
         }

@@ -14,7 +14,7 @@ fn key(i: usize) -> Vec<u8> {
 
 /// Small values (in tables) and large ones (in blob files), each naming its key.
 fn value(i: usize) -> Bytes {
-    let len = if i % 2 == 0 { 200 } else { 9_000 };
+    let len = if i.is_multiple_of(2) { 200 } else { 9_000 };
     Bytes::from((0..len).map(|n| (i as u8).wrapping_mul(31) ^ (n as u8)).collect::<Vec<u8>>())
 }
 

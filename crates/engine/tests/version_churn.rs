@@ -22,7 +22,7 @@ fn key(i: usize) -> Vec<u8> {
 
 /// Alternately small (inline) and large (blob file) values, each naming its key.
 fn value(i: usize) -> Bytes {
-    let len = if i % 2 == 0 { 100 } else { 5_000 };
+    let len = if i.is_multiple_of(2) { 100 } else { 5_000 };
     let stamp = (i as u32).to_le_bytes();
     Bytes::from((0..len).map(|n| stamp[n % 4] ^ (n as u8)).collect::<Vec<u8>>())
 }
@@ -61,7 +61,7 @@ fn acknowledged_writes_stay_readable_while_versions_change() {
                     x ^= x >> 7;
                     x ^= x << 17;
                     // Most reads on the newest keys, which live in memtables being sealed.
-                    let i = if x % 2 == 0 { upto - 1 - (x as usize / 2) % upto.min(64) } else { x as usize % upto };
+                    let i = if x.is_multiple_of(2) { upto - 1 - (x as usize / 2) % upto.min(64) } else { x as usize % upto };
                     check(&engine, i);
                     reads += 1;
                 }

@@ -7,6 +7,8 @@
 //! in `docs/design.md` ("Storage-tier planner"). This crate knows nothing of the network or of
 //! the other Spindle crates: bench results reach it as JSON files.
 
+#![forbid(unsafe_code)]
+
 pub mod catalogue;
 pub mod curve;
 pub mod design;

@@ -12,6 +12,9 @@
 //! and exit 0: a parent should close stdin (or send `quit`) to stop it, never SIGKILL it, which
 //! would leave a dead mount ("Transport endpoint is not connected") behind.
 
+// Unsafe only for the signal mask, allowed where it stands.
+#![deny(unsafe_code)]
+
 use std::io::{self, BufRead, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -28,6 +31,7 @@ enum Event {
 
 /// Blocks SIGINT, SIGTERM and SIGHUP in this thread and every thread spawned after it, so that
 /// only [`wait_signal`] receives them.
+#[allow(unsafe_code, reason = "sigset_t and pthread_sigmask(3) have no safe wrapper in std")]
 fn block_termination_signals() -> io::Result<libc::sigset_t> {
     // SAFETY: `set` is a plain sigset_t owned here, initialised by sigemptyset before use;
     // pthread_sigmask only changes the calling thread's signal mask.
@@ -48,6 +52,7 @@ fn block_termination_signals() -> io::Result<libc::sigset_t> {
 fn wait_signal(set: &libc::sigset_t) -> i32 {
     let mut sig = 0;
     // SAFETY: `set` is an initialised sigset_t and `sig` a valid out-pointer.
+    #[allow(unsafe_code, reason = "sigwait(3) has no safe wrapper in std")]
     let rc = unsafe { libc::sigwait(set, &mut sig) };
     if rc == 0 {
         sig

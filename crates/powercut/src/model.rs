@@ -76,7 +76,7 @@ const PAGE_BYTES: u64 = PAGE_SIZE as u64;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Errno(pub i32);
 
-#[allow(missing_docs)]
+#[allow(missing_docs, reason = "the constants are libc's errno values under libc's names")]
 impl Errno {
     pub const EPERM: Errno = Errno(libc::EPERM);
     pub const ENOENT: Errno = Errno(libc::ENOENT);

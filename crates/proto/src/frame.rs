@@ -217,6 +217,7 @@ pub fn encode_frame_head(message: &Message, value_len: u32, out: &mut BytesMut) 
     out.put_u8(MAGIC);
     out.put_u32(message_len as u32);
     out.put_u32(value_len);
+    #[allow(clippy::expect_used, reason = "encode fails only when the buffer cannot grow; a BytesMut always can")]
     message
         .encode(out)
         .expect("BytesMut grows on demand, so encoding cannot run out of space");

@@ -9,8 +9,14 @@ type HmacSha1 = Hmac<Sha1>;
 /// Length of an HMAC-SHA1 tag.
 pub const HMAC_LEN: usize = 20;
 
+/// The HMAC state for `key`, its pads hashed.
+#[allow(clippy::expect_used, reason = "HMAC takes keys of any length (a long one is hashed first), so InvalidLength never comes")]
+fn mac_for(key: &[u8]) -> HmacSha1 {
+    HmacSha1::new_from_slice(key).expect("HMAC accepts keys of any length")
+}
+
 fn keyed(key: &[u8], command_bytes: &[u8]) -> HmacSha1 {
-    let mut mac = HmacSha1::new_from_slice(key).expect("HMAC accepts keys of any length");
+    let mut mac = mac_for(key);
     if !command_bytes.is_empty() {
         mac.update(&(command_bytes.len() as u32).to_be_bytes());
         mac.update(command_bytes);
@@ -33,7 +39,7 @@ impl std::fmt::Debug for HmacKey {
 
 impl HmacKey {
     pub fn new(key: &[u8]) -> Self {
-        HmacKey { keyed: HmacSha1::new_from_slice(key).expect("HMAC accepts keys of any length") }
+        HmacKey { keyed: mac_for(key) }
     }
 
     fn with(&self, command_bytes: &[u8]) -> HmacSha1 {

@@ -2,6 +2,9 @@
 //! memory, so the buffer address, the length and the file offset must all be multiples of the
 //! device's logical block size. 4096 covers every block size ACT probes.
 
+// std allocates with a chosen alignment only through the raw allocator.
+#![allow(unsafe_code, reason = "an owned buffer over a raw aligned allocation; every block says why it is sound")]
+
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;
 

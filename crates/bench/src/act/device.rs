@@ -202,6 +202,7 @@ fn create_file(path: &Path, bytes: u64) -> Result<(), ActError> {
     file.set_len(bytes).map_err(|e| io(path, "resize", e))?;
     let len = libc::off_t::try_from(bytes).map_err(|_| ActError::Config(format!("{bytes} B is too large a file")))?;
     // SAFETY: a plain system call on a file descriptor we own.
+    #[allow(unsafe_code, reason = "posix_fallocate(3) has no safe wrapper in std")]
     let rc = unsafe { libc::posix_fallocate(std::os::fd::AsRawFd::as_raw_fd(&file), 0, len) };
     if rc != 0 {
         return Err(io(path, "allocate", std::io::Error::from_raw_os_error(rc)));

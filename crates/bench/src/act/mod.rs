@@ -128,6 +128,7 @@ pub enum Event<'a> {
 /// settling time passes.
 fn settle(wait: std::time::Duration) {
     // SAFETY: sync(2) takes no arguments and cannot fail.
+    #[allow(unsafe_code, reason = "sync(2) has no safe wrapper in std")]
     unsafe { libc::sync() };
     std::thread::sleep(wait);
 }
@@ -156,7 +157,7 @@ fn finish_run(rating: u32, rates: Rates, outcome: Outcome) -> RunReport {
 }
 
 /// Steps `plan.ladder` with `one_run(rating, rates, on_slice)`, reporting through `events`.
-fn step(results: &mut ActResults, events: &mut dyn FnMut(Event), mut one_run: impl FnMut(&Rates, &mut dyn FnMut(&Slice)) -> Result<Outcome, ActError>, histograms: &[&'static str]) -> Result<(), ActError> {
+fn step(results: &mut ActResults, events: &mut dyn FnMut(Event<'_>), mut one_run: impl FnMut(&Rates, &mut dyn FnMut(&Slice)) -> Result<Outcome, ActError>, histograms: &[&'static str]) -> Result<(), ActError> {
     let ladder = results.plan.ladder.clone();
     let workload = results.plan.workload.clone();
     let (_, certified) = certify(
@@ -179,7 +180,7 @@ fn step(results: &mut ActResults, events: &mut dyn FnMut(Event), mut one_run: im
 }
 
 /// Device mode: opens (and with `plan.prep` salts) the device, then steps the ladder.
-pub fn certify_device(spec: &DeviceSpec, plan: &Plan, events: &mut dyn FnMut(Event)) -> Result<ActResults, ActError> {
+pub fn certify_device(spec: &DeviceSpec, plan: &Plan, events: &mut dyn FnMut(Event<'_>)) -> Result<ActResults, ActError> {
     plan.check()?;
     let device = Device::open(spec, &plan.workload)?;
     let mut results = new_results(Mode::Device, spec.path.display().to_string(), plan);

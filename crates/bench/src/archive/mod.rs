@@ -193,7 +193,9 @@ async fn used_bytes(drives: &Drives, names: &[String]) -> Result<u64, ArchiveErr
 /// machine (loopback or localhost). Err: why not.
 fn cache_drop_possible(drives: &[String]) -> Result<(), String> {
     // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
+    #[allow(unsafe_code, reason = "geteuid(2) has no safe wrapper in std")]
+    let euid = unsafe { libc::geteuid() };
+    if euid != 0 {
         return Err("not running as root: /proc/sys/vm/drop_caches is not writable".into());
     }
     let local = |d: &String| {
@@ -208,6 +210,7 @@ fn cache_drop_possible(drives: &[String]) -> Result<(), String> {
 
 fn drop_page_cache() -> Result<(), String> {
     // SAFETY: sync has no preconditions; it writes dirty pages so that dropping frees them.
+    #[allow(unsafe_code, reason = "sync(2) has no safe wrapper in std")]
     unsafe { libc::sync() };
     std::fs::write("/proc/sys/vm/drop_caches", "3\n").map_err(|e| format!("/proc/sys/vm/drop_caches: {e}"))
 }
@@ -323,7 +326,6 @@ pub async fn run(spec: ArchiveSpec, model: ModelSummary, mut progress: impl FnMu
     Ok(results)
 }
 
-#[allow(clippy::too_many_arguments)]
 /// Where a row was measured: envelope, level, the fileset and the drives' used bytes then.
 struct Point<'a> {
     envelope: Envelope,
@@ -332,7 +334,7 @@ struct Point<'a> {
     drive_used_bytes: u64,
 }
 
-fn push_row(results: &mut ArchiveResults, progress: &mut impl FnMut(&ArchiveResults), at: &Point, workload: &'static str, measured: Measured, page_cache_dropped: bool) {
+fn push_row(results: &mut ArchiveResults, progress: &mut impl FnMut(&ArchiveResults), at: &Point<'_>, workload: &'static str, measured: Measured, page_cache_dropped: bool) {
     let Point { envelope, level, fileset, drive_used_bytes } = *at;
     results.rows.push(Row {
         envelope,

@@ -1,6 +1,6 @@
 //! Test support: a real `spindle drive` process on a free loopback port with its own data
 //! directory, and a raw connection for sending hand-made frames.
-#![allow(dead_code)]
+#![allow(dead_code, reason = "each test binary includes this module and uses a different part of it")]
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
