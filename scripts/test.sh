@@ -102,6 +102,7 @@ check() { # NAME LOG COMMAND...
 spindle=$root/target/debug/spindle
 
 check "vendored crates are upstream + patch queue" "$logs/vendor.log" scripts/check-vendor.sh
+check "no import cycle between the modules of any crate" "$logs/module-cycles.log" scripts/module-cycles.py
 echo "== the drive-only build (no bench lab) compiles"
 check "drive-only build" "$logs/drive-only.log" cargo check --locked -p spindle-cli --no-default-features
 

@@ -1,7 +1,6 @@
 //! Atomic batches: puts and deletes sent without waiting (the drive holds them unanswered),
 //! then applied all together by END_BATCH, or dropped by ABORT_BATCH.
 
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use bytes::Bytes;
 use spindle_proto::pb::command::Body;
@@ -9,13 +8,6 @@ use spindle_proto::{MessageType, StatusCode};
 
 use crate::client::{delete_kv, put_kv};
 use crate::{Client, ClientError, DeleteOptions, PutOptions};
-
-/// Batch ids only need to be unique per connection; one counter per process is simplest.
-static NEXT_BATCH_ID: AtomicU32 = AtomicU32::new(1);
-
-pub(crate) fn next_batch_id() -> u32 {
-    NEXT_BATCH_ID.fetch_add(1, Ordering::Relaxed)
-}
 
 /// An open batch. Dropping it without [`Batch::commit`] or [`Batch::abort`] leaves it open on
 /// the drive until the connection closes.

@@ -16,6 +16,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::{ClientError, DeleteOptions, Entry, Metadata, PutOptions, RangeQuery};
 
+/// Batch ids only need to be unique per connection; one counter per process is simplest.
+static NEXT_BATCH_ID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+
 /// Largest frame part the client accepts from a drive (the protocol's 1 MiB per part, with
 /// room for drives configured larger).
 const MAX_RESPONSE_PART: u32 = 64 * 1024 * 1024;
@@ -262,7 +265,7 @@ impl Client {
     /// Opens a batch: puts and deletes added to it are applied atomically by
     /// [`Batch::commit`], or not at all.
     pub async fn start_batch(&self) -> Result<crate::Batch, ClientError> {
-        let id = crate::batch::next_batch_id();
+        let id = NEXT_BATCH_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let header = Header {
             cluster_version: Some(self.shared.config.cluster_version),
             connection_id: Some(self.shared.connection_id),

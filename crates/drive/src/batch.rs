@@ -352,7 +352,7 @@ impl Batches {
 }
 
 /// Why a batch whose slot another START_BATCH took back fails.
-fn dropped_message(idle: std::time::Duration) -> String {
+fn dropped_message(idle: Duration) -> String {
     format!("the batch received nothing for {} ms or more while another needed its slot, and was dropped", idle.as_millis())
 }
 

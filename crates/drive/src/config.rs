@@ -16,7 +16,7 @@ use toml::Table;
 pub const DEFAULT_DATA_DIR: &str = "./spindle-data";
 pub const DEFAULT_PORT: u16 = 8123;
 pub const DEFAULT_TLS_PORT: u16 = 8443;
-pub const DEFAULT_LISTEN: &str = "127.0.0.1";
+pub const DEFAULT_LISTEN: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
 /// Writes are refused (NO_SPACE) once the filesystem's free space would drop below this, so the
 /// engine never meets ENOSPC mid-write.
 pub const DEFAULT_RESERVED_BYTES: u64 = 256 * 1024 * 1024;
@@ -147,7 +147,7 @@ impl Default for DriveConfig {
     fn default() -> Self {
         DriveConfig {
             data_dir: PathBuf::from(DEFAULT_DATA_DIR),
-            listen: DEFAULT_LISTEN.parse().expect("valid default address"),
+            listen: DEFAULT_LISTEN,
             port: DEFAULT_PORT,
             tls_port: DEFAULT_TLS_PORT,
             engine: EngineKind::Fjall,

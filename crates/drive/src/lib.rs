@@ -4,6 +4,9 @@
 //! authentication, ordering, back-pressure) and hands each request to its command in `cmd/`;
 //! `reply` builds every answer; `state` is what all connections share.
 
+#![deny(unsafe_code)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 mod batch;
 mod capacity;
 mod cmd;

@@ -23,6 +23,9 @@
 //! threshold cost 15 % of 1 MiB puts and 35 % of 1 MiB gets that way). jemalloc also returns
 //! pages unused for [`DIRTY_DECAY_MS`] on its own background thread, not on a request's.
 
+// An allocator and the controls of two C allocators: unsafe by nature, each site with its SAFETY.
+#![allow(unsafe_code, reason = "a global allocator and jemalloc/glibc controls have no safe interface")]
+
 use std::time::Duration;
 
 /// Allocations at least this large go to the system allocator, smaller ones to jemalloc.
@@ -134,7 +137,7 @@ fn configure_allocator() {
 #[cfg(not(target_env = "msvc"))]
 fn jemalloc_arena_count() -> u32 {
     let mut count: u32 = 0;
-    let mut len = std::mem::size_of::<u32>();
+    let mut len = size_of::<u32>();
     // SAFETY: arenas.narenas is an unsigned (u32) read-only control; `count` and `len`
     // outlive the call.
     let rc = unsafe {
@@ -168,7 +171,7 @@ pub fn release_unused_memory() {
 #[cfg(not(target_env = "msvc"))]
 unsafe fn jemalloc_ctl<T>(name: &std::ffi::CStr, mut value: Option<T>) {
     let (new, len) = match value.as_mut() {
-        Some(v) => ((v as *mut T).cast(), std::mem::size_of::<T>()),
+        Some(v) => ((v as *mut T).cast(), size_of::<T>()),
         None => (std::ptr::null_mut(), 0),
     };
     // SAFETY: the caller guarantees `T`; `value` outlives the call.

@@ -260,7 +260,7 @@ mod tests {
     }
 
     /// A temporary directory, removed when dropped (`.0` is its path, as the tests read it).
-    struct Dir(std::path::PathBuf, #[allow(dead_code)] tempfile::TempDir);
+    struct Dir(PathBuf, #[allow(dead_code, reason = "kept only to remove the directory when dropped")] tempfile::TempDir);
 
     fn dir() -> Dir {
         let t = tempfile::tempdir().unwrap();

@@ -97,10 +97,10 @@ pub async fn start(mut config: DriveConfig) -> Result<RunningDrive, DriveError> 
         .map_err(|r| DriveError::Io(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("stored ACL: {r}"))))?;
         // Like a self-encrypting drive: one with a lock PIN comes up locked.
         if !security.lock_pin.is_empty() {
-            state.locked.store(true, std::sync::atomic::Ordering::Release);
+            state.locked.store(true, Ordering::Release);
         }
         *state.security.write() = security;
-        state.cluster_version.store(stored.cluster_version.unwrap_or(0), std::sync::atomic::Ordering::Release);
+        state.cluster_version.store(stored.cluster_version.unwrap_or(0), Ordering::Release);
     }
     if let Some(note) = reset_note {
         state.event(note);

@@ -110,6 +110,7 @@ fn read_process_ticks() -> Option<u64> {
 
 fn clock_ticks_per_second() -> i64 {
     // SAFETY: sysconf has no preconditions.
+    #[allow(unsafe_code, reason = "libc has no safe sysconf")]
     let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if t > 0 {
         t

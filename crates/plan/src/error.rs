@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::model::{Cap, Target};
+use crate::goals::{Cap, Target};
 
 /// The catalogue file, or a result file it refers to, cannot be used.
 #[derive(Debug, thiserror::Error)]

@@ -13,6 +13,7 @@ pub mod catalogue;
 pub mod curve;
 pub mod design;
 pub mod error;
+pub mod goals;
 pub mod figures;
 pub mod model;
 pub mod solve;

@@ -5,6 +5,7 @@
 
 use crate::catalogue::{check_amount, Catalogue, Scenario};
 use crate::error::{CatalogueError, PlanError};
+pub use crate::goals::{Cap, Target};
 
 /// 365.25 days of 24 hours: power is paid for every hour of the horizon.
 pub const HOURS_PER_YEAR: f64 = 8766.0;
@@ -14,66 +15,6 @@ pub const CONFIGURATIONS_MAX: usize = 4096;
 /// The most nodes of one configuration the model considers (the solver's integers are 32-bit);
 /// targets whose smallest design needs more are refused as a likely unit mistake.
 pub const NODES_MAX: u32 = 10_000_000;
-
-/// A quantity the design must reach.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Target {
-    Capacity,
-    SequentialWrite,
-    RandomRead,
-    Nodes,
-}
-
-impl Target {
-    pub const ALL: [Target; 4] = [Target::Capacity, Target::SequentialWrite, Target::RandomRead, Target::Nodes];
-
-    pub fn unit(self) -> &'static str {
-        match self {
-            Target::Capacity => "TB",
-            Target::SequentialWrite | Target::RandomRead => "MB/s",
-            Target::Nodes => "nodes",
-        }
-    }
-}
-
-impl std::fmt::Display for Target {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Target::Capacity => "usable capacity",
-            Target::SequentialWrite => "sequential-write",
-            Target::RandomRead => "random-read",
-            Target::Nodes => "node count",
-        })
-    }
-}
-
-/// A quantity the design must stay under.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Cap {
-    CapitalCost,
-    Power,
-}
-
-impl Cap {
-    /// Money carries the catalogue's currency label, printed by the caller.
-    pub fn unit(self) -> &'static str {
-        match self {
-            Cap::CapitalCost => "",
-            Cap::Power => "W",
-        }
-    }
-}
-
-impl std::fmt::Display for Cap {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Cap::CapitalCost => "capital cost cap",
-            Cap::Power => "power cap",
-        })
-    }
-}
 
 /// One node of node type `node` holding `drives` drives of drive type `drive`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

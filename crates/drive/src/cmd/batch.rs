@@ -29,7 +29,7 @@ pub enum Step {
 /// A request carrying batchID `id`. `value` is the frame's value, or the refusal of one over
 /// maxValueSize (which still counts in the batch, and fails it); `slot` is the device-wide
 /// slot a START_BATCH sought before its turn.
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments, reason = "a batch command needs the batch, the request and what the connection read for it")]
 pub fn run(
     state: &DriveState,
     caller: &Caller,

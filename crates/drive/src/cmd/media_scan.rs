@@ -400,7 +400,7 @@ mod tests {
         let reply = scan_damaged(&bad, None);
         assert_eq!(reply.status, StatusCode::Success, "{}", reply.message);
         let end = reply.body.unwrap().range.unwrap().end_key.unwrap();
-        assert!(&end[..] > &b"k299"[..], "{end:?}: {}", reply.message);
+        assert!(end[..] > b"k299"[..], "{end:?}: {}", reply.message);
     }
 
     /// A scan whose deadline has passed still gets past the first damage (at least one step),
@@ -410,6 +410,6 @@ mod tests {
         let reply = scan_damaged(&["k000"], Some(Instant::now()));
         assert_eq!(reply.status, StatusCode::Expired, "{}", reply.message);
         let end = reply.body.unwrap().range.unwrap().end_key.unwrap();
-        assert!(&end[..] > &b"k000"[..], "{end:?}");
+        assert!(end[..] > b"k000"[..], "{end:?}");
     }
 }

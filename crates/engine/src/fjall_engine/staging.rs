@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 
-use super::store::Store;
+use super::store::{Known, Store};
 use super::INLINE_VALUE_MAX;
 use crate::record;
 use crate::{Meta, Result};
@@ -16,12 +16,6 @@ pub(super) enum Effect {
     Remove { data: bool, key: Bytes },
 }
 
-/// A key's metadata as the writer knows it, and whether the data keyspace holds its value.
-#[derive(Clone)]
-pub(super) struct Known {
-    pub(super) meta: Meta,
-    pub(super) in_data: bool,
-}
 
 /// The changes one request would make, kept aside until the whole request has passed its
 /// checks (a failed batch must leave nothing in the group's fjall batch).

@@ -7,8 +7,7 @@ use fjall::{CompressionType, Database, Keyspace, KeyspaceCreateOptions, KvSepara
 
 use super::{Counters, FjallOptions, MIN_WRITE_BUFFER_MEMTABLES};
 use crate::record;
-use super::staging::Known;
-use crate::{Error, Result};
+use crate::{Error, Meta, Result};
 
 /// How long the writer sleeps between looks at the write buffer while it is over the cap.
 pub(super) const WRITE_BUFFER_POLL: std::time::Duration = std::time::Duration::from_millis(1);
@@ -175,4 +174,11 @@ impl Store {
         let (meta, placement) = record::decode(raw.into())?;
         Ok(Some(Known { in_data: placement.in_data(&meta), meta }))
     }
+}
+
+/// A key's metadata as the writer knows it, and whether the data keyspace holds its value.
+#[derive(Clone)]
+pub(super) struct Known {
+    pub(super) meta: Meta,
+    pub(super) in_data: bool,
 }

@@ -8,8 +8,8 @@ use bytes::Bytes;
 use fjall::PersistMode;
 
 use super::healing::{erase_stopped, Healing};
-use super::staging::{apply_staged, Known, Staged};
-use super::store::{Store, FLUSH_WAIT_LIMIT};
+use super::staging::{apply_staged, Staged};
+use super::store::{Known, Store, FLUSH_WAIT_LIMIT};
 use super::{Shared, MAX_GROUP_BYTES, MAX_GROUP_REQUESTS};
 use crate::{Error, Result, WriteOp, WriteRequest};
 
