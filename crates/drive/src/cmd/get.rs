@@ -3,20 +3,17 @@
 use spindle_engine::Error as EngineError;
 use spindle_proto::pb::command::{Body, KeyValue};
 
-use super::{check_key, entry_reply, metadata_kv};
+use super::{entry_reply, metadata_kv, readable_key};
 use crate::reply::{engine_error, read_error, ReadResult, Reply};
-use crate::security::{Caller, Permission};
+use crate::security::Caller;
 use crate::state::DriveState;
 
 /// GET (or its metadata alone).
 pub fn run(state: &DriveState, caller: &Caller, kv: &KeyValue) -> ReadResult {
-    let key = match check_key(state, &kv.key, false) {
-        Ok(k) => k,
-        Err(r) => return Ok(r),
+    let key = match readable_key(state, caller, kv) {
+        Ok(key) => key,
+        Err(refused) => return Ok(refused),
     };
-    if !caller.may(Permission::Read, Some(&key)) {
-        return Ok(caller.refusal(Permission::Read));
-    }
     if kv.metadata_only.unwrap_or(false) {
         return match state.engine.get_meta(&key) {
             Ok(Some(meta)) => Ok(Reply::ok(Some(Body { key_value: Some(metadata_kv(key, &meta)), ..Body::default() }))),

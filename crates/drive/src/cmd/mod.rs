@@ -12,7 +12,7 @@ use spindle_proto::{MessageType, StatusCode, Synchronization};
 
 use crate::pin_backoff::PinCheck;
 use crate::reply::{invalid, Reply};
-use crate::security::Permission;
+use crate::security::{Caller, Permission};
 use crate::state::DriveState;
 
 pub mod batch;
@@ -110,6 +110,16 @@ pub fn entry_reply(entry: Entry, with_value: bool) -> Reply {
         reply.value = entry.value;
     }
     reply
+}
+
+/// The request's key, if the caller may read it: checked against the drive's limit and the
+/// caller's READ scopes (the answer to give otherwise).
+pub fn readable_key(state: &DriveState, caller: &Caller, kv: &KeyValue) -> Result<Bytes, Reply> {
+    let key = check_key(state, &kv.key, false)?;
+    if !caller.may(Permission::Read, Some(&key)) {
+        return Err(caller.refusal(Permission::Read));
+    }
+    Ok(key)
 }
 
 /// WRITETHROUGH when absent: the safe reading of a request that did not say.
