@@ -80,7 +80,7 @@ fn all_range(max: i32) -> RangeQuery {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn by_default_a_scoped_neighbour_query_says_a_key_is_there() {
-    let drive = TestDrive::start(&[]);
+    let drive = TestDrive::start().await;
     let (tenant, _) = setup(&drive).await;
     // `zzz` lies after the tenant's last key: NOT_AUTHORIZED, not NOT_FOUND.
     assert_eq!(status(tenant.get_next(b"tenant2/c").await), StatusCode::NotAuthorized);
@@ -89,7 +89,7 @@ async fn by_default_a_scoped_neighbour_query_says_a_key_is_there() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hidden_out_of_scope_keys_answer_as_absent_ones() {
-    let drive = TestDrive::start(&["--hide-out-of-scope-keys"]);
+    let drive = TestDrive::with_config("hide_out_of_scope_keys = true").await;
     let (tenant, filtered) = setup(&drive).await;
     let theirs = ["payroll/bob", "tenant2/b"]; // identity 3: "/b" at offset 7
     for probe in probes() {

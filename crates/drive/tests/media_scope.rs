@@ -35,7 +35,7 @@ async fn page_through(c: &Client) -> (Vec<Bytes>, Vec<Bytes>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scoped_scan_reveals_no_key_outside_its_scopes() {
-    let drive = TestDrive::start(&[]);
+    let drive = TestDrive::start().await;
     let admin = drive.tls_client().await;
     let all = ["READ", "WRITE", "DELETE", "RANGE", "SETUP", "P2POP", "GETLOG", "SECURITY", "POWER_MANAGEMENT"];
     let acl = [

@@ -14,7 +14,7 @@ fn put_opts(tag: Vec<u8>, algorithm: Algorithm) -> PutOptions {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn media_scan_reports_values_that_fail_their_tags() {
-    let drive = TestDrive::start(&[]);
+    let drive = TestDrive::start().await;
     let c = drive.client().await;
     let v = Bytes::from_static(b"payload");
     c.put(b"m/good-sha1", v.clone(), put_opts(sha1::Sha1::digest(&v).to_vec(), Algorithm::Sha1)).await.unwrap();
@@ -42,7 +42,7 @@ async fn media_scan_reports_values_that_fail_their_tags() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timeouts_expire_long_scans() {
-    let drive = TestDrive::start(&[]);
+    let drive = TestDrive::start().await;
     let c = drive.client().await;
     for i in 0..3000 {
         c.put(format!("t/{i:05}").as_bytes(), Bytes::from(vec![7u8; 2000]), PutOptions::forced(Synchronization::Writeback)).await.unwrap();
