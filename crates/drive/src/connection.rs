@@ -364,7 +364,7 @@ impl Connection {
             }
             // A pipelining client's next frame is usually read already: taken without the
             // timers that bound a frame still arriving (each costs clock reads and a timer).
-            let next = if complete_frame_buffered(reader.buffer()) {
+            let next = if complete_frame_buffered(reader.buffer(), &self.state.config.limits) {
                 self.read_buffered_frame(&mut reader).await.map(Some)
             } else {
                 self.read_frame(&mut reader).await
@@ -392,7 +392,7 @@ impl Connection {
                 ));
             }
             // Hand over the batch once no further whole request is waiting to be read.
-            if !complete_frame_buffered(reader.buffer()) {
+            if !complete_frame_buffered(reader.buffer(), &self.state.config.limits) {
                 self.flush_out();
             }
         }
@@ -1036,13 +1036,13 @@ fn encode_outgoing(o: &Outgoing, scratch: &mut Vec<u8>, out: &mut BytesMut) {
     encode_message_head(signature, scratch, o.value.len() as u32, out);
 }
 
-/// Whether `buf` starts with a whole frame (so reading it will not wait for the socket).
-fn complete_frame_buffered(buf: &[u8]) -> bool {
-    if buf.len() < HEADER_LEN {
-        return false;
-    }
-    let len = |at: usize| u32::from_be_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]) as usize;
-    buf.len() >= HEADER_LEN + len(1).saturating_add(len(5))
+/// Whether `buf` starts with a whole frame (so reading it will not wait for the socket): its
+/// header passes proto's checks against the drive's limits and its body is all there. A header
+/// that fails them is left to the ordinary read, which reports it.
+fn complete_frame_buffered(buf: &[u8], limits: &spindle_proto::Limits) -> bool {
+    let Some(raw) = buf.first_chunk::<HEADER_LEN>() else { return false };
+    FrameHeader::parse(raw, limits.max_message_size, MAX_DISCARDED_VALUE.max(limits.max_value_size))
+        .is_ok_and(|header| header.value_len <= limits.max_value_size && buf.len() >= HEADER_LEN + header.body_len())
 }
 
 async fn write_loop<W: AsyncWrite + Unpin>(wr: W, rx: mpsc::UnboundedReceiver<Vec<Outgoing>>, backlog: Arc<Backlog>) {
