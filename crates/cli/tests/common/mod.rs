@@ -1,21 +1,24 @@
 //! Test support: a real `spindle drive` process on a free loopback port with its own data
-//! directory, and a raw connection for sending hand-made frames.
-#![allow(dead_code, reason = "each test binary includes this module and uses a different part of it")]
+//! directory. A raw connection for sending hand-made frames and ACL entries to set are the
+//! drive harness's (`raw.rs`, `acl.rs`: the one copy of each, included here).
+#![allow(dead_code, unused_imports, reason = "each test binary includes this module and uses a different part of it")]
+
+#[path = "../../../drive/tests/common/acl.rs"]
+mod acl;
+#[path = "../../../drive/tests/common/raw.rs"]
+mod raw;
+
+pub use acl::*;
+pub use raw::*;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command as Process, Stdio};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use prost::Message as _;
+use bytes::Bytes;
 use spindle_client::{Client, ClientConfig};
-use spindle_proto::pb::command::{Body, Header};
-use spindle_proto::pb::message::{AuthType, HmaCauth};
-use spindle_proto::pb::{Command, Message};
-use spindle_proto::{encode_frame, FrameDecoder, MessageType, StatusCode};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use spindle_proto::StatusCode;
 
 /// The `spindle` binary the tests run: this build's, or SPINDLE_BIN (a copy of the binary,
 /// for long runs that must not pick up a rebuild).
@@ -150,124 +153,10 @@ impl Drop for TestDrive {
     }
 }
 
-/// A connection that sends whatever frames a test builds.
-pub struct RawConn {
-    pub stream: TcpStream,
-    decoder: FrameDecoder,
-    buf: BytesMut,
-    pub connection_id: i64,
-    pub sign_on: Command,
-    next_sequence: i64,
-}
-
-pub const KEY: &[u8] = spindle_proto::DEFAULT_HMAC_KEY;
-
-impl RawConn {
-    pub async fn connect(addr: &str) -> RawConn {
-        let stream = TcpStream::connect(addr).await.unwrap();
-        let mut conn = RawConn {
-            stream,
-            decoder: FrameDecoder::new(64 << 20, 64 << 20),
-            buf: BytesMut::new(),
-            connection_id: 0,
-            sign_on: Command::default(),
-            next_sequence: 1,
-        };
-        let first = conn.read().await.expect("sign-on");
-        assert_eq!(first.0.auth_type, Some(AuthType::Unsolicitedstatus as i32));
-        conn.sign_on = Command::decode(first.0.command_bytes.unwrap()).unwrap();
-        conn.connection_id = conn.sign_on.header.as_ref().unwrap().connection_id.unwrap();
-        conn
-    }
-
-    /// Next frame, or `None` once the drive closed the connection.
-    pub async fn read(&mut self) -> Option<(Message, Bytes)> {
-        loop {
-            match self.decoder.decode(&mut self.buf) {
-                Ok(Some(f)) => return Some((f.message, f.value)),
-                Ok(None) => {}
-                Err(e) => panic!("drive sent a bad frame: {e}"),
-            }
-            let n = tokio::time::timeout(Duration::from_secs(30), self.stream.read_buf(&mut self.buf))
-                .await
-                .expect("drive answered within 30 s");
-            match n {
-                Ok(0) | Err(_) => return None,
-                Ok(_) => {}
-            }
-        }
-    }
-
-    /// Reads the next response and decodes its command.
-    pub async fn response(&mut self) -> Option<(Message, Command, Bytes)> {
-        let (m, v) = self.read().await?;
-        let c = Command::decode(m.command_bytes.clone().unwrap_or_default()).unwrap();
-        Some((m, c, v))
-    }
-
-    pub async fn send_bytes(&mut self, bytes: &[u8]) {
-        let _ = self.stream.write_all(bytes).await;
-    }
-
-    /// A well-formed header for `kind` with the next sequence.
-    pub fn header(&mut self, kind: MessageType) -> Header {
-        let sequence = self.next_sequence;
-        self.next_sequence += 1;
-        Header {
-            cluster_version: Some(0),
-            connection_id: Some(self.connection_id),
-            sequence: Some(sequence),
-            message_type: Some(kind as i32),
-            ..Header::default()
-        }
-    }
-
-    /// Signs `command` as `identity` with `key` and sends it with `value`.
-    pub async fn send(&mut self, command: &Command, identity: i64, key: &[u8], value: &[u8]) {
-        let mut out = BytesMut::new();
-        signed_frame(command, identity, key, value, &mut out);
-        self.send_bytes(&out).await;
-    }
-
-    /// Sends a default-identity request and returns the status of its answer.
-    pub async fn call(&mut self, header: Header, body: Option<Body>, value: &[u8]) -> (StatusCode, Command, Bytes) {
-        let command = Command { header: Some(header), body, status: None };
-        self.send(&command, 1, KEY, value).await;
-        let (_, c, v) = self.response().await.expect("a response");
-        (status_of(&c), c, v)
-    }
-}
-
-/// Appends the frame of `command` signed as `identity` with `key`, carrying `value`.
-pub fn signed_frame(command: &Command, identity: i64, key: &[u8], value: &[u8], out: &mut BytesMut) {
-    let command_bytes = Bytes::from(command.encode_to_vec());
-    let hmac = spindle_proto::hmac::sign(key, &command_bytes);
-    let message = Message {
-        auth_type: Some(AuthType::Hmacauth as i32),
-        hmac_auth: Some(HmaCauth { identity: Some(identity), hmac: Some(Bytes::copy_from_slice(&hmac)) }),
-        pin_auth: None,
-        command_bytes: Some(command_bytes),
-    };
-    encode_frame(&message, value, out);
-}
-
 /// The drive's identity as its sign-on tells it: serial number and world-wide name.
 pub fn sign_on_identity(c: &Client) -> (Bytes, Bytes) {
     let config = c.sign_on().body.as_ref().unwrap().get_log.as_ref().unwrap().configuration.clone().unwrap();
     (Bytes::from(config.serial_number().to_vec()), Bytes::from(config.world_wide_name().to_vec()))
-}
-
-/// A forced WRITEBACK put of `key` (its value travels beside the command).
-pub fn put_body(key: &str) -> Option<Body> {
-    Some(Body {
-        key_value: Some(spindle_proto::pb::command::KeyValue {
-            key: Some(Bytes::copy_from_slice(key.as_bytes())),
-            synchronization: Some(spindle_proto::Synchronization::Writeback as i32),
-            force: Some(true),
-            ..Default::default()
-        }),
-        ..Body::default()
-    })
 }
 
 /// The status a client call ended with (SUCCESS for a result).
@@ -276,10 +165,6 @@ pub fn status<T>(r: Result<T, spindle_client::ClientError>) -> StatusCode {
         Ok(_) => StatusCode::Success,
         Err(e) => e.status().unwrap_or_else(|| panic!("no status: {e}")),
     }
-}
-
-pub fn status_of(c: &Command) -> StatusCode {
-    c.status.as_ref().and_then(|s| s.code).and_then(|s| StatusCode::try_from(s).ok()).unwrap_or(StatusCode::InvalidStatusCode)
 }
 
 pub fn runtime() -> tokio::runtime::Runtime {

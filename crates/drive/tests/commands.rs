@@ -1,4 +1,4 @@
-//! Every key-value command and its statuses, over real TCP against a spawned drive.
+//! Every key-value command and its statuses, over real TCP and TLS.
 
 mod common;
 
@@ -21,7 +21,7 @@ fn status(e: ClientError) -> StatusCode {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn put_get_versions_tags_and_deletes() {
-    let drive = TestDrive::start(&[]);
+    let drive = TestDrive::start().await;
     let c = drive.client().await;
 
     assert_eq!(c.get(b"k").await.unwrap(), None);
@@ -71,7 +71,7 @@ async fn put_get_versions_tags_and_deletes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn neighbours_and_key_ranges() {
-    let drive = TestDrive::start(&[]);
+    let drive = TestDrive::start().await;
     let c = drive.client().await;
     for k in ["r0", "r1", "r2", "r3", "r4"] {
         c.put(k.as_bytes(), b(k), PutOptions::forced(Synchronization::Writeback)).await.unwrap();
@@ -107,7 +107,7 @@ async fn neighbours_and_key_ranges() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limits_are_enforced_and_nothing_is_stored() {
-    let drive = TestDrive::start(&[]);
+    let drive = TestDrive::start().await;
     let c = drive.client().await;
     let key = vec![b'k'; 4097];
     assert_eq!(status(c.put(&key, b("v"), PutOptions::default()).await.unwrap_err()), StatusCode::InvalidRequest);
@@ -135,7 +135,7 @@ async fn limits_are_enforced_and_nothing_is_stored() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limits_come_from_the_config_file_and_are_published() {
-    let drive = TestDrive::with_config("[limits]\nmax_key_size = 10\nmax_key_range_count = 5\n");
+    let drive = TestDrive::with_config("[limits]\nmax_key_size = 10\nmax_key_range_count = 5\n").await;
     let c = drive.client().await;
     let limits = c.sign_on().body.as_ref().unwrap().get_log.as_ref().unwrap().limits.unwrap();
     assert_eq!((limits.max_key_size(), limits.max_key_range_count(), limits.max_value_size()), (10, 5, 1024 * 1024));
@@ -149,7 +149,7 @@ async fn limits_come_from_the_config_file_and_are_published() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sign_on_and_getlog_report_real_figures() {
-    let drive = TestDrive::start(&[]);
+    let drive = TestDrive::start().await;
     let c = drive.client().await;
     let sign_on = c.sign_on();
     assert!(sign_on.header.as_ref().unwrap().connection_id.is_some());
@@ -194,7 +194,7 @@ async fn sign_on_and_getlog_report_real_figures() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipelined_requests_are_answered_by_sequence() {
-    let drive = TestDrive::start(&[]);
+    let drive = TestDrive::start().await;
     let c = drive.client().await;
     let mut tasks = Vec::new();
     for i in 0..2000u32 {
@@ -217,7 +217,7 @@ async fn pipelined_requests_are_answered_by_sequence() {
 /// the burst must still see them (a FLUSHALLDATA closes each burst and must succeed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_in_one_burst_see_the_writes_before_them() {
-    let drive = TestDrive::start(&[]);
+    let drive = TestDrive::start().await;
     let mut p = spindle_client::Pipeline::connect(&drive.addr, spindle_client::ClientConfig::default()).await.unwrap();
     let kv = |key: String, force: bool| KeyValue { key: Some(Bytes::from(key)), force: Some(force), ..Default::default() };
     let body = |kv: KeyValue| Some(Body { key_value: Some(kv), ..Default::default() });
@@ -261,7 +261,7 @@ async fn requests_in_one_burst_see_the_writes_before_them() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_compare_and_swaps_have_one_winner() {
-    let drive = TestDrive::start(&[]);
+    let drive = TestDrive::start().await;
     let clients: Vec<_> = futures_join(4, &drive).await;
     clients[0].put(b"race", b("v"), versioned("0", "")).await.unwrap();
     for round in 0..30 {
@@ -295,7 +295,7 @@ async fn futures_join(n: usize, drive: &TestDrive) -> Vec<spindle_client::Client
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raw_range_without_max_uses_the_drive_limit() {
-    let drive = TestDrive::start(&[]);
+    let drive = TestDrive::start().await;
     let c = drive.client().await;
     for i in 0..210 {
         c.put(format!("x{i:03}").as_bytes(), b("v"), PutOptions::forced(Synchronization::Writeback)).await.unwrap();
@@ -310,7 +310,7 @@ async fn raw_range_without_max_uses_the_drive_limit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn everything_works_over_tls_too() {
-    let drive = TestDrive::start(&[]);
+    let drive = TestDrive::start().await;
     let tls = drive.tls_client().await;
     let plain = drive.client().await;
     let config = tls.sign_on().body.as_ref().unwrap().get_log.as_ref().unwrap().configuration.clone().unwrap();
@@ -349,7 +349,7 @@ async fn a_lower_priority_waits_for_a_higher_one_but_not_the_writes_before_it() 
     const LOWEST: i32 = 1;
     const HIGHER: i32 = 7;
     const HIGHEST: i32 = 9;
-    let drive = TestDrive::with_config("memtable_bytes = 65536\n");
+    let drive = TestDrive::with_config("memtable_bytes = 65536\n").await;
     let c = drive.client().await;
     let put = |key: &str, sync: i32| {
         Some(Body { key_value: Some(KeyValue { key: Some(b(key)), force: Some(true), synchronization: Some(sync), ..Default::default() }), ..Default::default() })
