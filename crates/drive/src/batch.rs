@@ -237,8 +237,9 @@ impl Batches {
         Reply::ok(None)
     }
 
-    /// Adds a PUT or DELETE (as the handler prepared it) to batch `id`. Batched operations get
-    /// no answer of their own; `Some` is an answer for an operation naming no open batch.
+    /// Adds a PUT or DELETE to batch `id`: the write its command prepared, or the refusal that
+    /// fails the batch. Batched operations get no answer of their own; `Some` is an answer for
+    /// an operation naming no open batch.
     pub fn add(&mut self, id: u32, sequence: i64, op: Result<WriteOp, Reply>) -> Option<Reply> {
         let limits = self.limits;
         let idle = self.idle_timeout;
