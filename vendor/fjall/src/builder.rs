@@ -50,6 +50,17 @@ impl<O: Openable> Builder<O> {
         self
     }
 
+    /// Sets the size of the journal's write buffer: a batch reaches the OS in writes of up to
+    /// this many bytes (and is flushed at the end of every batch). Larger buffers mean fewer
+    /// `write` calls for batches of large or many values.
+    ///
+    /// Default = 8 KiB
+    #[must_use]
+    pub fn journal_buffer_size(mut self, bytes: usize) -> Self {
+        self.inner.journal_buffer_size = bytes;
+        self
+    }
+
     /// Sets the compression type to use for large values that are written into the journal file.
     #[must_use]
     pub fn journal_compression(mut self, comp: CompressionType) -> Self {

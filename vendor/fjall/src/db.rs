@@ -661,7 +661,7 @@ impl Database {
         )?;
         log::debug!("journal recovery result: {journal_recovery:#?}");
 
-        let active_journal = Arc::new(journal_recovery.active);
+        let active_journal = Arc::new(journal_recovery.active.with_buffer_size(config.journal_buffer_size)?);
         active_journal.get_writer()?.persist(PersistMode::SyncAll)?;
 
         let sealed_journals = journal_recovery.sealed;
@@ -929,10 +929,9 @@ impl Database {
         std::fs::create_dir_all(&keyspaces_folder_path)?;
 
         let active_journal_path = journal_folder_path.join("0.jnl");
-        let journal = Journal::create_new(&active_journal_path)?.with_compression(
-            config.journal_compression_type,
-            config.journal_compression_threshold,
-        );
+        let journal = Journal::create_new(&active_journal_path)?
+            .with_compression(config.journal_compression_type, config.journal_compression_threshold)
+            .with_buffer_size(config.journal_buffer_size)?;
         let journal = Arc::new(journal);
 
         // NOTE: Lastly, fsync version marker, which contains the version

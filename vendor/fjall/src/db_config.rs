@@ -45,6 +45,9 @@ pub struct Config {
 
     pub(crate) journal_compression_threshold: usize,
 
+    /// Write buffer of the journal in bytes
+    pub(crate) journal_buffer_size: usize,
+
     // pub(crate) journal_recovery_mode: RecoveryMode,
     //
     pub(crate) compaction_filter_factory_assigner: Option<CompactionFilterAssigner>,
@@ -86,6 +89,8 @@ impl Config {
             journal_compression_type: CompressionType::Lz4,
 
             journal_compression_threshold: 4_096,
+
+            journal_buffer_size: crate::journal::writer::JOURNAL_BUFFER_BYTES,
 
             cache: Arc::new(Cache::with_capacity_bytes(/* 32 MiB */ 32 * 1_024 * 1_024)),
 

@@ -72,6 +72,12 @@ impl Journal {
         self
     }
 
+    /// The journal with a write buffer of `bytes` (`Writer::set_buffer_size`).
+    pub fn with_buffer_size(self, bytes: usize) -> crate::Result<Self> {
+        self.get_writer()?.set_buffer_size(bytes)?;
+        Ok(self)
+    }
+
     fn from_file<P: AsRef<Path>>(path: P) -> crate::Result<Self> {
         Ok(Self {
             writer: Mutex::new(Writer::from_file(path)?),

@@ -18,10 +18,9 @@ use std::{
 // TODO: this should be a database configuration
 pub const PRE_ALLOCATED_BYTES: u64 = 64 * 1_024 * 1_024;
 
-/// Spindle: 256 KiB, not upstream's 8 KiB. A group of 4 KiB puts went to the OS in a write
-/// per ~8 KiB, and each write ending inside a new page-cache page made ext4 zero the rest of
-/// that page first; now a group goes out in a few large writes.
-pub const JOURNAL_BUFFER_BYTES: usize = 256 * 1_024;
+/// The journal's write buffer unless the database is configured otherwise
+/// (`Config::journal_buffer_size`).
+pub const JOURNAL_BUFFER_BYTES: usize = 8 * 1_024;
 
 pub struct Writer {
     pub(crate) path: PathBuf,
@@ -31,6 +30,9 @@ pub struct Writer {
 
     compression: CompressionType,
     compression_threshold: usize,
+
+    /// Capacity of `file`'s buffer (`set_buffer_size`).
+    buffer_size: usize,
 
     /// Spindle: the offset just past the last sync claim queued (`audit`), so a sync with
     /// nothing new written queues none.
@@ -68,7 +70,7 @@ impl Writer {
         self.claimed = u64::MAX;
         match self.file.get_ref().try_clone() {
             Ok(file) => {
-                let failed = std::mem::replace(&mut self.file, BufWriter::with_capacity(JOURNAL_BUFFER_BYTES, file));
+                let failed = std::mem::replace(&mut self.file, BufWriter::with_capacity(self.buffer_size, file));
                 let (_file, _discarded) = failed.into_parts();
                 self.is_buffer_dirty = false;
             }
@@ -127,6 +129,19 @@ impl Writer {
         self.compression_threshold = threshold;
     }
 
+    /// Sizes the write buffer: a batch reaches the OS in writes of up to `bytes` (it is still
+    /// flushed at the end of every batch). Takes effect while nothing is buffered, as when a
+    /// journal is opened; later rotations keep it.
+    pub fn set_buffer_size(&mut self, bytes: usize) -> std::io::Result<()> {
+        if self.file.buffer().is_empty() {
+            let file = self.file.get_ref().try_clone()?;
+            let old = std::mem::replace(&mut self.file, BufWriter::with_capacity(bytes, file));
+            drop(old.into_parts());
+        }
+        self.buffer_size = bytes;
+        Ok(())
+    }
+
     pub fn pos(&mut self) -> crate::Result<u64> {
         self.file.stream_position().map_err(Into::into)
     }
@@ -160,8 +175,10 @@ impl Writer {
 
         let comp = self.compression;
         let compt = self.compression_threshold;
+        let buffer_size = self.buffer_size;
         *self = Self::create_new(new_path.clone())?;
         self.set_compression(comp, compt);
+        self.set_buffer_size(buffer_size)?;
 
         // IMPORTANT: fsync folder on Unix
         fsync_directory(&folder)?;
@@ -222,11 +239,12 @@ impl Writer {
         let (comp, compt) = (self.compression, self.compression_threshold);
         *self = Self {
             path: next.path,
-            file: BufWriter::with_capacity(JOURNAL_BUFFER_BYTES, next.file),
+            file: BufWriter::with_capacity(self.buffer_size, next.file),
             buf: Vec::new(),
             is_buffer_dirty: false,
             compression: comp,
             compression_threshold: compt,
+            buffer_size: self.buffer_size,
             claimed: 0,
         };
         Ok((prev_path, new_path))
@@ -257,6 +275,7 @@ impl Writer {
             is_buffer_dirty: false,
             compression: CompressionType::None,
             compression_threshold: 0,
+            buffer_size: JOURNAL_BUFFER_BYTES,
             claimed: 0,
         })
     }
@@ -291,6 +310,7 @@ impl Writer {
                 is_buffer_dirty: false,
                 compression: CompressionType::None,
                 compression_threshold: 0,
+                buffer_size: JOURNAL_BUFFER_BYTES,
                 claimed: 0,
             });
         }
@@ -309,6 +329,7 @@ impl Writer {
             is_buffer_dirty: false,
             compression: CompressionType::None,
             compression_threshold: 0,
+            buffer_size: JOURNAL_BUFFER_BYTES,
             claimed: 0,
         })
     }
