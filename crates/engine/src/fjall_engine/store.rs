@@ -24,6 +24,8 @@ pub(super) const WRITE_BUFFER_STALL_LIMIT: std::time::Duration = std::time::Dura
 /// rest of that page first; with 256 KiB a group goes out in a few large writes (the drive's CPU
 /// per 4 KiB put fell from 19-23 to 15-18 µs, docs/performance.md).
 pub(super) const JOURNAL_BUFFER_BYTES: usize = 256 * 1024;
+/// The same for the blob files a flush or compaction writes (lsm-tree's default is 8 KiB too).
+pub(super) const BLOB_WRITE_BUFFER_BYTES: usize = 256 * 1024;
 
 /// The database and its keyspaces.
 pub(super) struct Store {
@@ -118,7 +120,10 @@ impl Store {
         // Blob files, too, hold values uncompressed (read back without decompressing).
         let data = db.keyspace("data", move || {
             KeyspaceCreateOptions::default().max_memtable_size(memtable_size).with_kv_separation(Some(
-                KvSeparationOptions::default().separation_threshold(threshold).compression(CompressionType::None),
+                KvSeparationOptions::default()
+                    .separation_threshold(threshold)
+                    .compression(CompressionType::None)
+                    .write_buffer_size(BLOB_WRITE_BUFFER_BYTES),
             ))
         })?;
         let write_buffer_cap = options.write_buffer_memtables.max(MIN_WRITE_BUFFER_MEMTABLES) * memtable_size;

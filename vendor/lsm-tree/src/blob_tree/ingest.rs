@@ -52,7 +52,8 @@ impl<'a> BlobIngestion<'a> {
         .use_target_size(blob_file_size)
         .use_compression(crate::vlog::blob_file::writer::BlobCompression::Standard(
             kv.compression,
-        ));
+        ))
+        .use_write_buffer(kv.write_buffer_size)?;
 
         let separation_threshold = kv.separation_threshold;
 

@@ -446,7 +446,8 @@ impl AbstractTree for BlobTree {
         .use_target_size(kv_opts.file_target_size)
         .use_compression(crate::vlog::blob_file::writer::BlobCompression::Standard(
             kv_opts.compression,
-        ));
+        ))
+        .use_write_buffer(kv_opts.write_buffer_size)?;
 
         let separation_threshold = kv_opts.separation_threshold;
 

@@ -233,7 +233,8 @@ impl<'a, 'b: 'a> StreamFilterAdapter<'a, 'b> {
             .use_target_size(blob_opts.file_target_size)
             .use_compression(
                 crate::vlog::blob_file::writer::BlobCompression::Standard(blob_opts.compression),
-            );
+            )
+            .use_write_buffer(blob_opts.write_buffer_size)?;
 
             self.blob_writer.insert(writer)
         };

@@ -488,7 +488,8 @@ fn merge_tables(
                     crate::vlog::blob_file::writer::BlobCompression::Passthrough(
                         blob_opts.compression,
                     ),
-                );
+                )
+                .use_write_buffer(blob_opts.write_buffer_size)?;
 
                 let inner = StandardCompaction::new(table_writer, tables);
 

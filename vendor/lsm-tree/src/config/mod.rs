@@ -81,6 +81,10 @@ pub struct KvSeparationOptions {
 
     #[doc(hidden)]
     pub age_cutoff: f32,
+
+    /// Write buffer of each blob file's writer in bytes
+    #[doc(hidden)]
+    pub write_buffer_size: usize,
 }
 
 impl Default for KvSeparationOptions {
@@ -97,6 +101,8 @@ impl Default for KvSeparationOptions {
 
             staleness_threshold: 0.25,
             age_cutoff: 0.25,
+
+            write_buffer_size: crate::vlog::blob_file::writer::BLOB_WRITE_BUFFER_BYTES,
         }
     }
 }
@@ -106,6 +112,16 @@ impl KvSeparationOptions {
     #[must_use]
     pub fn compression(mut self, compression: CompressionType) -> Self {
         self.compression = compression;
+        self
+    }
+
+    /// Sets the write buffer of blob file writers: a blob file reaches the OS in writes of up
+    /// to this many bytes. Larger buffers mean fewer `write` calls per flush or compaction.
+    ///
+    /// Defaults to 8 KiB.
+    #[must_use]
+    pub fn write_buffer_size(mut self, bytes: usize) -> Self {
+        self.write_buffer_size = bytes;
         self
     }
 

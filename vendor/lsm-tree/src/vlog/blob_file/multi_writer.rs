@@ -30,6 +30,9 @@ pub struct MultiWriter {
 
     blob_compression: BlobCompression,
 
+    /// Buffer of each blob file's writer (`use_write_buffer`).
+    write_buffer: usize,
+
     tree_id: TreeId,
     descriptor_table: Option<Arc<DescriptorTable>>,
 }
@@ -63,6 +66,8 @@ impl MultiWriter {
 
             blob_compression: BlobCompression::default(),
 
+            write_buffer: super::writer::BLOB_WRITE_BUFFER_BYTES,
+
             tree_id,
             descriptor_table,
         })
@@ -84,6 +89,24 @@ impl MultiWriter {
         self
     }
 
+    /// Sets the write buffer of every blob file's writer: a blob file reaches the OS in writes
+    /// of up to `bytes`. The first file's writer, which has written nothing yet, is set up
+    /// again with it.
+    ///
+    /// # Errors
+    ///
+    /// Will return `Err` if an IO error occurs.
+    #[doc(hidden)]
+    pub fn use_write_buffer(mut self, bytes: usize) -> crate::Result<Self> {
+        self.write_buffer = bytes;
+        if self.active_writer.item_count == 0 {
+            let (path, id) = (self.active_writer.path.clone(), self.active_writer.blob_file_id);
+            self.active_writer =
+                Writer::with_write_buffer(path, id, self.tree_id, bytes)?.use_compression(self.blob_compression);
+        }
+        Ok(self)
+    }
+
     /// Sets up a new writer for the next blob file.
     fn rotate(&mut self) -> crate::Result<()> {
         log::debug!("Rotating blob file writer");
@@ -91,7 +114,7 @@ impl MultiWriter {
         let new_blob_file_id = self.id_generator.next();
         let blob_file_path = self.folder.join(new_blob_file_id.to_string());
 
-        let new_writer = Writer::new(blob_file_path, new_blob_file_id, self.tree_id)?
+        let new_writer = Writer::with_write_buffer(blob_file_path, new_blob_file_id, self.tree_id, self.write_buffer)?
             .use_compression(self.blob_compression);
 
         let old_writer = std::mem::replace(&mut self.active_writer, new_writer);

@@ -16,8 +16,9 @@ use std::{
 
 pub const BLOB_HEADER_MAGIC: &[u8] = b"BLOB";
 
-/// Spindle: the blob writer's buffer (see [`Writer::new`]).
-const BLOB_WRITE_BUFFER_BYTES: usize = 256 * 1_024;
+/// A blob file writer's buffer unless configured otherwise
+/// (`KvSeparationOptions::write_buffer_size`): std's `BufWriter` default.
+pub const BLOB_WRITE_BUFFER_BYTES: usize = 8 * 1_024;
 
 pub const BLOB_HEADER_LEN: usize = BLOB_HEADER_MAGIC.len()
     + std::mem::size_of::<u128>() // Checksum
@@ -71,13 +72,25 @@ impl Writer {
         blob_file_id: BlobFileId,
         tree_id: TreeId,
     ) -> crate::Result<Self> {
+        Self::with_write_buffer(path, blob_file_id, tree_id, BLOB_WRITE_BUFFER_BYTES)
+    }
+
+    /// Initializes a new blob file writer that hands the file to the OS in writes of up to
+    /// `write_buffer` bytes.
+    ///
+    /// # Errors
+    ///
+    /// Will return `Err` if an IO error occurs.
+    #[doc(hidden)]
+    pub fn with_write_buffer<P: AsRef<Path>>(
+        path: P,
+        blob_file_id: BlobFileId,
+        tree_id: TreeId,
+        write_buffer: usize,
+    ) -> crate::Result<Self> {
         let path = path.as_ref();
 
-        // Spindle: a flush writes blob files in pieces of up to 256 KiB rather than std's
-        // 8 KiB: a write that ends inside a new page-cache page makes ext4 zero the rest of
-        // that page first, and that zeroing plus a syscall per ~8 KiB was a tenth of a flush
-        // worker's time under 4 KiB puts.
-        let writer = BufWriter::with_capacity(BLOB_WRITE_BUFFER_BYTES, File::create(path)?);
+        let writer = BufWriter::with_capacity(write_buffer, File::create(path)?);
         let writer = ChecksummedWriter::new(writer);
         let mut writer = sfa::Writer::from_writer(writer);
         writer.start("data")?;
