@@ -260,18 +260,21 @@ impl DriveConfig {
     /// Limits that would make the drive unusable or unsafe are refused at start-up.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let l = &self.limits;
+        // Settings of which zero would make the drive unusable.
         let positive = [
-            ("max_key_size", l.max_key_size),
-            ("max_version_size", l.max_version_size),
-            ("max_connections", l.max_connections),
-            ("max_outstanding_read_requests", l.max_outstanding_read_requests),
-            ("max_outstanding_write_requests", l.max_outstanding_write_requests),
-            ("max_key_range_count", l.max_key_range_count),
+            ("max_key_size", u64::from(l.max_key_size)),
+            ("max_version_size", u64::from(l.max_version_size)),
+            ("max_connections", u64::from(l.max_connections)),
+            ("max_outstanding_read_requests", u64::from(l.max_outstanding_read_requests)),
+            ("max_outstanding_write_requests", u64::from(l.max_outstanding_write_requests)),
+            ("max_key_range_count", u64::from(l.max_key_range_count)),
+            ("batch_idle_timeout_ms", self.batch_idle_timeout_ms),
+            ("idle_timeout_ms", self.idle_timeout_ms),
+            ("unauthenticated_timeout_ms", self.unauthenticated_timeout_ms),
+            ("frame_timeout_ms", self.frame_timeout_ms),
         ];
-        for (name, v) in positive {
-            if v == 0 {
-                return Err(ConfigError::Limit(format!("{name} must be at least 1")));
-            }
+        if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
+            return Err(ConfigError::Limit(format!("{name} must be at least 1")));
         }
         // The engine's metadata record stores version and tag lengths in 16 bits.
         if l.max_version_size > u16::MAX as u32 || l.max_tag_size > u16::MAX as u32 {
@@ -279,17 +282,6 @@ impl DriveConfig {
         }
         if l.max_value_size > i32::MAX as u32 / 2 || l.max_message_size > i32::MAX as u32 / 2 {
             return Err(ConfigError::Limit("max_value_size and max_message_size must be below 1 GiB".into()));
-        }
-        let timeouts = [
-            ("batch_idle_timeout_ms", self.batch_idle_timeout_ms),
-            ("idle_timeout_ms", self.idle_timeout_ms),
-            ("unauthenticated_timeout_ms", self.unauthenticated_timeout_ms),
-            ("frame_timeout_ms", self.frame_timeout_ms),
-        ];
-        for (name, v) in timeouts {
-            if v == 0 {
-                return Err(ConfigError::Limit(format!("{name} must be at least 1")));
-            }
         }
         if l.max_message_size < 1024 {
             return Err(ConfigError::Limit("max_message_size must be at least 1024".into()));

@@ -320,9 +320,9 @@ struct Request {
     oversize: Option<u32>,
 }
 
-/// A key read, run inline under `CachedReadsOnly` and again on a blocking thread if it needs
-/// the disk.
-type Read = Box<dyn Fn(&DriveState, &Caller) -> ReadResult + Send>;
+/// A key read of a request body, run inline under `CachedReadsOnly` and again on a blocking
+/// thread if it needs the disk.
+type Read = fn(&DriveState, &Caller, &Body) -> ReadResult;
 
 /// A write command's way to the engine outside a batch: the write joins this connection's
 /// writes for the engine's writer (answered from its callback), a refusal is answered.
@@ -691,13 +691,13 @@ impl Connection {
             T::Get | T::Getversion | T::Getnext | T::Getprevious | T::Getkeyrange => {
                 let body = r.body.take().unwrap_or_default();
                 let read: Read = match r.kind {
-                    T::Get => Box::new(move |s, c| cmd::get::run(s, c, body.key_value.as_ref().unwrap_or(&Default::default()))),
-                    T::Getversion => Box::new(move |s, c| cmd::get_version::run(s, c, body.key_value.as_ref().unwrap_or(&Default::default()))),
-                    T::Getnext => Box::new(move |s, c| cmd::neighbour::next(s, c, body.key_value.as_ref().unwrap_or(&Default::default()))),
-                    T::Getprevious => Box::new(move |s, c| cmd::neighbour::previous(s, c, body.key_value.as_ref().unwrap_or(&Default::default()))),
-                    _ => Box::new(move |s, c| cmd::key_range::run(s, c, body.range.as_ref().unwrap_or(&Default::default()))),
+                    T::Get => |s, c, b| cmd::get::run(s, c, b.key_value.as_ref().unwrap_or(&Default::default())),
+                    T::Getversion => |s, c, b| cmd::get_version::run(s, c, b.key_value.as_ref().unwrap_or(&Default::default())),
+                    T::Getnext => |s, c, b| cmd::neighbour::next(s, c, b.key_value.as_ref().unwrap_or(&Default::default())),
+                    T::Getprevious => |s, c, b| cmd::neighbour::previous(s, c, b.key_value.as_ref().unwrap_or(&Default::default())),
+                    _ => |s, c, b| cmd::key_range::run(s, c, b.range.as_ref().unwrap_or(&Default::default())),
                 };
-                self.run_read(r, read).await?;
+                self.run_read(r, read, body).await?;
             }
             T::Getlog | T::Mediascan | T::Noop => {
                 let (permit, _turn) = self.admit(&r, Some(self.reads.clone())).await?;
@@ -736,15 +736,26 @@ impl Connection {
     /// pleases. Writes held for the burst go to the engine before any wait for the ticket: they
     /// were accepted earlier, and a higher priority elsewhere must not hold them back.
     async fn admit(&mut self, r: &Request, permits: Option<Arc<Semaphore>>) -> Result<(Option<OwnedSemaphorePermit>, crate::priority::Ticket), Close> {
-        let permit = match permits {
-            Some(p) => Some(self.acquire(p).await?),
-            None => None,
-        };
+        let permit = self.permit(permits).await?;
+        Ok((permit, self.ticket(r).await))
+    }
+
+    /// An in-flight permit from `permits`, if the request takes one.
+    async fn permit(&mut self, permits: Option<Arc<Semaphore>>) -> Result<Option<OwnedSemaphorePermit>, Close> {
+        match permits {
+            Some(p) => Ok(Some(self.acquire(p).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The request's priority ticket, after handing the burst's held writes to the engine if
+    /// the ticket is not free at once.
+    async fn ticket(&mut self, r: &Request) -> crate::priority::Ticket {
         let state = self.state.clone();
         if state.priorities.would_wait(r.header.priority) {
             self.submit_pending_writes();
         }
-        Ok((permit, state.priorities.enter(r.header.priority).await))
+        state.priorities.enter(r.header.priority).await
     }
 
     /// When the request's timeout (ms, counted from its arrival) runs out.
@@ -761,7 +772,7 @@ impl Connection {
 
     /// A key read: inline under `CachedReadsOnly`, again on a blocking thread if it needs the
     /// disk. It sees every write this connection sent before it.
-    async fn run_read(&mut self, r: Request, read: Read) -> Result<(), Close> {
+    async fn run_read(&mut self, r: Request, read: Read, body: Body) -> Result<(), Close> {
         let (permit, _turn) = self.admit(&r, Some(self.reads.clone())).await?;
         self.await_applied_writes().await;
         if let Some(reply) = self.expired(&r) {
@@ -770,25 +781,21 @@ impl Connection {
         }
         let answered = {
             let _memory_only = CachedReadsOnly::new();
-            read(&self.state, &r.caller)
+            read(&self.state, &r.caller, &body)
         };
         match answered {
             Ok(reply) => {
                 self.state.stats.record(r.raw_type, reply.value.len());
                 self.respond(r.auth, &r.header, reply, permit);
             }
-            Err(NeedsDisk) => self.read_on_disk(r.auth, &r.header, r.caller, r.raw_type, read, permit),
+            Err(NeedsDisk) => self.read_on_disk(r.auth, &r.header, r.caller, r.raw_type, read, body, permit),
         }
         Ok(())
     }
 
     /// A request carrying batchID `id` (crate::cmd::batch).
     async fn run_batched(&mut self, r: Request, id: u32) -> Result<(), Close> {
-        let permits = (r.kind == MessageType::EndBatch).then(|| self.writes.clone());
-        let permit = match permits {
-            Some(p) => Some(self.acquire(p).await?),
-            None => None,
-        };
+        let permit = self.permit((r.kind == MessageType::EndBatch).then(|| self.writes.clone())).await?;
         // A START_BATCH waits for another client to free a batch slot before its turn: that
         // wait is not the drive's work and must not hold lower priorities back.
         let slot = if r.kind == MessageType::StartBatch {
@@ -797,11 +804,8 @@ impl Connection {
         } else {
             None
         };
+        let _turn = self.ticket(&r).await;
         let state = self.state.clone();
-        if state.priorities.would_wait(r.header.priority) {
-            self.submit_pending_writes();
-        }
-        let _turn = state.priorities.enter(r.header.priority).await;
         let value = match r.oversize {
             Some(len) => Err(oversize_value(&self.state, len)),
             None => Ok(r.value),
@@ -819,7 +823,8 @@ impl Connection {
     }
 
     /// Runs a read that needs the disk on a blocking thread, answering it from there.
-    fn read_on_disk(&mut self, auth: Auth, header: &Header, caller: Caller, raw_type: i32, read: Read, permit: Option<OwnedSemaphorePermit>) {
+    #[allow(clippy::too_many_arguments, reason = "the request's answer address, the read and its body")]
+    fn read_on_disk(&mut self, auth: Auth, header: &Header, caller: Caller, raw_type: i32, read: Read, body: Body, permit: Option<OwnedSemaphorePermit>) {
         let (done_tx, done_rx) = oneshot::channel();
         self.pending_disk_reads.retain_mut(|done| matches!(done.try_recv(), Err(oneshot::error::TryRecvError::Empty)));
         self.pending_disk_reads.push(done_rx);
@@ -839,7 +844,7 @@ impl Connection {
             let backlog = tx.backlog.clone();
             let read = tokio::task::spawn_blocking(move || {
                 // Without CachedReadsOnly a read waits for the disk: it never needs it again.
-                let reply = read(&state, &caller).unwrap_or_else(|NeedsDisk| Reply::error(StatusCode::InternalError, "a read needed the disk on the thread that may wait for it"));
+                let reply = read(&state, &caller, &body).unwrap_or_else(|NeedsDisk| Reply::error(StatusCode::InternalError, "a read needed the disk on the thread that may wait for it"));
                 state.stats.record(raw_type, reply.value.len());
                 outgoing.answer(reply);
                 outgoing
@@ -887,13 +892,15 @@ impl Connection {
             cluster_version: Some(self.state.cluster_version()),
             ..Header::default()
         };
-        Outgoing {
+        let mut outgoing = Outgoing {
             auth,
-            command: Command { header: Some(response_header), body: reply.body.map(|b| *b), status: Some(reply::status(reply.status, reply.message)) },
-            value: reply.value,
+            command: Command { header: Some(response_header), body: None, status: None },
+            value: Bytes::new(),
             _permit: permit,
             charged: 0,
-        }
+        };
+        outgoing.answer(reply);
+        outgoing
     }
 
     /// Queues the answer to `header`, charging it against the backlog at once: answers

@@ -52,15 +52,8 @@ impl PinBackoff {
 }
 
 /// Whether two PINs are equal, compared in constant time: a PIN must not leak through timing.
-/// Both are hashed under one fixed key and the digests compared by `Mac::verify_slice`,
-/// which does not stop at the first difference.
+/// Both are hashed the same way (proto's HMAC under an empty key) and the tags compared by
+/// its constant-time `verify`.
 fn pins_match(stored: &Bytes, given: &Bytes) -> bool {
-    use hmac::digest::{KeyInit, Mac};
-    type PinMac = hmac::Hmac<sha1::Sha1>;
-    let key = Default::default();
-    let mut a = <PinMac as KeyInit>::new(&key);
-    a.update(stored);
-    let mut b = <PinMac as KeyInit>::new(&key);
-    b.update(given);
-    a.verify_slice(&b.finalize().into_bytes()).is_ok()
+    spindle_proto::hmac::verify(&[], stored, &spindle_proto::hmac::sign(&[], given))
 }

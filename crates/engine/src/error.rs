@@ -49,6 +49,12 @@ pub enum Error {
 }
 
 impl Error {
+    /// A storage failure stopped the database's writes; the writer reopens it once the disk
+    /// has room (a failure a reopening cannot heal is answered `Stopped` by the writer).
+    pub fn poisoned() -> Self {
+        Error::Unavailable("a storage failure stopped writes; the store is reopened once the disk has room".into())
+    }
+
     /// Corruption the engine found itself (a record that does not decode, a value missing).
     pub fn corrupt(detail: impl Into<String>) -> Self {
         Error::Corrupt { detail: detail.into(), source: None }
@@ -89,7 +95,7 @@ impl From<fjall::Error> for Error {
             | fjall::Error::Decompress(_)
             | fjall::Error::InvalidTrailer
             | fjall::Error::InvalidTag(_) => Error::Corrupt { detail: e.to_string(), source: Some(Arc::new(e)) },
-            fjall::Error::Poisoned => Error::Unavailable("a storage failure stopped writes; the store is reopened once the disk has room".into()),
+            fjall::Error::Poisoned => Error::poisoned(),
             _ => Error::Storage(Arc::new(e)),
         }
     }

@@ -120,7 +120,7 @@ fn damage_in_a_sealed_journal_is_corruption_wherever_it_lies() {
     let dir = tempfile::tempdir().unwrap();
     let journal = filled_store(dir.path());
     let scan = JournalScan::read(&journal).unwrap();
-    let end = scan.claims().last().unwrap().0.end.max(scan.write_batches().last().unwrap().end);
+    let end = scan.used_end();
     overwrite(&journal, end, &[0x3C; 37]);
     // A newer journal with a batch in it makes this one sealed.
     let bytes = std::fs::read(&journal).unwrap();
@@ -135,7 +135,7 @@ fn an_unsynced_tail_a_crash_tore_is_cut_and_every_acknowledged_write_stays() {
     let dir = tempfile::tempdir().unwrap();
     let journal = filled_store(dir.path());
     let scan = JournalScan::read(&journal).unwrap();
-    let end = scan.claims().last().unwrap().0.end.max(scan.write_batches().last().unwrap().end);
+    let end = scan.used_end();
     // Past the last claim: garbage (a torn write), then a whole batch that reached the disk
     // before the one the garbage stands for (write-back reorders unsynced pages).
     let bytes = std::fs::read(&journal).unwrap();
@@ -156,7 +156,7 @@ fn a_claim_after_the_damage_proves_it_was_synced() {
     let journal = filled_store(dir.path());
     let scan = JournalScan::read(&journal).unwrap();
     let (claim, _) = scan.claims().last().unwrap().clone();
-    let end = claim.end.max(scan.write_batches().last().unwrap().end);
+    let end = scan.used_end();
     // Garbage past the last claim, then a claim that part of the garbage was synced (a claim
     // speaks only of bytes before itself): corruption.
     let bytes = std::fs::read(&journal).unwrap();
@@ -215,7 +215,7 @@ proptest! {
             .map(|b| b.start as usize + 5..b.start as usize + 13).collect();
         let unseen_allowed = (at..at + noise.len()).all(|p| bytes[p] == clean[p] || seqno_fields.iter().any(|f| f.contains(&p)));
         if !unseen_allowed {
-            let covered = scan.damaged.iter().any(|d| d.start <= hit.end && d.end >= hit.start);
+            let covered = scan.damaged.iter().any(|d| d.start < hit.end && d.end > hit.start);
             prop_assert!(covered, "damage at {hit:?} not reported: {:?}", scan.damaged);
         }
     }

@@ -134,13 +134,9 @@ pub fn synchronization(kv: &KeyValue) -> Result<Synchronization, Reply> {
 }
 
 pub fn write_check(state: &DriveState, kv: &KeyValue) -> Result<Check, Reply> {
-    if kv.force.unwrap_or(false) {
-        // Still validate the size of a version the client sent.
-        check_version(state, "dbVersion", &kv.db_version)?;
-        Ok(Check::Force)
-    } else {
-        Ok(Check::Version(check_version(state, "dbVersion", &kv.db_version)?))
-    }
+    // A forced write still has the size of the version it sent checked.
+    let version = check_version(state, "dbVersion", &kv.db_version)?;
+    Ok(if kv.force.unwrap_or(false) { Check::Force } else { Check::Version(version) })
 }
 
 /// A PIN refused: the NOT_AUTHORIZED answer, and how long to wait before sending it.

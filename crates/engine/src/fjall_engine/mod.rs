@@ -239,25 +239,14 @@ impl Engine for FjallEngine {
         let store = self.store()?;
         let snapshot = store.db.snapshot();
         let iter = snapshot.range::<&[u8], _>(&store.meta, bounds);
-        let mut keys = Vec::with_capacity(range.max.min(256));
-        let mut push = |guard: fjall::Guard| -> Result<bool> {
-            keys.push(guard.key()?.into());
-            Ok(keys.len() < range.max)
+        let collect = |guards: &mut dyn Iterator<Item = fjall::Guard>| -> Result<Vec<Bytes>> {
+            guards.take(range.max).map(|guard| Ok(guard.key()?.into())).collect()
         };
         if range.reverse {
-            for guard in iter.rev() {
-                if !push(guard)? {
-                    break;
-                }
-            }
+            collect(&mut iter.rev())
         } else {
-            for guard in iter {
-                if !push(guard)? {
-                    break;
-                }
-            }
+            collect(&mut { iter })
         }
-        Ok(keys)
     }
 
     fn submit(&self, request: WriteRequest) {

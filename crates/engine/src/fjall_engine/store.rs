@@ -69,7 +69,7 @@ pub(super) fn stopped_error(full_disk: bool) -> Error {
     if full_disk {
         Error::NoSpace
     } else {
-        Error::Unavailable("a storage failure stopped writes; the store is reopened once the disk has room".into())
+        Error::poisoned()
     }
 }
 
