@@ -16,9 +16,11 @@ pub const SALVAGE_LOG: &str = "journal-salvage.log";
 const SHOWN_LINES: usize = 16;
 
 /// Checks the journals of the database at `path`; on success, the lines worth telling the
-/// operator (salvages, now and before; a crash's tail cut now).
-pub fn check(path: &Path, salvage: bool) -> Result<Vec<String>> {
-    let audit = fjall::journal_audit::check(path, salvage).map_err(Error::from)?;
+/// operator (salvages, now and before; a crash's tail cut now). `judge` sees each batch the
+/// last journal had not made durable and may end the journal before it (fjall's
+/// `journal_audit::check_with`).
+pub fn check(path: &Path, salvage: bool, judge: &mut dyn FnMut(&[fjall::journal_audit::JournalWrite]) -> bool) -> Result<Vec<String>> {
+    let audit = fjall::journal_audit::check_with(path, salvage, judge).map_err(Error::from)?;
     if let Some(first) = audit.corrupt.first() {
         return Err(Error::corrupt(format!(
             "{first}. {} journal(s) damaged; nothing was changed. Starting with --salvage-journal keeps every intact batch, \

@@ -21,11 +21,15 @@ mod mem_engine;
 pub mod record;
 mod rules;
 mod types;
+pub mod value_log;
 mod write;
 
 pub use error::{Error, Result};
 pub use limits::KEY_SIZE_MAX;
-pub use fjall_engine::{FjallEngine, FjallOptions, DEFAULT_WRITE_BUFFER_MEMTABLES, MIN_WRITE_BUFFER_MEMTABLES};
+pub use fjall_engine::{
+    FjallEngine, FjallOptions, DEFAULT_GC_BYTES_PER_SEC, DEFAULT_GC_GARBAGE_RATIO, DEFAULT_LOG_SEGMENT_BYTES, DEFAULT_LOG_THRESHOLD,
+    DEFAULT_WRITE_BUFFER_MEMTABLES, MIN_WRITE_BUFFER_MEMTABLES,
+};
 pub use write::{Callback, WriteOp, WriteRequest};
 pub use mem_engine::MemEngine;
 pub use types::{Check, Entry, KeyRange, Meta};
@@ -248,6 +252,12 @@ pub trait Engine: Send + Sync + 'static {
         0
     }
     /// What the store found at open worth telling the operator (a salvaged or cut journal).
+    /// The value log's figures (segments, bytes on disk and live, garbage collection), for an
+    /// engine that has one.
+    fn value_log(&self) -> Option<value_log::LogFigures> {
+        None
+    }
+
     fn notices(&self) -> Vec<String> {
         Vec::new()
     }

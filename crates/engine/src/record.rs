@@ -2,20 +2,25 @@
 //! small value the value itself.
 //!
 //! ```text
-//! u8  format (1: value in the data keyspace; 2: value inline, after the tag)
+//! u8  format (1: value in the data keyspace; 2: value inline, after the tag;
+//!             3: value in the value log, its pointer after the tag)
 //! u32 value length      u32 value CRC32C      i32 algorithm (-1: none)
 //! u16 version length    version bytes
 //! u16 tag length        tag bytes
 //! (format 2) value bytes, to the end of the record
+//! (format 3) u32 segment  u64 record offset (`crate::value_log::Pointer`)
 //! ```
 //! Big-endian throughout. Records of format 1 written by earlier releases stay readable.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
+use crate::value_log::Pointer;
 use crate::{Error, Meta, Result};
 
 const FORMAT_SEPARATE: u8 = 1;
 const FORMAT_INLINE: u8 = 2;
+const FORMAT_LOGGED: u8 = 3;
+const POINTER_LEN: usize = 4 + 8;
 const NO_ALGORITHM: i32 = -1;
 const FIXED_LEN: usize = 1 + 4 + 4 + 4 + 2 + 2;
 
@@ -26,6 +31,8 @@ pub enum Placement {
     Inline(Bytes),
     /// Under the same key in the data keyspace (nothing there for an empty value).
     Separate,
+    /// In the value log.
+    Logged(Pointer),
 }
 
 impl Placement {
@@ -57,11 +64,23 @@ pub fn encode(meta: &Meta, inline: Option<&[u8]>) -> Result<Bytes> {
     Ok(out.freeze())
 }
 
+/// Encodes `meta` with its value at `pointer` in the value log.
+pub fn encode_logged(meta: &Meta, pointer: Pointer) -> Result<Bytes> {
+    let head = encode(meta, None)?;
+    let mut out = BytesMut::with_capacity(head.len() + POINTER_LEN);
+    out.put_u8(FORMAT_LOGGED);
+    out.put_slice(&head[1..]);
+    out.put_u32(pointer.segment);
+    out.put_u64(pointer.offset);
+    Ok(out.freeze())
+}
+
 /// Encodes a record as [`decode`] returned it.
 pub fn encode_placed(meta: &Meta, placement: &Placement) -> Result<Bytes> {
     match placement {
         Placement::Inline(value) => encode(meta, Some(value)),
         Placement::Separate => encode(meta, None),
+        Placement::Logged(pointer) => encode_logged(meta, *pointer),
     }
 }
 
@@ -71,7 +90,7 @@ pub fn decode(mut raw: Bytes) -> Result<(Meta, Placement)> {
         return Err(corrupt("too short"));
     }
     let format = raw.get_u8();
-    if format != FORMAT_SEPARATE && format != FORMAT_INLINE {
+    if ![FORMAT_SEPARATE, FORMAT_INLINE, FORMAT_LOGGED].contains(&format) {
         return Err(corrupt("unknown format"));
     }
     let value_len = raw.get_u32();
@@ -83,12 +102,20 @@ pub fn decode(mut raw: Bytes) -> Result<(Meta, Placement)> {
     }
     let version = raw.split_to(version_len);
     let tag_len = raw.get_u16() as usize;
-    let value_here = if format == FORMAT_INLINE { value_len as usize } else { 0 };
-    if tag_len.checked_add(value_here) != Some(raw.len()) {
+    let after_tag = match format {
+        FORMAT_INLINE => value_len as usize,
+        FORMAT_LOGGED => POINTER_LEN,
+        _ => 0,
+    };
+    if tag_len.checked_add(after_tag) != Some(raw.len()) {
         return Err(corrupt("bad tag or value length"));
     }
     let tag = raw.split_to(tag_len);
-    let placement = if format == FORMAT_INLINE { Placement::Inline(raw) } else { Placement::Separate };
+    let placement = match format {
+        FORMAT_INLINE => Placement::Inline(raw),
+        FORMAT_LOGGED => Placement::Logged(Pointer { segment: raw.get_u32(), offset: raw.get_u64() }),
+        _ => Placement::Separate,
+    };
     Ok((Meta { version, tag, algorithm, value_len, value_crc }, placement))
 }
 
@@ -103,15 +130,19 @@ mod tests {
                        tag in proptest::collection::vec(any::<u8>(), 0..128),
                        algorithm in proptest::option::of(0i32..1000),
                        value in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..600)),
-                       separate_len in any::<u32>(), value_crc in any::<u32>()) {
+                       separate_len in any::<u32>(), value_crc in any::<u32>(),
+                       logged in proptest::option::of((any::<u32>(), any::<u64>()))) {
             let value_len = value.as_ref().map_or(separate_len, |v| v.len() as u32);
             let meta = Meta { version: version.into(), tag: tag.into(), algorithm, value_len, value_crc };
-            let placement = match &value {
-                Some(v) => Placement::Inline(Bytes::from(v.clone())),
-                None => Placement::Separate,
+            let placement = match (&value, logged) {
+                (Some(v), _) => Placement::Inline(Bytes::from(v.clone())),
+                (None, Some((segment, offset))) => Placement::Logged(Pointer { segment, offset }),
+                (None, None) => Placement::Separate,
             };
-            let raw = encode(&meta, value.as_deref()).unwrap();
-            prop_assert_eq!(&encode_placed(&meta, &placement).unwrap(), &raw);
+            let raw = encode_placed(&meta, &placement).unwrap();
+            if !matches!(placement, Placement::Logged(_)) {
+                prop_assert_eq!(&encode(&meta, value.as_deref()).unwrap(), &raw);
+            }
             prop_assert_eq!(decode(raw).unwrap(), (meta, placement));
         }
 
@@ -123,10 +154,14 @@ mod tests {
         /// Every truncation or extension of a valid record is an error, never a wrong record.
         #[test]
         fn truncated_or_extended_records_are_errors(value in proptest::collection::vec(any::<u8>(), 0..64),
-                                                    inline in any::<bool>(), cut in any::<prop::sample::Index>()) {
+                                                    format in 0u8..3, cut in any::<prop::sample::Index>()) {
             let meta = Meta { version: Bytes::from_static(b"v1"), tag: Bytes::from_static(b"t"), algorithm: None,
                               value_len: value.len() as u32, value_crc: 7 };
-            let raw = encode(&meta, inline.then_some(&value[..])).unwrap();
+            let raw = match format {
+                0 => encode(&meta, None),
+                1 => encode(&meta, Some(&value[..])),
+                _ => encode_logged(&meta, Pointer { segment: 3, offset: 99 }),
+            }.unwrap();
             let cut = cut.index(raw.len());
             prop_assert!(decode(raw.slice(..cut)).is_err());
             let mut longer = raw.to_vec();

@@ -30,8 +30,9 @@ fn value(i: usize) -> Bytes {
 }
 
 fn options(dir: &std::path::Path) -> FjallOptions {
-    // Memtables of 8 MiB: a flush, and so a chance to rotate, every eight puts.
-    FjallOptions { memtable_size: 8 * 1024 * 1024, ..FjallOptions::new(dir) }
+    // Memtables of 8 MiB: a flush, and so a chance to rotate, every eight puts. The values go
+    // through the journal (not the value log) so that it fills.
+    FjallOptions { memtable_size: 8 * 1024 * 1024, log_threshold: usize::MAX, ..FjallOptions::new(dir) }
 }
 
 fn check(engine: &FjallEngine, i: usize) {

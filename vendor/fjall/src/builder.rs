@@ -61,6 +61,18 @@ impl<O: Openable> Builder<O> {
         self
     }
 
+    /// Sets what runs before every sync of the journal (a client's sync, a rotation, the
+    /// sync before a flush, closing), so that data the journal refers to but does not hold
+    /// (a value log written beside it, say) is durable before any record pointing to it is,
+    /// and before a flush turns such records into tables. An error fails that sync.
+    ///
+    /// Default = none
+    #[must_use]
+    pub fn before_journal_sync(mut self, hook: crate::JournalSyncHook) -> Self {
+        self.inner.before_journal_sync = Some(hook);
+        self
+    }
+
     /// Sets the compression type to use for large values that are written into the journal file.
     #[must_use]
     pub fn journal_compression(mut self, comp: CompressionType) -> Self {

@@ -661,7 +661,7 @@ impl Database {
         )?;
         log::debug!("journal recovery result: {journal_recovery:#?}");
 
-        let active_journal = Arc::new(journal_recovery.active.with_buffer_size(config.journal_buffer_size)?);
+        let active_journal = Arc::new(journal_recovery.active.with_buffer_size(config.journal_buffer_size)?.with_before_sync(config.before_journal_sync.clone())?);
         active_journal.get_writer()?.persist(PersistMode::SyncAll)?;
 
         let sealed_journals = journal_recovery.sealed;
@@ -931,7 +931,8 @@ impl Database {
         let active_journal_path = journal_folder_path.join("0.jnl");
         let journal = Journal::create_new(&active_journal_path)?
             .with_compression(config.journal_compression_type, config.journal_compression_threshold)
-            .with_buffer_size(config.journal_buffer_size)?;
+            .with_buffer_size(config.journal_buffer_size)?
+            .with_before_sync(config.before_journal_sync.clone())?;
         let journal = Arc::new(journal);
 
         // NOTE: Lastly, fsync version marker, which contains the version

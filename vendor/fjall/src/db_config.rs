@@ -48,6 +48,9 @@ pub struct Config {
     /// Write buffer of the journal in bytes
     pub(crate) journal_buffer_size: usize,
 
+    /// Spindle: run before every sync of the journal
+    pub(crate) before_journal_sync: Option<crate::journal::writer::JournalSyncHook>,
+
     // pub(crate) journal_recovery_mode: RecoveryMode,
     //
     pub(crate) compaction_filter_factory_assigner: Option<CompactionFilterAssigner>,
@@ -91,6 +94,8 @@ impl Config {
             journal_compression_threshold: 4_096,
 
             journal_buffer_size: crate::journal::writer::JOURNAL_BUFFER_BYTES,
+
+            before_journal_sync: None,
 
             cache: Arc::new(Cache::with_capacity_bytes(/* 32 MiB */ 32 * 1_024 * 1_024)),
 

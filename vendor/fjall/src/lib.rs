@@ -136,9 +136,12 @@ mod write_buffer_manager;
 pub(crate) type HashMap<K, V> =
     std::collections::HashMap<K, V, xxhash_rust::xxh3::Xxh3DefaultBuilder>;
 
+/// Spindle: what runs before every sync of the journal (`Config::before_journal_sync`).
+pub use journal::writer::JournalSyncHook;
+
 /// Spindle: journal damage told apart from a crash's torn tail, checked before recovery.
 pub mod journal_audit {
-    pub use crate::journal::audit::{check, Audit, Corruption, JournalScan, Salvaged, SYNC_CLAIM_BIT};
+    pub use crate::journal::audit::{check, check_with, Audit, JournalWrite, Corruption, JournalScan, Salvaged, SYNC_CLAIM_BIT};
 }
 
 /// Configuration policies

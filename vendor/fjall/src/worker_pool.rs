@@ -198,7 +198,7 @@ fn worker_tick(ctx: &WorkerState) -> crate::Result<bool> {
             // journal and prepares the next one the same way, and takes the lock again only to
             // sync the little written meanwhile and switch files (`Writer::rotate_into`).
             let mut rotation = None;
-            let synced_so_far = {
+            let (synced_so_far, before_sync) = {
                 log::trace!("acquiring journal lock to maybe rotate journal");
                 let mut journal_writer = ctx.supervisor.journal.get_writer()?;
                 if journal_writer.pos()? > 64_000_000 {
@@ -207,8 +207,13 @@ fn worker_tick(ctx: &WorkerState) -> crate::Result<bool> {
                         rotation = Some((guard, journal_writer.next_path()?));
                     }
                 }
-                journal_writer.flush_for_sync()?
+                (journal_writer.flush_for_sync()?, journal_writer.before_sync_hook())
             };
+            // Spindle: what must be durable before the journal is, and before the flush makes
+            // tables of what the journal holds (`Config::before_journal_sync`).
+            if let Some(hook) = before_sync {
+                hook().map_err(crate::poison::sync_failure)?;
+            }
             synced_so_far
                 .sync_all()
                 .inspect_err(|e| {

@@ -166,8 +166,8 @@ pub(super) fn close(shared: &Shared) -> Result<()> {
 pub(super) fn open_into_slot(shared: &Shared) -> Result<Arc<Store>> {
     // A write the full disk cut short is a torn tail: cut it, so that a record there which
     // decodes but fails its checksum cannot stop the reopening.
-    crate::journal_check::check(&shared.options.path, false)?;
-    let store = Arc::new(Store::open(&shared.options, shared.counters.clone())?);
+    let (store, _notices) = Store::open(&shared.options, shared.counters.clone(), false)?;
+    let store = Arc::new(store);
     *shared.slot.write() = Some(store.clone());
     shared.counters.reopenings.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     tracing::info!("database open again after a full disk");

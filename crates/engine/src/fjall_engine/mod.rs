@@ -5,9 +5,12 @@
 //!   value of at most [`INLINE_VALUE_MAX`] bytes in the record itself: a small value costs one
 //!   LSM entry and a get one lookup. Records stay small, so metadata-only reads and key ranges
 //!   touch few blocks.
-//! - `data`: key -> larger values, with key-value separation: values over the threshold live in
-//!   blob files and compaction moves only pointers, so a 1 MiB value is written once (plus the
-//!   journal) instead of once per LSM level.
+//! - `data`: key -> values over [`INLINE_VALUE_MAX`] and under the value log's threshold, with
+//!   key-value separation: values over 4 KiB live in blob files and compaction moves only
+//!   pointers (such a value is written twice: the journal, then a blob file).
+//! - the value log (`crate::value_log`): values of at least [`FjallOptions::log_threshold`]
+//!   bytes, written once, appended to a segment; `meta`'s record points to it. Garbage
+//!   collection (`gc`) copies what is still live out of segments that are mostly garbage.
 //!
 //! All writes go through one writer thread that takes whatever requests are queued, checks
 //! versions against the store plus the writes earlier in the same group (so a versioned put is
@@ -18,7 +21,8 @@
 //! Here: the engine and its reads. Beside it: `store` (the database, its flushes and write
 //! buffer), `writer` (the writer thread and group commit), `staging` (a request's changes,
 //! kept aside until the write rules of `crate::rules` pass), `healing` (recovery from a full
-//! disk, erase through an aside directory) and `usage` (disk accounting).
+//! disk, erase through an aside directory), `usage` (disk accounting), `recovery` (the
+//! journal check's judge of unsynced pointers) and `gc` (the value log's collector).
 
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -31,7 +35,9 @@ use parking_lot::{Mutex, RwLock};
 use crate::record::{self, Placement};
 use crate::{Engine, Entry, Error, KeyRange, Meta, Result, WriteRequest};
 
+mod gc;
 mod healing;
+mod recovery;
 mod staging;
 mod store;
 #[cfg(test)]
@@ -71,7 +77,28 @@ pub struct FjallOptions {
     /// Whether journals damaged where they had been made durable are salvaged (their intact
     /// batches kept, the damage dropped and recorded) rather than refused (`journal_check`).
     pub salvage_journal: bool,
+    /// Values at least this large are written once, to the value log (at least
+    /// [`INLINE_VALUE_MAX`] + 1).
+    pub log_threshold: usize,
+    /// Bytes a value log segment grows to before the next one is started.
+    pub log_segment_bytes: u64,
+    /// Garbage collection takes a segment once at least this share of it is garbage.
+    pub gc_garbage_ratio: f64,
+    /// Most bytes per second garbage collection copies (0: none; it still deletes segments
+    /// that hold nothing live).
+    pub gc_bytes_per_sec: u64,
 }
+
+/// Values from this size on go to the value log by default: below it the journal's second
+/// copy costs less than a second file write per value (docs/design.md).
+pub const DEFAULT_LOG_THRESHOLD: usize = 64 * 1024;
+/// Default value log segment size.
+pub const DEFAULT_LOG_SEGMENT_BYTES: u64 = 256 * 1024 * 1024;
+/// Default garbage share that makes a segment worth collecting (Badger's and Titan's 0.5).
+pub const DEFAULT_GC_GARBAGE_RATIO: f64 = 0.5;
+/// Default copy rate of garbage collection: a tenth of this machine's sustained sequential
+/// write rate, so clients keep most of the disk.
+pub const DEFAULT_GC_BYTES_PER_SEC: u64 = 128 * 1024 * 1024;
 
 /// The write-buffer cap's floor, in memtables: both keyspaces' active memtables plus one
 /// being flushed, so that waiting for flushes can always end.
@@ -88,6 +115,10 @@ impl FjallOptions {
             memtable_size: 64 * 1024 * 1024,
             write_buffer_memtables: DEFAULT_WRITE_BUFFER_MEMTABLES,
             salvage_journal: false,
+            log_threshold: DEFAULT_LOG_THRESHOLD,
+            log_segment_bytes: DEFAULT_LOG_SEGMENT_BYTES,
+            gc_garbage_ratio: DEFAULT_GC_GARBAGE_RATIO,
+            gc_bytes_per_sec: DEFAULT_GC_BYTES_PER_SEC,
         }
     }
 }
@@ -98,6 +129,7 @@ pub struct FjallEngine {
     /// queue) when the engine drops.
     queue: Mutex<Option<std::sync::mpsc::Sender<Vec<WriteRequest>>>>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    collector: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 /// What readers and the writer thread share: the open store, which the writer replaces when it
@@ -112,6 +144,8 @@ struct Shared {
     halted: Mutex<Option<Error>>,
     /// What the journals' check at open found worth telling (`journal_check`).
     notices: Vec<String>,
+    /// Garbage collection's state, and its wake-up and stop signals.
+    gc: gc::Control,
 }
 
 #[derive(Default)]
@@ -132,13 +166,15 @@ impl FjallEngine {
         // An erase interrupted after moving the old store aside.
         remove_aside(&options.path);
         let counters = Arc::new(Counters::default());
-        let notices = crate::journal_check::check(&options.path, options.salvage_journal)?;
-        let store = Arc::new(Store::open(&options, counters.clone())?);
-        let shared = Arc::new(Shared { options, slot: RwLock::new(Some(store)), counters, halted: Mutex::new(None), notices });
+        let (store, notices) = Store::open(&options, counters.clone(), options.salvage_journal)?;
+        let store = Arc::new(store);
+        let shared = Arc::new(Shared { options, slot: RwLock::new(Some(store)), counters, halted: Mutex::new(None), notices, gc: gc::Control::default() });
         let (tx, rx) = std::sync::mpsc::channel();
         let writer_shared = shared.clone();
         let writer = std::thread::Builder::new().name("spindle-writer".into()).spawn(move || write_loop(&writer_shared, rx))?;
-        Ok(Arc::new(FjallEngine { shared, queue: Mutex::new(Some(tx)), writer: Mutex::new(Some(writer)) }))
+        let gc_shared = shared.clone();
+        let collector = std::thread::Builder::new().name("spindle-vlog-gc".into()).spawn(move || gc::run(&gc_shared))?;
+        Ok(Arc::new(FjallEngine { shared, queue: Mutex::new(Some(tx)), writer: Mutex::new(Some(writer)), collector: Mutex::new(Some(collector)) }))
     }
 
     /// The open store, for one operation.
@@ -146,8 +182,9 @@ impl FjallEngine {
         self.shared.store()
     }
 
-    /// Reads the entry for a metadata record already found in `snapshot`.
-    fn entry_at(store: &Store, snapshot: &fjall::Snapshot, key: Bytes, raw_meta: Bytes) -> Result<Entry> {
+    /// Reads the entry for a metadata record already found in `snapshot`; `None` if its value
+    /// was in a value log segment collected since (read the key again: its record moved).
+    fn entry_at(store: &Store, snapshot: &fjall::Snapshot, key: Bytes, raw_meta: Bytes) -> Result<Option<Entry>> {
         let (meta, placement) = record::decode(raw_meta)?;
         let value: Bytes = match placement {
             Placement::Inline(value) => value,
@@ -156,33 +193,55 @@ impl FjallEngine {
                 .get(&store.data, &key)?
                 .ok_or_else(|| Error::corrupt(format!("value missing for key of {} bytes", key.len())))?
                 .into(),
+            Placement::Logged(pointer) => match store.log.read(pointer, key.len(), meta.value_len, meta.value_crc)? {
+                Some(value) => value,
+                None => return Ok(None),
+            },
         };
         if value.len() != meta.value_len as usize {
             return Err(Error::corrupt(format!("value is {} bytes, metadata says {}", value.len(), meta.value_len)));
         }
-        Ok(Entry { key, meta, value })
+        Ok(Some(Entry { key, meta, value }))
+    }
+
+    /// Runs `read` (over a fresh snapshot each time) until the value it finds has not moved:
+    /// garbage collection deletes a segment only after every record pointing to it was
+    /// replaced, so a second look finds the new place. A third miss is damage.
+    fn settled<T>(&self, mut read: impl FnMut(&Store, &fjall::Snapshot) -> Result<Option<Option<T>>>) -> Result<Option<T>> {
+        for _ in 0..READ_TRIES {
+            let store = self.store()?;
+            let snapshot = store.db.snapshot();
+            match read(&store, &snapshot)? {
+                Some(found) => return Ok(found),
+                None => continue,
+            }
+        }
+        Err(Error::corrupt("a value log segment the index points to is missing"))
     }
 
     fn neighbour(&self, key: &[u8], forward: bool) -> Result<Option<Entry>> {
-        let store = self.store()?;
-        let snapshot = store.db.snapshot();
         // A key over the engine's limit is cut to it (`limits::bound_key` says why that is exact).
         let (bound, cut) = crate::limits::bound_key(key);
-        let found = if forward {
-            snapshot.range::<&[u8], _>(&store.meta, (Bound::Excluded(bound), Bound::Unbounded)).next()
-        } else {
-            let upper = if cut { Bound::Included(bound) } else { Bound::Excluded(bound) };
-            snapshot.range::<&[u8], _>(&store.meta, (Bound::Unbounded, upper)).next_back()
-        };
-        match found {
-            None => Ok(None),
-            Some(guard) => {
-                let (k, v) = guard.into_inner()?;
-                Self::entry_at(&store, &snapshot, k.into(), v.into()).map(Some)
+        self.settled(|store, snapshot| {
+            let found = if forward {
+                snapshot.range::<&[u8], _>(&store.meta, (Bound::Excluded(bound), Bound::Unbounded)).next()
+            } else {
+                let upper = if cut { Bound::Included(bound) } else { Bound::Excluded(bound) };
+                snapshot.range::<&[u8], _>(&store.meta, (Bound::Unbounded, upper)).next_back()
+            };
+            match found {
+                None => Ok(Some(None)),
+                Some(guard) => {
+                    let (k, v) = guard.into_inner()?;
+                    Ok(Self::entry_at(store, snapshot, k.into(), v.into())?.map(Some))
+                }
             }
-        }
+        })
     }
 }
+
+/// How many times a read looks for a value that moved (see `FjallEngine::settled`).
+const READ_TRIES: usize = 3;
 
 impl FjallEngine {
     /// Journal syncs since open: with group commit, far fewer than durable writes.
@@ -206,12 +265,10 @@ impl Engine for FjallEngine {
         if key.len() > crate::KEY_SIZE_MAX {
             return Ok(None);
         }
-        let store = self.store()?;
-        let snapshot = store.db.snapshot();
-        match snapshot.get(&store.meta, key)? {
-            None => Ok(None),
-            Some(raw) => Self::entry_at(&store, &snapshot, Bytes::copy_from_slice(key), raw.into()).map(Some),
-        }
+        self.settled(|store, snapshot| match snapshot.get(&store.meta, key)? {
+            None => Ok(Some(None)),
+            Some(raw) => Ok(Self::entry_at(store, snapshot, Bytes::copy_from_slice(key), raw.into())?.map(Some)),
+        })
     }
 
     fn get_meta(&self, key: &[u8]) -> Result<Option<Meta>> {
@@ -285,6 +342,8 @@ impl Engine for FjallEngine {
         // only those.
         store.data.major_compact()?;
         store.data.major_compact()?;
+        // And the value log: every segment with garbage in it, the active one sealed first.
+        gc::collect_all(&self.shared, &store)?;
         // The files only older versions name are deleted when those versions go; without
         // this, that waits for later writes, which a full disk refuses.
         for keyspace in [&store.meta, &store.data] {
@@ -308,10 +367,18 @@ impl Engine for FjallEngine {
     fn notices(&self) -> Vec<String> {
         self.shared.notices.clone()
     }
+
+    fn value_log(&self) -> Option<crate::value_log::LogFigures> {
+        self.store().ok().map(|store| store.log.figures())
+    }
 }
 
 impl Drop for FjallEngine {
     fn drop(&mut self) {
+        self.shared.gc.stop();
+        if let Some(collector) = self.collector.lock().take() {
+            let _ = collector.join();
+        }
         // Closing the queue lets the writer finish what is queued and exit.
         self.queue.lock().take();
         if let Some(writer) = self.writer.lock().take() {

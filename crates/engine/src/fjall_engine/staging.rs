@@ -8,12 +8,17 @@ use bytes::Bytes;
 use super::store::{Known, Store};
 use super::INLINE_VALUE_MAX;
 use crate::record;
-use crate::{Meta, Result};
+use crate::value_log::{format::record_len, Pointer};
+use crate::{Error, Meta, Result};
 
-/// One change to a keyspace.
+/// One change to a keyspace or the value log.
 pub(super) enum Effect {
     Insert { data: bool, key: Bytes, value: Bytes },
     Remove { data: bool, key: Bytes },
+    /// A value appended to the value log and its record, pointing to it, inserted.
+    Logged { key: Bytes, value: Bytes, meta: Meta },
+    /// A logged value no record will point to once this request is applied.
+    Garbage { pointer: Pointer, record_len: u64 },
 }
 
 
@@ -74,19 +79,34 @@ impl crate::rules::Staging for Staged<'_> {
     }
 
     fn put(&mut self, key: &Bytes, value: &Bytes, meta: Meta, stored: Option<Known>, forced: bool) -> Result<()> {
+        let logged = value.len() >= self.store.log_threshold;
+        // A logged value is large enough that reading the key's record costs little beside
+        // it, and tells exactly what this put replaces; a small forced put does not read
+        // (the value log's census finds the garbage it leaves).
+        let stored = if logged && forced { self.current(key)? } else { stored };
         let inline = value.len() <= INLINE_VALUE_MAX;
-        let record = record::encode(&meta, inline.then_some(&value[..]))?;
-        self.effects.push(Effect::Insert { data: false, key: key.clone(), value: record });
-        if !inline {
+        if logged {
+            self.effects.push(Effect::Logged { key: key.clone(), value: value.clone(), meta: meta.clone() });
+        } else {
+            let record = record::encode(&meta, inline.then_some(&value[..]))?;
+            self.effects.push(Effect::Insert { data: false, key: key.clone(), value: record });
+        }
+        let in_data = !inline && !logged;
+        if in_data {
             self.effects.push(Effect::Insert { data: true, key: key.clone(), value: value.clone() });
         } else if match &stored {
             Some(m) => m.in_data,
             None => forced && self.may_hold_value(key)?,
         } {
-            // An earlier large value must not be left behind in the data keyspace.
+            // An earlier value must not be left behind in the data keyspace.
             self.effects.push(Effect::Remove { data: true, key: key.clone() });
         }
-        self.written.push((key.clone(), Some(Known { meta, in_data: !inline })));
+        if let Some(Known { logged: Some(pointer), meta: old, .. }) = &stored {
+            self.effects.push(Effect::Garbage { pointer: *pointer, record_len: record_len(key.len(), old.value_len) });
+        }
+        // The pointer is known once the value is appended; until then the group sees a
+        // logged value at no position, which only its own later requests read.
+        self.written.push((key.clone(), Some(Known { meta, in_data, logged: logged.then_some(UNPLACED) })));
         Ok(())
     }
 
@@ -95,18 +115,86 @@ impl crate::rules::Staging for Staged<'_> {
         if stored.in_data {
             self.effects.push(Effect::Remove { data: true, key: key.clone() });
         }
+        if let Some(pointer) = stored.logged {
+            self.effects.push(Effect::Garbage { pointer, record_len: record_len(key.len(), stored.meta.value_len) });
+        }
         self.written.push((key.clone(), None));
         Ok(())
     }
 }
 
-/// Adds staged `effects` to the group's fjall batch and what they leave to `group`.
-pub(super) fn apply_staged(store: &Store, (effects, written): (Vec<Effect>, Vec<(Bytes, Option<Known>)>), batch: &mut fjall::OwnedWriteBatch, group: &mut HashMap<Bytes, Option<Known>>) {
-    for effect in effects {
+/// The value length a staged logged record gives for `key` (for counting garbage).
+fn inserts_value_len(inserts: &[Effect], key: &Bytes) -> Option<u32> {
+    inserts.iter().rev().find_map(|e| match e {
+        Effect::Insert { data: false, key: k, value } if k == key => record::decode(value.clone()).ok().map(|(m, _)| m.value_len),
+        _ => None,
+    })
+}
+
+/// Where a group's own logged values are said to be until they are appended (see `put`).
+const UNPLACED: Pointer = Pointer { segment: u32::MAX, offset: u64::MAX };
+
+/// Adds staged `effects` to the group's fjall batch (appending logged values to the value
+/// log first) and what they leave to `group`. On an error nothing of the request is in the
+/// batch; values it appended are garbage no record names.
+pub(super) fn apply_staged(
+    store: &Store,
+    (effects, written): (Vec<Effect>, Vec<(Bytes, Option<Known>)>),
+    batch: &mut fjall::OwnedWriteBatch,
+    group: &mut HashMap<Bytes, Option<Known>>,
+) -> Result<()> {
+    let mut inserts = Vec::with_capacity(effects.len());
+    let mut garbage = Vec::new();
+    let mut placed: HashMap<Bytes, Pointer> = HashMap::new();
+    {
+        let mut appender = store.log.active.lock();
+        for effect in effects {
+            match effect {
+                Effect::Logged { key, value, meta } => {
+                    let appended = store.log.append(&mut appender, &key, &value, meta.value_crc).and_then(|pointer| {
+                        let record = record::encode_logged(&meta, pointer);
+                        placed.insert(key.clone(), pointer);
+                        record
+                    });
+                    match appended {
+                        Ok(record) => inserts.push(Effect::Insert { data: false, key, value: record }),
+                        Err(e) => {
+                            // What this request appended before the failure is garbage.
+                            for (key, pointer) in &placed {
+                                let len = key.len();
+                                let value_len = inserts_value_len(&inserts, key).unwrap_or(0);
+                                store.log.garbage(*pointer, record_len(len, value_len));
+                            }
+                            return Err(e);
+                        }
+                    }
+                }
+                Effect::Garbage { pointer, record_len } => garbage.push((pointer, record_len)),
+                other => inserts.push(other),
+            }
+        }
+    }
+    for effect in inserts {
         match effect {
             Effect::Insert { data, key, value } => batch.insert(if data { &store.data } else { &store.meta }, key, value),
             Effect::Remove { data, key } => batch.remove(if data { &store.data } else { &store.meta }, key),
+            Effect::Logged { .. } | Effect::Garbage { .. } => return Err(Error::Internal("a value log effect left unapplied")),
         }
     }
-    group.extend(written);
+    for (pointer, record_len) in garbage {
+        // A value this group appended and replaced is garbage at its real place.
+        if pointer != UNPLACED {
+            store.log.garbage(pointer, record_len);
+        }
+    }
+    for (key, known) in written {
+        let known = known.map(|mut k| {
+            if k.logged == Some(UNPLACED) {
+                k.logged = placed.get(&key).copied();
+            }
+            k
+        });
+        group.insert(key, known);
+    }
+    Ok(())
 }

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use fjall::{CompressionType, Database, Keyspace, KeyspaceCreateOptions, KvSeparationOptions};
 
 use super::{Counters, FjallOptions, MIN_WRITE_BUFFER_MEMTABLES};
-use crate::record;
+use crate::record::{self, Placement};
+use crate::value_log::{Pointer, ValueLog};
 use crate::{Error, Meta, Result};
 
 /// How long the writer sleeps between looks at the write buffer while it is over the cap.
@@ -35,6 +36,13 @@ pub(super) struct Store {
     /// Bytes of [`FjallOptions::write_buffer_memtables`].
     pub(super) write_buffer_cap: u64,
     pub(super) counters: Arc<Counters>,
+    /// Where values of at least [`Self::log_threshold`] bytes are written.
+    pub(super) log: Arc<ValueLog>,
+    pub(super) log_threshold: usize,
+    /// Held while writes are decided and committed: by the writer for each group, by garbage
+    /// collection while it moves pointers (a pointer it checked must not change before its
+    /// commit).
+    pub(super) apply_lock: parking_lot::Mutex<()>,
 }
 
 /// Where the flushes of sealed memtables stand.
@@ -104,7 +112,15 @@ impl Store {
         })
     }
 
-    pub(super) fn open(options: &FjallOptions, counters: Arc<Counters>) -> Result<Store> {
+    /// Opens the store: the value log, the journals' check (refusing, or with `salvage`
+    /// salvaging, damage where they had been made durable; ending them before any unsynced
+    /// record whose logged value a crash lost), then the database, which syncs the value log
+    /// before every journal sync. Returns the check's notices with it.
+    pub(super) fn open(options: &FjallOptions, counters: Arc<Counters>, salvage: bool) -> Result<(Store, Vec<String>)> {
+        let log = Arc::new(ValueLog::open(&options.path.join(crate::value_log::FOLDER), options.log_segment_bytes)?);
+        let index = log.index_keyspace()?;
+        let notices = crate::journal_check::check(&options.path, salvage, &mut super::recovery::judge(&log, index))?;
+        let hook_log = log.clone();
         // Values are written as the client sent them, in the journal as in the blob files
         // below: a drive's values are opaque and often compressed or encrypted already, and
         // LZ4 (fjall's default for values of 4 KiB and more) cost the single writer thread
@@ -113,6 +129,7 @@ impl Store {
             .cache_size(options.cache_size)
             .journal_compression(CompressionType::None)
             .journal_buffer_size(JOURNAL_BUFFER_BYTES)
+            .before_journal_sync(Arc::new(move || hook_log.sync()))
             .open()?;
         let memtable_size = options.memtable_size;
         let meta = db.keyspace("meta", || KeyspaceCreateOptions::default().max_memtable_size(memtable_size))?;
@@ -126,8 +143,10 @@ impl Store {
                     .write_buffer_size(BLOB_WRITE_BUFFER_BYTES),
             ))
         })?;
+        log.record_index_keyspace(meta.id())?;
         let write_buffer_cap = options.write_buffer_memtables.max(MIN_WRITE_BUFFER_MEMTABLES) * memtable_size;
-        Ok(Store { db, meta, data, write_buffer_cap, counters })
+        let log_threshold = options.log_threshold.max(super::INLINE_VALUE_MAX + 1);
+        Ok((Store { db, meta, data, write_buffer_cap, counters, log, log_threshold, apply_lock: parking_lot::Mutex::new(()) }, notices))
     }
 
     /// Waits, while the memtables hold more than the cap, for sealed ones to be flushed.
@@ -184,13 +203,30 @@ impl Store {
     pub(super) fn stored(&self, key: &[u8]) -> Result<Option<Known>> {
         let Some(raw) = self.meta.get(key)? else { return Ok(None) };
         let (meta, placement) = record::decode(raw.into())?;
-        Ok(Some(Known { in_data: placement.in_data(&meta), meta }))
+        let logged = match placement {
+            Placement::Logged(pointer) => Some(pointer),
+            Placement::Inline(_) | Placement::Separate => None,
+        };
+        Ok(Some(Known { in_data: placement.in_data(&meta), logged, meta }))
+    }
+
+    /// Syncs the journal twice: the first makes every write so far durable, the second the
+    /// sync claim the first wrote after itself, so that recovery never reads those writes as
+    /// an unsynced tail. Needed before deleting value log segments that older records (now
+    /// replaced, durably) pointed to: an unsynced record pointing to a segment that is gone
+    /// would end the journal there.
+    pub(super) fn persist_proven(&self) -> Result<()> {
+        self.db.persist(fjall::PersistMode::SyncData)?;
+        self.db.persist(fjall::PersistMode::SyncData)?;
+        Ok(())
     }
 }
 
-/// A key's metadata as the writer knows it, and whether the data keyspace holds its value.
+/// A key's metadata as the writer knows it, and where its value is: in the data keyspace, in
+/// the value log, or in the record.
 #[derive(Clone)]
 pub(super) struct Known {
     pub(super) meta: Meta,
     pub(super) in_data: bool,
+    pub(super) logged: Option<Pointer>,
 }

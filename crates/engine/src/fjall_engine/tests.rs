@@ -108,10 +108,27 @@ enum Step {
     /// Both keyspaces' memtables flushed to tables, so that tables and their filters
     /// answer later steps.
     Flush,
+    /// MEDIAOPTIMIZE: compactions, and the value log collected of all its garbage.
+    Collect,
 }
 
+/// Values from this size on go to the value log in these tests.
+const LOG_AT: usize = 3 * INLINE_VALUE_MAX;
+
 fn len() -> impl Strategy<Value = usize> {
-    prop_oneof![Just(0), 1..=INLINE_VALUE_MAX, Just(INLINE_VALUE_MAX + 1), (INLINE_VALUE_MAX + 1)..(3 * INLINE_VALUE_MAX)]
+    prop_oneof![
+        Just(0),
+        1..=INLINE_VALUE_MAX,
+        Just(INLINE_VALUE_MAX + 1),
+        (INLINE_VALUE_MAX + 1)..LOG_AT,
+        Just(LOG_AT),
+        LOG_AT..(LOG_AT + 4096)
+    ]
+}
+
+/// Small segments, so that the log starts new ones and collects them within a test.
+fn logged_options(dir: &std::path::Path) -> FjallOptions {
+    FjallOptions { log_threshold: LOG_AT, log_segment_bytes: 24 * 1024, ..FjallOptions::new(dir) }
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -121,31 +138,63 @@ fn step() -> impl Strategy<Value = Step> {
         (0u8..6, proptest::collection::vec(len(), 1..4)).prop_map(|(key, lens)| Step::Batch { key, lens }),
         (0u8..6, proptest::collection::vec(proptest::option::of(len()), 2..5)).prop_map(|(key, ops)| Step::Group { key, ops }),
         Just(Step::Flush),
+        Just(Step::Collect),
     ]
 }
 
-/// The store matches `model` and the data keyspace holds exactly the large values: none
-/// left behind by a small value or a delete, none missing.
+/// Keys whose record points into the value log.
+fn logged_keys(engine: &FjallEngine) -> Vec<Bytes> {
+    let store = engine.store().unwrap();
+    store
+        .meta
+        .iter()
+        .filter_map(|g| {
+            let (k, v) = g.into_inner().unwrap();
+            matches!(crate::record::decode(v.into()).unwrap().1, crate::record::Placement::Logged(_)).then(|| Bytes::from(k))
+        })
+        .collect()
+}
+
+/// The store matches `model`, the data keyspace holds exactly the large values under the
+/// log's threshold (none left behind by a small or logged value or a delete, none missing),
+/// and exactly the values from the threshold on are in the log.
 fn check(engine: &FjallEngine, model: &BTreeMap<Bytes, (Bytes, Bytes)>) -> std::result::Result<(), TestCaseError> {
     for k in 0u8..6 {
         let key = Bytes::from(vec![k]);
         let got = engine.get(&key).unwrap().map(|e| (e.value, e.meta.version));
         prop_assert_eq!(got, model.get(&key).cloned());
     }
-    let large: Vec<Bytes> = model.iter().filter(|(_, (v, _))| v.len() > INLINE_VALUE_MAX).map(|(k, _)| k.clone()).collect();
+    let large: Vec<Bytes> = model.iter().filter(|(_, (v, _))| v.len() > INLINE_VALUE_MAX && v.len() < LOG_AT).map(|(k, _)| k.clone()).collect();
     prop_assert_eq!(data_keys(engine), large);
+    let logged: Vec<Bytes> = model.iter().filter(|(_, (v, _))| v.len() >= LOG_AT).map(|(k, _)| k.clone()).collect();
+    prop_assert_eq!(logged_keys(engine), logged);
+    Ok(())
+}
+
+/// After a collection of everything, the log holds the live values and nothing else: no
+/// segment but their records and headers.
+fn check_collected(engine: &FjallEngine, model: &BTreeMap<Bytes, (Bytes, Bytes)>) -> std::result::Result<(), TestCaseError> {
+    let live: u64 = model
+        .iter()
+        .filter(|(_, (v, _))| v.len() >= LOG_AT)
+        .map(|(k, (v, _))| crate::value_log::format::record_len(k.len(), v.len() as u32))
+        .sum();
+    let figures = engine.store().unwrap().log.figures();
+    prop_assert_eq!(figures.live_bytes, live);
+    prop_assert_eq!(figures.disk_bytes, live + figures.segments * crate::value_log::format::SEGMENT_HEADER_LEN);
     Ok(())
 }
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
-    /// Values move between the record and the data keyspace as their size changes, with
-    /// forced and versioned writes, deletes and batches, before and after a reopen.
+    /// Values move between the record, the data keyspace and the value log as their size
+    /// changes, with forced and versioned writes, deletes and batches, collections of the
+    /// log, before and after a reopen.
     #[test]
     fn values_live_where_their_size_puts_them(steps in proptest::collection::vec(step(), 1..40)) {
         let dir = tempfile::tempdir().unwrap();
-        let engine = FjallEngine::open(FjallOptions::new(dir.path())).unwrap();
+        let engine = FjallEngine::open(logged_options(dir.path())).unwrap();
         let mut model: BTreeMap<Bytes, (Bytes, Bytes)> = BTreeMap::new();
         let mut serial = 0u32;
         let mut value = |len: usize| {
@@ -208,12 +257,19 @@ proptest! {
                     engine.store().unwrap().meta.rotate_memtable_and_wait().unwrap();
                     engine.store().unwrap().data.rotate_memtable_and_wait().unwrap();
                 }
+                Step::Collect => {
+                    engine.compact().unwrap();
+                    check_collected(&engine, &model)?;
+                }
             }
             check(&engine, &model)?;
         }
         engine.sync().unwrap();
         drop(engine);
-        let engine = FjallEngine::open(FjallOptions::new(dir.path())).unwrap();
+        let engine = FjallEngine::open(logged_options(dir.path())).unwrap();
+        check(&engine, &model)?;
+        engine.compact().unwrap();
+        check_collected(&engine, &model)?;
         check(&engine, &model)?;
     }
 }

@@ -135,9 +135,13 @@ pub(super) fn apply_group(store: &Store, slots: &mut [Option<WriteRequest>]) {
 }
 
 pub(super) fn erase(store: &Store, secure: bool) -> Result<()> {
+    let _deciding = store.apply_lock.lock();
     store.meta.clear()?;
     store.data.clear()?;
-    store.db.persist(PersistMode::SyncData)?;
+    // The cleared index durable (and proven so) before the values go: recovery must never
+    // find an older record pointing to a segment that is gone.
+    store.persist_proven()?;
+    store.log.remove_all()?;
     if secure {
         // Flush what the journal holds into (empty) tables and compact, so fjall drops every
         // table and blob file that held the old data, and the old journals with them.
@@ -151,6 +155,7 @@ pub(super) fn erase(store: &Store, secure: bool) -> Result<()> {
 }
 
 pub(super) fn apply_writes(store: &Store, slots: &mut [Option<WriteRequest>]) {
+    let deciding = store.apply_lock.lock();
     // What this group has already written, so later requests check against it.
     let mut written: HashMap<Bytes, Option<Known>> = HashMap::new();
     let mut batch = store.db.batch();
@@ -165,17 +170,22 @@ pub(super) fn apply_writes(store: &Store, slots: &mut [Option<WriteRequest>]) {
             let mut staged = Staged::new(store, &written);
             crate::rules::stage(&mut staged, &request.op).map(|()| staged.into_parts())
         });
-        let result = staged.map(|parts| apply_staged(store, parts, &mut batch, &mut written));
+        let result = staged.and_then(|parts| apply_staged(store, parts, &mut batch, &mut written));
         results.push(result);
     }
     if !batch.is_empty() {
-        if let Err(e) = batch.commit() {
-            let e = Error::from(e);
+        // Logged values reach the OS before the records pointing to them reach the journal.
+        let flushed = match store.log.active.lock().as_mut() {
+            Some(appender) => store.log.flush(appender),
+            None => Ok(()),
+        };
+        if let Err(e) = flushed.and_then(|()| batch.commit().map_err(Error::from)) {
             for r in results.iter_mut().filter(|r| r.is_ok()) {
                 *r = Err(e.clone());
             }
         }
     }
+    drop(deciding);
     let mut waiting = false;
     for (slot, result) in slots.iter_mut().zip(&results) {
         let Some(request) = slot else { continue };

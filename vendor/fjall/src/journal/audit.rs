@@ -213,6 +213,30 @@ pub struct Audit {
 /// with `salvage`, each corrupt journal is instead rewritten (synced, then renamed over it)
 /// with its intact batches of writes, in order, and the damage dropped.
 pub fn check(folder: &Path, salvage: bool) -> crate::Result<Audit> {
+    check_with(folder, salvage, &mut |_| true)
+}
+
+/// One write of a batch, as [`check_with`]'s judge sees it.
+#[derive(Debug, Clone)]
+pub struct JournalWrite {
+    /// The keyspace written to.
+    pub keyspace_id: u64,
+    /// The key written.
+    pub key: crate::Slice,
+    /// The value (empty for a removal).
+    pub value: crate::Slice,
+    /// A value, or which kind of removal.
+    pub value_type: lsm_tree::ValueType,
+}
+
+/// [`check`], with the unsynced batches of the last journal (those past its last sync claim,
+/// before any crash damage) shown in order to `judge`: the first it refuses, and everything
+/// after it, is cut off as a crash's tail. That is for records whose meaning rests on data
+/// outside the journal (a value log written beside it): where a crash kept the record but
+/// not its data, recovery must end before the record, as if the crash had come earlier.
+/// Batches the journal had made durable are never shown: what must be durable before them
+/// is synced first (`Config::before_journal_sync`).
+pub fn check_with(folder: &Path, salvage: bool, judge: &mut dyn FnMut(&[JournalWrite]) -> bool) -> crate::Result<Audit> {
     let mut journals = Vec::new();
     if folder.try_exists()? {
         for dirent in std::fs::read_dir(folder)? {
@@ -254,7 +278,7 @@ pub fn check(folder: &Path, salvage: bool) -> crate::Result<Audit> {
                 kept_after_damage: intact_after,
                 dropped_unsynced_batches: scan.writes_before(u64::MAX).filter(|r| r.start >= limit).count(),
             });
-        } else if let Some(cut) = tail {
+        } else if let Some(cut) = first_refused(scan, sealed, tail, judge)?.or(tail) {
             let file = OpenOptions::new().write(true).open(&scan.path)?;
             let dropped = scan.used_end() - cut;
             file.set_len(cut)?;
@@ -264,6 +288,32 @@ pub fn check(folder: &Path, salvage: bool) -> crate::Result<Audit> {
         }
     }
     Ok(audit)
+}
+
+/// Where the first unsynced batch of the last journal that `judge` refuses begins.
+fn first_refused(scan: &JournalScan, sealed: bool, tail: Option<u64>, judge: &mut dyn FnMut(&[JournalWrite]) -> bool) -> crate::Result<Option<u64>> {
+    let synced = scan.synced_end();
+    let limit = tail.unwrap_or(u64::MAX);
+    let unsynced: Vec<Range<u64>> = scan.writes_before(limit).filter(|r| r.start >= synced).cloned().collect();
+    if sealed || unsynced.is_empty() {
+        return Ok(None);
+    }
+    let bytes = std::fs::read(&scan.path)?;
+    for range in unsynced {
+        let mut reader = &bytes[range.start as usize..range.end as usize];
+        let mut writes = Vec::new();
+        while let Ok(entry) = Entry::decode_from(&mut reader) {
+            match entry {
+                Entry::Item { keyspace_id, key, value, value_type, .. } => writes.push(JournalWrite { keyspace_id, key, value, value_type }),
+                Entry::End(_) => break,
+                Entry::Start { .. } | Entry::Clear { .. } => {}
+            }
+        }
+        if !judge(&writes) {
+            return Ok(Some(range.start));
+        }
+    }
+    Ok(None)
 }
 
 /// Replaces the journal at `path` with its batches at `kept` and a claim that all of it is

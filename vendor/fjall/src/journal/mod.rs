@@ -78,6 +78,12 @@ impl Journal {
         Ok(self)
     }
 
+    /// Spindle: the journal with `hook` run before every sync (`Writer::set_before_sync`).
+    pub fn with_before_sync(self, hook: Option<writer::JournalSyncHook>) -> crate::Result<Self> {
+        self.get_writer()?.set_before_sync(hook);
+        Ok(self)
+    }
+
     fn from_file<P: AsRef<Path>>(path: P) -> crate::Result<Self> {
         Ok(Self {
             writer: Mutex::new(Writer::from_file(path)?),

@@ -22,6 +22,10 @@ pub const PRE_ALLOCATED_BYTES: u64 = 64 * 1_024 * 1_024;
 /// (`Config::journal_buffer_size`).
 pub const JOURNAL_BUFFER_BYTES: usize = 8 * 1_024;
 
+/// Spindle: what the database runs before it makes the journal durable
+/// (`Config::before_journal_sync`). A failure stops that sync as the sync's own would.
+pub type JournalSyncHook = std::sync::Arc<dyn Fn() -> std::io::Result<()> + Send + Sync>;
+
 pub struct Writer {
     pub(crate) path: PathBuf,
     file: BufWriter<File>,
@@ -37,6 +41,9 @@ pub struct Writer {
     /// Spindle: the offset just past the last sync claim queued (`audit`), so a sync with
     /// nothing new written queues none.
     claimed: u64,
+
+    /// Spindle: run before every sync of this journal (`Config::before_journal_sync`).
+    before_sync: Option<JournalSyncHook>,
 }
 
 /// The persist mode allows setting the durability guarantee of previous writes
@@ -142,6 +149,22 @@ impl Writer {
         Ok(())
     }
 
+    /// Spindle: sets what runs before every sync of this journal; rotations keep it.
+    pub fn set_before_sync(&mut self, hook: Option<JournalSyncHook>) {
+        self.before_sync = hook;
+    }
+
+    /// Spindle: runs the hook set by [`Self::set_before_sync`], if any.
+    pub(crate) fn run_before_sync(&self) -> std::io::Result<()> {
+        self.before_sync.as_ref().map_or(Ok(()), |hook| hook())
+    }
+
+    /// Spindle: the hook, for a caller that syncs through [`Self::flush_for_sync`]'s handle
+    /// after releasing the journal lock and must run it first.
+    pub(crate) fn before_sync_hook(&self) -> Option<JournalSyncHook> {
+        self.before_sync.clone()
+    }
+
     pub fn pos(&mut self) -> crate::Result<u64> {
         self.file.stream_position().map_err(Into::into)
     }
@@ -176,9 +199,11 @@ impl Writer {
         let comp = self.compression;
         let compt = self.compression_threshold;
         let buffer_size = self.buffer_size;
+        let before_sync = self.before_sync.take();
         *self = Self::create_new(new_path.clone())?;
         self.set_compression(comp, compt);
         self.set_buffer_size(buffer_size)?;
+        self.before_sync = before_sync;
 
         // IMPORTANT: fsync folder on Unix
         fsync_directory(&folder)?;
@@ -246,6 +271,7 @@ impl Writer {
             compression_threshold: compt,
             buffer_size: self.buffer_size,
             claimed: 0,
+            before_sync: self.before_sync.take(),
         };
         Ok((prev_path, new_path))
     }
@@ -277,6 +303,7 @@ impl Writer {
             compression_threshold: 0,
             buffer_size: JOURNAL_BUFFER_BYTES,
             claimed: 0,
+            before_sync: None,
         })
     }
 
@@ -312,6 +339,7 @@ impl Writer {
                 compression_threshold: 0,
                 buffer_size: JOURNAL_BUFFER_BYTES,
                 claimed: 0,
+                before_sync: None,
             });
         }
 
@@ -331,6 +359,7 @@ impl Writer {
             compression_threshold: 0,
             buffer_size: JOURNAL_BUFFER_BYTES,
             claimed: 0,
+            before_sync: None,
         })
     }
 
@@ -360,6 +389,11 @@ impl Writer {
                 );
             })?;
             self.is_buffer_dirty = false;
+        }
+
+        // Spindle: what must be durable before the journal is (`Config::before_journal_sync`).
+        if mode != PersistMode::Buffer {
+            self.run_before_sync().map_err(crate::poison::sync_failure)?;
         }
 
         // Spindle: a failed sync is reported as such (`sync_failure`), never as the full disk
