@@ -119,8 +119,13 @@ pub(super) fn collect_all(shared: &Shared, store: &Store) -> Result<()> {
     let pace = Pace::new(0);
     for victim in store.log.victims(0.0, &[]) {
         let own = own_segment(&store.log, &mut state);
-        if !own.contains(&victim) {
-            collect(shared, store, &mut state, victim, &pace)?;
+        if own.contains(&victim) {
+            continue;
+        }
+        match collect(shared, store, &mut state, victim, &pace) {
+            // A damaged segment is kept (and reported); the others are still collected.
+            Err(Error::Corrupt { detail, .. }) => tracing::error!("{detail}"),
+            other => other?,
         }
     }
     Ok(())

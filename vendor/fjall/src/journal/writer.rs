@@ -131,6 +131,13 @@ impl Writer {
         self.discarding_on_error(result)
     }
 
+    /// Spindle: what a sync made outside the lock failed: the buffer is discarded and no
+    /// later claim trusts what was written (as a failed `persist` does).
+    pub(crate) fn failed_sync(&mut self, error: std::io::Error) -> std::io::Error {
+        self.discard_buffer();
+        error
+    }
+
     pub fn set_compression(&mut self, comp: CompressionType, threshold: usize) {
         self.compression = comp;
         self.compression_threshold = threshold;
@@ -421,17 +428,24 @@ impl Writer {
     /// it) and synced with the next sync; it costs a small write, never a sync.
     fn write_sync_claim(&mut self) -> std::io::Result<()> {
         let synced = self.file.stream_position()?;
+        self.claim_synced(synced)
+    }
+
+    /// Spindle: writes a claim that `[0, synced)` of this journal is durable (a sync made
+    /// through a second handle, outside the journal lock: `Journal::persist`).
+    pub(crate) fn claim_synced(&mut self, synced: u64) -> std::io::Result<()> {
         if synced <= self.claimed {
             return Ok(());
         }
         self.buf.clear();
         super::audit::encode_claim(synced, &mut self.buf).map_err(std::io::Error::other)?;
+        let start = self.file.stream_position()?;
         let written = self.file.write_all(&self.buf).and_then(|()| self.file.flush());
         let len = self.buf.len() as u64;
         self.buf.clear();
         match written {
             Ok(()) => {
-                self.claimed = synced + len;
+                self.claimed = start + len;
                 Ok(())
             }
             Err(e) => {
@@ -440,8 +454,8 @@ impl Writer {
                 log::warn!("Could not write a sync claim to {}: {e:?}", self.path.display());
                 self.discard_buffer();
                 let file = self.file.get_mut();
-                file.set_len(synced)?;
-                file.seek(std::io::SeekFrom::Start(synced))?;
+                file.set_len(start)?;
+                file.seek(std::io::SeekFrom::Start(start))?;
                 Ok(())
             }
         }

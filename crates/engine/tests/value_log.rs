@@ -1,0 +1,299 @@
+//! The value log on disk: what a crash leaves of it, garbage collection under writes, churn,
+//! damage and erase.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use spindle_engine::{Check, Engine, Error, FjallEngine, FjallOptions, Meta, WriteOp, WriteRequest};
+
+const KIB: usize = 1024;
+
+fn meta(version: &str) -> Meta {
+    Meta { version: Bytes::from(version.to_owned()), ..Meta::default() }
+}
+
+/// A value that names its key and serial, so a value read back says whose it is.
+fn value(key: &str, serial: u64, len: usize) -> Bytes {
+    let mut v: Vec<u8> = (0..len).map(|i| (i as u64).wrapping_mul(31).wrapping_add(serial) as u8).collect();
+    let head = format!("{key}/{serial}/");
+    v[..head.len()].copy_from_slice(head.as_bytes());
+    Bytes::from(v)
+}
+
+fn segments(dir: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir.join("values"))
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "vlog")).collect())
+        .unwrap_or_default();
+    found.sort();
+    found
+}
+
+fn put(engine: &FjallEngine, key: &str, value: Bytes, version: &str, sync: bool) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let op = WriteOp::Put { key: Bytes::from(key.to_owned()), value, meta: meta(version), check: Check::Force };
+    engine.submit(WriteRequest { op, sync, on_applied: None, on_done: Box::new(move |r| drop(tx.send(r))) });
+    rx.recv().unwrap().unwrap();
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// A power cut can keep journal records the OS wrote back and lose the logged values they
+/// point to (the log is synced only before the journal is). Recovery must then end the
+/// journal before the first such record, as if the cut had come earlier: the key keeps its
+/// durable value, and nothing after that record is half there.
+#[test]
+fn a_pointer_whose_value_a_crash_lost_ends_the_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = FjallEngine::open(FjallOptions::new(dir.path())).unwrap();
+    put(&engine, "a", value("a", 1, 100 * KIB), "1", true);
+    let segment = segments(dir.path()).pop().expect("a segment");
+    let synced_len = std::fs::metadata(&segment).unwrap().len();
+    // Unsynced: an overwrite of a, a new large b, then a small c after them.
+    put(&engine, "a", value("a", 2, 100 * KIB), "2", false);
+    put(&engine, "b", value("b", 1, 100 * KIB), "1", false);
+    put(&engine, "c", Bytes::from_static(b"small"), "1", false);
+
+    // The disk as a cut could leave it: every journal write there, the log's unsynced tail not.
+    let cut = tempfile::tempdir().unwrap();
+    copy_dir(dir.path(), cut.path());
+    let cut_segment = cut.path().join("values").join(segment.file_name().unwrap());
+    std::fs::OpenOptions::new().write(true).open(&cut_segment).unwrap().set_len(synced_len).unwrap();
+    // And as it could leave it with the tail written back too.
+    let whole = tempfile::tempdir().unwrap();
+    copy_dir(dir.path(), whole.path());
+    drop(engine);
+
+    let recovered = FjallEngine::open(FjallOptions::new(cut.path())).unwrap();
+    let a = recovered.get(b"a").unwrap().expect("a's durable value");
+    assert_eq!((a.value, a.meta.version), (value("a", 1, 100 * KIB), Bytes::from("1")));
+    assert_eq!(recovered.get(b"b").unwrap(), None, "b's value was lost");
+    assert_eq!(recovered.get(b"c").unwrap(), None, "c came after the record that ended the journal");
+    assert!(recovered.notices().iter().any(|n| n.contains("unsynced")), "{:?}", recovered.notices());
+    // The store goes on: a new value for b lands and survives a reopen.
+    put(&recovered, "b", value("b", 2, 100 * KIB), "2", true);
+    drop(recovered);
+    let reopened = FjallEngine::open(FjallOptions::new(cut.path())).unwrap();
+    assert_eq!(reopened.get(b"b").unwrap().unwrap().value, value("b", 2, 100 * KIB));
+    assert_eq!(reopened.get(b"a").unwrap().unwrap().meta.version, Bytes::from("1"));
+
+    let kept = FjallEngine::open(FjallOptions::new(whole.path())).unwrap();
+    assert_eq!(kept.get(b"a").unwrap().unwrap().value, value("a", 2, 100 * KIB));
+    assert_eq!(kept.get(b"b").unwrap().unwrap().value, value("b", 1, 100 * KIB));
+    assert_eq!(&kept.get(b"c").unwrap().unwrap().value[..], b"small");
+}
+
+/// Every sync of the journal syncs the log first: after a WRITETHROUGH put is acknowledged,
+/// its value is durable, so the same cut (the log's tail dropped past what was synced) loses
+/// nothing acknowledged.
+#[test]
+fn an_acknowledged_logged_value_is_durable_before_its_pointer() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = FjallEngine::open(FjallOptions::new(dir.path())).unwrap();
+    for i in 0..8 {
+        put(&engine, &format!("k{i}"), value("k", i, 80 * KIB), "1", i % 2 == 1);
+    }
+    // Nothing unsynced in the log: the last put synced it whole.
+    let cut = tempfile::tempdir().unwrap();
+    copy_dir(dir.path(), cut.path());
+    drop(engine);
+    let recovered = FjallEngine::open(FjallOptions::new(cut.path())).unwrap();
+    for i in 0..8 {
+        assert_eq!(recovered.get(format!("k{i}").as_bytes()).unwrap().unwrap().value, value("k", i, 80 * KIB));
+    }
+}
+
+fn gc_options(dir: &Path) -> FjallOptions {
+    FjallOptions {
+        log_threshold: 8 * KIB,
+        log_segment_bytes: 256 * KIB as u64,
+        gc_garbage_ratio: 0.3,
+        gc_bytes_per_sec: 0,
+        ..FjallOptions::new(dir)
+    }
+}
+
+/// Garbage collection moves values while clients overwrite, delete and read the same keys:
+/// no read ever returns a value other than the one its version names, and the final state is
+/// every last write.
+#[test]
+fn collection_under_concurrent_writes_keeps_every_last_write() {
+    const KEYS: u64 = 64;
+    const WRITERS: u64 = 2;
+    const ROUNDS: u64 = 12;
+    let dir = tempfile::tempdir().unwrap();
+    let engine = FjallEngine::open(gc_options(dir.path())).unwrap();
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let collector = {
+        let (engine, done) = (engine.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut passes = 0;
+            while !done.load(std::sync::atomic::Ordering::Acquire) {
+                engine.compact().unwrap();
+                passes += 1;
+            }
+            passes
+        })
+    };
+    let reader = {
+        let (engine, done) = (engine.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut reads = 0u64;
+            while !done.load(std::sync::atomic::Ordering::Acquire) {
+                for k in 0..KEYS {
+                    let key = format!("key{k:03}");
+                    if let Some(entry) = engine.get(key.as_bytes()).unwrap() {
+                        let serial: u64 = std::str::from_utf8(&entry.meta.version).unwrap().parse().unwrap();
+                        assert!(entry.value == value(&key, serial, entry.value.len()), "{key}: value is not version {serial}'s");
+                        reads += 1;
+                    }
+                }
+            }
+            reads
+        })
+    };
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let engine = engine.clone();
+            std::thread::spawn(move || {
+                let mut last = BTreeMap::new();
+                for round in 0..ROUNDS {
+                    for k in (w..KEYS).step_by(WRITERS as usize) {
+                        let key = format!("key{k:03}");
+                        let serial = round * 1000 + k;
+                        if (round + k) % 7 == 3 {
+                            engine.delete(key.as_bytes(), Check::Force).unwrap();
+                            last.insert(key, None);
+                        } else {
+                            let len = 8 * KIB + ((round * 13 + k) as usize % 5) * 3 * KIB;
+                            engine.put(key.as_bytes(), value(&key, serial, len), meta(&serial.to_string()), Check::Force).unwrap();
+                            last.insert(key, Some((serial, len)));
+                        }
+                    }
+                }
+                last
+            })
+        })
+        .collect();
+    let mut model = BTreeMap::new();
+    for w in writers {
+        model.extend(w.join().unwrap());
+    }
+    done.store(true, std::sync::atomic::Ordering::Release);
+    assert!(collector.join().unwrap() > 0);
+    assert!(reader.join().unwrap() > 0);
+    engine.compact().unwrap();
+    let check = |engine: &FjallEngine| {
+        for (key, last) in &model {
+            let got = engine.get(key.as_bytes()).unwrap();
+            match last {
+                None => assert_eq!(got, None, "{key} was deleted"),
+                Some((serial, len)) => assert!(got.unwrap().value == value(key, *serial, *len), "{key} lost its last write"),
+            }
+        }
+    };
+    check(&engine);
+    let figures = engine.value_log().unwrap();
+    assert!(figures.gc_segments_deleted > 0, "{figures:?}");
+    assert!(figures.live_bytes * 10 >= figures.disk_bytes * 9, "after a full collection the log is live data: {figures:?}");
+    engine.sync().unwrap();
+    drop(engine);
+    let engine = FjallEngine::open(gc_options(dir.path())).unwrap();
+    check(&engine);
+}
+
+/// Overwriting every key three times leaves three quarters of the log garbage; the
+/// background collector, unprompted, brings live data back to at least half the log.
+#[test]
+fn after_churn_the_background_collector_brings_live_data_to_half_the_log() {
+    const KEYS: u64 = 48;
+    let dir = tempfile::tempdir().unwrap();
+    let options = |dir: &Path| FjallOptions { gc_garbage_ratio: 0.5, gc_bytes_per_sec: 64 << 20, ..gc_options(dir) };
+    let engine = FjallEngine::open(options(dir.path())).unwrap();
+    for round in 0..4 {
+        for k in 0..KEYS {
+            let key = format!("churn{k:03}");
+            engine.put(key.as_bytes(), value(&key, round, 32 * KIB), meta(&round.to_string()), Check::Force).unwrap();
+        }
+    }
+    let before = engine.value_log().unwrap();
+    assert!(before.live_bytes * 3 < before.disk_bytes, "churn left most of the log garbage: {before:?}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut now = engine.value_log().unwrap();
+    while (now.live_bytes as f64) < 0.5 * now.disk_bytes as f64 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        now = engine.value_log().unwrap();
+    }
+    assert!(now.live_bytes as f64 >= 0.5 * now.disk_bytes as f64, "live / disk stayed under 0.5: {now:?}");
+    let on_disk: u64 = segments(dir.path()).iter().map(|p| std::fs::metadata(p).unwrap().len()).sum();
+    assert_eq!(on_disk, now.disk_bytes, "the figures are the files");
+    for k in 0..KEYS {
+        let key = format!("churn{k:03}");
+        assert!(engine.get(key.as_bytes()).unwrap().unwrap().value == value(&key, 3, 32 * KIB));
+    }
+    // After a restart the census finds the same: nothing to collect, nothing lost.
+    drop(engine);
+    let engine = FjallEngine::open(options(dir.path())).unwrap();
+    engine.compact().unwrap();
+    let after = engine.value_log().unwrap();
+    assert!(after.live_bytes as f64 >= 0.9 * after.disk_bytes as f64, "{after:?}");
+}
+
+/// A logged value damaged on the medium answers PERM_DATA_ERROR (Corrupt); collection keeps
+/// its segment, the other values are unharmed and still collected.
+#[test]
+fn a_damaged_logged_value_is_reported_and_its_segment_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = FjallEngine::open(gc_options(dir.path())).unwrap();
+    for k in 0..6 {
+        put(&engine, &format!("d{k}"), value("d", k, 20 * KIB), "1", true);
+    }
+    // Garbage in the same segment, so that it is collected.
+    engine.delete(b"d0", Check::Force).unwrap();
+    engine.sync().unwrap();
+    let segment = segments(dir.path()).pop().unwrap();
+    let bytes = std::fs::read(&segment).unwrap();
+    let head = b"d/3/";
+    let at = bytes.windows(head.len()).position(|w| w == head).expect("d3's value") + 1000;
+    let mut file = std::fs::OpenOptions::new().write(true).open(&segment).unwrap();
+    std::os::unix::fs::FileExt::write_at(&mut file, &[bytes[at] ^ 0x5a], at as u64).unwrap();
+    drop(file);
+    assert!(matches!(engine.get(b"d3"), Err(Error::Corrupt { .. })), "{:?}", engine.get(b"d3").map(|e| e.map(|e| e.key)));
+    engine.compact().unwrap();
+    assert!(segment.exists(), "a damaged segment is kept");
+    assert!(matches!(engine.get(b"d3"), Err(Error::Corrupt { .. })));
+    for k in [1, 2, 4, 5] {
+        assert!(engine.get(format!("d{k}").as_bytes()).unwrap().unwrap().value == value("d", k, 20 * KIB));
+    }
+}
+
+/// An erase deletes every segment once the cleared index is durable; the store goes on.
+#[test]
+fn an_erase_deletes_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = FjallEngine::open(gc_options(dir.path())).unwrap();
+    for k in 0..40 {
+        put(&engine, &format!("e{k}"), value("e", k, 16 * KIB), "1", false);
+    }
+    assert!(!segments(dir.path()).is_empty());
+    engine.submit_and_wait(WriteOp::Erase { secure: true }, true).unwrap();
+    assert!(segments(dir.path()).is_empty(), "{:?}", segments(dir.path()));
+    assert_eq!(engine.get(b"e1").unwrap(), None);
+    put(&engine, "e1", value("e", 99, 16 * KIB), "2", true);
+    drop(engine);
+    let engine = FjallEngine::open(gc_options(dir.path())).unwrap();
+    assert_eq!(engine.get(b"e1").unwrap().unwrap().value, value("e", 99, 16 * KIB));
+    assert_eq!(engine.get(b"e2").unwrap(), None);
+}
