@@ -26,13 +26,22 @@ use crate::{new_histogram, summarize, BenchError, BenchResult, BenchSpec, Operat
 pub enum LsmKind {
     LevelDb,
     RocksDb,
+    /// RocksDB with its integrated BlobDB: values of 4 KiB and more in blob files, written once
+    /// at flush, with blob garbage collection (db_bench's `--enable_blob_files`).
+    RocksDbBlob,
 }
 
+/// The value size from which `rocksdb-blob:` keeps values in blob files.
+const ROCKSDB_MIN_BLOB_SIZE: u64 = 4096;
+
 impl LsmKind {
-    /// The target `leveldb:DIR` or `rocksdb:DIR`, if `target` is one.
+    /// The target `leveldb:DIR`, `rocksdb:DIR` or `rocksdb-blob:DIR`, if `target` is one.
     pub fn parse(target: &str) -> Option<(LsmKind, &str)> {
         if let Some(dir) = target.strip_prefix("leveldb:") {
             return Some((LsmKind::LevelDb, dir));
+        }
+        if let Some(dir) = target.strip_prefix("rocksdb-blob:") {
+            return Some((LsmKind::RocksDbBlob, dir));
         }
         target.strip_prefix("rocksdb:").map(|dir| (LsmKind::RocksDb, dir))
     }
@@ -40,7 +49,7 @@ impl LsmKind {
     fn prefix(self) -> &'static str {
         match self {
             LsmKind::LevelDb => "leveldb",
-            LsmKind::RocksDb => "rocksdb",
+            LsmKind::RocksDb | LsmKind::RocksDbBlob => "rocksdb",
         }
     }
 
@@ -48,14 +57,14 @@ impl LsmKind {
     fn sonames(self) -> &'static [&'static str] {
         match self {
             LsmKind::LevelDb => &["libleveldb.so.1d", "libleveldb.so.1", "libleveldb.so"],
-            LsmKind::RocksDb => &["librocksdb.so.9", "librocksdb.so.8", "librocksdb.so.7.8", "librocksdb.so"],
+            LsmKind::RocksDb | LsmKind::RocksDbBlob => &["librocksdb.so.9", "librocksdb.so.8", "librocksdb.so.7.8", "librocksdb.so"],
         }
     }
 
     fn package_hint(self) -> &'static str {
         match self {
             LsmKind::LevelDb => "on Debian: apt-get install libleveldb1d",
-            LsmKind::RocksDb => "on Debian: apt-get install librocksdb7.8",
+            LsmKind::RocksDb | LsmKind::RocksDbBlob => "on Debian: apt-get install librocksdb7.8",
         }
     }
 }
@@ -126,6 +135,32 @@ fn take_error(api: &Api, err: *mut c_char) -> Option<String> {
     Some(message)
 }
 
+/// Turns on RocksDB's integrated blob files, with their garbage collection, in `options`.
+///
+/// # Safety
+/// `options` is a live `rocksdb_options_t` from `library`.
+unsafe fn enable_blob_files(library: &Library, options: Opaque) -> Result<(), BenchError> {
+    let kind = LsmKind::RocksDbBlob;
+    let set_u8 = |name: &str| -> Result<unsafe extern "C" fn(Opaque, u8), BenchError> {
+        // SAFETY: the C API declares these setters as (rocksdb_options_t*, unsigned char).
+        unsafe { library.get::<unsafe extern "C" fn(Opaque, u8)>(format!("{name}\0").as_bytes()) }
+            .map(|f| *f)
+            .map_err(|e| lib_err(kind, format!("symbol {name}: {e} (a RocksDB with blob files is needed)")))
+    };
+    // SAFETY: declared as (rocksdb_options_t*, uint64_t) in the C API.
+    let min_blob_size = unsafe { library.get::<unsafe extern "C" fn(Opaque, u64)>(b"rocksdb_options_set_min_blob_size\0") }
+        .map(|f| *f)
+        .map_err(|e| lib_err(kind, format!("symbol rocksdb_options_set_min_blob_size: {e}")))?;
+    let (enable, gc) = (set_u8("rocksdb_options_set_enable_blob_files")?, set_u8("rocksdb_options_set_enable_blob_gc")?);
+    // SAFETY: `options` is live (this function's contract); the setters only store the values.
+    unsafe {
+        enable(options, 1);
+        min_blob_size(options, ROCKSDB_MIN_BLOB_SIZE);
+        gc(options, 1);
+    }
+    Ok(())
+}
+
 impl LsmDb {
     /// Loads the library and opens (creating if missing) the database in `dir`.
     pub fn open(kind: LsmKind, dir: &str) -> Result<LsmDb, BenchError> {
@@ -143,6 +178,9 @@ impl LsmDb {
         unsafe {
             let options = (api.options_create)();
             (api.options_set_create_if_missing)(options, 1);
+            if kind == LsmKind::RocksDbBlob {
+                enable_blob_files(&library, options)?;
+            }
             let mut err: *mut c_char = std::ptr::null_mut();
             let db = (api.open)(options, path.as_ptr(), &mut err);
             if let Some(message) = take_error(&api, err) {

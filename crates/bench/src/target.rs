@@ -331,7 +331,7 @@ mod tests {
     async fn in_process_targets_agree() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path().display();
-        for target in ["memory:".to_string(), format!("embedded:{d}/e"), format!("leveldb:{d}/l"), format!("rocksdb:{d}/r")] {
+        for target in ["memory:".to_string(), format!("embedded:{d}/e"), format!("leveldb:{d}/l"), format!("rocksdb:{d}/r"), format!("rocksdb-blob:{d}/b")] {
             assert!(!is_kinetic(&target));
             let sessions = connect(&target, 2, Needs { scans: true }).await.unwrap();
             // A second connect within the process reaches the same store.

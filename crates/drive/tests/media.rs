@@ -69,3 +69,38 @@ async fn timeouts_expire_long_scans() {
         assert!(r.body().range.unwrap().end_key.is_some());
     }
 }
+
+/// Large values live in the value log (`spindle_engine::value_log`): MEDIASCAN reads them
+/// from there and finds one damaged on the medium, a GET of it answers PERM_DATA_ERROR, and
+/// GETLOG's engine log reports the log's space amplification.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn media_scan_verifies_values_in_the_value_log() {
+    let drive = TestDrive::start().await;
+    let c = drive.client().await;
+    let value = |i: u8| Bytes::from((0..200 * 1024).map(|n| (n % 251) as u8 ^ i).collect::<Vec<u8>>());
+    for i in 0..4u8 {
+        c.put(format!("v/{i}").as_bytes(), value(i), PutOptions::forced(Synchronization::Writethrough)).await.unwrap();
+    }
+    let segment = std::fs::read_dir(drive.data_dir().join("engine/values"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "vlog"))
+        .expect("a value log segment");
+    let bytes = std::fs::read(&segment).unwrap();
+    // v/2's value starts right after its key in its record.
+    let at = bytes.windows(3).position(|w| w == b"v/2").unwrap() + 3 + 5000;
+    let file = std::fs::OpenOptions::new().write(true).open(&segment).unwrap();
+    std::os::unix::fs::FileExt::write_at(&file, &[bytes[at] ^ 0xff], at as u64).unwrap();
+
+    let all = RangeQuery::inclusive(Bytes::from_static(b"v/"), Bytes::from_static(b"v/~"), 200);
+    let (bad, _) = c.media_scan(all).await.unwrap();
+    assert_eq!(bad, vec![Bytes::from_static(b"v/2")]);
+    assert_eq!(c.get(b"v/2").await.unwrap_err().status(), Some(StatusCode::PermDataError));
+    assert_eq!(c.get(b"v/3").await.unwrap().unwrap().value, value(3));
+
+    let log = c.device_log(spindle_drive::DEVICE_LOG_ENGINE.as_bytes()).await.unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&log).unwrap();
+    let vlog = &doc["value_log"];
+    assert!(vlog["live_bytes"].as_u64().unwrap() >= 4 * 200 * 1024, "{doc}");
+    assert!(vlog["space_amplification"].as_f64().unwrap() >= 1.0, "{doc}");
+}

@@ -195,6 +195,15 @@ fn device_log(state: &DriveState, name: &[u8]) -> Option<Bytes> {
         "reads_on_disk": state.reads_on_disk.load(std::sync::atomic::Ordering::Relaxed),
         "open_batches": state.batch_slots.open(),
         "batched_operations": state.batch_slots.buffered_operations(),
+        "value_log": state.engine.value_log().map(|log| serde_json::json!({
+            "segments": log.segments,
+            "disk_bytes": log.disk_bytes,
+            "live_bytes": log.live_bytes,
+            // Bytes on disk per live byte (1.0: no garbage); null while the log is empty.
+            "space_amplification": (log.live_bytes > 0).then(|| log.disk_bytes as f64 / log.live_bytes as f64),
+            "gc_bytes_copied": log.gc_bytes_copied,
+            "gc_segments_deleted": log.gc_segments_deleted,
+        })),
     });
     Some(Bytes::from(doc.to_string()))
 }
