@@ -267,8 +267,8 @@ fn a_damaged_logged_value_is_reported_and_its_segment_kept() {
     let bytes = std::fs::read(&segment).unwrap();
     let head = b"d/3/";
     let at = bytes.windows(head.len()).position(|w| w == head).expect("d3's value") + 1000;
-    let mut file = std::fs::OpenOptions::new().write(true).open(&segment).unwrap();
-    std::os::unix::fs::FileExt::write_at(&mut file, &[bytes[at] ^ 0x5a], at as u64).unwrap();
+    let file = std::fs::OpenOptions::new().write(true).open(&segment).unwrap();
+    std::os::unix::fs::FileExt::write_at(&file, &[bytes[at] ^ 0x5a], at as u64).unwrap();
     drop(file);
     assert!(matches!(engine.get(b"d3"), Err(Error::Corrupt { .. })), "{:?}", engine.get(b"d3").map(|e| e.map(|e| e.key)));
     engine.compact().unwrap();

@@ -5,6 +5,7 @@ use super::store::*;
 use super::*;
 use crate::{Check, Meta, WriteOp};
 use proptest::prelude::*;
+use std::path::Path;
 use std::collections::BTreeMap;
 
 /// The wait MEDIAOPTIMIZE and a secure erase use for flushes ends: at once when a storage
@@ -127,7 +128,7 @@ fn len() -> impl Strategy<Value = usize> {
 }
 
 /// Small segments, so that the log starts new ones and collects them within a test.
-fn logged_options(dir: &std::path::Path) -> FjallOptions {
+fn logged_options(dir: &Path) -> FjallOptions {
     FjallOptions { log_threshold: LOG_AT, log_segment_bytes: 24 * 1024, ..FjallOptions::new(dir) }
 }
 
@@ -150,7 +151,7 @@ fn logged_keys(engine: &FjallEngine) -> Vec<Bytes> {
         .iter()
         .filter_map(|g| {
             let (k, v) = g.into_inner().unwrap();
-            matches!(crate::record::decode(v.into()).unwrap().1, crate::record::Placement::Logged(_)).then(|| Bytes::from(k))
+            matches!(record::decode(v.into()).unwrap().1, Placement::Logged(_)).then(|| Bytes::from(k))
         })
         .collect()
 }
