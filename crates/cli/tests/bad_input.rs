@@ -132,7 +132,9 @@ async fn a_disk_that_fills_up_refuses_writes_and_recovers_once_freed() {
     let key = |i: usize| format!("full-{i:03}").into_bytes();
     // Every third value small: a small batch sits whole in the journal's buffer, and one that
     // fails must not be completed on disk later.
-    let value = |i: usize| Bytes::from(vec![i as u8; if i % 3 == 2 { 100 } else { 256 * 1024 }]);
+    // Values under the value log's threshold: this is the journal's and fjall's full disk (a full
+    // value log only refuses the put, `value_log.rs`).
+    let value = |i: usize| Bytes::from(vec![i as u8; if i % 3 == 2 { 100 } else { 60 * 1024 }]);
     let options = |i: usize| PutOptions {
         force: true,
         sync: if i.is_multiple_of(2) { Synchronization::Writethrough } else { Synchronization::Writeback },
@@ -206,7 +208,8 @@ async fn a_drive_that_a_full_disk_stopped_can_still_be_erased() {
     let mut drive = fs.drive();
     let c = drive.client().await;
     let key = |i: usize| format!("erase-{i:03}").into_bytes();
-    let value = Bytes::from(vec![7u8; 256 * 1024]);
+    // Under the value log's threshold, so that fjall itself meets the full disk.
+    let value = Bytes::from(vec![7u8; 60 * 1024]);
     fs.fill(6 << 20);
     let mut acked = Vec::new();
     let mut refused = 0;
