@@ -44,12 +44,29 @@ impl Placement {
 
 /// Encodes `meta`, with `inline` as the value when it is stored in the record.
 pub fn encode(meta: &Meta, inline: Option<&[u8]>) -> Result<Bytes> {
+    let format = if inline.is_some() { FORMAT_INLINE } else { FORMAT_SEPARATE };
+    let value = inline.unwrap_or_default();
+    debug_assert!(inline.is_none() || value.len() == meta.value_len as usize);
+    let mut out = head(meta, format, value.len())?;
+    out.put_slice(value);
+    Ok(out.freeze())
+}
+
+/// Encodes `meta` with its value at `pointer` in the value log.
+pub fn encode_logged(meta: &Meta, pointer: Pointer) -> Result<Bytes> {
+    let mut out = head(meta, FORMAT_LOGGED, POINTER_LEN)?;
+    out.put_u32(pointer.segment);
+    out.put_u64(pointer.offset);
+    Ok(out.freeze())
+}
+
+/// A record of `format` up to its tag, with room for `tail` more bytes.
+fn head(meta: &Meta, format: u8, tail: usize) -> Result<BytesMut> {
     if meta.version.len() > u16::MAX as usize || meta.tag.len() > u16::MAX as usize {
         return Err(Error::Invalid("version or tag too long to store".into()));
     }
-    let value_len = inline.map_or(0, <[u8]>::len);
-    let mut out = BytesMut::with_capacity(FIXED_LEN + meta.version.len() + meta.tag.len() + value_len);
-    out.put_u8(if inline.is_some() { FORMAT_INLINE } else { FORMAT_SEPARATE });
+    let mut out = BytesMut::with_capacity(FIXED_LEN + meta.version.len() + meta.tag.len() + tail);
+    out.put_u8(format);
     out.put_u32(meta.value_len);
     out.put_u32(meta.value_crc);
     out.put_i32(meta.algorithm.unwrap_or(NO_ALGORITHM));
@@ -57,22 +74,7 @@ pub fn encode(meta: &Meta, inline: Option<&[u8]>) -> Result<Bytes> {
     out.put_slice(&meta.version);
     out.put_u16(meta.tag.len() as u16);
     out.put_slice(&meta.tag);
-    if let Some(value) = inline {
-        debug_assert_eq!(value.len(), meta.value_len as usize);
-        out.put_slice(value);
-    }
-    Ok(out.freeze())
-}
-
-/// Encodes `meta` with its value at `pointer` in the value log.
-pub fn encode_logged(meta: &Meta, pointer: Pointer) -> Result<Bytes> {
-    let head = encode(meta, None)?;
-    let mut out = BytesMut::with_capacity(head.len() + POINTER_LEN);
-    out.put_u8(FORMAT_LOGGED);
-    out.put_slice(&head[1..]);
-    out.put_u32(pointer.segment);
-    out.put_u64(pointer.offset);
-    Ok(out.freeze())
+    Ok(out)
 }
 
 /// Encodes a record as [`decode`] returned it.

@@ -95,26 +95,6 @@ fn a_pointer_whose_value_a_crash_lost_ends_the_journal() {
     assert_eq!(&kept.get(b"c").unwrap().unwrap().value[..], b"small");
 }
 
-/// Every sync of the journal syncs the log first: after a WRITETHROUGH put is acknowledged,
-/// its value is durable, so the same cut (the log's tail dropped past what was synced) loses
-/// nothing acknowledged.
-#[test]
-fn an_acknowledged_logged_value_is_durable_before_its_pointer() {
-    let dir = tempfile::tempdir().unwrap();
-    let engine = FjallEngine::open(FjallOptions::new(dir.path())).unwrap();
-    for i in 0..8 {
-        put(&engine, &format!("k{i}"), value("k", i, 80 * KIB), "1", i % 2 == 1);
-    }
-    // Nothing unsynced in the log: the last put synced it whole.
-    let cut = tempfile::tempdir().unwrap();
-    copy_dir(dir.path(), cut.path());
-    drop(engine);
-    let recovered = FjallEngine::open(FjallOptions::new(cut.path())).unwrap();
-    for i in 0..8 {
-        assert_eq!(recovered.get(format!("k{i}").as_bytes()).unwrap().unwrap().value, value("k", i, 80 * KIB));
-    }
-}
-
 fn gc_options(dir: &Path) -> FjallOptions {
     FjallOptions {
         log_threshold: 8 * KIB,
@@ -251,8 +231,9 @@ fn after_churn_the_background_collector_brings_live_data_to_half_the_log() {
     assert!(after.live_bytes as f64 >= 0.9 * after.disk_bytes as f64, "{after:?}");
 }
 
-/// A logged value damaged on the medium answers PERM_DATA_ERROR (Corrupt); collection keeps
-/// its segment, the other values are unharmed and still collected.
+/// A logged value damaged on the medium answers PERM_DATA_ERROR (Corrupt); a collection of
+/// everything (MEDIAOPTIMIZE) succeeds, keeps the damaged segment, and the other values are
+/// unharmed.
 #[test]
 fn a_damaged_logged_value_is_reported_and_its_segment_kept() {
     let dir = tempfile::tempdir().unwrap();

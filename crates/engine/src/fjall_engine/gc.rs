@@ -21,7 +21,7 @@ use super::store::Store;
 use super::Shared;
 use crate::record::{self, Placement};
 use crate::value_log::{Appender, Pointer, ValueLog};
-use crate::{Error, Result};
+use crate::{Error, Meta, Result};
 
 /// How often the collector looks for work when nothing wakes it.
 const PASS_INTERVAL: Duration = Duration::from_millis(500);
@@ -86,11 +86,11 @@ fn pass(shared: &Shared, store: &Store, state: &mut CollectorState) -> Result<()
         census(store, id)?;
     }
     let rate = shared.options.gc_bytes_per_sec;
-    let pace = Pace::new(rate);
+    let mut pace = Pace::new(rate);
     // Without a copy budget only segments nothing lives in are taken.
     let victim = store.log.victims(shared.options.gc_garbage_ratio, &own).into_iter().find(|id| rate > 0 || store.log.segment(*id).is_some_and(|f| f.live == 0));
     if let Some(victim) = victim {
-        collect(shared, store, state, victim, &pace)?;
+        collect(shared, store, state, victim, &mut pace)?;
     }
     Ok(())
 }
@@ -116,13 +116,13 @@ pub(super) fn collect_all(shared: &Shared, store: &Store) -> Result<()> {
     while let Some(id) = store.log.uncensused(&[]) {
         census(store, id)?;
     }
-    let pace = Pace::new(0);
+    let mut pace = Pace::new(0);
     for victim in store.log.victims(0.0, &[]) {
         let own = own_segment(&store.log, &mut state);
         if own.contains(&victim) {
             continue;
         }
-        match collect(shared, store, &mut state, victim, &pace) {
+        match collect(shared, store, &mut state, victim, &mut pace) {
             // A damaged segment is kept (and reported); the others are still collected.
             Err(Error::Corrupt { detail, .. }) => tracing::error!("{detail}"),
             other => other?,
@@ -131,10 +131,13 @@ pub(super) fn collect_all(shared: &Shared, store: &Store) -> Result<()> {
     Ok(())
 }
 
-/// Whether the index points `key` at `at`.
-fn points_to(store: &Store, key: &[u8], at: Pointer) -> Result<bool> {
-    let Some(raw) = store.meta.get(key)? else { return Ok(false) };
-    Ok(matches!(record::decode(raw.into())?, (_, Placement::Logged(p)) if p == at))
+/// The metadata of `key` if the index points it at `at`.
+fn pointed_at(store: &Store, key: &[u8], at: Pointer) -> Result<Option<Meta>> {
+    let Some(raw) = store.meta.get(key)? else { return Ok(None) };
+    Ok(match record::decode(raw.into())? {
+        (meta, Placement::Logged(p)) if p == at => Some(meta),
+        _ => None,
+    })
 }
 
 /// Counts the live bytes of segment `id` by asking the index about each record.
@@ -142,13 +145,13 @@ fn census(store: &Store, id: u32) -> Result<()> {
     let Some(mut scan) = store.log.scan(id)? else { return Ok(()) };
     let mut live = 0;
     while let Some(record) = scan.next_record()? {
-        if points_to(store, &record.key, Pointer { segment: id, offset: record.offset })? {
+        if pointed_at(store, &record.key, Pointer { segment: id, offset: record.offset })?.is_some() {
             live += record.head.record_len();
         }
         scan.skip(&record)?;
     }
     if scan.damaged {
-        tracing::error!("value log segment {id} is damaged past offset; its values there answer PERM_DATA_ERROR and it is not collected");
+        tracing::error!("value log segment {id} is damaged; its damaged values answer PERM_DATA_ERROR and it is not collected");
     }
     store.log.set_census(id, live, scan.damaged);
     Ok(())
@@ -164,7 +167,7 @@ struct Move {
 
 /// Copies the live records of segment `victim` to the collector's segment, moves their
 /// pointers, and deletes the segment once the moves are durable.
-fn collect(shared: &Shared, store: &Store, state: &mut CollectorState, victim: u32, pace: &Pace) -> Result<()> {
+fn collect(shared: &Shared, store: &Store, state: &mut CollectorState, victim: u32, pace: &mut Pace) -> Result<()> {
     let Some(mut scan) = store.log.scan(victim)? else { return Ok(()) };
     let erases = store.log.erases();
     let mut moves = Vec::new();
@@ -174,7 +177,7 @@ fn collect(shared: &Shared, store: &Store, state: &mut CollectorState, victim: u
             return Ok(());
         }
         let from = Pointer { segment: victim, offset: record.offset };
-        if !points_to(store, &record.key, from)? {
+        if pointed_at(store, &record.key, from)?.is_none() {
             scan.skip(&record)?;
             continue;
         }
@@ -225,17 +228,13 @@ fn move_pointers(store: &Store, state: &mut CollectorState, moves: Vec<Move>, er
     let mut batch = store.db.batch();
     let mut moved = Vec::new();
     for m in moves {
-        let Some(raw) = store.meta.get(&m.key)? else {
-            store.log.garbage(m.to, m.record_len);
-            continue;
-        };
-        match record::decode(raw.into())? {
-            (meta, Placement::Logged(p)) if p == m.from => {
+        match pointed_at(store, &m.key, m.from)? {
+            Some(meta) => {
                 batch.insert(&store.meta, m.key.clone(), record::encode_logged(&meta, m.to)?);
                 moved.push(m);
             }
             // Written or deleted since it was copied: the copy is garbage.
-            _ => store.log.garbage(m.to, m.record_len),
+            None => store.log.garbage(m.to, m.record_len),
         }
     }
     if !batch.is_empty() {
@@ -251,21 +250,21 @@ fn move_pointers(store: &Store, state: &mut CollectorState, moves: Vec<Move>, er
 struct Pace {
     per_sec: u64,
     started: Instant,
-    taken: std::cell::Cell<u64>,
+    taken: u64,
 }
 
 impl Pace {
     fn new(per_sec: u64) -> Self {
-        Pace { per_sec, started: Instant::now(), taken: std::cell::Cell::new(0) }
+        Pace { per_sec, started: Instant::now(), taken: 0 }
     }
 
     /// Waits until `bytes` more are within the rate.
-    fn take(&self, bytes: u64) {
-        self.taken.set(self.taken.get() + bytes);
+    fn take(&mut self, bytes: u64) {
+        self.taken += bytes;
         if self.per_sec == 0 {
             return;
         }
-        let due = Duration::from_secs_f64(self.taken.get() as f64 / self.per_sec as f64);
+        let due = Duration::from_secs_f64(self.taken as f64 / self.per_sec as f64);
         if let Some(wait) = due.checked_sub(self.started.elapsed()) {
             std::thread::sleep(wait);
         }

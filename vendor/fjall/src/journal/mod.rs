@@ -160,7 +160,7 @@ impl Journal {
         }
         let (handle, path, synced, hook) = {
             let mut journal_writer = self.get_writer()?;
-            let handle = journal_writer.flush_for_sync()?;
+            let handle = journal_writer.flush_for_persist()?;
             let synced = journal_writer.pos()?;
             (handle, journal_writer.path.clone(), synced, journal_writer.before_sync_hook())
         };

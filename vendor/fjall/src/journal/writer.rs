@@ -44,6 +44,10 @@ pub struct Writer {
 
     /// Spindle: run before every sync of this journal (`Config::before_journal_sync`).
     before_sync: Option<JournalSyncHook>,
+
+    /// Spindle: the handle `Journal::persist` syncs through outside the journal lock, opened
+    /// once per journal file (`flush_for_persist`).
+    persist_handle: Option<std::sync::Arc<File>>,
 }
 
 /// The persist mode allows setting the durability guarantee of previous writes
@@ -279,6 +283,7 @@ impl Writer {
             buffer_size: self.buffer_size,
             claimed: 0,
             before_sync: self.before_sync.take(),
+            persist_handle: None,
         };
         Ok((prev_path, new_path))
     }
@@ -311,6 +316,7 @@ impl Writer {
             buffer_size: JOURNAL_BUFFER_BYTES,
             claimed: 0,
             before_sync: None,
+            persist_handle: None,
         })
     }
 
@@ -347,6 +353,7 @@ impl Writer {
                 buffer_size: JOURNAL_BUFFER_BYTES,
                 claimed: 0,
                 before_sync: None,
+                persist_handle: None,
             });
         }
 
@@ -367,6 +374,7 @@ impl Writer {
             buffer_size: JOURNAL_BUFFER_BYTES,
             claimed: 0,
             before_sync: None,
+            persist_handle: None,
         })
     }
 
@@ -380,6 +388,20 @@ impl Writer {
     pub(crate) fn flush_for_sync(&mut self) -> std::io::Result<File> {
         self.persist(PersistMode::Buffer)?;
         OpenOptions::new().write(true).open(&self.path)
+    }
+
+    /// Spindle: hands buffered writes to the OS and returns the handle `Journal::persist`
+    /// syncs through after releasing the lock: opened once per journal file, not per sync (a
+    /// client's WRITETHROUGH group must not pay an open and a close). Its own open file, like
+    /// `flush_for_sync`'s: write-back errors reach it whatever another handle saw.
+    pub(crate) fn flush_for_persist(&mut self) -> std::io::Result<std::sync::Arc<File>> {
+        self.persist(PersistMode::Buffer)?;
+        if let Some(handle) = &self.persist_handle {
+            return Ok(handle.clone());
+        }
+        let handle = std::sync::Arc::new(OpenOptions::new().write(true).open(&self.path)?);
+        self.persist_handle = Some(handle.clone());
+        Ok(handle)
     }
 
     fn persist_unguarded(&mut self, mode: PersistMode) -> std::io::Result<()> {
