@@ -103,9 +103,15 @@ impl SmallFilesystem {
     }
 
     /// A drive keeping its data here with no reserve and small memtables, so that the engine
-    /// itself meets ENOSPC when the filesystem fills: in its journal and in its flushes.
+    /// itself meets ENOSPC when the filesystem fills: in its journal and in its flushes (every
+    /// value goes through the journal: none to the value log).
     fn drive(&self) -> TestDrive {
-        TestDrive::with_config_in("reserved_bytes = 0\nmemtable_bytes = 2097152\n", self.path().join("data"))
+        self.drive_with("value_log_threshold_bytes = 4294967295\n")
+    }
+
+    /// The same with `settings` added.
+    fn drive_with(&self, settings: &str) -> TestDrive {
+        TestDrive::with_config_in(&format!("reserved_bytes = 0\nmemtable_bytes = 2097152\n{settings}"), self.path().join("data"))
     }
 
     fn release(&self) {
@@ -132,28 +138,10 @@ async fn a_disk_that_fills_up_refuses_writes_and_recovers_once_freed() {
     let key = |i: usize| format!("full-{i:03}").into_bytes();
     // Every third value small: a small batch sits whole in the journal's buffer, and one that
     // fails must not be completed on disk later.
-    // Values under the value log's threshold: this is the journal's and fjall's full disk (a full
-    // value log only refuses the put, `value_log.rs`).
-    let value = |i: usize| Bytes::from(vec![i as u8; if i % 3 == 2 { 100 } else { 60 * 1024 }]);
-    let options = |i: usize| PutOptions {
-        force: true,
-        sync: if i.is_multiple_of(2) { Synchronization::Writethrough } else { Synchronization::Writeback },
-        ..PutOptions::default()
-    };
+    let value = |i: usize| Bytes::from(vec![i as u8; if i % 3 == 2 { 100 } else { 256 * 1024 }]);
 
     fs.fill(6 << 20);
-    let mut acked = Vec::new();
-    let mut refused = Vec::new();
-    for i in 0..120 {
-        match c.put(&key(i), value(i), options(i)).await {
-            Ok(()) => acked.push(i),
-            Err(e) => {
-                refused.push(i);
-                let status = e.status();
-                assert!(matches!(status, Some(StatusCode::NoSpace | StatusCode::ServiceBusy)), "put {i} on a full disk: {e}");
-            }
-        }
-    }
+    let (acked, refused) = put_until_full(&c, key, value, &[StatusCode::NoSpace, StatusCode::ServiceBusy]).await;
     assert!(!refused.is_empty() && !acked.is_empty(), "{} acknowledged, {} refused", acked.len(), refused.len());
     // Reads go on while the disk is full.
     for &i in &acked {
@@ -165,10 +153,71 @@ async fn a_disk_that_fills_up_refuses_writes_and_recovers_once_freed() {
 
     // The space comes back: writes succeed again, without a restart.
     fs.release();
+    put_once_space_is_back(&c, Bytes::from_static(b"space again")).await;
+    let log = stopped(c.get_log(&[spindle_client::LogType::Messages]).await.unwrap());
+    assert!(log.contains("store was reopened 1 time"), "the engine never met the full disk itself: {log}");
+    kept_what_it_acknowledged(&c, &key, &value, &acked, &refused, "after space came back").await;
+
+    // Everything acknowledged survives a SIGKILL (after a FLUSHALLDATA for the WRITEBACK ones).
+    c.flush_all_data().await.unwrap();
+    drive.restart_after_kill();
+    let c = drive.client().await;
+    kept_what_it_acknowledged(&c, &key, &value, &acked, &refused, "after a restart").await;
+    assert_eq!(c.get(b"after").await.unwrap().map(|e| e.value), Some(Bytes::from_static(b"space again")));
+    drop(c);
+    drive.kill();
+}
+
+/// Puts keys 0..120 (forced; WRITETHROUGH for even ones, WRITEBACK for odd) onto a disk that
+/// fills: which were acknowledged and which refused, each refusal with one of `refusals`.
+async fn put_until_full(
+    c: &spindle_client::Client,
+    key: impl Fn(usize) -> Vec<u8>,
+    value: impl Fn(usize) -> Bytes,
+    refusals: &[StatusCode],
+) -> (Vec<usize>, Vec<usize>) {
+    let (mut acked, mut refused) = (Vec::new(), Vec::new());
+    for i in 0..120usize {
+        let sync = if i.is_multiple_of(2) { Synchronization::Writethrough } else { Synchronization::Writeback };
+        match c.put(&key(i), value(i), PutOptions { force: true, sync, ..PutOptions::default() }).await {
+            Ok(()) => acked.push(i),
+            Err(e) => {
+                assert!(e.status().is_some_and(|s| refusals.contains(&s)), "put {i} on a full disk: {e}");
+                refused.push(i);
+            }
+        }
+    }
+    (acked, refused)
+}
+
+/// Every acknowledged key holds its value and no refused key is stored, `when`.
+async fn kept_what_it_acknowledged(
+    c: &spindle_client::Client,
+    key: impl Fn(usize) -> Vec<u8>,
+    value: impl Fn(usize) -> Bytes,
+    acked: &[usize],
+    refused: &[usize],
+    when: &str,
+) {
+    // Compared without printing the values (a failure would print 256 KiB each).
+    for &i in acked {
+        let got = c.get(&key(i)).await.unwrap().map(|e| e.value);
+        assert!(got.as_ref() == Some(&value(i)), "key {i} {when}: {:?} bytes", got.map(|v| v.len()));
+    }
+    for &i in refused {
+        let got = c.get(&key(i)).await.unwrap();
+        assert!(got.is_none(), "refused key {i} stored {when}");
+    }
+}
+
+/// Puts `value` under "after" until the drive takes it, refused only for want of space
+/// (NO_SPACE, SERVICE_BUSY) meanwhile and for at most 30 s: a freed disk takes writes again
+/// without a restart.
+async fn put_once_space_is_back(c: &spindle_client::Client, value: Bytes) {
     let started = std::time::Instant::now();
     loop {
-        match c.put(b"after", Bytes::from_static(b"space again"), PutOptions::default()).await {
-            Ok(()) => break,
+        match c.put(b"after", value.clone(), PutOptions::default()).await {
+            Ok(()) => return,
             Err(e) => {
                 assert!(matches!(e.status(), Some(StatusCode::NoSpace | StatusCode::ServiceBusy)), "put after freeing space: {e}");
                 assert!(started.elapsed() < Duration::from_secs(30), "writes still refused 30 s after space came back: {e}");
@@ -176,26 +225,35 @@ async fn a_disk_that_fills_up_refuses_writes_and_recovers_once_freed() {
             }
         }
     }
-    let log = stopped(c.get_log(&[spindle_client::LogType::Messages]).await.unwrap());
-    assert!(log.contains("store was reopened 1 time"), "the engine never met the full disk itself: {log}");
+}
+
+/// A full disk met by the value log (values of 64 KiB and more): each refused put answers
+/// NO_SPACE and leaves nothing behind (its partial record is taken back, and no segment file
+/// is left per refusal), the store is not stopped, and once space is back writes succeed;
+/// nothing acknowledged is lost, before or after a SIGKILL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_value_log_refuses_puts_and_loses_nothing_acknowledged() {
+    let Some(fs) = SmallFilesystem::mount_or_skip(96 << 20, "a_full_value_log_refuses_puts_and_loses_nothing_acknowledged") else { return };
+    let mut drive = fs.drive_with("");
+    let c = drive.client().await;
+    let key = |i: usize| format!("log-full-{i:03}").into_bytes();
+    let value = |i: usize| Bytes::from(vec![i as u8; 256 * 1024]);
+    fs.fill(6 << 20);
+    let (acked, refused) = put_until_full(&c, key, value, &[StatusCode::NoSpace]).await;
+    assert!(!refused.is_empty() && !acked.is_empty(), "{} acknowledged, {} refused", acked.len(), refused.len());
+    let segments = || std::fs::read_dir(fs.path().join("data/engine/values")).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "vlog")).count();
+    assert!(segments() <= 2, "{} segment files after {} refusals", segments(), refused.len());
     for &i in &acked {
-        assert_eq!(c.get(&key(i)).await.unwrap().map(|e| e.value), Some(value(i)), "key {i} after space came back");
-    }
-    for &i in &refused {
-        assert_eq!(c.get(&key(i)).await.unwrap(), None, "refused key {i} stored after space came back");
+        assert_eq!(c.get(&key(i)).await.unwrap().map(|e| e.value), Some(value(i)), "key {i} on a full disk");
     }
 
-    // Everything acknowledged survives a SIGKILL (after a FLUSHALLDATA for the WRITEBACK ones).
+    fs.release();
+    put_once_space_is_back(&c, value(7)).await;
     c.flush_all_data().await.unwrap();
     drive.restart_after_kill();
     let c = drive.client().await;
-    for &i in &acked {
-        assert_eq!(c.get(&key(i)).await.unwrap().map(|e| e.value), Some(value(i)), "key {i} after a restart");
-    }
-    for &i in &refused {
-        assert_eq!(c.get(&key(i)).await.unwrap(), None, "refused key {i} stored after a restart");
-    }
-    assert_eq!(c.get(b"after").await.unwrap().map(|e| e.value), Some(Bytes::from_static(b"space again")));
+    kept_what_it_acknowledged(&c, &key, &value, &acked, &refused, "after a restart").await;
+    assert_eq!(c.get(b"after").await.unwrap().map(|e| e.value), Some(value(7)));
     drop(c);
     drive.kill();
 }
@@ -208,8 +266,7 @@ async fn a_drive_that_a_full_disk_stopped_can_still_be_erased() {
     let mut drive = fs.drive();
     let c = drive.client().await;
     let key = |i: usize| format!("erase-{i:03}").into_bytes();
-    // Under the value log's threshold, so that fjall itself meets the full disk.
-    let value = Bytes::from(vec![7u8; 60 * 1024]);
+    let value = Bytes::from(vec![7u8; 256 * 1024]);
     fs.fill(6 << 20);
     let mut acked = Vec::new();
     let mut refused = 0;

@@ -75,6 +75,13 @@ pub struct DriveConfig {
     /// ones waiting for their flush included, are held to
     /// `spindle_engine::DEFAULT_WRITE_BUFFER_MEMTABLES` times this: writes wait beyond it.
     pub memtable_bytes: u64,
+    /// Values of at least this many bytes are written once, to the engine's value log; smaller
+    /// ones go through its journal (at least `spindle_engine::INLINE_VALUE_MAX` + 1; above
+    /// `limits.max_value_size`, no value goes to the log).
+    pub value_log_threshold_bytes: u32,
+    /// Most bytes per second the value log's garbage collection copies (0: it only deletes
+    /// segments nothing lives in).
+    pub gc_bytes_per_sec: u64,
     /// PEM certificate chain and private key for the TLS listener; a self-signed pair is
     /// generated in the data directory when neither is given.
     pub tls_cert: Option<PathBuf>,
@@ -157,6 +164,8 @@ impl Default for DriveConfig {
             reserved_bytes_configured: false,
             cache_bytes: 64 * 1024 * 1024,
             memtable_bytes: 64 * 1024 * 1024,
+            value_log_threshold_bytes: spindle_engine::DEFAULT_LOG_THRESHOLD as u32,
+            gc_bytes_per_sec: spindle_engine::DEFAULT_GC_BYTES_PER_SEC,
             tls_cert: None,
             tls_key: None,
             max_inflight_write_bytes: DEFAULT_MAX_INFLIGHT_WRITE_BYTES,
@@ -291,6 +300,12 @@ impl DriveConfig {
                 "memtable_bytes must be between {MIN_MEMTABLE_BYTES} and {MAX_MEMTABLE_BYTES}"
             )));
         }
+        if (self.value_log_threshold_bytes as usize) <= spindle_engine::INLINE_VALUE_MAX {
+            return Err(ConfigError::Limit(format!(
+                "value_log_threshold_bytes must be over {} (smaller values are kept in their metadata record)",
+                spindle_engine::INLINE_VALUE_MAX
+            )));
+        }
         if l.max_key_size as usize > spindle_engine::KEY_SIZE_MAX {
             return Err(ConfigError::Limit(format!(
                 "max_key_size {} is over the storage engine's limit of {}",
@@ -394,6 +409,8 @@ mod tests {
             reserved_bytes = 536870912
             cache_bytes = 1048576
             memtable_bytes = 1048576
+            value_log_threshold_bytes = 8192
+            gc_bytes_per_sec = 7
             tls_cert = "/etc/spindle/cert.pem"
             tls_key = "/etc/spindle/key.pem"
             max_inflight_write_bytes = 1048576
@@ -464,6 +481,8 @@ mod tests {
         assert!(load("reserved_bytes = 0\n", "port = 1\n").unwrap().reserved_bytes_configured);
         // Validated once, laid together: a flag may mend what the file alone would fail.
         assert!(load("memtable_bytes = 1\n", "memtable_bytes = 1048576\n").is_ok());
+        assert!(matches!(load("value_log_threshold_bytes = 2048\n", ""), Err(ConfigError::Limit(_))));
+        assert_eq!(load("value_log_threshold_bytes = 2049\n", "").unwrap().value_log_threshold_bytes, 2049);
         assert!(matches!(load("", "memtable_bytes = 1\n"), Err(ConfigError::Limit(_))));
         assert!(matches!(load("", "prot = 1\n"), Err(ConfigError::Settings(m)) if m.contains("prot")));
         // Without a file, the flags alone.

@@ -27,7 +27,7 @@ mod write;
 pub use error::{Error, Result};
 pub use limits::KEY_SIZE_MAX;
 pub use fjall_engine::{
-    FjallEngine, FjallOptions, DEFAULT_GC_BYTES_PER_SEC, DEFAULT_GC_GARBAGE_RATIO, DEFAULT_LOG_SEGMENT_BYTES, DEFAULT_LOG_THRESHOLD,
+    FjallEngine, FjallOptions, DEFAULT_GC_BYTES_PER_SEC, INLINE_VALUE_MAX, DEFAULT_GC_GARBAGE_RATIO, DEFAULT_LOG_SEGMENT_BYTES, DEFAULT_LOG_THRESHOLD,
     DEFAULT_WRITE_BUFFER_MEMTABLES, MIN_WRITE_BUFFER_MEMTABLES,
 };
 pub use write::{Callback, WriteOp, WriteRequest};

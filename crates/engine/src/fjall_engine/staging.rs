@@ -123,59 +123,51 @@ impl crate::rules::Staging for Staged<'_> {
     }
 }
 
-/// The value length a staged logged record gives for `key` (for counting garbage).
-fn inserts_value_len(inserts: &[Effect], key: &Bytes) -> Option<u32> {
-    inserts.iter().rev().find_map(|e| match e {
-        Effect::Insert { data: false, key: k, value } if k == key => record::decode(value.clone()).ok().map(|(m, _)| m.value_len),
-        _ => None,
-    })
-}
-
 /// Where a group's own logged values are said to be until they are appended (see `put`).
 const UNPLACED: Pointer = Pointer { segment: u32::MAX, offset: u64::MAX };
 
 /// Adds staged `effects` to the group's fjall batch (appending logged values to the value
-/// log first) and what they leave to `group`. On an error nothing of the request is in the
-/// batch; values it appended are garbage no record names.
+/// log first, and handing them to the OS) and what they leave to `group`. On an error nothing
+/// of the request is in the batch, nor in the value log.
 pub(super) fn apply_staged(
     store: &Store,
     (effects, written): (Vec<Effect>, Vec<(Bytes, Option<Known>)>),
     batch: &mut fjall::OwnedWriteBatch,
     group: &mut HashMap<Bytes, Option<Known>>,
 ) -> Result<()> {
-    let mut inserts = Vec::with_capacity(effects.len());
+    let mut changes = Vec::with_capacity(effects.len());
     let mut garbage = Vec::new();
     let mut placed: HashMap<Bytes, Pointer> = HashMap::new();
     {
         let mut appender = store.log.active.lock();
-        for effect in effects {
-            match effect {
-                Effect::Logged { key, value, meta } => {
-                    let appended = store.log.append(&mut appender, &key, &value, meta.value_crc).and_then(|pointer| {
-                        let record = record::encode_logged(&meta, pointer);
+        let append = || -> Result<()> {
+            for effect in effects {
+                match effect {
+                    Effect::Logged { key, value, meta } => {
+                        let pointer = store.log.append(&mut appender, &key, &value, meta.value_crc)?;
                         placed.insert(key.clone(), pointer);
-                        record
-                    });
-                    match appended {
-                        Ok(record) => inserts.push(Effect::Insert { data: false, key, value: record }),
-                        Err(e) => {
-                            // What this request appended before the failure is garbage.
-                            for (key, pointer) in &placed {
-                                let len = key.len();
-                                let value_len = inserts_value_len(&inserts, key).unwrap_or(0);
-                                store.log.garbage(*pointer, record_len(len, value_len));
-                            }
-                            return Err(e);
-                        }
+                        changes.push(Effect::Insert { data: false, value: record::encode_logged(&meta, pointer)?, key });
                     }
+                    Effect::Garbage { pointer, record_len } => garbage.push((pointer, record_len)),
+                    other => changes.push(other),
                 }
-                Effect::Garbage { pointer, record_len } => garbage.push((pointer, record_len)),
-                other => inserts.push(other),
             }
+            // The request's values reach the OS before its records can reach the journal.
+            match appender.as_mut() {
+                Some(app) if !placed.is_empty() => store.log.flush(app),
+                _ => Ok(()),
+            }
+        };
+        if let Err(e) = append() {
+            // What the request appended goes with it (`ValueLog::abandon`).
+            if let Some(app) = appender.as_mut() {
+                store.log.abandon(app);
+            }
+            return Err(e);
         }
     }
-    for effect in inserts {
-        match effect {
+    for change in changes {
+        match change {
             Effect::Insert { data, key, value } => batch.insert(if data { &store.data } else { &store.meta }, key, value),
             Effect::Remove { data, key } => batch.remove(if data { &store.data } else { &store.meta }, key),
             Effect::Logged { .. } | Effect::Garbage { .. } => return Err(Error::Internal("a value log effect left unapplied")),

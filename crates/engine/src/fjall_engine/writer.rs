@@ -174,12 +174,8 @@ pub(super) fn apply_writes(store: &Store, slots: &mut [Option<WriteRequest>]) {
         results.push(result);
     }
     if !batch.is_empty() {
-        // Logged values reach the OS before the records pointing to them reach the journal.
-        let flushed = match store.log.active.lock().as_mut() {
-            Some(appender) => store.log.flush(appender),
-            None => Ok(()),
-        };
-        if let Err(e) = flushed.and_then(|()| batch.commit().map_err(Error::from)) {
+        // Logged values are with the OS already (`apply_staged`), before their records.
+        if let Err(e) = batch.commit().map_err(Error::from) {
             for r in results.iter_mut().filter(|r| r.is_ok()) {
                 *r = Err(e.clone());
             }

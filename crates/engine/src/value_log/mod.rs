@@ -70,9 +70,15 @@ pub struct Appender {
     file: BufWriter<File>,
     /// A second handle on the file, for syncs from other threads.
     sync_handle: Arc<File>,
+    /// Where the next record goes (records in the buffer included).
     len: u64,
+    /// Where the file ended at the last successful [`ValueLog::flush`]: a failed write or
+    /// flush takes the file back here, dropping every record appended since.
+    flushed: u64,
     /// The log's erase count when this appender was made (see [`ValueLog::erases`]).
     epoch: u64,
+    /// Its file could not be taken back after a failure: the next append starts a new one.
+    broken: bool,
 }
 
 impl Appender {
@@ -171,24 +177,46 @@ impl ValueLog {
         let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let path = self.path(id);
         let mut file = std::fs::OpenOptions::new().create_new(true).read(true).append(true).open(&path)?;
-        file.write_all(&format::segment_header(id))?;
+        if let Err(e) = file.write_all(&format::segment_header(id)).and_then(|()| file.try_clone()) {
+            // A full disk must not leave a file per refused put behind.
+            drop(file);
+            let _ = std::fs::remove_file(&path);
+            return Err(e.into());
+        }
         let sync_handle = Arc::new(file.try_clone()?);
-        self.dirty.lock().folder = true;
-        self.dirty.lock().files.insert(id, sync_handle.clone());
+        {
+            let mut dirty = self.dirty.lock();
+            dirty.folder = true;
+            dirty.files.insert(id, sync_handle.clone());
+        }
         self.figures.lock().insert(id, SegmentFigures { bytes: SEGMENT_HEADER_LEN, live: 0, censused: true, damaged: false });
-        let epoch = self.erases();
-        Ok(Appender { id, file: BufWriter::with_capacity(APPEND_BUFFER_BYTES, file), sync_handle, len: SEGMENT_HEADER_LEN, epoch })
+        Ok(Appender {
+            id,
+            file: BufWriter::with_capacity(APPEND_BUFFER_BYTES, file),
+            sync_handle,
+            len: SEGMENT_HEADER_LEN,
+            flushed: SEGMENT_HEADER_LEN,
+            epoch: self.erases(),
+            broken: false,
+        })
     }
 
     /// Appends a record to `appender`'s segment, or to a new one when it is full (the full one
     /// handed to the OS first). The record may sit in the appender's buffer until
-    /// [`Self::flush`].
+    /// [`Self::flush`]. On a failure every record appended since the last flush is dropped
+    /// from the file and from the figures: a caller flushes after each request, so those are
+    /// the failing request's own.
     pub fn append(&self, appender: &mut Option<Appender>, key: &[u8], value: &[u8], value_crc: u32) -> Result<Pointer> {
         let value_len = u32::try_from(value.len()).map_err(|_| Error::Invalid("a value over 4 GiB".into()))?;
         let len = format::record_len(key.len(), value_len);
-        if appender.as_ref().is_some_and(|a| a.len > SEGMENT_HEADER_LEN && a.len + len > self.segment_max || a.epoch != self.erases()) {
-            if let Some(mut full) = appender.take() {
-                self.flush(&mut full)?;
+        if let Some(app) = appender.as_mut() {
+            let full = app.len > SEGMENT_HEADER_LEN && app.len + len > self.segment_max;
+            // A segment an erase deleted, or one that could not be taken back, is dropped.
+            if app.broken || self.is_stale(app) {
+                *appender = None;
+            } else if full {
+                self.flush(app)?;
+                *appender = None;
             }
         }
         let app = match appender {
@@ -197,17 +225,41 @@ impl ValueLog {
         };
         let pointer = Pointer { segment: app.id, offset: app.len };
         let head = format::record_head(key, value_len, value_crc);
-        let written = app.file.write_all(&head).and_then(|()| app.file.write_all(value));
-        if let Err(e) = written {
-            // Whatever part of it reached the file is garbage no pointer names; the appender
-            // does not know where its file ends any more, so the next append starts another.
-            self.account_bytes(app.id, len, 0);
-            appender.take();
+        if let Err(e) = app.file.write_all(&head).and_then(|()| app.file.write_all(value)) {
+            self.rewind(app);
             return Err(e.into());
         }
         app.len += len;
         self.account_bytes(app.id, len, len);
         Ok(pointer)
+    }
+
+    /// Drops what `appender` took since its last flush: a request that failed after appending
+    /// (its records must not reach the file with a later request's flush).
+    pub fn abandon(&self, appender: &mut Appender) {
+        if appender.len != appender.flushed {
+            self.rewind(appender);
+        }
+    }
+
+    /// Takes `appender`'s file back to where it ended at the last flush, dropping the buffer
+    /// and the records appended since (from the figures too).
+    fn rewind(&self, appender: &mut Appender) {
+        let dropped = appender.len - appender.flushed;
+        if let Some(f) = self.figures.lock().get_mut(&appender.id) {
+            f.bytes -= dropped.min(f.bytes);
+            f.live -= dropped.min(f.live);
+        }
+        appender.len = appender.flushed;
+        let rewound = appender.file.get_ref().try_clone().and_then(|file| {
+            let failed = std::mem::replace(&mut appender.file, BufWriter::with_capacity(APPEND_BUFFER_BYTES, file));
+            let (file, _discarded) = failed.into_parts();
+            file.set_len(appender.flushed)
+        });
+        if let Err(e) = rewound {
+            tracing::warn!("value log segment {}: could not drop a failed write ({e}); starting another", appender.id);
+            appender.broken = true;
+        }
     }
 
     fn account_bytes(&self, id: u32, bytes: u64, live: u64) {
@@ -220,7 +272,11 @@ impl ValueLog {
     /// Hands what `appender` buffers to the OS and marks its segment for the next sync. The
     /// writer calls it before committing pointers to the journal.
     pub fn flush(&self, appender: &mut Appender) -> Result<()> {
-        appender.file.flush()?;
+        if let Err(e) = appender.file.flush() {
+            self.rewind(appender);
+            return Err(e.into());
+        }
+        appender.flushed = appender.len;
         self.dirty.lock().files.insert(appender.id, appender.sync_handle.clone());
         Ok(())
     }
@@ -248,17 +304,23 @@ impl ValueLog {
         result
     }
 
+    /// Opens segment `id` for reading; `None` if it is gone.
+    fn open_segment(&self, id: u32) -> Result<Option<File>> {
+        match File::open(self.path(id)) {
+            Ok(f) => Ok(Some(f)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// A read handle on segment `id`, or `None` if it is gone (collected since the pointer
     /// was read).
     fn file(&self, id: u32) -> Result<Option<Arc<File>>> {
         if let Some(file) = self.open_files.lock().get(&id) {
             return Ok(Some(file.clone()));
         }
-        let file = match File::open(self.path(id)) {
-            Ok(f) => Arc::new(f),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e.into()),
-        };
+        let Some(file) = self.open_segment(id)? else { return Ok(None) };
+        let file = Arc::new(file);
         let mut open = self.open_files.lock();
         if open.len() >= OPEN_FILES_MAX {
             open.clear();
@@ -395,11 +457,10 @@ impl ValueLog {
     pub fn remove_all(&self) -> Result<()> {
         self.erases.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.active.lock().take();
-        let ids: Vec<u32> = self.figures.lock().keys().copied().collect();
-        for id in ids {
-            self.remove(id)?;
-        }
-        // Segments an appender created after the figures were read are found on disk.
+        self.figures.lock().clear();
+        self.open_files.lock().clear();
+        self.dirty.lock().files.clear();
+        // Every segment on disk, those a collector created since the figures were read too.
         for dirent in std::fs::read_dir(&self.dir)? {
             let path = dirent?.path();
             if segment_id(&path).is_some() {
@@ -443,9 +504,9 @@ impl ValueLog {
 
     /// Reads segment `id` record by record, for a census or a collection.
     pub fn scan(&self, id: u32) -> Result<Option<SegmentScan>> {
-        let Some(file) = self.file(id)? else { return Ok(None) };
+        let Some(file) = self.open_segment(id)? else { return Ok(None) };
         let len = file.metadata()?.len();
-        let mut reader = std::io::BufReader::with_capacity(1 << 20, File::open(self.path(id))?);
+        let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
         let mut header = [0u8; SEGMENT_HEADER_LEN as usize];
         let header_ok = reader.read_exact(&mut header).is_ok() && format::is_segment_header(&header, id);
         Ok(Some(SegmentScan { reader, at: SEGMENT_HEADER_LEN, len, damaged: !header_ok && len > 0, done: !header_ok }))
@@ -518,5 +579,3 @@ impl SegmentScan {
     }
 }
 
-#[cfg(test)]
-mod tests;
