@@ -48,6 +48,10 @@ ldconfig -p | grep -q 'librocksdb\.so\.' || need_apt librocksdb7.8
 command -v fusermount3 >/dev/null || need_apt fuse3
 [ -e /dev/fuse ] || modprobe fuse 2>/dev/null || true
 command -v strace >/dev/null || need_apt strace
+# The cluster: its control plane is etcd (Debian's etcd-server, started by the tests
+# themselves); the etcd client crate compiles etcd's .proto files with protoc at build time.
+command -v etcd >/dev/null || need_apt etcd-server
+command -v protoc >/dev/null || need_apt protobuf-compiler
 # Without /dev/fuse the power-loss tests would skip; here they must run (or fail).
 export SPINDLE_REQUIRE_FUSE=1
 

@@ -12,6 +12,7 @@ mod archive_cmds;
 #[cfg(feature = "lab")]
 mod bench_cmds;
 mod client_cmds;
+mod cluster_cmds;
 #[cfg(feature = "lab")]
 mod json_file;
 #[cfg(feature = "lab")]
@@ -42,6 +43,9 @@ enum Command {
     #[cfg(feature = "lab")]
     #[command(subcommand)]
     Bench(bench_cmds::BenchCommand),
+    /// Many drives as one store: create, change, inspect and use a cluster; run its coordinator.
+    #[command(subcommand)]
+    Cluster(cluster_cmds::ClusterCommand),
     /// Administer a drive: ACLs, PINs, lock/erase, cluster version, power (TLS for security).
     #[command(subcommand)]
     Admin(admin_cmds::AdminCommand),
@@ -172,6 +176,7 @@ fn main() {
             #[cfg(feature = "lab")]
             Command::Bench(cmd) => bench_cmds::bench(cmd).await,
             Command::Admin(cmd) => admin_cmds::run(cmd).await,
+            Command::Cluster(cmd) => cluster_cmds::run(cmd).await,
             #[cfg(feature = "lab")]
             Command::Plan(args) => plan_cmds::run(args),
         }

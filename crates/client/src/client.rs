@@ -82,6 +82,9 @@ struct Shared {
     mac: HmacKey,
     connection_id: i64,
     sign_on: Command,
+    /// Sent in every request's header; starts as `config.cluster_version` and follows
+    /// [`Client::set_request_cluster_version`] (a cluster's view changes under open connections).
+    cluster_version: std::sync::atomic::AtomicI64,
     /// Sequence numbers and the send queue under one lock: wire order = sequence order.
     sender: Mutex<Sender>,
     /// Shared with the reader task, which must not keep the connection alive by itself: when
@@ -116,6 +119,7 @@ impl Client {
         let (frames, queue) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             mac: HmacKey::new(&config.hmac_key),
+            cluster_version: std::sync::atomic::AtomicI64::new(config.cluster_version),
             config,
             connection_id,
             sign_on,
@@ -137,6 +141,18 @@ impl Client {
         self.shared.pending.lock().closed.is_some()
     }
 
+    /// The cluster version this connection's requests carry.
+    pub fn cluster_version(&self) -> i64 {
+        self.shared.cluster_version.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Makes later requests on this connection (and its clones) carry `version`: a drive
+    /// refuses any other with VERSION_FAILURE, so a cluster client that learns a new view
+    /// switches its open connections instead of reconnecting.
+    pub fn set_request_cluster_version(&self, version: i64) {
+        self.shared.cluster_version.store(version, std::sync::atomic::Ordering::Release);
+    }
+
     pub fn connection_id(&self) -> i64 {
         self.shared.connection_id
     }
@@ -144,7 +160,7 @@ impl Client {
     /// Sends one request and waits for its answer, whatever its status.
     pub async fn request(&self, kind: MessageType, body: Option<Body>, value: Bytes) -> Result<Response, ClientError> {
         let header = Header {
-            cluster_version: Some(self.shared.config.cluster_version),
+            cluster_version: Some(self.cluster_version()),
             connection_id: Some(self.shared.connection_id),
             message_type: Some(kind as i32),
             ..Header::default()
@@ -161,7 +177,7 @@ impl Client {
         let sequence = sender.next_sequence;
         sender.next_sequence += 1;
         let header = Header {
-            cluster_version: Some(self.shared.config.cluster_version),
+            cluster_version: Some(self.cluster_version()),
             connection_id: Some(self.shared.connection_id),
             message_type: Some(kind as i32),
             sequence: Some(sequence),
@@ -176,7 +192,7 @@ impl Client {
     /// Sends a PIN-authenticated PINOP (no HMAC) and waits for its answer.
     pub async fn pin_request(&self, pin: &[u8], body: Body) -> Result<Response, ClientError> {
         let header = Header {
-            cluster_version: Some(self.shared.config.cluster_version),
+            cluster_version: Some(self.cluster_version()),
             connection_id: Some(self.shared.connection_id),
             message_type: Some(MessageType::Pinop as i32),
             ..Header::default()
@@ -267,7 +283,7 @@ impl Client {
     pub async fn start_batch(&self) -> Result<crate::Batch, ClientError> {
         let id = NEXT_BATCH_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let header = Header {
-            cluster_version: Some(self.shared.config.cluster_version),
+            cluster_version: Some(self.cluster_version()),
             connection_id: Some(self.shared.connection_id),
             message_type: Some(MessageType::StartBatch as i32),
             batch_id: Some(id),
@@ -279,7 +295,7 @@ impl Client {
 
     pub(crate) async fn batch_request(&self, kind: MessageType, id: u32, body: Option<Body>) -> Result<Response, ClientError> {
         let header = Header {
-            cluster_version: Some(self.shared.config.cluster_version),
+            cluster_version: Some(self.cluster_version()),
             connection_id: Some(self.shared.connection_id),
             message_type: Some(kind as i32),
             batch_id: Some(id),

@@ -33,6 +33,8 @@ pub struct TestDrive {
     pub data: PathBuf,
     _dir: Option<tempfile::TempDir>,
     extra: Vec<String>,
+    /// The port to listen on: 0 (any) until a restart must keep the address.
+    port: u16,
 }
 
 impl TestDrive {
@@ -40,7 +42,7 @@ impl TestDrive {
         let dir = tempfile::tempdir().expect("temp dir");
         let data = dir.path().join("data");
         let mut drive =
-            TestDrive { child: None, addr: String::new(), tls_addr: String::new(), data, _dir: Some(dir), extra: extra.iter().map(|s| s.to_string()).collect() };
+            TestDrive { child: None, addr: String::new(), tls_addr: String::new(), data, _dir: Some(dir), extra: extra.iter().map(|s| s.to_string()).collect(), port: 0 };
         drive.spawn();
         drive
     }
@@ -54,6 +56,7 @@ impl TestDrive {
             data: data.to_path_buf(),
             _dir: None,
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            port: 0,
         };
         drive.spawn();
         drive
@@ -82,6 +85,7 @@ impl TestDrive {
             data,
             _dir: Some(dir),
             extra: vec!["--config".into(), path.display().to_string()],
+            port: 0,
         };
         drive.spawn();
         drive
@@ -89,7 +93,7 @@ impl TestDrive {
 
     fn spawn(&mut self) {
         let mut child = Process::new(spindle_bin())
-            .args(["drive", "--port", "0", "--tls-port", "0", "--listen", "127.0.0.1", "--data"])
+            .args(["drive", "--port", &self.port.to_string(), "--tls-port", "0", "--listen", "127.0.0.1", "--data"])
             .arg(&self.data)
             .args(&self.extra)
             .env("SPINDLE_LOG", "warn")
@@ -118,6 +122,19 @@ impl TestDrive {
     pub fn restart_after_kill(&mut self) {
         self.kill();
         self.spawn();
+    }
+
+    /// SIGKILL and start again on the same data directory and the same address (a cluster
+    /// member keeps its address).
+    pub fn restart_same_port(&mut self) {
+        self.kill();
+        self.port = self.addr.rsplit(':').next().and_then(|p| p.parse().ok()).expect("a port");
+        self.spawn();
+    }
+
+    /// Starts a drive killed by [`TestDrive::kill`] again, at its address.
+    pub fn start_again(&mut self) {
+        self.restart_same_port();
     }
 
     pub fn is_running(&mut self) -> bool {

@@ -1,0 +1,396 @@
+//! The cluster with real processes: etcd (Debian's etcd-server), `spindle drive`s and
+//! `spindle cluster coordinator`s, the cluster client under faults, and the history checker
+//! over everything the clients saw.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Child, Command as Process, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::{runtime, spindle_bin, TestDrive};
+use parking_lot::Mutex;
+use spindle_cluster::control::{HealthState, MemberChange};
+use spindle_cluster::history::{self, Event, Op};
+use spindle_cluster::tag::Tag;
+use spindle_cluster::{ClusterError, ClusterMap, Condition, Control, Member, Store, StoreConfig};
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A process killed when dropped (tests stop everything they start, failing or not).
+struct Proc(Option<Child>);
+
+impl Proc {
+    fn kill(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// etcd members on loopback, each with its own data directory under `dir`.
+struct Etcd {
+    members: Vec<Proc>,
+    pub urls: Vec<String>,
+}
+
+impl Etcd {
+    fn start(dir: &Path, n: usize) -> Etcd {
+        let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+        let initial: Vec<String> = ports.iter().enumerate().map(|(i, (_, p))| format!("e{i}=http://127.0.0.1:{p}")).collect();
+        let mut members = Vec::new();
+        let mut urls = Vec::new();
+        for (i, (client, peer)) in ports.iter().enumerate() {
+            let url = format!("http://127.0.0.1:{client}");
+            let peer_url = format!("http://127.0.0.1:{peer}");
+            let child = Process::new("etcd")
+                .args(["--name", &format!("e{i}"), "--data-dir"])
+                .arg(dir.join(format!("etcd-{i}")))
+                .args(["--listen-client-urls", &url, "--advertise-client-urls", &url])
+                .args(["--listen-peer-urls", &peer_url, "--initial-advertise-peer-urls", &peer_url])
+                .args(["--initial-cluster", &initial.join(","), "--initial-cluster-state", "new"])
+                .args(["--heartbeat-interval", "50", "--election-timeout", "500"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("etcd (Debian package etcd-server) must be installed");
+            members.push(Proc(Some(child)));
+            urls.push(url);
+        }
+        Etcd { members, urls }
+    }
+
+    fn endpoints(&self) -> String {
+        self.urls.join(",")
+    }
+}
+
+fn coordinator(etcd: &str, cluster: &str, name: &str) -> Proc {
+    let child = Process::new(spindle_bin())
+        .args(["cluster", "coordinator", "--etcd", etcd, "--cluster", cluster, "--name", name])
+        .args(["--probe-ms", "100", "--down-after-ms", "800", "--lease-secs", "1"])
+        .env("SPINDLE_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    Proc(Some(child))
+}
+
+async fn control(etcd: &str, cluster: &str) -> Control {
+    let mut last = String::new();
+    for _ in 0..100 {
+        match Control::connect(etcd, cluster).await {
+            Ok(c) => match c.coordinators().await {
+                Ok(_) => return c,
+                Err(e) => last = e.to_string(),
+            },
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("etcd did not come up: {last}");
+}
+
+async fn until<T>(what: &str, limit: Duration, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if let Some(v) = probe().await {
+            return v;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{what}: not within {limit:?}");
+}
+
+/// Adds drives through the coordinator and waits until all are members and up.
+async fn add_drives(control: &Control, drives: &[&TestDrive]) {
+    for (i, d) in drives.iter().enumerate() {
+        let member = Member { id: format!("d{i}"), addr: d.addr.clone(), tls_port: None, capacity: 0, weight: 1.0, domain: None };
+        control.request_change(&MemberChange::Add(member)).await.unwrap();
+    }
+    let n = drives.len();
+    until("drives added and up", Duration::from_secs(30), async || {
+        let (map, _) = control.load_map().await.ok()?;
+        let health = control.health().await.ok()?;
+        (map.members.len() == n && health.values().filter(|h| h.state == HealthState::Up).count() == n).then_some(())
+    })
+    .await;
+}
+
+/// A workload recording a history: `clients` tasks doing puts (unique values), deletes and
+/// reads on `keys` keys while `running` holds.
+struct Recorder {
+    start: Instant,
+    events: Mutex<Vec<Event>>,
+    acknowledged: std::sync::atomic::AtomicU64,
+}
+
+impl Recorder {
+    fn now(&self) -> u64 {
+        self.start.elapsed().as_micros() as u64
+    }
+}
+
+async fn client_loop(store: Store, rec: Arc<Recorder>, id: u64, keys: u64, stop: Arc<std::sync::atomic::AtomicBool>) {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::from_os_rng();
+    let mut n = 0u64;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let key = rng.random_range(0..keys);
+        let k = format!("key-{key}");
+        let call = rec.now();
+        let roll = rng.random_range(0..10);
+        let event = if roll < 4 {
+            n += 1;
+            let v = (id << 32) | n;
+            let r = store.put(k.as_bytes(), Bytes::from(v.to_be_bytes().to_vec()), Condition::None).await;
+            let ret = r.is_ok().then(|| rec.now());
+            Event { key, op: Op::Write(Some(v)), call, ret }
+        } else if roll < 5 {
+            // A delete that found nothing wrote nothing: it read "absent".
+            match store.delete(k.as_bytes(), Condition::None).await {
+                Ok(true) => Event { key, op: Op::Write(None), call, ret: Some(rec.now()) },
+                Ok(false) => Event { key, op: Op::Read(None), call, ret: Some(rec.now()) },
+                Err(_) => Event { key, op: Op::Write(None), call, ret: None },
+            }
+        } else {
+            match store.get(k.as_bytes()).await {
+                Ok(v) => {
+                    let value = v.map(|v| u64::from_be_bytes(v.value[..].try_into().expect("8-byte values")));
+                    Event { key, op: Op::Read(value), call, ret: Some(rec.now()) }
+                }
+                Err(_) => continue,
+            }
+        };
+        if event.ret.is_some() {
+            rec.acknowledged.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        rec.events.lock().push(event);
+    }
+}
+
+/// Every key's newest tag is on every replica the map names for it.
+async fn replicas_agree(store: &Store, drives: &BTreeMap<String, String>, keys: u64) -> Result<(), String> {
+    let map = store.map();
+    for key in 0..keys {
+        let k = format!("key-{key}");
+        let p = map.partition_of(k.as_bytes());
+        let dk = spindle_cluster::map::drive_key(p, k.as_bytes());
+        let mut tags = Vec::new();
+        for d in map.replicas_of(p) {
+            let config = spindle_client::ClientConfig { cluster_version: map.epoch as i64, ..Default::default() };
+            let c = spindle_client::Client::connect(drives[d].as_str(), config).await.map_err(|e| e.to_string())?;
+            tags.push((d.clone(), c.get_metadata(&dk).await.map_err(|e| e.to_string())?.and_then(|m| Tag::decode(&m.version))));
+        }
+        if tags.windows(2).any(|w| w[0].1 != w[1].1) {
+            return Err(format!("{k}: replicas differ: {tags:?}"));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn reads_and_writes_go_on_through_a_drive_kill_and_it_catches_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path(), 1);
+    let mut drives: Vec<TestDrive> = (0..4).map(|_| TestDrive::start(&[])).collect();
+    let _coordinator = coordinator(&etcd.endpoints(), "kill", "c1");
+    runtime().block_on(async {
+        let control = control(&etcd.endpoints(), "kill").await;
+        control.init(&ClusterMap::new(16, 3, 2).unwrap()).await.unwrap();
+        add_drives(&control, &drives.iter().collect::<Vec<_>>()).await;
+        let addrs: BTreeMap<String, String> = drives.iter().enumerate().map(|(i, d)| (format!("d{i}"), d.addr.clone())).collect();
+        let store = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
+        let rec = Arc::new(Recorder { start: Instant::now(), events: Mutex::new(Vec::new()), acknowledged: Default::default() });
+        let keys = 24;
+        let phase = async |seconds: u64| {
+            let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let tasks: Vec<_> = (0..4).map(|i| tokio::spawn(client_loop(store.clone(), rec.clone(), i + 1, keys, stop.clone()))).collect();
+            tokio::time::sleep(Duration::from_secs(seconds)).await;
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            for t in tasks {
+                t.await.unwrap();
+            }
+        };
+        phase(1).await;
+        let before = rec.acknowledged.load(std::sync::atomic::Ordering::Relaxed);
+        drives[1].kill();
+        phase(2).await;
+        let during = rec.acknowledged.load(std::sync::atomic::Ordering::Relaxed) - before;
+        assert!(during > 50, "only {during} operations acknowledged with one drive of four down");
+        until("d1 marked down", Duration::from_secs(10), async || {
+            let h = control.health().await.ok()?;
+            (h.get("d1")?.state == HealthState::Down).then_some(())
+        })
+        .await;
+        // Back on its address: the coordinator repairs what it missed, then marks it up.
+        drives[1].start_again();
+        until("d1 caught up and up", Duration::from_secs(30), async || {
+            let h = control.health().await.ok()?;
+            (h.get("d1")?.state == HealthState::Up && !h["d1"].repairing).then_some(())
+        })
+        .await;
+        replicas_agree(&store, &addrs, keys).await.unwrap();
+        phase(1).await;
+        let events = rec.events.lock().clone();
+        if let Err(v) = history::check(&events) {
+            let path = std::env::temp_dir().join("spindle-cluster-violation.txt");
+            std::fs::write(&path, v.to_string()).unwrap();
+            panic!("not linearizable: key {} ({} operations, all in {})", v.key, v.events.len(), path.display());
+        }
+        assert!(events.iter().any(|e| matches!(e.op, Op::Read(Some(_)))), "the history read nothing back");
+    });
+}
+
+#[test]
+fn versions_compare_and_swap_and_ordered_ranges() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path(), 1);
+    let drives: Vec<TestDrive> = (0..3).map(|_| TestDrive::start(&[])).collect();
+    let _coordinator = coordinator(&etcd.endpoints(), "api", "c1");
+    runtime().block_on(async {
+        let control = control(&etcd.endpoints(), "api").await;
+        control.init(&ClusterMap::new(8, 3, 2).unwrap()).await.unwrap();
+        add_drives(&control, &drives.iter().collect::<Vec<_>>()).await;
+        let store = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
+        let v1 = store.put(b"a", Bytes::from_static(b"one"), Condition::Absent).await.unwrap();
+        assert!(matches!(store.put(b"a", Bytes::from_static(b"x"), Condition::Absent).await, Err(ClusterError::VersionMismatch { .. })));
+        let v2 = store.put(b"a", Bytes::from_static(b"two"), Condition::Version(v1.clone())).await.unwrap();
+        assert!(matches!(store.put(b"a", Bytes::from_static(b"x"), Condition::Version(v1.clone())).await, Err(ClusterError::VersionMismatch { .. })));
+        let got = store.get(b"a").await.unwrap().unwrap();
+        assert_eq!((got.value, got.version.clone()), (Bytes::from_static(b"two"), v2.clone()));
+        assert!(!store.delete(b"nothing", Condition::None).await.unwrap());
+        assert!(store.delete(b"a", Condition::Version(v2)).await.unwrap());
+        assert_eq!(store.get(b"a").await.unwrap(), None);
+        // After a delete the key can be created again.
+        store.put(b"a", Bytes::from_static(b"three"), Condition::Absent).await.unwrap();
+
+        // Keys scattered over partitions come back merged in order; deleted ones do not.
+        let mut want = Vec::new();
+        for i in 0..300u32 {
+            let k = format!("r{i:04}");
+            store.put(k.as_bytes(), Bytes::from(vec![1u8; 16]), Condition::None).await.unwrap();
+            if i % 7 == 0 {
+                store.delete(k.as_bytes(), Condition::None).await.unwrap();
+            } else {
+                want.push(Bytes::from(k));
+            }
+        }
+        let all = store.range(b"r", Some(b"r9999"), 1000).await.unwrap();
+        assert_eq!(all, want);
+        let some = store.range(b"r0100", Some(b"r0199"), 10).await.unwrap();
+        assert_eq!(some, want.iter().filter(|k| k[..] >= b"r0100"[..]).take(10).cloned().collect::<Vec<_>>());
+        assert!(matches!(store.get(&vec![b'k'; 5000]).await, Err(ClusterError::KeyTooLong { .. })));
+    });
+}
+
+#[test]
+fn a_new_coordinator_leads_when_the_leader_dies_and_etcd_survives_a_member_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut etcd = Etcd::start(dir.path(), 3);
+    let drives: Vec<TestDrive> = (0..3).map(|_| TestDrive::start(&[])).collect();
+    let mut coordinators = [coordinator(&etcd.endpoints(), "lead", "c0"), coordinator(&etcd.endpoints(), "lead", "c1")];
+    runtime().block_on(async {
+        let control = control(&etcd.endpoints(), "lead").await;
+        control.init(&ClusterMap::new(8, 3, 2).unwrap()).await.unwrap();
+        add_drives(&control, &drives[..2].iter().collect::<Vec<_>>()).await;
+        let leader = until("a leader", Duration::from_secs(10), async || control.coordinators().await.ok()?.1).await;
+        let store = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
+        store.put(b"k", Bytes::from_static(b"v"), Condition::None).await.unwrap();
+
+        // SIGKILL the leader: the other takes over once its lease lapses.
+        let index = if leader == "c0" { 0 } else { 1 };
+        coordinators[index].kill();
+        let started = Instant::now();
+        let next = until("another leader", Duration::from_secs(15), async || {
+            control.coordinators().await.ok()?.1.filter(|l| *l != leader)
+        })
+        .await;
+        eprintln!("{next} leads {:?} after {leader} was killed", started.elapsed());
+
+        // Kill one of three etcd members: clients and the coordinator go on.
+        etcd.members[0].kill();
+        let control = control_without(&etcd, "lead").await;
+        let store2 = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
+        store2.put(b"k2", Bytes::from_static(b"v2"), Condition::None).await.unwrap();
+        assert_eq!(store.get(b"k").await.unwrap().unwrap().value, Bytes::from_static(b"v"));
+        let member = Member { id: "d2".into(), addr: drives[2].addr.clone(), tls_port: None, capacity: 0, weight: 1.0, domain: None };
+        control.request_change(&MemberChange::Add(member)).await.unwrap();
+        until("the new leader applies a change with an etcd member down", Duration::from_secs(20), async || {
+            let (map, _) = control.load_map().await.ok()?;
+            map.members.contains_key("d2").then_some(())
+        })
+        .await;
+        assert_eq!(store2.get(b"k2").await.unwrap().unwrap().value, Bytes::from_static(b"v2"));
+    });
+}
+
+async fn control_without(etcd: &Etcd, cluster: &str) -> Control {
+    control(&etcd.urls[1..].join(","), cluster).await
+}
+
+/// `spindle cluster demo` brings up etcd, drives and a coordinator; the everyday commands work
+/// against it; Ctrl-C (SIGINT) stops all of it.
+#[test]
+fn the_demo_cluster_serves_the_cluster_commands_and_stops_on_ctrl_c() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let mut demo = Process::new(spindle_bin())
+        .args(["cluster", "demo", "--drives", "3", "--data"])
+        .arg(dir.path().join("c"))
+        .env("SPINDLE_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(demo.stdout.take().unwrap()).lines();
+    let etcd = loop {
+        let line = lines.next().expect("the demo ended before it was up").unwrap();
+        if let Some(url) = line.trim().strip_prefix("export SPINDLE_ETCD=") {
+            break url.to_string();
+        }
+    };
+    let guard = Proc(Some(demo));
+    let run = |args: &[&str]| {
+        let out = Process::new(spindle_bin()).args(["cluster"]).args(args).args(["--etcd", &etcd]).output().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr))
+    };
+    assert!(run(&["put", "hello", "world"]).0);
+    assert_eq!(run(&["get", "hello"]), (true, "world\n".to_string()));
+    assert!(run(&["put", "help", "me"]).0);
+    assert_eq!(run(&["range", "hel"]).1, "hello\nhelp\n");
+    let (ok, status) = run(&["status", "--json"]);
+    assert!(ok, "{status}");
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(status["drives"].as_array().unwrap().len(), 3);
+    assert_eq!(status["leader"], "demo-coordinator");
+    assert!(run(&["delete", "hello"]).0);
+    let (ok, out) = run(&["get", "hello"]);
+    assert!(!ok && out.contains("not found"), "{out}");
+    let (ok, out) = run(&["put", "hello", "x", "--if-version", "00"]);
+    assert!(!ok && out.contains("version mismatch"), "{out}");
+
+    // Ctrl-C: the demo stops etcd and every drive before it exits.
+    let addrs: Vec<String> = status["drives"].as_array().unwrap().iter().map(|d| d["addr"].as_str().unwrap().to_string()).collect();
+    let mut demo = guard;
+    let pid = demo.0.as_ref().unwrap().id();
+    assert!(Process::new("kill").args(["-INT", &pid.to_string()]).status().unwrap().success());
+    let code = demo.0.take().unwrap().wait().unwrap();
+    assert!(code.success(), "the demo exited with {code}");
+    for addr in addrs.iter().chain([&etcd.trim_start_matches("http://").to_string()]) {
+        assert!(std::net::TcpStream::connect(addr).is_err(), "{addr} still answers after the demo stopped");
+    }
+}

@@ -1,0 +1,191 @@
+//! The cluster's state in etcd, and nowhere else: the map (members, placement, epoch) under one
+//! key changed only by transactions that compare the revision it was read at, each drive's
+//! health as the coordinator sees it, member changes waiting for the coordinator, and the
+//! coordinator's election.
+//!
+//! Layout under `/spindle/<cluster>/`: `map`, `health/<drive>`, `changes/<drive>`, `leader`
+//! (etcd's election prefix), `coordinators/<name>` (live coordinators, on their lease).
+
+use std::collections::BTreeMap;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
+use serde::{Deserialize, Serialize};
+
+use crate::map::{ClusterMap, Member};
+use crate::ClusterError;
+
+/// How a drive looks to the coordinator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HealthState {
+    Up,
+    Down,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Health {
+    pub state: HealthState,
+    /// Unix milliseconds of the last answer the coordinator had from the drive.
+    pub last_seen_ms: u64,
+    /// The drive's cluster version when last seen.
+    pub cluster_version: i64,
+    /// Set while the coordinator repairs what the drive missed; cleared when done.
+    #[serde(default)]
+    pub repairing: bool,
+}
+
+/// A member change asked of the coordinator (`spindle cluster add-drive` / `remove-drive`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "change", rename_all = "kebab-case")]
+pub enum MemberChange {
+    Add(Member),
+    Remove { id: String },
+}
+
+pub fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// A connection to the cluster's etcd.
+#[derive(Clone)]
+pub struct Control {
+    pub(crate) etcd: Client,
+    prefix: String,
+    name: String,
+}
+
+impl Control {
+    /// `endpoints`: etcd client URLs, comma-separated (`http://127.0.0.1:2379,...`).
+    pub async fn connect(endpoints: &str, cluster: &str) -> Result<Control, ClusterError> {
+        if cluster.is_empty() || cluster.contains('/') {
+            return Err(ClusterError::Invalid(format!("cluster name {cluster:?}: must be non-empty, without '/'")));
+        }
+        let list: Vec<String> =
+            endpoints.split(',').map(|e| e.trim().trim_start_matches("etcd://").to_string()).filter(|e| !e.is_empty()).collect();
+        if list.is_empty() {
+            return Err(ClusterError::Invalid("no etcd endpoint given".into()));
+        }
+        let options = etcd_client::ConnectOptions::new()
+            .with_connect_timeout(std::time::Duration::from_secs(3))
+            .with_timeout(std::time::Duration::from_secs(5));
+        let etcd = Client::connect(list, Some(options)).await?;
+        Ok(Control { etcd, prefix: format!("/spindle/{cluster}/"), name: cluster.to_string() })
+    }
+
+    pub fn cluster_name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn key(&self, rest: &str) -> String {
+        format!("{}{rest}", self.prefix)
+    }
+
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// Writes the first map; refuses if the cluster exists.
+    pub async fn init(&self, map: &ClusterMap) -> Result<(), ClusterError> {
+        let key = self.key("map");
+        let txn = Txn::new()
+            .when([Compare::version(key.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key, encode(map)?, None)]);
+        if self.etcd.kv_client().txn(txn).await?.succeeded() {
+            Ok(())
+        } else {
+            Err(ClusterError::Invalid(format!("cluster {:?} already exists", self.name)))
+        }
+    }
+
+    /// The map and the revision it was last changed at.
+    pub async fn load_map(&self) -> Result<(ClusterMap, i64), ClusterError> {
+        let resp = self.etcd.kv_client().get(self.key("map"), None).await?;
+        let kv = resp.kvs().first().ok_or_else(|| ClusterError::NotInitialized(self.name.clone()))?;
+        Ok((decode(kv.value())?, kv.mod_revision()))
+    }
+
+    /// Replaces the map if it is still the one read at `revision`. `false`: someone else
+    /// changed it first (read again and recompute).
+    pub async fn replace_map(&self, revision: i64, map: &ClusterMap) -> Result<bool, ClusterError> {
+        let key = self.key("map");
+        let txn = Txn::new()
+            .when([Compare::mod_revision(key.clone(), CompareOp::Equal, revision)])
+            .and_then([TxnOp::put(key, encode(map)?, None)]);
+        Ok(self.etcd.kv_client().txn(txn).await?.succeeded())
+    }
+
+    pub async fn health(&self) -> Result<BTreeMap<String, Health>, ClusterError> {
+        let prefix = self.key("health/");
+        let resp = self.etcd.kv_client().get(prefix.clone(), Some(GetOptions::new().with_prefix())).await?;
+        let mut out = BTreeMap::new();
+        for kv in resp.kvs() {
+            let id = kv.key_str().map_err(|e| ClusterError::Decode(e.to_string()))?.trim_start_matches(&prefix).to_string();
+            out.insert(id, decode(kv.value())?);
+        }
+        Ok(out)
+    }
+
+    pub async fn set_health(&self, id: &str, health: &Health) -> Result<(), ClusterError> {
+        self.etcd.kv_client().put(self.key(&format!("health/{id}")), encode(health)?, None).await?;
+        Ok(())
+    }
+
+    pub async fn clear_health(&self, id: &str) -> Result<(), ClusterError> {
+        self.etcd.kv_client().delete(self.key(&format!("health/{id}")), None).await?;
+        Ok(())
+    }
+
+    pub async fn request_change(&self, change: &MemberChange) -> Result<(), ClusterError> {
+        let id = match change {
+            MemberChange::Add(m) => &m.id,
+            MemberChange::Remove { id } => id,
+        };
+        self.etcd.kv_client().put(self.key(&format!("changes/{id}")), encode(change)?, None).await?;
+        Ok(())
+    }
+
+    /// Waiting member changes, oldest first, with the etcd key that holds each.
+    pub async fn pending_changes(&self) -> Result<Vec<(String, MemberChange)>, ClusterError> {
+        let options = GetOptions::new().with_prefix().with_sort(etcd_client::SortTarget::Create, etcd_client::SortOrder::Ascend);
+        let resp = self.etcd.kv_client().get(self.key("changes/"), Some(options)).await?;
+        resp.kvs()
+            .iter()
+            .map(|kv| Ok((kv.key_str().map_err(|e| ClusterError::Decode(e.to_string()))?.to_string(), decode(kv.value())?)))
+            .collect()
+    }
+
+    /// Commits `map` (if still at `revision`) and removes the change that led to it, in one
+    /// transaction: a coordinator that dies in between leaves either both or neither.
+    pub async fn apply_change(&self, revision: i64, map: &ClusterMap, change_key: &str) -> Result<bool, ClusterError> {
+        let key = self.key("map");
+        let txn = Txn::new()
+            .when([Compare::mod_revision(key.clone(), CompareOp::Equal, revision)])
+            .and_then([TxnOp::put(key, encode(map)?, None), TxnOp::delete(change_key, None)]);
+        Ok(self.etcd.kv_client().txn(txn).await?.succeeded())
+    }
+
+    pub async fn drop_change(&self, change_key: &str) -> Result<(), ClusterError> {
+        self.etcd.kv_client().delete(change_key, None).await?;
+        Ok(())
+    }
+
+    /// Names of the coordinators alive now, and which one leads.
+    pub async fn coordinators(&self) -> Result<(Vec<String>, Option<String>), ClusterError> {
+        let resp = self.etcd.kv_client().get(self.key("coordinators/"), Some(GetOptions::new().with_prefix())).await?;
+        let names = resp.kvs().iter().filter_map(|kv| kv.value_str().ok().map(str::to_string)).collect();
+        let leader = match self.etcd.election_client().leader(self.key("leader")).await {
+            Ok(r) => r.kv().and_then(|kv| kv.value_str().ok().map(str::to_string)),
+            Err(_) => None,
+        };
+        Ok((names, leader))
+    }
+}
+
+pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, ClusterError> {
+    serde_json::to_vec(value).map_err(|e| ClusterError::Decode(e.to_string()))
+}
+
+pub(crate) fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, ClusterError> {
+    serde_json::from_slice(bytes).map_err(|e| ClusterError::Decode(e.to_string()))
+}

@@ -1,0 +1,25 @@
+//! Many Kinetic drives as one store. `placement` decides which drives hold each partition,
+//! `map` is the cluster map kept in etcd, `control` the etcd layout, `tag` the versions that
+//! order replicas' writes, `replica` one replica's reads and stores, `store` the cluster client
+//! (per-key linearizable reads and writes at quorums), `repair` anti-entropy for a partition,
+//! `coordinator` the elected process that watches drives and owns the map, `history` the
+//! checker of what clients saw.
+
+#![forbid(unsafe_code)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod control;
+pub mod coordinator;
+mod error;
+pub mod history;
+pub mod map;
+pub mod placement;
+pub mod repair;
+pub mod replica;
+pub mod store;
+pub mod tag;
+
+pub use control::Control;
+pub use error::ClusterError;
+pub use map::{ClusterMap, Member};
+pub use store::{Condition, Store, StoreConfig, Versioned};

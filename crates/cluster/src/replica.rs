@@ -1,0 +1,85 @@
+//! One replica's part of a cluster operation: reading a key's tag, and storing a tagged entry
+//! only if it is newer than what the replica holds ("store if newer", which Kinetic does not
+//! have, built from its compare-and-swap put).
+
+use bytes::Bytes;
+use spindle_client::{Client, ClientError, PutOptions, Synchronization};
+
+use crate::tag::Tag;
+
+/// Compare-and-swap rounds before a store gives up: each lost round means another writer
+/// changed the entry in between, and the loop ends as soon as the entry is newer than ours.
+const MAX_STORE_ROUNDS: usize = 32;
+
+/// What a replica holds for a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Held {
+    Absent,
+    /// The raw version bytes and what they decode to: `None` for an entry written outside the
+    /// cluster (ordered before every tag, so the cluster's writes replace it).
+    Entry { version: Bytes, tag: Option<Tag> },
+}
+
+impl Held {
+    pub fn tag(&self) -> Option<Tag> {
+        match self {
+            Held::Absent => None,
+            Held::Entry { tag, .. } => *tag,
+        }
+    }
+
+    fn version(&self) -> Bytes {
+        match self {
+            Held::Absent => Bytes::new(),
+            Held::Entry { version, .. } => version.clone(),
+        }
+    }
+
+    fn at_least(&self, tag: &Tag) -> bool {
+        self.tag().is_some_and(|t| t >= *tag)
+    }
+}
+
+pub async fn held(client: &Client, key: &[u8]) -> Result<Held, ClientError> {
+    Ok(match client.get_metadata(key).await? {
+        None => Held::Absent,
+        Some(m) => Held::Entry { tag: Tag::decode(&m.version), version: m.version },
+    })
+}
+
+/// The outcome of a store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stored {
+    /// The replica now holds our entry.
+    Written,
+    /// The replica already held this write or a newer one.
+    Superseded,
+}
+
+/// Stores `value` under `tag` unless the replica holds the same or a newer write. `known`: what
+/// the replica held when last read, if that was read (saves a round trip).
+pub async fn store_if_newer(client: &Client, key: &[u8], value: Bytes, tag: Tag, known: Option<Held>) -> Result<Stored, ClientError> {
+    let mut current = known;
+    for _ in 0..MAX_STORE_ROUNDS {
+        let now = match current.take() {
+            Some(h) => h,
+            None => held(client, key).await?,
+        };
+        if now.at_least(&tag) {
+            return Ok(Stored::Superseded);
+        }
+        let options = PutOptions {
+            db_version: now.version(),
+            new_version: tag.encode(),
+            force: false,
+            sync: Synchronization::Writethrough,
+            ..PutOptions::default()
+        };
+        match client.put(key, value.clone(), options).await {
+            Ok(()) => return Ok(Stored::Written),
+            Err(e) if e.is_version_mismatch() => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(ClientError::Protocol(format!("the entry changed under {MAX_STORE_ROUNDS} compare-and-swap rounds in a row")))
+}
