@@ -52,8 +52,11 @@ command -v strace >/dev/null || need_apt strace
 # themselves); the etcd client crate compiles etcd's .proto files with protoc at build time.
 command -v etcd >/dev/null || need_apt etcd-server
 command -v protoc >/dev/null || need_apt protobuf-compiler
+command -v ip >/dev/null || need_apt iproute2
 # Without /dev/fuse the power-loss tests would skip; here they must run (or fail).
 export SPINDLE_REQUIRE_FUSE=1
+# The cluster's partition test puts drives in network namespaces (root, iproute2): it must run here.
+export SPINDLE_REQUIRE_NETNS=1
 
 passed=0
 failed=0

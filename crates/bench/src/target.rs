@@ -60,6 +60,15 @@ pub async fn connect(target: &str, sessions: usize, needs: Needs) -> Result<Vec<
         };
         return Ok(vec![store; sessions]);
     }
+    if let Some(spec) = target.strip_prefix("cluster:") {
+        // cluster:ETCD_URLS[#NAME]: one cluster client shared by every session (it keeps one
+        // pipelined connection per drive).
+        let (endpoints, name) = spec.split_once('#').unwrap_or((spec, "spindle"));
+        let control = spindle_cluster::Control::connect(endpoints, name).await.map_err(cluster_err)?;
+        let store = spindle_cluster::Store::open(control, spindle_cluster::StoreConfig::default()).await.map_err(cluster_err)?;
+        let store: Arc<dyn Store> = Arc::new(ClusterStore(store));
+        return Ok(vec![store; sessions]);
+    }
     if target.starts_with("redis://") {
         let client = redis::Client::open(target).map_err(redis_err)?;
         let mut out: Vec<Arc<dyn Store>> = Vec::with_capacity(sessions);
@@ -108,7 +117,7 @@ pub async fn settle(target: &str) -> Result<(), BenchError> {
 /// networked target.
 pub fn in_process(target: &str) -> Result<Option<InProcess>, BenchError> {
     static OPEN: OnceLock<Mutex<HashMap<String, InProcess>>> = OnceLock::new();
-    if is_kinetic(target) || target.starts_with("redis://") {
+    if is_kinetic(target) || target.starts_with("redis://") || target.starts_with("cluster:") {
         return Ok(None);
     }
     let mut open = OPEN.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
@@ -128,7 +137,48 @@ pub fn in_process(target: &str) -> Result<Option<InProcess>, BenchError> {
 
 /// Whether `target` is a Kinetic endpoint (the others run in-process or speak redis).
 pub fn is_kinetic(target: &str) -> bool {
-    !(target.starts_with("embedded:") || target == "memory:" || target.starts_with("redis://") || LsmKind::parse(target).is_some())
+    !(target.starts_with("embedded:")
+        || target == "memory:"
+        || target.starts_with("redis://")
+        || target.starts_with("cluster:")
+        || LsmKind::parse(target).is_some())
+}
+
+fn cluster_err(e: impl std::fmt::Display) -> BenchError {
+    BenchError::Invalid(format!("cluster: {e}"))
+}
+
+/// A Spindle cluster through its client: quorum writes (always WRITETHROUGH on every replica:
+/// the cluster acknowledges only durable writes) and quorum reads.
+struct ClusterStore(spindle_cluster::Store);
+
+impl Store for ClusterStore {
+    fn put(&self, key: Bytes, value: Bytes, _sync: Synchronization) -> StoreFuture<'_, ()> {
+        Box::pin(async move { self.0.put(&key, value, spindle_cluster::Condition::None).await.map(drop).map_err(|e| e.to_string()) })
+    }
+
+    fn get(&self, key: Bytes) -> StoreFuture<'_, Option<Bytes>> {
+        Box::pin(async move { Ok(self.0.get(&key).await.map_err(|e| e.to_string())?.map(|v| v.value)) })
+    }
+
+    fn scan(&self, start: Bytes, count: usize) -> StoreFuture<'_, Vec<Bytes>> {
+        Box::pin(async move { self.0.range(&start, None, count).await.map_err(|e| e.to_string()) })
+    }
+
+    fn flush(&self) -> StoreFuture<'_, ()> {
+        // Every acknowledged cluster write is already durable on a write quorum.
+        Box::pin(async { Ok(()) })
+    }
+
+    fn describe(&self) -> StoreFuture<'_, serde_json::Value> {
+        Box::pin(async move {
+            let map = self.0.map();
+            Ok(serde_json::json!({
+                "kind": "spindle-cluster", "epoch": map.epoch, "drives": map.members.len(),
+                "partitions": map.partitions, "replicas": map.replicas, "write_quorum": map.write_quorum,
+            }))
+        })
+    }
 }
 
 fn redis_err(e: impl std::fmt::Display) -> BenchError {

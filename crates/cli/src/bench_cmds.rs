@@ -26,7 +26,8 @@ pub enum BenchCommand {
     Paper {
     /// Target: a Kinetic endpoint (HOST:PORT or kinetic://HOST:PORT), Spindle's engine in-process
     /// (embedded:DIR, memory:), redis://HOST:PORT, or LevelDB/RocksDB in-process (leveldb:DIR,
-    /// rocksdb:DIR, rocksdb-blob:DIR: RocksDB with blob files)
+    /// rocksdb:DIR, rocksdb-blob:DIR: RocksDB with blob files), or a Spindle cluster
+    /// (cluster:ETCD_URLS[#NAME])
         #[arg(long, default_value = "127.0.0.1:8123")]
         drive: String,
         #[arg(long, value_enum, default_value = "default")]
@@ -77,7 +78,8 @@ pub enum BenchCommand {
 pub struct YcsbArgs {
     /// Target: a Kinetic endpoint (HOST:PORT or kinetic://HOST:PORT), Spindle's engine in-process
     /// (embedded:DIR, memory:), redis://HOST:PORT, or LevelDB/RocksDB in-process (leveldb:DIR,
-    /// rocksdb:DIR, rocksdb-blob:DIR: RocksDB with blob files)
+    /// rocksdb:DIR, rocksdb-blob:DIR: RocksDB with blob files), or a Spindle cluster
+    /// (cluster:ETCD_URLS[#NAME])
     #[arg(long, default_value = "127.0.0.1:8123")]
     drive: String,
     /// A, B, C, D, E or F
@@ -150,7 +152,8 @@ pub struct P2pBenchArgs {
 pub struct BenchArgs {
     /// Target: a Kinetic endpoint (HOST:PORT or kinetic://HOST:PORT), Spindle's engine in-process
     /// (embedded:DIR, memory:), redis://HOST:PORT, or LevelDB/RocksDB in-process (leveldb:DIR,
-    /// rocksdb:DIR, rocksdb-blob:DIR: RocksDB with blob files)
+    /// rocksdb:DIR, rocksdb-blob:DIR: RocksDB with blob files), or a Spindle cluster
+    /// (cluster:ETCD_URLS[#NAME])
     #[arg(long, default_value = "127.0.0.1:8123")]
     drive: String,
     #[arg(long, default_value_t = 10_000)]

@@ -117,8 +117,13 @@ async fn until<T>(what: &str, limit: Duration, mut probe: impl AsyncFnMut() -> O
 
 /// Adds drives through the coordinator and waits until all are members and up.
 async fn add_drives(control: &Control, drives: &[&TestDrive]) {
-    for (i, d) in drives.iter().enumerate() {
-        let member = Member { id: format!("d{i}"), addr: d.addr.clone(), tls_port: None, capacity: 0, weight: 1.0, domain: None };
+    add_addresses(control, &drives.iter().map(|d| d.addr.clone()).collect::<Vec<_>>()).await;
+}
+
+/// Adds the drives at `addrs` as d0, d1, … and waits until all are members and up.
+async fn add_addresses(control: &Control, drives: &[String]) {
+    for (i, addr) in drives.iter().enumerate() {
+        let member = Member { id: format!("d{i}"), addr: addr.clone(), tls_port: None, capacity: 0, weight: 1.0, domain: None };
         control.request_change(&MemberChange::Add(member)).await.unwrap();
     }
     let n = drives.len();
@@ -206,13 +211,23 @@ async fn replicas_agree(store: &Store, drives: &BTreeMap<String, String>, keys: 
 fn reads_and_writes_go_on_through_a_drive_kill_and_it_catches_up() {
     let dir = tempfile::tempdir().unwrap();
     let etcd = Etcd::start(dir.path(), 1);
-    let mut drives: Vec<TestDrive> = (0..4).map(|_| TestDrive::start(&[])).collect();
-    let _coordinator = coordinator(&etcd.endpoints(), "kill", "c1");
+    let drives: Vec<TestDrive> = (0..4).map(|_| TestDrive::start(&[])).collect();
+    let addrs: Vec<String> = drives.iter().map(|d| d.addr.clone()).collect();
+    let drives = std::cell::RefCell::new(drives);
+    under_fault(&etcd, "kill", &addrs, || drives.borrow_mut()[1].kill(), || drives.borrow_mut()[1].start_again());
+}
+
+/// Runs a recorded workload on a cluster of the drives at `addrs` (16 partitions, R=3, W=2)
+/// with a coordinator: a second of it, then `fault` (which takes d1 away) and two seconds
+/// more, which must go on; then `heal`, after which the coordinator must repair d1 and mark it
+/// up with every replica agreeing; then a last second. The whole history must linearize.
+fn under_fault(etcd: &Etcd, cluster: &str, addrs: &[String], fault: impl FnOnce(), heal: impl FnOnce()) {
+    let _coordinator = coordinator(&etcd.endpoints(), cluster, "c1");
     runtime().block_on(async {
-        let control = control(&etcd.endpoints(), "kill").await;
+        let control = control(&etcd.endpoints(), cluster).await;
         control.init(&ClusterMap::new(16, 3, 2).unwrap()).await.unwrap();
-        add_drives(&control, &drives.iter().collect::<Vec<_>>()).await;
-        let addrs: BTreeMap<String, String> = drives.iter().enumerate().map(|(i, d)| (format!("d{i}"), d.addr.clone())).collect();
+        add_addresses(&control, addrs).await;
+        let by_id: BTreeMap<String, String> = addrs.iter().enumerate().map(|(i, a)| (format!("d{i}"), a.clone())).collect();
         let store = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
         let rec = Arc::new(Recorder { start: Instant::now(), events: Mutex::new(Vec::new()), acknowledged: Default::default() });
         let keys = 24;
@@ -227,32 +242,125 @@ fn reads_and_writes_go_on_through_a_drive_kill_and_it_catches_up() {
         };
         phase(1).await;
         let before = rec.acknowledged.load(std::sync::atomic::Ordering::Relaxed);
-        drives[1].kill();
+        fault();
         phase(2).await;
         let during = rec.acknowledged.load(std::sync::atomic::Ordering::Relaxed) - before;
-        assert!(during > 50, "only {during} operations acknowledged with one drive of four down");
+        assert!(during > 50, "only {during} operations acknowledged with one drive of four away");
         until("d1 marked down", Duration::from_secs(10), async || {
             let h = control.health().await.ok()?;
             (h.get("d1")?.state == HealthState::Down).then_some(())
         })
         .await;
-        // Back on its address: the coordinator repairs what it missed, then marks it up.
-        drives[1].start_again();
+        // Back at its address: the coordinator repairs what it missed, then marks it up.
+        heal();
         until("d1 caught up and up", Duration::from_secs(30), async || {
             let h = control.health().await.ok()?;
             (h.get("d1")?.state == HealthState::Up && !h["d1"].repairing).then_some(())
         })
         .await;
-        replicas_agree(&store, &addrs, keys).await.unwrap();
+        replicas_agree(&store, &by_id, keys).await.unwrap();
         phase(1).await;
         let events = rec.events.lock().clone();
         if let Err(v) = history::check(&events) {
-            let path = std::env::temp_dir().join("spindle-cluster-violation.txt");
+            let path = std::env::temp_dir().join(format!("spindle-cluster-violation-{cluster}.txt"));
             std::fs::write(&path, v.to_string()).unwrap();
             panic!("not linearizable: key {} ({} operations, all in {})", v.key, v.events.len(), path.display());
         }
         assert!(events.iter().any(|e| matches!(e.op, Op::Read(Some(_)))), "the history read nothing back");
     });
+}
+
+/// Network namespaces for drives: each drive alone in one, reached over a veth pair whose host
+/// end can be taken down (a partition) and up again. Removed on drop.
+struct Namespaces {
+    names: Vec<String>,
+    host_ends: Vec<String>,
+}
+
+impl Namespaces {
+    /// `None` when this process may not create namespaces (not root, or no `ip`).
+    fn create(n: usize) -> Option<Namespaces> {
+        let ok = |args: &[&str]| Process::new("ip").args(args).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
+        let tag = std::process::id() % 10_000;
+        let mut ns = Namespaces { names: Vec::new(), host_ends: Vec::new() };
+        for i in 0..n {
+            let (name, host, inner) = (format!("spn{tag}d{i}"), format!("spv{tag}h{i}"), format!("spv{tag}d{i}"));
+            ns.names.push(name.clone());
+            let sub = 200 + i;
+            let steps: [&[&str]; 7] = [
+                &["netns", "add", &name],
+                &["link", "add", &host, "type", "veth", "peer", "name", &inner],
+                &["link", "set", &inner, "netns", &name],
+                &["addr", "add", &format!("10.213.{sub}.1/24"), "dev", &host],
+                &["link", "set", &host, "up"],
+                &["-n", &name, "addr", "add", &format!("10.213.{sub}.2/24"), "dev", &inner],
+                &["-n", &name, "link", "set", &inner, "up"],
+            ];
+            for step in steps {
+                if !ok(step) {
+                    return None;
+                }
+            }
+            ns.host_ends.push(host);
+            if !ok(&["-n", &name, "link", "set", "lo", "up"]) {
+                return None;
+            }
+        }
+        Some(ns)
+    }
+
+    fn address(&self, i: usize) -> String {
+        format!("10.213.{}.2", 200 + i)
+    }
+
+    fn set_link(&self, i: usize, up: bool) {
+        let state = if up { "up" } else { "down" };
+        assert!(Process::new("ip").args(["link", "set", &self.host_ends[i], state]).status().unwrap().success());
+    }
+}
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        for name in &self.names {
+            // Deleting the namespace deletes the veth pair with it.
+            let _ = Process::new("ip").args(["netns", "del", name]).stderr(Stdio::null()).status();
+        }
+    }
+}
+
+/// A drive inside namespace `ns`, listening on `addr:8123`.
+fn namespaced_drive(ns: &str, addr: &str, data: &Path) -> Proc {
+    let child = Process::new("ip")
+        .args(["netns", "exec", ns])
+        .arg(spindle_bin())
+        .args(["drive", "--listen", addr, "--port", "8123", "--tls-port", "8443", "--data"])
+        .arg(data)
+        .env("SPINDLE_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut child = child;
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
+    assert!(line.contains("listening"), "drive in {ns} did not start: {line:?}");
+    Proc(Some(child))
+}
+
+/// A drive cut off by a network partition (its veth link down: packets vanish, connections
+/// hang rather than fail) while clients read and write; healed, it catches up.
+#[test]
+fn reads_and_writes_go_on_through_a_network_partition_and_the_drive_catches_up() {
+    let Some(ns) = Namespaces::create(4) else {
+        assert!(std::env::var_os("SPINDLE_REQUIRE_NETNS").is_none(), "network namespaces are required here (root and iproute2)");
+        eprintln!("skipped: network namespaces need root and iproute2");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path(), 1);
+    let _drives: Vec<Proc> = (0..4).map(|i| namespaced_drive(&ns.names[i], &ns.address(i), &dir.path().join(format!("d{i}")))).collect();
+    let addrs: Vec<String> = (0..4).map(|i| format!("{}:8123", ns.address(i))).collect();
+    under_fault(&etcd, "partition", &addrs, || ns.set_link(1, false), || ns.set_link(1, true));
 }
 
 #[test]
