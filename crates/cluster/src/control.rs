@@ -47,13 +47,19 @@ pub fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
-/// A connection to the cluster's etcd.
+/// A connection to the cluster's etcd: to one member at a time, chosen among the endpoints
+/// given; [`Control::reconnect`] moves to another that answers when it fails. (A channel
+/// balanced over all endpoints kept sending some requests to a dead member.)
 #[derive(Clone)]
 pub struct Control {
     pub(crate) etcd: Client,
+    endpoints: Vec<String>,
     prefix: String,
     name: String,
 }
+
+/// How long one etcd member gets to answer before the next is tried.
+const MEMBER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Control {
     /// `endpoints`: etcd client URLs, comma-separated (`http://127.0.0.1:2379,...`).
@@ -66,11 +72,16 @@ impl Control {
         if list.is_empty() {
             return Err(ClusterError::Invalid("no etcd endpoint given".into()));
         }
-        let options = etcd_client::ConnectOptions::new()
-            .with_connect_timeout(std::time::Duration::from_secs(3))
-            .with_timeout(std::time::Duration::from_secs(5));
-        let etcd = Client::connect(list, Some(options)).await?;
-        Ok(Control { etcd, prefix: format!("/spindle/{cluster}/"), name: cluster.to_string() })
+        let prefix = format!("/spindle/{cluster}/");
+        let etcd = live_member(&list, &prefix).await?;
+        Ok(Control { etcd, endpoints: list, prefix, name: cluster.to_string() })
+    }
+
+    /// The same cluster through a member that answers now (the first of the endpoints, in a
+    /// random order, that serves a read).
+    pub async fn reconnect(&self) -> Result<Control, ClusterError> {
+        let etcd = live_member(&self.endpoints, &self.prefix).await?;
+        Ok(Control { etcd, ..self.clone() })
     }
 
     pub fn cluster_name(&self) -> &str {
@@ -188,4 +199,28 @@ pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, ClusterError> {
 
 pub(crate) fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, ClusterError> {
     serde_json::from_slice(bytes).map_err(|e| ClusterError::Decode(e.to_string()))
+}
+
+/// A client of one etcd member that serves a read of `prefix` within [`MEMBER_TIMEOUT`].
+async fn live_member(endpoints: &[String], prefix: &str) -> Result<Client, ClusterError> {
+    let start = rand::random_range(0..endpoints.len());
+    let mut last = None;
+    for i in 0..endpoints.len() {
+        let endpoint = &endpoints[(start + i) % endpoints.len()];
+        let options = etcd_client::ConnectOptions::new()
+            .with_connect_timeout(MEMBER_TIMEOUT)
+            .with_timeout(std::time::Duration::from_secs(5));
+        let attempt = async {
+            let mut c = Client::connect([endpoint.as_str()], Some(options)).await?;
+            // A linearizable read: a member cut off from the others' quorum does not serve it.
+            c.get(prefix, Some(GetOptions::new().with_count_only())).await?;
+            Ok::<Client, etcd_client::Error>(c)
+        };
+        match tokio::time::timeout(MEMBER_TIMEOUT * 2, attempt).await {
+            Ok(Ok(c)) => return Ok(c),
+            Ok(Err(e)) => last = Some(ClusterError::Etcd(e)),
+            Err(_) => last = Some(ClusterError::Timeout(format!("etcd member {endpoint} did not answer"))),
+        }
+    }
+    Err(last.unwrap_or_else(|| ClusterError::Invalid("no etcd endpoint given".into())))
 }

@@ -51,12 +51,18 @@ struct Probe {
 /// Runs until `stop` resolves: campaigns, leads while the lease holds, campaigns again.
 pub async fn run(control: Control, config: CoordinatorConfig, stop: impl std::future::Future<Output = ()>) -> Result<(), ClusterError> {
     tokio::pin!(stop);
+    let mut control = control;
     loop {
         tokio::select! {
             _ = &mut stop => return Ok(()),
             r = lead_once(&control, &config) => {
                 if let Err(e) = r {
                     warn!("coordinator {}: {e}; campaigning again", config.name);
+                    // The etcd member may be the one that failed: go on through one that answers.
+                    match control.reconnect().await {
+                        Ok(c) => control = c,
+                        Err(e) => warn!("coordinator {}: no etcd member answers ({e})", config.name),
+                    }
                 }
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }

@@ -66,7 +66,8 @@ impl Default for StoreConfig {
 }
 
 struct Inner {
-    control: Control,
+    /// Replaced by a connection through another etcd member when the one in use fails.
+    control: RwLock<Control>,
     config: StoreConfig,
     map: RwLock<Arc<ClusterMap>>,
     /// Drives the coordinator has marked down: tried last.
@@ -97,7 +98,7 @@ impl Store {
         let (map, _) = control.load_map().await?;
         let store = Store {
             inner: Arc::new(Inner {
-                control,
+                control: RwLock::new(control),
                 config,
                 map: RwLock::new(Arc::new(map)),
                 down: RwLock::new(Vec::new()),
@@ -114,14 +115,23 @@ impl Store {
         self.inner.map.read().clone()
     }
 
-    pub fn control(&self) -> &Control {
-        &self.inner.control
+    pub fn control(&self) -> Control {
+        self.inner.control.read().clone()
     }
 
-    /// Reloads the map and the drives' health from etcd.
+    /// Reloads the map and the drives' health from etcd (through another member if the one
+    /// in use fails).
     pub async fn refresh(&self) -> Result<(), ClusterError> {
-        let (map, _) = self.inner.control.load_map().await?;
-        let health = self.inner.control.health().await?;
+        let control = self.control();
+        let loaded = async { Ok::<_, ClusterError>((control.load_map().await?.0, control.health().await?)) }.await;
+        let (map, health) = match loaded {
+            Ok(v) => v,
+            Err(_) => {
+                let control = control.reconnect().await?;
+                *self.inner.control.write() = control.clone();
+                (control.load_map().await?.0, control.health().await?)
+            }
+        };
         *self.inner.down.write() = health.into_iter().filter(|(_, h)| h.state == HealthState::Down).map(|(id, _)| id).collect();
         let epoch = map.epoch as i64;
         let changed = self.inner.map.read().epoch != map.epoch;
