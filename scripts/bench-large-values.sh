@@ -48,11 +48,14 @@ bench() { # TARGET OP OUT.json [--sync ...]
     "$spindle_bin" bench "$op" --drive "$target" --count "$count" --value-size "$mib" --connections 8 --depth 2 --json "$@" >"$json"
 }
 
+# Bytes a logged record adds to its value: the record head (magic, head CRC, key length,
+# value length, value CRC: 18 bytes) and the benchmark's 16-byte key.
+record_overhead=$((18 + 16))
 # Live bytes / value log bytes on disk (the live set is COUNT values and their record heads).
 live_share() { # DATA_DIR
     local on_disk
     on_disk=$(find "$1/engine/values" -name '*.vlog' -printf '%s\n' | awk '{s += $1} END {print s + 0}')
-    python3 -c "print(f'{$count * ($mib + 34) / max($on_disk, 1):.3f}')"
+    python3 -c "print(f'{$count * ($mib + $record_overhead) / max($on_disk, 1):.3f}')"
 }
 
 for ((r = 1; r <= repeat; r++)); do
@@ -80,7 +83,6 @@ for ((r = 1; r <= repeat; r++)); do
     done
     record "$r" live_share_after_churn "$(live_share "$work/spindle/data")"
     t0=$EPOCHREALTIME
-    share=0
     while python3 -c "import sys; sys.exit(0 if $(live_share "$work/spindle/data") < 0.5 else 1)" &&
         python3 -c "import sys; sys.exit(0 if $EPOCHREALTIME - $t0 < 120 else 1)"; do
         sleep 0.5
@@ -89,7 +91,6 @@ for ((r = 1; r <= repeat; r++)); do
     record "$r" live_share_after_gc "$share"
     record "$r" gc_seconds "$(python3 -c "print(round($EPOCHREALTIME - $t0, 1))")"
     stop_servers
-    server_pids=()
 
     log "round $r: rocksdb with blob files"
     rm -rf "$work/rocksdb"

@@ -171,9 +171,6 @@ pub async fn run(cmd: ClusterCommand) -> CmdResult {
         }
         ClusterCommand::AddDrive { id, addr, tls_port, capacity, weight, domain, etcd } => {
             let weight = weight.unwrap_or(if capacity > 0 { capacity as f64 / (1u64 << 30) as f64 } else { 1.0 });
-            if weight.is_nan() || weight <= 0.0 {
-                return Err("the weight must be positive".into());
-            }
             let member = Member { id: id.clone(), addr, tls_port, capacity, weight, domain };
             let control = etcd.control().await?;
             control.request_change(&MemberChange::Add(member)).await?;

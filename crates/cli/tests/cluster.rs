@@ -214,7 +214,7 @@ fn reads_and_writes_go_on_through_a_drive_kill_and_it_catches_up() {
     let drives: Vec<TestDrive> = (0..4).map(|_| TestDrive::start(&[])).collect();
     let addrs: Vec<String> = drives.iter().map(|d| d.addr.clone()).collect();
     let drives = std::cell::RefCell::new(drives);
-    under_fault(&etcd, "kill", &addrs, || drives.borrow_mut()[1].kill(), || drives.borrow_mut()[1].start_again());
+    under_fault(&etcd, "kill", &addrs, || drives.borrow_mut()[1].kill(), || drives.borrow_mut()[1].restart_same_port());
 }
 
 /// Runs a recorded workload on a cluster of the drives at `addrs` (16 partitions, R=3, W=2)
@@ -367,11 +367,12 @@ fn reads_and_writes_go_on_through_a_network_partition_and_the_drive_catches_up()
 fn versions_compare_and_swap_and_ordered_ranges() {
     let dir = tempfile::tempdir().unwrap();
     let etcd = Etcd::start(dir.path(), 1);
-    let drives: Vec<TestDrive> = (0..3).map(|_| TestDrive::start(&[])).collect();
+    let mut drives: Vec<TestDrive> = (0..3).map(|_| TestDrive::start(&[])).collect();
     let _coordinator = coordinator(&etcd.endpoints(), "api", "c1");
     runtime().block_on(async {
         let control = control(&etcd.endpoints(), "api").await;
-        control.init(&ClusterMap::new(8, 3, 2).unwrap()).await.unwrap();
+        // Two partitions, so that 500 keys fill more than one GETKEYRANGE page in each.
+        control.init(&ClusterMap::new(2, 3, 2).unwrap()).await.unwrap();
         add_drives(&control, &drives.iter().collect::<Vec<_>>()).await;
         let store = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
         let v1 = store.put(b"a", Bytes::from_static(b"one"), Condition::Absent).await.unwrap();
@@ -386,9 +387,10 @@ fn versions_compare_and_swap_and_ordered_ranges() {
         // After a delete the key can be created again.
         store.put(b"a", Bytes::from_static(b"three"), Condition::Absent).await.unwrap();
 
-        // Keys scattered over partitions come back merged in order; deleted ones do not.
+        // Keys scattered over partitions come back merged in order, across pages; deleted
+        // ones do not.
         let mut want = Vec::new();
-        for i in 0..300u32 {
+        for i in 0..500u32 {
             let k = format!("r{i:04}");
             store.put(k.as_bytes(), Bytes::from(vec![1u8; 16]), Condition::None).await.unwrap();
             if i % 7 == 0 {
@@ -402,6 +404,17 @@ fn versions_compare_and_swap_and_ordered_ranges() {
         let some = store.range(b"r0100", Some(b"r0199"), 10).await.unwrap();
         assert_eq!(some, want.iter().filter(|k| k[..] >= b"r0100"[..]).take(10).cloned().collect::<Vec<_>>());
         assert!(matches!(store.get(&vec![b'k'; 5000]).await, Err(ClusterError::KeyTooLong { .. })));
+        assert!(matches!(store.range(b"a", Some(&vec![b'k'; 5000]), 1).await, Err(ClusterError::KeyTooLong { .. })));
+        let big = Bytes::from(vec![0u8; spindle_cluster::store::MAX_VALUE_LEN + 1]);
+        assert!(matches!(store.put(b"big", big, Condition::None).await, Err(ClusterError::ValueTooLarge { .. })));
+        let bad = Member { id: "a/b".into(), addr: drives[0].addr.clone(), tls_port: None, capacity: 0, weight: 1.0, domain: None };
+        assert!(matches!(control.request_change(&MemberChange::Add(bad)).await, Err(ClusterError::Invalid(_))));
+
+        // Two of three replicas gone: no quorum, said as such, for writes and reads alike.
+        drives[1].kill();
+        drives[2].kill();
+        assert!(matches!(store.put(b"a", Bytes::from_static(b"x"), Condition::None).await, Err(ClusterError::NoQuorum { .. })));
+        assert!(matches!(store.get(b"a").await, Err(ClusterError::NoQuorum { .. })));
     });
 }
 

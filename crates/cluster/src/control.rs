@@ -84,16 +84,8 @@ impl Control {
         Ok(Control { etcd, ..self.clone() })
     }
 
-    pub fn cluster_name(&self) -> &str {
-        &self.name
-    }
-
     pub fn key(&self, rest: &str) -> String {
         format!("{}{rest}", self.prefix)
-    }
-
-    pub fn prefix(&self) -> &str {
-        &self.prefix
     }
 
     /// Writes the first map; refuses if the cluster exists.
@@ -147,9 +139,13 @@ impl Control {
         Ok(())
     }
 
+    /// Asks the coordinator for a member change; an added member is validated first.
     pub async fn request_change(&self, change: &MemberChange) -> Result<(), ClusterError> {
         let id = match change {
-            MemberChange::Add(m) => &m.id,
+            MemberChange::Add(m) => {
+                m.validate()?;
+                &m.id
+            }
             MemberChange::Remove { id } => id,
         };
         self.etcd.kv_client().put(self.key(&format!("changes/{id}")), encode(change)?, None).await?;

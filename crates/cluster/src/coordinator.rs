@@ -131,7 +131,7 @@ async fn lead(control: &Control, config: &CoordinatorConfig) -> Result<(), Clust
                     // Back (or new): catch it up before it counts as a full replica again.
                     let repairing = Health { state: HealthState::Down, last_seen_ms: now_ms(), cluster_version: map.epoch as i64, repairing: true };
                     control.set_health(id, &repairing).await?;
-                    match catch_up(&map, id, &mut probes, config).await {
+                    match catch_up(&map, id, &probes).await {
                         Ok(copied) => {
                             info!("drive {id} is up (caught up: {copied} entries copied)");
                             let up = Health { repairing: false, state: HealthState::Up, ..repairing };
@@ -161,31 +161,27 @@ async fn lead(control: &Control, config: &CoordinatorConfig) -> Result<(), Clust
 /// map's epoch when its cluster version differs. `true` if it answered at the right epoch.
 async fn check(probe: &mut Probe, addr: &str, map: &ClusterMap, config: &CoordinatorConfig) -> bool {
     let epoch = map.epoch as i64;
-    if probe.client.as_ref().is_none_or(Client::is_closed) {
-        let connect = Client::connect(addr, config.client.clone());
-        probe.client = match tokio::time::timeout(config.client.timeout, connect).await {
-            Ok(Ok(c)) => {
-                // Talk to it at its own version until fenced.
-                let theirs = c.sign_on().header.as_ref().and_then(|h| h.cluster_version).unwrap_or(0);
-                c.set_request_cluster_version(theirs);
-                Some(c)
+    let client = match probe.client.clone().filter(|c| !c.is_closed()) {
+        Some(c) => match fence(&c, epoch).await {
+            Ok(()) => c,
+            Err(e) => {
+                // VERSION_FAILURE: fenced meanwhile by another connection; learnt on reconnecting.
+                if e.status() != Some(spindle_client::StatusCode::VersionFailure) {
+                    warn!("fencing {addr} to epoch {epoch}: {e}");
+                }
+                probe.client = None;
+                return false;
             }
-            _ => None,
-        };
-    }
-    let Some(client) = probe.client.clone() else { return false };
-    if client.cluster_version() != epoch {
-        if let Err(e) = client.set_cluster_version(epoch).await {
-            // VERSION_FAILURE: fenced meanwhile by another connection; learnt on reconnecting.
-            if e.status() != Some(spindle_client::StatusCode::VersionFailure) {
-                warn!("fencing {addr} to epoch {epoch}: {e}");
+        },
+        None => match fenced_client(addr, epoch, config).await {
+            Some(c) => c,
+            None => {
+                probe.client = None;
+                return false;
             }
-            probe.client = None;
-            return false;
-        }
-        client.set_request_cluster_version(epoch);
-        info!("drive at {addr} fenced to epoch {epoch}");
-    }
+        },
+    };
+    probe.client = Some(client.clone());
     match client.noop().await {
         Ok(()) => true,
         Err(e) => {
@@ -199,8 +195,7 @@ async fn check(probe: &mut Probe, addr: &str, map: &ClusterMap, config: &Coordin
 }
 
 /// Repairs every partition `drive` holds, over the replicas that answer.
-async fn catch_up(map: &ClusterMap, drive: &str, probes: &mut HashMap<String, Probe>, config: &CoordinatorConfig) -> Result<u64, ClusterError> {
-    let _ = config;
+async fn catch_up(map: &ClusterMap, drive: &str, probes: &HashMap<String, Probe>) -> Result<u64, ClusterError> {
     let mut copied = 0;
     for p in 0..map.partitions {
         let replicas = map.replicas_of(p);
@@ -211,8 +206,7 @@ async fn catch_up(map: &ClusterMap, drive: &str, probes: &mut HashMap<String, Pr
             .iter()
             .filter_map(|r| probes.get(r).and_then(|pr| pr.client.clone()).filter(|c| !c.is_closed()).map(|c| (r.clone(), c)))
             .collect();
-        let report = repair::repair_partition(p, &reachable).await.map_err(|e| ClusterError::Drive { drive: drive.to_string(), source: e })?;
-        copied += report.copied;
+        copied += repair::repair_partition(p, &reachable).await.map_err(|e| ClusterError::Drive { drive: drive.to_string(), source: e })?;
     }
     Ok(copied)
 }
@@ -222,6 +216,7 @@ async fn catch_up(map: &ClusterMap, drive: &str, probes: &mut HashMap<String, Pr
 async fn apply_changes(control: &Control, config: &CoordinatorConfig) -> Result<(), ClusterError> {
     for (key, change) in control.pending_changes().await? {
         let (mut map, revision) = control.load_map().await?;
+        let before = map.clone();
         match &change {
             MemberChange::Add(m) => {
                 if map.members.values().any(|o| o.addr == m.addr && o.id != m.id) {
@@ -238,7 +233,6 @@ async fn apply_changes(control: &Control, config: &CoordinatorConfig) -> Result<
                 }
             }
         }
-        let before = control.load_map().await?.0;
         map.placement = map.computed_placement();
         map.epoch += 1;
         if control.apply_change(revision, &map, &key).await? {
@@ -275,21 +269,30 @@ async fn rebalance(before: &ClusterMap, after: &ClusterMap, config: &Coordinator
             }
         }
         match repair::repair_partition(p, &reachable).await {
-            Ok(r) => copied += r.copied,
+            Ok(n) => copied += n,
             Err(e) => warn!("partition {p}: repair after the change failed ({e}); the drives' own catch-up will retry"),
         }
     }
     copied
 }
 
-/// A connection at `epoch`, setting the drive's cluster version to it first if needed.
+/// A connection at `epoch`: it adopts the drive's cluster version from the sign-on, then
+/// fences the drive to `epoch` if that differs.
 async fn fenced_client(addr: &str, epoch: i64, config: &CoordinatorConfig) -> Option<Client> {
     let c = tokio::time::timeout(config.client.timeout, Client::connect(addr, config.client.clone())).await.ok()?.ok()?;
     let theirs = c.sign_on().header.as_ref().and_then(|h| h.cluster_version).unwrap_or(0);
     c.set_request_cluster_version(theirs);
-    if theirs != epoch {
-        c.set_cluster_version(epoch).await.ok()?;
-        c.set_request_cluster_version(epoch);
-    }
+    fence(&c, epoch).await.ok()?;
     Some(c)
+}
+
+/// Sets the drive's cluster version to `epoch` (SETUP, sent at the version the connection
+/// knows) unless it is there already; the connection then talks at `epoch`.
+async fn fence(c: &Client, epoch: i64) -> Result<(), spindle_client::ClientError> {
+    if c.cluster_version() != epoch {
+        c.set_cluster_version(epoch).await?;
+        c.set_request_cluster_version(epoch);
+        info!("drive fenced to epoch {epoch}");
+    }
+    Ok(())
 }

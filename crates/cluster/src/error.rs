@@ -12,6 +12,8 @@ pub enum ClusterError {
     NotInitialized(String),
     #[error("key is {len} bytes; a cluster key is at most {max}")]
     KeyTooLong { len: usize, max: usize },
+    #[error("value is {len} bytes; a cluster value is at most {max}")]
+    ValueTooLarge { len: usize, max: usize },
     /// Too few replicas answered. For a write, the outcome is unknown: replicas that took it
     /// keep it, and a later read may or may not see it.
     #[error("partition {partition}: {reached} of the {needed} replicas needed answered ({last_error})")]
@@ -20,7 +22,7 @@ pub enum ClusterError {
     #[error("version mismatch: the key's version is {}", describe(.current))]
     VersionMismatch { current: Option<bytes::Bytes> },
     #[error("gave up after {0} attempts: each time the map changed or the key was overwritten under the read")]
-    MapChurn(usize),
+    GaveUp(usize),
     #[error("drive {drive}: {source}")]
     Drive { drive: String, source: ClientError },
     #[error("{0}")]

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
+use spindle_client::RangeQuery;
 
 use crate::placement::{self, Candidate};
 use crate::ClusterError;
@@ -16,6 +17,16 @@ pub const MAX_PARTITIONS: u32 = 65_536;
 pub const MAX_REPLICAS: u8 = 7;
 /// Bytes the partition prefix adds in front of every user key on a drive.
 pub const PARTITION_PREFIX_LEN: usize = 4;
+/// The longest key every Kinetic drive takes (the protocol's published limit).
+pub const MAX_DRIVE_KEY: usize = spindle_proto::limits::MAX_KEY_SIZE as usize;
+/// The longest user key: a drive key less the partition prefix.
+pub const MAX_KEY_LEN: usize = MAX_DRIVE_KEY - PARTITION_PREFIX_LEN;
+/// The largest value every Kinetic drive takes (the protocol's published limit).
+pub const MAX_VALUE_LEN: usize = spindle_proto::limits::MAX_VALUE_SIZE as usize;
+/// Keys per GETKEYRANGE page: the protocol's published maxKeyRangeCount, which every drive takes.
+pub const KEY_PAGE: i32 = spindle_proto::limits::MAX_KEY_RANGE_COUNT as i32;
+/// Longest member id (it names etcd keys and appears in every status line).
+pub const MAX_MEMBER_ID: usize = 64;
 /// Seed of the key hash (fixed: changing it moves every key).
 const KEY_SEED: u64 = 0x5350_494e_444c_4531;
 
@@ -34,6 +45,32 @@ pub struct Member {
     pub weight: f64,
     #[serde(default)]
     pub domain: Option<String>,
+}
+
+impl Member {
+    /// Refuses what would break the etcd layout or could never be reached: an id that is
+    /// empty, too long or holds '/' or whitespace; an address that is not HOST:PORT; a weight
+    /// that is not a positive number.
+    pub fn validate(&self) -> Result<(), ClusterError> {
+        let id_ok = !self.id.is_empty()
+            && self.id.len() <= MAX_MEMBER_ID
+            && !self.id.contains('/')
+            && !self.id.chars().any(char::is_whitespace);
+        if !id_ok {
+            return Err(ClusterError::Invalid(format!(
+                "member id {:?}: 1 to {MAX_MEMBER_ID} characters, no '/' or whitespace",
+                self.id
+            )));
+        }
+        let port_ok = self.addr.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
+        if !port_ok {
+            return Err(ClusterError::Invalid(format!("drive address {:?}: expected HOST:PORT", self.addr)));
+        }
+        if !(self.weight.is_finite() && self.weight > 0.0) {
+            return Err(ClusterError::Invalid(format!("weight {}: must be a positive number", self.weight)));
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -102,10 +139,6 @@ impl ClusterMap {
         out
     }
 
-    /// Partitions with fewer replicas than the map asks for.
-    pub fn short_partitions(&self) -> usize {
-        self.placement.iter().filter(|r| r.len() < usize::from(self.replicas)).count()
-    }
 }
 
 /// A user key as stored on a drive: its partition (4 bytes, big-endian) first, so that one
@@ -122,12 +155,32 @@ pub fn user_key(partition: u32, drive_key: &[u8]) -> Option<&[u8]> {
     drive_key.strip_prefix(&partition.to_be_bytes()[..])
 }
 
-/// First and last drive keys of a partition: [prefix, prefix ++ 0xFF * (max key - 4)].
-pub fn partition_bounds(partition: u32, max_key: usize) -> (Bytes, Bytes) {
-    let start = Bytes::copy_from_slice(&partition.to_be_bytes());
-    let mut end = partition.to_be_bytes().to_vec();
-    end.resize(max_key.max(PARTITION_PREFIX_LEN), 0xFF);
-    (start, Bytes::from(end))
+/// The GETKEYRANGE query for one page of `partition`'s drive keys: user keys from `from`
+/// (`after`: excluding it) to `end` (or the partition's last possible key), at most
+/// [`KEY_PAGE`] of them.
+pub fn page_query(partition: u32, from: &[u8], after: bool, end: Option<&[u8]>) -> RangeQuery {
+    let end = match end {
+        Some(e) => drive_key(partition, e),
+        None => {
+            let mut last = partition.to_be_bytes().to_vec();
+            last.resize(MAX_DRIVE_KEY, 0xFF);
+            Bytes::from(last)
+        }
+    };
+    RangeQuery { start: drive_key(partition, from), start_inclusive: !after, end: Some(end), end_inclusive: true, max_returned: KEY_PAGE, reverse: false }
+}
+
+/// Merges several replicas' answers to one [`page_query`]: the union of their keys, in order,
+/// as far as it is complete (a replica that filled its page knows nothing past its last key),
+/// and the user key the next page starts after, if any replica had more.
+pub fn page_union(partition: u32, answers: Vec<Vec<Bytes>>) -> (Vec<Bytes>, Option<Bytes>) {
+    let complete_to = answers.iter().filter(|keys| keys.len() >= KEY_PAGE as usize).filter_map(|keys| keys.last().cloned()).min();
+    let mut keys: Vec<Bytes> = answers.into_iter().flatten().filter(|k| complete_to.as_ref().is_none_or(|c| k <= c)).collect();
+    keys.sort();
+    keys.dedup();
+    let users = keys.iter().filter_map(|k| user_key(partition, k).map(Bytes::copy_from_slice)).collect();
+    let next = complete_to.and_then(|c| user_key(partition, &c).map(Bytes::copy_from_slice));
+    (users, next)
 }
 
 #[cfg(test)]
@@ -151,7 +204,32 @@ mod tests {
         assert!(a < b);
         assert_eq!(user_key(1, &a), Some(&b"zzz"[..]));
         assert_eq!(user_key(2, &a), None);
-        let (lo, hi) = partition_bounds(1, 4096);
-        assert!(lo <= a && a <= hi && hi.len() == 4096);
+        let q = page_query(1, b"", false, None);
+        let hi = q.end.unwrap();
+        assert!(q.start <= a && a <= hi && hi.len() == MAX_DRIVE_KEY);
+        assert!(drive_key(0, &[0xFF; MAX_KEY_LEN]) < q.start);
+    }
+
+    #[test]
+    fn a_page_union_stops_where_a_full_page_ends() {
+        let k = |s: &str| drive_key(3, s.as_bytes());
+        // One replica filled its page up to "k199"; another has "k2" beyond it and "a" before.
+        let full: Vec<Bytes> = (0..KEY_PAGE).map(|i| k(&format!("k{i:03}"))).collect();
+        let (keys, next) = page_union(3, vec![full.clone(), vec![k("a"), k("k2")]]);
+        assert_eq!(keys.len(), KEY_PAGE as usize + 1);
+        assert_eq!((&keys[0][..], next.as_deref()), (&b"a"[..], Some(&b"k199"[..])));
+        // No full page: everything, and no next page.
+        let (keys, next) = page_union(3, vec![vec![k("b"), k("a")], vec![k("a")]]);
+        assert_eq!((keys, next), (vec![Bytes::from("a"), Bytes::from("b")], None));
+    }
+
+    #[test]
+    fn members_are_checked_before_they_reach_etcd() {
+        let good = Member { id: "d1".into(), addr: "10.0.0.1:8123".into(), tls_port: None, capacity: 0, weight: 1.0, domain: None };
+        assert!(good.validate().is_ok());
+        for (id, addr, weight) in [("", "h:1", 1.0), ("a/b", "h:1", 1.0), ("a b", "h:1", 1.0), (&"x".repeat(65)[..], "h:1", 1.0), ("d", "h", 1.0), ("d", "h:0", 1.0), ("d", ":1", 1.0), ("d", "h:1", 0.0), ("d", "h:1", f64::NAN)] {
+            let m = Member { id: id.into(), addr: addr.into(), weight, ..good.clone() };
+            assert!(m.validate().is_err(), "{m:?} passed");
+        }
     }
 }

@@ -12,13 +12,13 @@
 //! a drive of a newer view refuses with VERSION_FAILURE, and the client reloads the map from
 //! etcd and retries. No per-key ownership check anywhere.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
-use spindle_client::{Client, ClientConfig, ClientError, RangeQuery, StatusCode};
+use spindle_client::{Client, ClientConfig, ClientError, StatusCode};
 use tokio::sync::mpsc;
 
 use crate::control::{Control, HealthState};
@@ -27,12 +27,10 @@ use crate::replica::{self, Held, Stored};
 use crate::tag::{Kind, Tag};
 use crate::ClusterError;
 
-/// The drive's largest key (Kinetic's published limit), less the partition prefix.
-pub const MAX_KEY_LEN: usize = 4096 - map::PARTITION_PREFIX_LEN;
+pub use crate::map::{MAX_KEY_LEN, MAX_VALUE_LEN};
+
 /// Attempts of one operation: each retry follows a map change or a value overwritten under a read.
 const MAX_ATTEMPTS: usize = 8;
-/// Keys asked of each replica per range page: the protocol's published maxKeyRangeCount.
-const RANGE_PAGE: i32 = 200;
 
 /// A value and the version the cluster gave it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,20 +93,18 @@ struct ReadAnswer {
 
 impl Store {
     pub async fn open(control: Control, config: StoreConfig) -> Result<Store, ClusterError> {
-        let (map, _) = control.load_map().await?;
-        let store = Store {
+        let (map, down) = load_view(&control).await?;
+        Ok(Store {
             inner: Arc::new(Inner {
                 control: RwLock::new(control),
                 config,
                 map: RwLock::new(Arc::new(map)),
-                down: RwLock::new(Vec::new()),
+                down: RwLock::new(down),
                 connections: Mutex::new(HashMap::new()),
                 writer: rand::random(),
                 writes: std::sync::atomic::AtomicU32::new(0),
             }),
-        };
-        store.refresh().await?;
-        Ok(store)
+        })
     }
 
     pub fn map(&self) -> Arc<ClusterMap> {
@@ -123,16 +119,15 @@ impl Store {
     /// in use fails).
     pub async fn refresh(&self) -> Result<(), ClusterError> {
         let control = self.control();
-        let loaded = async { Ok::<_, ClusterError>((control.load_map().await?.0, control.health().await?)) }.await;
-        let (map, health) = match loaded {
+        let (map, down) = match load_view(&control).await {
             Ok(v) => v,
             Err(_) => {
                 let control = control.reconnect().await?;
                 *self.inner.control.write() = control.clone();
-                (control.load_map().await?.0, control.health().await?)
+                load_view(&control).await?
             }
         };
-        *self.inner.down.write() = health.into_iter().filter(|(_, h)| h.state == HealthState::Down).map(|(id, _)| id).collect();
+        *self.inner.down.write() = down;
         let epoch = map.epoch as i64;
         let changed = self.inner.map.read().epoch != map.epoch;
         *self.inner.map.write() = Arc::new(map);
@@ -175,6 +170,13 @@ impl Store {
         Ok(())
     }
 
+    fn check_value(value: &[u8]) -> Result<(), ClusterError> {
+        if value.len() > MAX_VALUE_LEN {
+            return Err(ClusterError::ValueTooLarge { len: value.len(), max: MAX_VALUE_LEN });
+        }
+        Ok(())
+    }
+
     /// Runs `op` against the current map, reloading the map and running it again when a drive
     /// says the view changed.
     async fn with_map<T, F, Fut>(&self, op: F) -> Result<T, ClusterError>
@@ -190,7 +192,7 @@ impl Store {
                 Err(OpError::Failed(e)) => return Err(e),
             }
         }
-        Err(ClusterError::MapChurn(MAX_ATTEMPTS))
+        Err(ClusterError::GaveUp(MAX_ATTEMPTS))
     }
 
     pub async fn get(&self, key: &[u8]) -> Result<Option<Versioned>, ClusterError> {
@@ -198,15 +200,10 @@ impl Store {
         self.with_map(|map| async move { self.read(&map, key, true).await }).await
     }
 
-    /// The key's current version, without its value.
-    pub async fn version(&self, key: &[u8]) -> Result<Option<Bytes>, ClusterError> {
-        Self::check_key(key)?;
-        self.with_map(|map| async move { Ok(self.read(&map, key, false).await?.map(|v| v.version)) }).await
-    }
-
     /// Stores `value`; returns its new version.
     pub async fn put(&self, key: &[u8], value: Bytes, condition: Condition) -> Result<Bytes, ClusterError> {
         Self::check_key(key)?;
+        Self::check_value(&value)?;
         let (v, c) = (&value, &condition);
         self.with_map(|map| async move { self.write(&map, key, v.clone(), Kind::Value, c).await }).await
     }
@@ -305,19 +302,40 @@ impl Store {
             // were not written through the cluster and are not its data).
             return Ok(None);
         };
-        let holders: Vec<&ReadAnswer> = answers.iter().filter(|a| a.held.tag() == Some(newest)).collect();
-        let mut value = holders.iter().find_map(|a| a.value.clone());
-        if value.is_none() && (with_value || holders.len() < usize::from(map.write_quorum)) && !newest.is_tombstone() {
-            value = Some(self.fetch(map, &holders[0].drive, &dkey, newest).await?);
-        }
-        if holders.len() < usize::from(map.write_quorum) {
-            let v = value.clone().unwrap_or_default();
-            self.store(map, partition, &dkey, v, newest, HashMap::new()).await?;
-        }
+        let value = answers.iter().find(|a| a.held.tag() == Some(newest)).and_then(|a| a.value.clone());
+        let known: HashMap<String, Held> = answers.into_iter().map(|a| (a.drive, a.held)).collect();
+        let value = self.settle(map, partition, &dkey, newest, value, with_value, known).await?;
         if newest.is_tombstone() {
             return Ok(None);
         }
         Ok(Some(Versioned { value: value.unwrap_or_default(), version: newest.encode() }))
+    }
+
+    /// What makes a read's answer stand: unless a write quorum already holds `newest`, it is
+    /// written back to one first (ABD's second phase), so no later read can return anything
+    /// older. Returns `newest`'s value (`value` if the read brought it, else fetched from a
+    /// holder) when it was written back or `with_value` asks for it.
+    #[allow(clippy::too_many_arguments, reason = "one read's state, passed once from two callers")]
+    async fn settle(
+        &self,
+        map: &Arc<ClusterMap>,
+        partition: u32,
+        dkey: &Bytes,
+        newest: Tag,
+        value: Option<Bytes>,
+        with_value: bool,
+        known: HashMap<String, Held>,
+    ) -> Result<Option<Bytes>, OpError> {
+        let holders: Vec<&String> = known.iter().filter(|(_, h)| h.tag() == Some(newest)).map(|(d, _)| d).collect();
+        let write_back = holders.len() < usize::from(map.write_quorum);
+        let mut value = value;
+        if value.is_none() && (with_value || write_back) && !newest.is_tombstone() {
+            value = Some(self.fetch(map, holders[0], dkey, newest).await?);
+        }
+        if write_back {
+            self.store(map, partition, dkey, value.clone().unwrap_or_default(), newest, known).await?;
+        }
+        Ok(value)
     }
 
     /// The value of `tag` from `drive` (which answered that it holds it).
@@ -351,14 +369,9 @@ impl Store {
         };
         let known: HashMap<String, Held> = answers.into_iter().collect();
         if refused {
-            // The refusal reports what the quorum read, so it must stand as a read does: the
-            // newest entry written back to a write quorum first.
+            // The refusal reports what the quorum read, so it must stand as a read does.
             if let Some(n) = newest {
-                let holders: Vec<&String> = known.iter().filter(|(_, h)| h.tag() == Some(n)).map(|(d, _)| d).collect();
-                if holders.len() < usize::from(map.write_quorum) {
-                    let value = if n.is_tombstone() { Bytes::new() } else { self.fetch(map, holders[0], &dkey, n).await? };
-                    self.store(map, partition, &dkey, value, n, known.clone()).await?;
-                }
+                self.settle(map, partition, &dkey, n, None, false, known).await?;
             }
             return Err(OpError::Failed(ClusterError::VersionMismatch { current: live.map(|t| t.encode()) }));
         }
@@ -387,13 +400,16 @@ impl Store {
     /// would (tombstones and unacknowledged leftovers dropped).
     pub async fn range(&self, start: &[u8], end: Option<&[u8]>, max: usize) -> Result<Vec<Bytes>, ClusterError> {
         Self::check_key(start)?;
+        if let Some(end) = end {
+            Self::check_key(end)?;
+        }
         self.with_map(|map| async move { self.range_in(&map, start, end, max).await }).await
     }
 
     async fn range_in(&self, map: &Arc<ClusterMap>, start: &[u8], end: Option<&[u8]>, max: usize) -> Result<Vec<Bytes>, OpError> {
         // Per partition: the keys seen and still to check, and where the next page starts.
         struct Cursor {
-            pending: std::collections::VecDeque<Bytes>,
+            pending: VecDeque<Bytes>,
             next: Option<Bytes>,
         }
         let mut cursors: BTreeMap<u32, Cursor> =
@@ -428,30 +444,23 @@ impl Store {
     /// One page of a partition's user keys from `from` on: the union of a read quorum's
     /// answers, and where the next page starts if any replica had more.
     async fn range_page(&self, map: &Arc<ClusterMap>, partition: u32, from: &[u8], after: bool, end: Option<&[u8]>) -> Result<(Vec<Bytes>, Option<Bytes>), OpError> {
-        let (_, last) = map::partition_bounds(partition, 4096);
-        let query = RangeQuery {
-            start: map::drive_key(partition, from),
-            start_inclusive: !after,
-            end: Some(end.map_or(last, |e| map::drive_key(partition, e))),
-            end_inclusive: true,
-            max_returned: RANGE_PAGE,
-            reverse: false,
-        };
+        let query = map::page_query(partition, from, after, end);
         let answers = self
             .ask(map, partition, map.read_quorum(), move |_, c| {
                 let q = query.clone();
                 async move { c.get_key_range(q).await }
             })
             .await?;
-        // A replica that filled its page bounds how far the union is complete.
-        let complete_to = answers.iter().filter(|(_, keys)| keys.len() as i32 >= RANGE_PAGE).filter_map(|(_, keys)| keys.last().cloned()).min();
-        let mut keys: Vec<Bytes> = answers.into_iter().flat_map(|(_, k)| k).filter(|k| complete_to.as_ref().is_none_or(|c| k <= c)).collect();
-        keys.sort();
-        keys.dedup();
-        let users = keys.iter().filter_map(|k| map::user_key(partition, k).map(Bytes::copy_from_slice)).collect();
-        let next = complete_to.and_then(|c| map::user_key(partition, &c).map(Bytes::copy_from_slice));
-        Ok((users, next))
+        Ok(map::page_union(partition, answers.into_iter().map(|(_, keys)| keys).collect()))
     }
+}
+
+/// The map and the drives the coordinator has marked down, from etcd.
+async fn load_view(control: &Control) -> Result<(ClusterMap, Vec<String>), ClusterError> {
+    let (map, _) = control.load_map().await?;
+    let health = control.health().await?;
+    let down = health.into_iter().filter(|(_, h)| h.state == HealthState::Down).map(|(id, _)| id).collect();
+    Ok((map, down))
 }
 
 /// Why one attempt of an operation failed.

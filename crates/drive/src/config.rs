@@ -80,7 +80,7 @@ pub struct DriveConfig {
     /// `limits.max_value_size`, no value goes to the log).
     pub value_log_threshold_bytes: u32,
     /// Most bytes per second the value log's garbage collection copies (0: it only deletes
-    /// segments nothing lives in).
+    /// segments nothing lives in; otherwise at least `MIN_GC_BYTES_PER_SEC`).
     pub gc_bytes_per_sec: u64,
     /// PEM certificate chain and private key for the TLS listener; a self-signed pair is
     /// generated in the data directory when neither is given.
@@ -127,6 +127,9 @@ pub struct DriveConfig {
 /// waiting for their flush (several per keyspace) would hold gigabytes.
 pub const MIN_MEMTABLE_BYTES: u64 = 64 * 1024;
 pub const MAX_MEMTABLE_BYTES: u64 = 256 * 1024 * 1024;
+/// Slowest copy rate for the value log's collector (other than 0, no copies): slower, one
+/// record's copy would be a wait of minutes.
+pub const MIN_GC_BYTES_PER_SEC: u64 = 1024 * 1024;
 
 /// Default for `p2p_timeout_ms`.
 pub const DEFAULT_P2P_TIMEOUT_MS: u64 = 10_000;
@@ -306,6 +309,9 @@ impl DriveConfig {
                 spindle_engine::INLINE_VALUE_MAX
             )));
         }
+        if self.gc_bytes_per_sec != 0 && self.gc_bytes_per_sec < MIN_GC_BYTES_PER_SEC {
+            return Err(ConfigError::Limit(format!("gc_bytes_per_sec must be 0 (no copies) or at least {MIN_GC_BYTES_PER_SEC}")));
+        }
         if l.max_key_size as usize > spindle_engine::KEY_SIZE_MAX {
             return Err(ConfigError::Limit(format!(
                 "max_key_size {} is over the storage engine's limit of {}",
@@ -410,7 +416,7 @@ mod tests {
             cache_bytes = 1048576
             memtable_bytes = 1048576
             value_log_threshold_bytes = 8192
-            gc_bytes_per_sec = 7
+            gc_bytes_per_sec = 2097152
             tls_cert = "/etc/spindle/cert.pem"
             tls_key = "/etc/spindle/key.pem"
             max_inflight_write_bytes = 1048576
@@ -483,6 +489,8 @@ mod tests {
         assert!(load("memtable_bytes = 1\n", "memtable_bytes = 1048576\n").is_ok());
         assert!(matches!(load("value_log_threshold_bytes = 2048\n", ""), Err(ConfigError::Limit(_))));
         assert_eq!(load("value_log_threshold_bytes = 2049\n", "").unwrap().value_log_threshold_bytes, 2049);
+        assert!(matches!(load("gc_bytes_per_sec = 7\n", ""), Err(ConfigError::Limit(_))));
+        assert_eq!(load("gc_bytes_per_sec = 0\n", "").unwrap().gc_bytes_per_sec, 0);
         assert!(matches!(load("", "memtable_bytes = 1\n"), Err(ConfigError::Limit(_))));
         assert!(matches!(load("", "prot = 1\n"), Err(ConfigError::Settings(m)) if m.contains("prot")));
         // Without a file, the flags alone.

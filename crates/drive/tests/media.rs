@@ -102,5 +102,6 @@ async fn media_scan_verifies_values_in_the_value_log() {
     let doc: serde_json::Value = serde_json::from_slice(&log).unwrap();
     let vlog = &doc["value_log"];
     assert!(vlog["live_bytes"].as_u64().unwrap() >= 4 * 200 * 1024, "{doc}");
-    assert!(vlog["space_amplification"].as_f64().unwrap() >= 1.0, "{doc}");
+    // Each value written once: the log on disk is the values plus record and segment heads.
+    assert!((1.0..1.01).contains(&vlog["space_amplification"].as_f64().unwrap()), "{doc}");
 }

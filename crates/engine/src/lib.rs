@@ -119,7 +119,8 @@ pub mod testing {
         readable
     }
 
-    fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    /// Copies a directory tree (a store, to open or damage the copy).
+    pub fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
         std::fs::create_dir_all(to)?;
         for entry in std::fs::read_dir(from)? {
             let entry = entry?;
@@ -251,13 +252,13 @@ pub trait Engine: Send + Sync + 'static {
     fn recoveries(&self) -> u64 {
         0
     }
-    /// What the store found at open worth telling the operator (a salvaged or cut journal).
     /// The value log's figures (segments, bytes on disk and live, garbage collection), for an
     /// engine that has one.
     fn value_log(&self) -> Option<value_log::LogFigures> {
         None
     }
 
+    /// What the store found at open worth telling the operator (a salvaged or cut journal).
     fn notices(&self) -> Vec<String> {
         Vec::new()
     }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use spindle_engine::testing::copy_dir;
 use spindle_engine::{Check, Engine, Error, FjallEngine, FjallOptions, Meta, WriteOp, WriteRequest};
 
 const KIB: usize = 1024;
@@ -37,19 +38,6 @@ fn put(engine: &FjallEngine, key: &str, value: Bytes, version: &str, sync: bool)
     rx.recv().unwrap().unwrap();
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
 /// A power cut can keep journal records the OS wrote back and lose the logged values they
 /// point to (the log is synced only before the journal is). Recovery must then end the
 /// journal before the first such record, as if the cut had come earlier: the key keeps its
@@ -68,12 +56,12 @@ fn a_pointer_whose_value_a_crash_lost_ends_the_journal() {
 
     // The disk as a cut could leave it: every journal write there, the log's unsynced tail not.
     let cut = tempfile::tempdir().unwrap();
-    copy_dir(dir.path(), cut.path());
+    copy_dir(dir.path(), cut.path()).unwrap();
     let cut_segment = cut.path().join("values").join(segment.file_name().unwrap());
     std::fs::OpenOptions::new().write(true).open(&cut_segment).unwrap().set_len(synced_len).unwrap();
     // And as it could leave it with the tail written back too.
     let whole = tempfile::tempdir().unwrap();
-    copy_dir(dir.path(), whole.path());
+    copy_dir(dir.path(), whole.path()).unwrap();
     drop(engine);
 
     let recovered = FjallEngine::open(FjallOptions::new(cut.path())).unwrap();
@@ -217,8 +205,14 @@ fn after_churn_the_background_collector_brings_live_data_to_half_the_log() {
         now = engine.value_log().unwrap();
     }
     assert!(now.live_bytes as f64 >= 0.5 * now.disk_bytes as f64, "live / disk stayed under 0.5: {now:?}");
-    let on_disk: u64 = segments(dir.path()).iter().map(|p| std::fs::metadata(p).unwrap().len()).sum();
-    assert_eq!(on_disk, now.disk_bytes, "the figures are the files");
+    // The collector may be between an append and its flush: compare once the two agree, or
+    // fail with what they were after 5 s.
+    let on_disk = || segments(dir.path()).iter().map(|p| std::fs::metadata(p).unwrap().len()).sum::<u64>();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while on_disk() != engine.value_log().unwrap().disk_bytes && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(on_disk(), engine.value_log().unwrap().disk_bytes, "the figures are the files");
     for k in 0..KEYS {
         let key = format!("churn{k:03}");
         assert!(engine.get(key.as_bytes()).unwrap().unwrap().value == value(&key, 3, 32 * KIB));
@@ -253,6 +247,7 @@ fn a_damaged_logged_value_is_reported_and_its_segment_kept() {
     drop(file);
     assert!(matches!(engine.get(b"d3"), Err(Error::Corrupt { .. })), "{:?}", engine.get(b"d3").map(|e| e.map(|e| e.key)));
     engine.compact().unwrap();
+    assert!(engine.value_log().unwrap().gc_bytes_copied > 0, "the collection copied nothing before the damage");
     assert!(segment.exists(), "a damaged segment is kept");
     assert!(matches!(engine.get(b"d3"), Err(Error::Corrupt { .. })));
     for k in [1, 2, 4, 5] {
@@ -277,4 +272,21 @@ fn an_erase_deletes_the_log() {
     let engine = FjallEngine::open(gc_options(dir.path())).unwrap();
     assert_eq!(engine.get(b"e1").unwrap().unwrap().value, value("e", 99, 16 * KIB));
     assert_eq!(engine.get(b"e2").unwrap(), None);
+}
+
+/// A batch that logs a key's value and replaces it (or deletes the key) in the same request
+/// counts the first record as garbage at once, not only at the next census.
+#[test]
+fn a_value_replaced_within_its_own_batch_is_garbage_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = FjallEngine::open(gc_options(dir.path())).unwrap();
+    let op = |k: &str, n: u64| WriteOp::Put { key: Bytes::from(k.to_owned()), value: value(k, n, 20 * KIB), meta: meta("1"), check: Check::Force };
+    let record = (18 + 2 + 20 * KIB) as u64;
+    engine.submit_and_wait(WriteOp::Batch(vec![op("b1", 1), op("b1", 2)]), true).unwrap();
+    assert_eq!(engine.value_log().unwrap().live_bytes, record, "one of two records is live");
+    let delete = WriteOp::Delete { key: Bytes::from_static(b"b2"), check: Check::Force };
+    engine.submit_and_wait(WriteOp::Batch(vec![op("b2", 1), delete]), true).unwrap();
+    assert_eq!(engine.value_log().unwrap().live_bytes, record, "a value deleted in its own batch is not live");
+    assert!(engine.get(b"b1").unwrap().unwrap().value == value("b1", 2, 20 * KIB));
+    assert_eq!(engine.get(b"b2").unwrap(), None);
 }

@@ -121,20 +121,16 @@ impl TestDrive {
     /// SIGKILL and start again on the same data directory (on a new port).
     pub fn restart_after_kill(&mut self) {
         self.kill();
+        self.port = 0;
         self.spawn();
     }
 
-    /// SIGKILL and start again on the same data directory and the same address (a cluster
-    /// member keeps its address).
+    /// SIGKILL (if running) and start again on the same data directory and the same address
+    /// (a cluster member keeps its address).
     pub fn restart_same_port(&mut self) {
         self.kill();
         self.port = self.addr.rsplit(':').next().and_then(|p| p.parse().ok()).expect("a port");
         self.spawn();
-    }
-
-    /// Starts a drive killed by [`TestDrive::kill`] again, at its address.
-    pub fn start_again(&mut self) {
-        self.restart_same_port();
     }
 
     pub fn is_running(&mut self) -> bool {

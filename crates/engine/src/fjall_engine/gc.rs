@@ -182,7 +182,10 @@ fn collect(shared: &Shared, store: &Store, state: &mut CollectorState, victim: u
             continue;
         }
         let Some(value) = scan.value(&record)? else { break };
-        pace.take(record.head.record_len());
+        if pace.take(&shared.gc, record.head.record_len()) {
+            // Stopping: what was copied is garbage until a later census, as after a crash.
+            return Ok(());
+        }
         let to = store.log.append(&mut state.appender, &record.key, &value, record.head.value_crc)?;
         pending += record.head.record_len();
         moves.push(Move { key: record.key, from, to, record_len: record.head.record_len() });
@@ -258,15 +261,17 @@ impl Pace {
         Pace { per_sec, started: Instant::now(), taken: 0 }
     }
 
-    /// Waits until `bytes` more are within the rate.
-    fn take(&mut self, bytes: u64) {
+    /// Waits until `bytes` more are within the rate, on `control`'s signal so that stopping
+    /// the engine cuts the wait short; `true` if the collector should stop.
+    fn take(&mut self, control: &Control, bytes: u64) -> bool {
         self.taken += bytes;
         if self.per_sec == 0 {
-            return;
+            return control.stopping();
         }
         let due = Duration::from_secs_f64(self.taken as f64 / self.per_sec as f64);
-        if let Some(wait) = due.checked_sub(self.started.elapsed()) {
-            std::thread::sleep(wait);
+        match due.checked_sub(self.started.elapsed()) {
+            Some(wait) => control.pause(wait),
+            None => control.stopping(),
         }
     }
 }

@@ -18,7 +18,7 @@ pub(super) enum Effect {
     /// A value appended to the value log and its record, pointing to it, inserted.
     Logged { key: Bytes, value: Bytes, meta: Meta },
     /// A logged value no record will point to once this request is applied.
-    Garbage { pointer: Pointer, record_len: u64 },
+    Garbage { key: Bytes, pointer: Pointer, record_len: u64 },
 }
 
 
@@ -85,6 +85,11 @@ impl crate::rules::Staging for Staged<'_> {
         // (the value log's census finds the garbage it leaves).
         let stored = if logged && forced { self.current(key)? } else { stored };
         let inline = value.len() <= INLINE_VALUE_MAX;
+        // Before this put's own value is logged: a replaced value this request logged itself
+        // is found where it was placed (`apply_staged`).
+        if let Some(Known { logged: Some(pointer), meta: old, .. }) = &stored {
+            self.effects.push(Effect::Garbage { key: key.clone(), pointer: *pointer, record_len: record_len(key.len(), old.value_len) });
+        }
         if logged {
             self.effects.push(Effect::Logged { key: key.clone(), value: value.clone(), meta: meta.clone() });
         } else {
@@ -101,9 +106,6 @@ impl crate::rules::Staging for Staged<'_> {
             // An earlier value must not be left behind in the data keyspace.
             self.effects.push(Effect::Remove { data: true, key: key.clone() });
         }
-        if let Some(Known { logged: Some(pointer), meta: old, .. }) = &stored {
-            self.effects.push(Effect::Garbage { pointer: *pointer, record_len: record_len(key.len(), old.value_len) });
-        }
         // The pointer is known once the value is appended; until then the group sees a
         // logged value at no position, which only its own later requests read.
         self.written.push((key.clone(), Some(Known { meta, in_data, logged: logged.then_some(UNPLACED) })));
@@ -116,7 +118,7 @@ impl crate::rules::Staging for Staged<'_> {
             self.effects.push(Effect::Remove { data: true, key: key.clone() });
         }
         if let Some(pointer) = stored.logged {
-            self.effects.push(Effect::Garbage { pointer, record_len: record_len(key.len(), stored.meta.value_len) });
+            self.effects.push(Effect::Garbage { key: key.clone(), pointer, record_len: record_len(key.len(), stored.meta.value_len) });
         }
         self.written.push((key.clone(), None));
         Ok(())
@@ -148,7 +150,12 @@ pub(super) fn apply_staged(
                         placed.insert(key.clone(), pointer);
                         changes.push(Effect::Insert { data: false, value: record::encode_logged(&meta, pointer)?, key });
                     }
-                    Effect::Garbage { pointer, record_len } => garbage.push((pointer, record_len)),
+                    Effect::Garbage { key, pointer, record_len } => {
+                        // A value this request appended and replaces is garbage where it was
+                        // placed (its effect came before this one, and before the new value's).
+                        let at = if pointer == UNPLACED { placed.get(&key).copied() } else { Some(pointer) };
+                        garbage.extend(at.map(|p| (p, record_len)));
+                    }
                     other => changes.push(other),
                 }
             }
@@ -174,10 +181,7 @@ pub(super) fn apply_staged(
         }
     }
     for (pointer, record_len) in garbage {
-        // A value this group appended and replaced is garbage at its real place.
-        if pointer != UNPLACED {
-            store.log.garbage(pointer, record_len);
-        }
+        store.log.garbage(pointer, record_len);
     }
     for (key, known) in written {
         let known = known.map(|mut k| {

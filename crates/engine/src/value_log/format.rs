@@ -77,16 +77,27 @@ pub fn is_segment_header(bytes: &[u8], id: u32) -> bool {
 /// The header and key of a record (the value follows them).
 pub fn record_head(key: &[u8], value_len: u32, value_crc: u32) -> Vec<u8> {
     debug_assert!(key.len() <= usize::from(u16::MAX));
-    let mut checked = Vec::with_capacity(10 + key.len());
-    checked.put_u16(key.len() as u16);
-    checked.put_u32(value_len);
-    checked.put_u32(value_crc);
-    checked.put_slice(key);
-    let mut out = Vec::with_capacity(8 + checked.len());
+    let fields = head_fields(key.len() as u16, value_len, value_crc);
+    let mut out = Vec::with_capacity(RECORD_HEAD_LEN + key.len());
     out.put_u32(RECORD_MAGIC);
-    out.put_u32(crc32c::crc32c(&checked));
-    out.put_slice(&checked);
+    out.put_u32(head_crc(&fields, key));
+    out.put_slice(&fields);
+    out.put_slice(key);
     out
+}
+
+/// The header fields its checksum covers (with the key after them).
+fn head_fields(key_len: u16, value_len: u32, value_crc: u32) -> [u8; 10] {
+    let mut fields = [0u8; 10];
+    let mut w = &mut fields[..];
+    w.put_u16(key_len);
+    w.put_u32(value_len);
+    w.put_u32(value_crc);
+    fields
+}
+
+fn head_crc(fields: &[u8; 10], key: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc32c::crc32c(fields), key)
 }
 
 /// Decodes the fixed part of a record header (its first [`RECORD_HEAD_LEN`] bytes); the
@@ -108,13 +119,7 @@ pub fn decode_head(bytes: &[u8]) -> Option<(u32, RecordHead)> {
 
 /// Whether a header's checksum `crc` matches its fields and `key`.
 pub fn head_checks(crc: u32, head: &RecordHead, key: &[u8]) -> bool {
-    key.len() == head.key_len && {
-        let mut fields = Vec::with_capacity(10);
-        fields.put_u16(head.key_len as u16);
-        fields.put_u32(head.value_len);
-        fields.put_u32(head.value_crc);
-        crc32c::crc32c_append(crc32c::crc32c(&fields), key) == crc
-    }
+    key.len() == head.key_len && head_crc(&head_fields(head.key_len as u16, head.value_len, head.value_crc), key) == crc
 }
 
 #[cfg(test)]
