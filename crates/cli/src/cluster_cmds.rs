@@ -11,7 +11,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 use spindle_cluster::control::{HealthState, MemberChange};
 use spindle_cluster::coordinator::{self, CoordinatorConfig};
-use spindle_cluster::{ClusterMap, Condition, Control, Member, Store, StoreConfig};
+use spindle_cluster::{BatchOp, ClusterMap, Condition, Control, Member, Store, StoreConfig};
 
 use crate::client_cmds::CmdResult;
 
@@ -104,6 +104,18 @@ pub enum ClusterCommand {
         #[command(flatten)]
         etcd: Etcd,
     },
+    /// Puts and deletes applied atomically: readers see all of them or none. The keys must
+    /// share a partition: give them one hash tag, e.g. {user42}/name and {user42}/mail.
+    Batch {
+        /// KEY=VALUE to store (repeatable)
+        #[arg(long = "put", value_name = "KEY=VALUE")]
+        puts: Vec<String>,
+        /// KEY to delete (repeatable)
+        #[arg(long = "delete", value_name = "KEY")]
+        deletes: Vec<String>,
+        #[command(flatten)]
+        etcd: Etcd,
+    },
     /// Keys from START to END (both included), in order.
     Range {
         #[arg(default_value = "")]
@@ -127,6 +139,9 @@ pub enum ClusterCommand {
         /// Seconds of the leadership lease (another coordinator takes over after it)
         #[arg(long, default_value_t = 3)]
         lease_secs: u64,
+        /// Serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9200)
+        #[arg(long)]
+        metrics: Option<std::net::SocketAddr>,
         #[command(flatten)]
         etcd: Etcd,
     },
@@ -204,13 +219,33 @@ pub async fn run(cmd: ClusterCommand) -> CmdResult {
                 return Err(format!("{key}: not found").into());
             }
         }
+        ClusterCommand::Batch { puts, deletes, etcd } => {
+            let mut ops = Vec::new();
+            for p in &puts {
+                let (key, value) = p.split_once('=').ok_or_else(|| format!("--put {p:?}: expected KEY=VALUE"))?;
+                ops.push(BatchOp::Put { key: Bytes::from(key.to_string()), value: Bytes::from(value.to_string()), condition: Condition::None });
+            }
+            for key in deletes {
+                ops.push(BatchOp::Delete { key: Bytes::from(key), condition: Condition::None });
+            }
+            let keys: Vec<String> = ops.iter().map(|op| String::from_utf8_lossy(op.key()).into_owned()).collect();
+            let versions = etcd.store().await?.batch(ops).await?;
+            if etcd.json {
+                let out: serde_json::Map<String, serde_json::Value> = keys.into_iter().zip(&versions).map(|(k, v)| (k, json!(hex(v)))).collect();
+                println!("{}", serde_json::Value::Object(out));
+            } else {
+                for (k, v) in keys.iter().zip(&versions) {
+                    println!("{k}: version {}", hex(v));
+                }
+            }
+        }
         ClusterCommand::Range { start, end, max, etcd } => {
             let keys = etcd.store().await?.range(start.as_bytes(), end.as_deref().map(str::as_bytes), max).await?;
             for k in keys {
                 println!("{}", String::from_utf8_lossy(&k));
             }
         }
-        ClusterCommand::Coordinator { name, probe_ms, down_after_ms, lease_secs, etcd } => {
+        ClusterCommand::Coordinator { name, probe_ms, down_after_ms, lease_secs, metrics, etcd } => {
             let mut config = CoordinatorConfig {
                 probe_interval: Duration::from_millis(probe_ms.max(10)),
                 down_after: Duration::from_millis(down_after_ms),
@@ -222,11 +257,29 @@ pub async fn run(cmd: ClusterCommand) -> CmdResult {
             }
             let control = etcd.control().await?;
             eprintln!("coordinator {} for cluster {:?} on {}", config.name, etcd.cluster, etcd.etcd);
+            let endpoint = match metrics {
+                Some(addr) => {
+                    let endpoint = serve_metrics(&config, addr).await?;
+                    eprintln!("coordinator metrics on http://{}/metrics", endpoint.local_addr);
+                    Some(endpoint)
+                }
+                None => None,
+            };
             coordinator::run(control, config, stop_signal()).await?;
+            if let Some(e) = endpoint {
+                e.stop().await;
+            }
         }
         ClusterCommand::Demo { drives, data, check } => demo(drives, &data, check).await?,
     }
     Ok(())
+}
+
+/// The coordinator's `/metrics` on `addr`.
+async fn serve_metrics(config: &CoordinatorConfig, addr: std::net::SocketAddr) -> Result<spindle_metrics::Endpoint, Box<dyn std::error::Error>> {
+    let mut registry = spindle_metrics::Registry::default();
+    registry.register_collector(Box::new(config.metrics.clone()));
+    Ok(spindle_metrics::serve(addr, std::sync::Arc::new(registry)).await?)
 }
 
 /// Ctrl-C or SIGTERM.
@@ -382,10 +435,11 @@ async fn demo(drives: usize, data: &Path, check: bool) -> CmdResult {
     let mut addrs = Vec::new();
     // Kept open: a drive writing to a closed stdout would fail.
     let mut outputs = Vec::new();
+    let mut metrics_urls = Vec::new();
     for i in 0..drives {
         let port = remembered.members.get(&format!("drive-{i}")).and_then(|m| m.addr.rsplit(':').next()?.parse::<u16>().ok()).unwrap_or(0);
         let mut child = std::process::Command::new(&exe)
-            .args(["drive", "--port", &port.to_string(), "--tls-port", "0", "--data"])
+            .args(["drive", "--port", &port.to_string(), "--tls-port", "0", "--metrics-port", "0", "--data"])
             .arg(data.join(format!("drive-{i}")))
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(data.join(format!("drive-{i}.log")))?)
@@ -395,11 +449,16 @@ async fn demo(drives: usize, data: &Path, check: bool) -> CmdResult {
         let mut line = String::new();
         let mut out = BufReader::new(out);
         out.read_line(&mut line)?;
-        outputs.push(out);
         let addr = line.split_whitespace().nth(4).ok_or_else(|| format!("drive {i} did not start (see {}): {line:?}", data.join(format!("drive-{i}.log")).display()))?.to_string();
+        // "spindle drive metrics on http://ADDR/metrics"
+        let mut metrics_line = String::new();
+        out.read_line(&mut metrics_line)?;
+        metrics_urls.push(metrics_line.split_whitespace().nth(4).unwrap_or("none").to_string());
+        outputs.push(out);
         addrs.push(addr);
     }
     let config = CoordinatorConfig { name: "demo-coordinator".into(), ..CoordinatorConfig::default() };
+    let coordinator_metrics = serve_metrics(&config, std::net::SocketAddr::from(([127, 0, 0, 1], 0))).await?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let coordinator = tokio::spawn(coordinator::run(control.clone(), config, async {
         let _ = stop_rx.await;
@@ -423,6 +482,10 @@ async fn demo(drives: usize, data: &Path, check: bool) -> CmdResult {
     println!("spindle cluster demo: {drives} drives, etcd at {etcd_url}, data in {}", data.display());
     println!("  export SPINDLE_ETCD={etcd_url}");
     println!("  spindle cluster status;  spindle cluster put hello world;  spindle cluster get hello");
+    println!("Prometheus metrics (docs/metrics.md): coordinator http://{}/metrics", coordinator_metrics.local_addr);
+    for (i, url) in metrics_urls.iter().enumerate() {
+        println!("  drive-{i} {url}");
+    }
     println!("Ctrl-C stops the cluster.");
     std::io::stdout().flush()?;
     if !check {
@@ -439,6 +502,7 @@ async fn demo(drives: usize, data: &Path, check: bool) -> CmdResult {
     }
     let _ = stop_tx.send(());
     let _ = coordinator.await;
+    coordinator_metrics.stop().await;
     drop(children);
     Ok(())
 }

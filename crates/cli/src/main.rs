@@ -75,6 +75,9 @@ struct DriveArgs {
     /// TLS port, reported to clients [default: 8443]
     #[arg(long)]
     tls_port: Option<u16>,
+    /// Serve Prometheus metrics at http://LISTEN:PORT/metrics (0: any free port) [default: off]
+    #[arg(long)]
+    metrics_port: Option<u16>,
     /// Address to listen on [default: 127.0.0.1]
     #[arg(long)]
     listen: Option<std::net::IpAddr>,
@@ -137,6 +140,9 @@ async fn run_drive(args: DriveArgs) -> Result<(), Box<dyn std::error::Error>> {
     let drive = spindle_drive::start(config).await?;
     // Scripts and tests wait for this exact line (and read the port from it).
     println!("spindle drive listening on {} tls {} (data in {})", drive.local_addr, drive.tls_addr, data.display());
+    if let Some(addr) = drive.metrics_addr {
+        println!("spindle drive metrics on http://{addr}/metrics");
+    }
     use std::io::Write;
     std::io::stdout().flush()?;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;

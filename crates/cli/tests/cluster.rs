@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::{runtime, spindle_bin, TestDrive};
+use common::{runtime, samples, scrape, spindle_bin, TestDrive};
 use parking_lot::Mutex;
 use spindle_cluster::control::{HealthState, MemberChange};
 use spindle_cluster::history::{self, Event, Op};
@@ -78,8 +78,13 @@ impl Etcd {
 }
 
 fn coordinator(etcd: &str, cluster: &str, name: &str) -> Proc {
+    coordinator_with(etcd, cluster, name, &[])
+}
+
+fn coordinator_with(etcd: &str, cluster: &str, name: &str, args: &[&str]) -> Proc {
     let child = Process::new(spindle_bin())
         .args(["cluster", "coordinator", "--etcd", etcd, "--cluster", cluster, "--name", name])
+        .args(args)
         .args(["--probe-ms", "100", "--down-after-ms", "800", "--lease-secs", "1"])
         .env("SPINDLE_LOG", "warn")
         .stdout(Stdio::null())
@@ -221,8 +226,12 @@ fn reads_and_writes_go_on_through_a_drive_kill_and_it_catches_up() {
 /// with a coordinator: a second of it, then `fault` (which takes d1 away) and two seconds
 /// more, which must go on; then `heal`, after which the coordinator must repair d1 and mark it
 /// up with every replica agreeing; then a last second. The whole history must linearize.
+/// The coordinator's metrics follow: the drive marked down and the replicas it holds missing
+/// while it is away, then up again with entries repaired.
 fn under_fault(etcd: &Etcd, cluster: &str, addrs: &[String], fault: impl FnOnce(), heal: impl FnOnce()) {
-    let _coordinator = coordinator(&etcd.endpoints(), cluster, "c1");
+    let metrics: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let _coordinator = coordinator_with(&etcd.endpoints(), cluster, "c1", &["--metrics", &metrics.to_string()]);
+    let read_metrics = async move || tokio::task::spawn_blocking(move || samples(&scrape(metrics))).await.unwrap();
     runtime().block_on(async {
         let control = control(&etcd.endpoints(), cluster).await;
         control.init(&ClusterMap::new(16, 3, 2).unwrap()).await.unwrap();
@@ -251,6 +260,18 @@ fn under_fault(etcd: &Etcd, cluster: &str, addrs: &[String], fault: impl FnOnce(
             (h.get("d1")?.state == HealthState::Down).then_some(())
         })
         .await;
+        let m = until("the metrics to show d1 down", Duration::from_secs(5), async || {
+            let m = read_metrics().await;
+            (m.get(r#"spindle_coordinator_drive_up{drive="d1"}"#) == Some(&0.0)).then_some(m)
+        })
+        .await;
+        assert_eq!(m["spindle_coordinator_leader"], 1.0);
+        assert_eq!(m[r#"spindle_coordinator_drive_up{drive="d0"}"#], 1.0);
+        assert!(m["spindle_coordinator_drives_marked_down_total"] >= 1.0);
+        let d1_partitions = m[r#"spindle_coordinator_drive_partitions{drive="d1"}"#];
+        assert!(d1_partitions > 0.0);
+        assert_eq!(m["spindle_coordinator_replicas_missing"], d1_partitions, "d1's replicas are the ones missing");
+        assert!(m[r#"spindle_coordinator_probes_total{result="failed"}"#] >= 1.0);
         // Back at its address: the coordinator repairs what it missed, then marks it up.
         heal();
         until("d1 caught up and up", Duration::from_secs(30), async || {
@@ -259,6 +280,14 @@ fn under_fault(etcd: &Etcd, cluster: &str, addrs: &[String], fault: impl FnOnce(
         })
         .await;
         replicas_agree(&store, &by_id, keys).await.unwrap();
+        let m = until("the metrics to show d1 up", Duration::from_secs(5), async || {
+            let m = read_metrics().await;
+            (m.get(r#"spindle_coordinator_drive_up{drive="d1"}"#) == Some(&1.0)).then_some(m)
+        })
+        .await;
+        assert_eq!(m["spindle_coordinator_replicas_missing"], 0.0);
+        assert!(m["spindle_coordinator_repaired_entries_total"] >= 1.0, "d1 missed writes that were repaired");
+        assert_eq!(m["spindle_coordinator_epoch"], control.load_map().await.unwrap().0.epoch as f64);
         phase(1).await;
         let events = rec.events.lock().clone();
         if let Err(v) = history::check(&events) {
@@ -484,6 +513,18 @@ fn the_demo_cluster_serves_the_cluster_commands_and_stops_on_ctrl_c() {
             break url.to_string();
         }
     };
+    // Then the metrics endpoints: the coordinator's, and each drive's.
+    let mut metrics = Vec::new();
+    loop {
+        let line = lines.next().expect("the demo ended before it was up").unwrap();
+        if line.starts_with("Ctrl-C") {
+            break;
+        }
+        if let Some(url) = line.split_whitespace().find_map(|w| w.strip_prefix("http://")) {
+            metrics.push(url.trim_end_matches("/metrics").parse::<std::net::SocketAddr>().unwrap());
+        }
+    }
+    assert_eq!(metrics.len(), 4, "a coordinator and 3 drives");
     let guard = Proc(Some(demo));
     let run = |args: &[&str]| {
         let out = Process::new(spindle_bin()).args(["cluster"]).args(args).args(["--etcd", &etcd]).output().unwrap();
@@ -498,6 +539,18 @@ fn the_demo_cluster_serves_the_cluster_commands_and_stops_on_ctrl_c() {
     let status: serde_json::Value = serde_json::from_str(&status).unwrap();
     assert_eq!(status["drives"].as_array().unwrap().len(), 3);
     assert_eq!(status["leader"], "demo-coordinator");
+    let coordinator = samples(&scrape(metrics[0]));
+    assert_eq!(coordinator["spindle_coordinator_leader"], 1.0);
+    let puts: f64 = metrics[1..]
+        .iter()
+        .map(|&m| samples(&scrape(m)).get(r#"spindle_drive_requests_total{type="PUT",status="SUCCESS"}"#).copied().unwrap_or(0.0))
+        .sum();
+    assert!(puts >= 4.0, "two cluster puts reach at least two replicas each ({puts} drive puts)");
+    let (ok, out) = run(&["batch", "--put", "{u}/name=ada", "--put", "{u}/mail=ada@x", "--delete", "help"]);
+    assert!(!ok && out.contains("share one partition"), "{out}");
+    let (ok, out) = run(&["batch", "--put", "{u}/name=ada", "--put", "{u}/mail=ada@x"]);
+    assert!(ok, "{out}");
+    assert_eq!(run(&["get", "{u}/mail"]), (true, "ada@x\n".to_string()));
     assert!(run(&["delete", "hello"]).0);
     let (ok, out) = run(&["get", "hello"]);
     assert!(!ok && out.contains("not found"), "{out}");
@@ -514,4 +567,187 @@ fn the_demo_cluster_serves_the_cluster_commands_and_stops_on_ctrl_c() {
     for addr in addrs.iter().chain([&etcd.trim_start_matches("http://").to_string()]) {
         assert!(std::net::TcpStream::connect(addr).is_err(), "{addr} still answers after the demo stopped");
     }
+}
+
+/// Batches within one partition (keys sharing a hash tag): all of a batch or none, with its
+/// conditions checked; refused across partitions; a batch a writer left on one replica only is
+/// written back whole by the first read that meets it, and copied whole by repair.
+#[test]
+fn batches_are_atomic_within_a_partition() {
+    use spindle_cluster::batch::{self, BatchOp};
+    use spindle_cluster::tag::Kind;
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path(), 1);
+    let drives: Vec<TestDrive> = (0..4).map(|_| TestDrive::start(&[])).collect();
+    let _coordinator = coordinator(&etcd.endpoints(), "batch", "c1");
+    runtime().block_on(async {
+        let control = control(&etcd.endpoints(), "batch").await;
+        control.init(&ClusterMap::new(16, 3, 2).unwrap()).await.unwrap();
+        add_drives(&control, &drives.iter().collect::<Vec<_>>()).await;
+        let store = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
+        let put = |k: &str, v: &str| BatchOp::Put { key: Bytes::from(k.to_string()), value: Bytes::from(v.to_string()), condition: Condition::None };
+        let get = async |k: &str| store.get(k.as_bytes()).await.unwrap().map(|v| (v.value, v.version));
+
+        let versions = store.batch(vec![put("{u1}/name", "ada"), put("{u1}/mail", "ada@x"), put("{u1}/city", "london")]).await.unwrap();
+        assert_eq!(get("{u1}/name").await, Some((Bytes::from("ada"), versions[0].clone())));
+        assert_eq!(get("{u1}/mail").await, Some((Bytes::from("ada@x"), versions[1].clone())));
+        assert_eq!(store.range(b"{u1}/", Some(b"{u1}/~"), 10).await.unwrap(), vec![Bytes::from("{u1}/city"), Bytes::from("{u1}/mail"), Bytes::from("{u1}/name")]);
+        // A single put over a batch's key, and a batch over single puts.
+        store.put(b"{u1}/city", Bytes::from("paris"), Condition::None).await.unwrap();
+        let v = store.batch(vec![put("{u1}/city", "rome"), BatchOp::Delete { key: Bytes::from("{u1}/mail"), condition: Condition::None }]).await.unwrap();
+        assert_eq!(get("{u1}/city").await, Some((Bytes::from("rome"), v[0].clone())));
+        assert_eq!(get("{u1}/mail").await, None);
+        assert_eq!(store.range(b"{u1}/", Some(b"{u1}/~"), 10).await.unwrap(), vec![Bytes::from("{u1}/city"), Bytes::from("{u1}/name")]);
+        // One refused condition refuses the whole batch.
+        let stale = BatchOp::Put { key: Bytes::from("{u1}/name"), value: Bytes::from("eve"), condition: Condition::Version(versions[0].clone().slice(..24)) };
+        assert!(matches!(store.batch(vec![put("{u1}/city", "oslo"), stale]).await, Err(ClusterError::VersionMismatch { .. })));
+        assert_eq!(get("{u1}/city").await.unwrap().0, Bytes::from("rome"));
+        let fresh = BatchOp::Put { key: Bytes::from("{u1}/name"), value: Bytes::from("ada l."), condition: Condition::Version(versions[0].clone()) };
+        let created = BatchOp::Put { key: Bytes::from("{u1}/mail"), value: Bytes::from("a@l"), condition: Condition::Absent };
+        store.batch(vec![fresh, created]).await.unwrap();
+        assert_eq!(get("{u1}/name").await.unwrap().0, Bytes::from("ada l."));
+        assert_eq!(get("{u1}/mail").await.unwrap().0, Bytes::from("a@l"));
+        // Refused at the boundary: keys of two partitions, a key twice, too many operations.
+        let map = store.map();
+        let other = (0..100).map(|i| format!("k{i}")).find(|k| map.partition_of(k.as_bytes()) != map.partition_of(b"k0")).unwrap();
+        assert!(matches!(store.batch(vec![put("k0", "x"), put(&other, "y")]).await, Err(ClusterError::Invalid(_))));
+        assert!(matches!(store.batch(vec![put("{a}1", "x"), put("{a}1", "y")]).await, Err(ClusterError::Invalid(_))));
+        let many: Vec<BatchOp> = (0..=batch::MAX_BATCH_OPS).map(|i| put(&format!("{{m}}{i}"), "x")).collect();
+        assert!(matches!(store.batch(many).await, Err(ClusterError::Invalid(_))));
+        assert!(matches!(store.batch(vec![]).await, Err(ClusterError::Invalid(_))));
+
+        // A writer that reached one replica only (the first a read asks) and died: a read of
+        // either key returns the batch and leaves both keys on a write quorum.
+        let p = map.partition_of(b"{w}/a");
+        let replicas = map.replicas_of(p).to_vec();
+        let by_id: BTreeMap<String, String> = drives.iter().enumerate().map(|(i, d)| (format!("d{i}"), d.addr.clone())).collect();
+        let connect = async |id: &str| {
+            let config = spindle_client::ClientConfig { cluster_version: map.epoch as i64, ..Default::default() };
+            spindle_client::Client::connect(by_id[id].as_str(), config).await.unwrap()
+        };
+        let members = [b"{w}/a".as_slice(), b"{w}/b".as_slice()];
+        let tag = Tag { epoch: map.epoch, counter: 1_000, writer: 7, kind: Kind::BatchValue };
+        let entries: Vec<_> = members
+            .iter()
+            .map(|k| (spindle_cluster::map::drive_key(p, k), batch::encode_entry(&members, b"orphan"), tag))
+            .collect();
+        let first = connect(&replicas[0]).await;
+        spindle_cluster::replica::store_batch_if_newer(&first, &entries, None).await.unwrap();
+        // A client that asks the map's first two replicas, as nothing is suspect to it yet and
+        // it never hedges.
+        let config = StoreConfig { hedge_after: Duration::from_secs(60), ..StoreConfig::default() };
+        let store = Store::open(control.clone(), config).await.unwrap();
+        let get = async |k: &str| store.get(k.as_bytes()).await.unwrap().map(|v| (v.value, v.version));
+        let on_replicas = async |key: &[u8]| {
+            let mut holding = 0;
+            for id in &replicas {
+                let c = connect(id).await;
+                let m = c.get_metadata(&spindle_cluster::map::drive_key(p, key)).await.unwrap();
+                holding += usize::from(m.and_then(|m| Tag::decode(&m.version)).is_some_and(|t| t.same_write(&tag)));
+            }
+            holding
+        };
+        assert_eq!((on_replicas(b"{w}/a").await, on_replicas(b"{w}/b").await), (1, 1));
+        assert_eq!(get("{w}/a").await.unwrap().0, Bytes::from("orphan"));
+        assert!(on_replicas(b"{w}/b").await >= 2, "the read wrote the whole batch back, not only the key it read");
+
+        // The same left on one replica, then repaired: every replica gets the batch whole.
+        let p2 = map.partition_of(b"{r}/a");
+        let members2 = [b"{r}/a".as_slice(), b"{r}/b".as_slice()];
+        let entries2: Vec<_> =
+            members2.iter().map(|k| (spindle_cluster::map::drive_key(p2, k), batch::encode_entry(&members2, b"mend"), tag)).collect();
+        let replicas2 = map.replicas_of(p2).to_vec();
+        spindle_cluster::replica::store_batch_if_newer(&connect(&replicas2[1]).await, &entries2, None).await.unwrap();
+        let mut clients = Vec::new();
+        for id in &replicas2 {
+            clients.push((id.clone(), connect(id).await));
+        }
+        let copied = spindle_cluster::repair::repair_partition(p2, &clients).await.unwrap();
+        assert_eq!(copied, 2, "one batch copied to each of the two replicas lacking it");
+        for (_, c) in &clients {
+            for k in members2 {
+                let m = c.get_metadata(&spindle_cluster::map::drive_key(p2, k)).await.unwrap().unwrap();
+                assert!(Tag::decode(&m.version).unwrap().same_write(&tag));
+            }
+        }
+    });
+}
+
+/// Readers never see part of a batch, through a drive's SIGKILL and return: one writer sets
+/// every key of a group to the same increasing number in one batch, readers read the keys one
+/// at a time; a read that starts after another returned must not see an older number, on any
+/// key of the group.
+#[test]
+fn readers_see_whole_batches_through_a_drive_kill() {
+    use spindle_cluster::batch::BatchOp;
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path(), 1);
+    let mut drives: Vec<TestDrive> = (0..4).map(|_| TestDrive::start(&[])).collect();
+    let _coordinator = coordinator(&etcd.endpoints(), "batchkill", "c1");
+    let rt = runtime();
+    let (store, rec) = rt.block_on(async {
+        let control = control(&etcd.endpoints(), "batchkill").await;
+        control.init(&ClusterMap::new(16, 3, 2).unwrap()).await.unwrap();
+        add_drives(&control, &drives.iter().collect::<Vec<_>>()).await;
+        (Store::open(control, StoreConfig::default()).await.unwrap(), Arc::new(Mutex::new(Vec::<(u64, u64, u64)>::new())))
+    });
+    let start = Instant::now();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    const KEYS: usize = 5;
+    let key = |i: usize| format!("{{g}}/k{i}");
+    let writer = {
+        let (store, stop) = (store.clone(), stop.clone());
+        rt.spawn(async move {
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                n += 1;
+                let ops = (0..KEYS)
+                    .map(|i| BatchOp::Put { key: Bytes::from(key(i)), value: Bytes::from(n.to_be_bytes().to_vec()), condition: Condition::None })
+                    .collect();
+                let _ = store.batch(ops).await;
+            }
+            n
+        })
+    };
+    let readers: Vec<_> = (0..3)
+        .map(|r| {
+            let (store, stop, rec) = (store.clone(), stop.clone(), rec.clone());
+            rt.spawn(async move {
+                let mut i = r;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    i = (i + 1) % KEYS;
+                    let call = start.elapsed().as_micros() as u64;
+                    if let Ok(v) = store.get(key(i).as_bytes()).await {
+                        let n = v.map_or(0, |v| u64::from_be_bytes(v.value[..].try_into().expect("8 bytes")));
+                        rec.lock().push((call, start.elapsed().as_micros() as u64, n));
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(1));
+    drives[1].kill();
+    std::thread::sleep(Duration::from_secs(2));
+    drives[1].restart_same_port();
+    std::thread::sleep(Duration::from_secs(2));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let written = rt.block_on(writer).unwrap();
+    for r in readers {
+        rt.block_on(r).unwrap();
+    }
+    let mut reads = rec.lock().clone();
+    assert!(written > 20 && reads.len() > 100, "{written} batches, {} reads", reads.len());
+    // Every read must see at least the newest number any read that returned before it began saw.
+    reads.sort_by_key(|&(call, _, _)| call);
+    let mut by_return: Vec<(u64, u64)> = reads.iter().map(|&(_, ret, n)| (ret, n)).collect();
+    by_return.sort();
+    let (mut j, mut floor) = (0, 0);
+    for &(call, ret, n) in &reads {
+        while j < by_return.len() && by_return[j].0 < call {
+            floor = floor.max(by_return[j].1);
+            j += 1;
+        }
+        assert!(n >= floor, "a read from {call} to {ret} µs saw batch {n} after another read had returned batch {floor}");
+    }
+    assert!(reads.iter().any(|&(_, _, n)| n > 0));
 }

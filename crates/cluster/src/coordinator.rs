@@ -4,7 +4,8 @@
 //! changes asked through etcd become a new placement and epoch in one transaction), and fences
 //! drives to the map's epoch with SETUP after the transaction commits.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use spindle_client::{Client, ClientConfig};
@@ -12,6 +13,7 @@ use tracing::{info, warn};
 
 use crate::control::{now_ms, Control, Health, HealthState, MemberChange};
 use crate::map::ClusterMap;
+use crate::metrics::{CoordinatorMetrics, DriveView};
 use crate::repair;
 use crate::ClusterError;
 
@@ -26,6 +28,8 @@ pub struct CoordinatorConfig {
     pub lease_ttl: Duration,
     /// Identity and key for the drives.
     pub client: ClientConfig,
+    /// What `/metrics` reports of this coordinator.
+    pub metrics: Arc<CoordinatorMetrics>,
 }
 
 impl Default for CoordinatorConfig {
@@ -36,6 +40,7 @@ impl Default for CoordinatorConfig {
             down_after: Duration::from_secs(3),
             lease_ttl: Duration::from_secs(3),
             client: ClientConfig { timeout: Duration::from_secs(2), ..ClientConfig::default() },
+            metrics: Arc::default(),
         }
     }
 }
@@ -93,6 +98,7 @@ async fn lead_once(control: &Control, config: &CoordinatorConfig) -> Result<(), 
     let term = async {
         let campaign = etcd.election_client().campaign(control.key("leader"), config.name.clone(), lease).await?;
         info!("coordinator {} leads (lease {lease:x})", config.name);
+        config.metrics.leading(true);
         let result = lead(control, config).await;
         if let Some(key) = campaign.leader() {
             let _ = etcd.election_client().resign(Some(etcd_client::ResignOptions::new().with_leader(key.clone()))).await;
@@ -103,6 +109,7 @@ async fn lead_once(control: &Control, config: &CoordinatorConfig) -> Result<(), 
         r = keep => r,
         r = term => r,
     };
+    config.metrics.leading(false);
     let _ = etcd.lease_revoke(lease).await;
     result
 }
@@ -124,7 +131,9 @@ async fn lead(control: &Control, config: &CoordinatorConfig) -> Result<(), Clust
                 last_seen: Instant::now(),
                 down: health.get(id).is_some_and(|h| h.state == HealthState::Down),
             });
+            let probe_started = Instant::now();
             let answered = check(probe, &member.addr, &map, config).await;
+            config.metrics.probed(answered, probe_started.elapsed());
             if answered {
                 probe.last_seen = Instant::now();
                 if probe.down || !health.contains_key(id) {
@@ -133,6 +142,7 @@ async fn lead(control: &Control, config: &CoordinatorConfig) -> Result<(), Clust
                     control.set_health(id, &repairing).await?;
                     match catch_up(&map, id, &probes).await {
                         Ok(copied) => {
+                            config.metrics.repaired(copied);
                             info!("drive {id} is up (caught up: {copied} entries copied)");
                             let up = Health { repairing: false, state: HealthState::Up, ..repairing };
                             control.set_health(id, &up).await?;
@@ -149,11 +159,23 @@ async fn lead(control: &Control, config: &CoordinatorConfig) -> Result<(), Clust
             } else if !probe.down && probe.last_seen.elapsed() >= config.down_after {
                 warn!("drive {id} has not answered for {:?}: marked down", probe.last_seen.elapsed());
                 probe.down = true;
+                config.metrics.marked_down();
                 let seen = health.get(id).map_or(0, |h| h.last_seen_ms);
                 let cv = health.get(id).map_or(0, |h| h.cluster_version);
                 control.set_health(id, &Health { state: HealthState::Down, last_seen_ms: seen, cluster_version: cv, repairing: false }).await?;
             }
         }
+        let load = map.load();
+        let states: BTreeMap<String, DriveView> = map
+            .members
+            .keys()
+            .map(|id| {
+                let down = probes.get(id).is_none_or(|p| p.down);
+                let partitions = load.get(id).copied().unwrap_or(0);
+                (id.clone(), DriveView { up: !down, repairing: down && probes.get(id).is_some_and(|p| p.client.is_some()), partitions })
+            })
+            .collect();
+        config.metrics.observe_round(&map, states);
     }
 }
 
@@ -236,11 +258,13 @@ async fn apply_changes(control: &Control, config: &CoordinatorConfig) -> Result<
         map.placement = map.computed_placement();
         map.epoch += 1;
         if control.apply_change(revision, &map, &key).await? {
+            config.metrics.map_changed();
             info!("epoch {}: {change:?}", map.epoch);
             if let MemberChange::Remove { id } = &change {
                 control.clear_health(id).await?;
             }
             let copied = rebalance(&before, &map, config).await;
+            config.metrics.repaired(copied);
             info!("epoch {}: {copied} entries copied to partitions' new replicas", map.epoch);
         }
     }

@@ -1,18 +1,22 @@
 //! Many Kinetic drives as one store. `placement` decides which drives hold each partition,
 //! `map` is the cluster map kept in etcd, `control` the etcd layout, `tag` the versions that
 //! order replicas' writes, `replica` one replica's reads and stores, `store` the cluster client
-//! (per-key linearizable reads and writes at quorums), `repair` anti-entropy for a partition,
-//! `coordinator` the elected process that watches drives and owns the map, `history` the
-//! checker of what clients saw.
+//! (per-key linearizable reads and writes at quorums), `batch` (writes of several keys of
+//! one partition that readers see all or none of), `repair` anti-entropy for a partition,
+//! `coordinator` the elected process that watches drives and owns the map (`metrics` what it
+//! reports to Prometheus), `history` the checker of what clients saw.
 
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod batch;
+mod condition;
 pub mod control;
 pub mod coordinator;
 mod error;
 pub mod history;
 pub mod map;
+pub mod metrics;
 pub mod placement;
 pub mod repair;
 pub mod replica;
@@ -22,4 +26,5 @@ pub mod tag;
 pub use control::Control;
 pub use error::ClusterError;
 pub use map::{ClusterMap, Member};
+pub use batch::BatchOp;
 pub use store::{Condition, Store, StoreConfig, Versioned};

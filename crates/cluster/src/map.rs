@@ -113,7 +113,7 @@ impl ClusterMap {
     }
 
     pub fn partition_of(&self, key: &[u8]) -> u32 {
-        (placement::hash(key, KEY_SEED) % u64::from(self.partitions)) as u32
+        (placement::hash(hash_tag(key), KEY_SEED) % u64::from(self.partitions)) as u32
     }
 
     /// The drives holding `partition`, best first.
@@ -139,6 +139,20 @@ impl ClusterMap {
         out
     }
 
+}
+
+/// The part of a key that places it: what lies between its first `{` and the next `}` when
+/// that is not empty (Redis Cluster's hash tags: `{user42}/name` and `{user42}/mail` share a
+/// partition, so one batch can write both), else the whole key.
+pub fn hash_tag(key: &[u8]) -> &[u8] {
+    if let Some(open) = key.iter().position(|&b| b == b'{') {
+        if let Some(len) = key[open + 1..].iter().position(|&b| b == b'}') {
+            if len > 0 {
+                return &key[open + 1..open + 1 + len];
+            }
+        }
+    }
+    key
 }
 
 /// A user key as stored on a drive: its partition (4 bytes, big-endian) first, so that one

@@ -26,7 +26,7 @@ pub async fn repair_partition(partition: u32, replicas: &[(String, Client)]) -> 
         }
         let (keys, next) = map::page_union(partition, answers);
         for key in keys {
-            copied += repair_key(&map::drive_key(partition, &key), replicas).await?;
+            copied += repair_key(partition, &map::drive_key(partition, &key), replicas).await?;
         }
         match next {
             Some(n) => from = Some(n),
@@ -35,8 +35,9 @@ pub async fn repair_partition(partition: u32, replicas: &[(String, Client)]) -> 
     }
 }
 
-/// Brings one drive key to its newest tag on every replica; returns the copies made.
-async fn repair_key(key: &Bytes, replicas: &[(String, Client)]) -> Result<u64, ClientError> {
+/// Brings one drive key to its newest tag on every replica; returns the copies made. A
+/// batch's entry is copied with the rest of its batch, atomically, as readers write it back.
+async fn repair_key(partition: u32, key: &Bytes, replicas: &[(String, Client)]) -> Result<u64, ClientError> {
     let mut held: BTreeMap<&str, Held> = BTreeMap::new();
     for (id, c) in replicas {
         held.insert(id, replica::held(c, key).await?);
@@ -53,6 +54,15 @@ async fn repair_key(key: &Bytes, replicas: &[(String, Client)]) -> Result<u64, C
         return Ok(0);
     }
     let mut copied = 0;
+    if newest.is_batch() {
+        let Some(entries) = batch_of(partition, source, key, newest, &entry.value).await? else { return Ok(0) };
+        for (_, c) in lacking {
+            if replica::store_batch_if_newer(c, &entries, None).await? == replica::Stored::Written {
+                copied += 1;
+            }
+        }
+        return Ok(copied);
+    }
     for (id, c) in lacking {
         let known = held.get(id.as_str()).cloned();
         if replica::store_if_newer(c, key, entry.value.clone(), newest, known).await? == replica::Stored::Written {
@@ -60,4 +70,27 @@ async fn repair_key(key: &Bytes, replicas: &[(String, Client)]) -> Result<u64, C
         }
     }
     Ok(copied)
+}
+
+/// The entries of the batch whose entry for `key` (tagged `tag`) is `value`, as `source` holds
+/// them; `None` if `source` no longer holds a member at that write (overwritten since: the
+/// newer write reaches every replica itself, and the next repair sees it).
+async fn batch_of(partition: u32, source: &Client, key: &Bytes, tag: Tag, value: &Bytes) -> Result<Option<Vec<replica::BatchEntry>>, ClientError> {
+    let Some((members, _)) = crate::batch::decode_entry(value) else { return Ok(None) };
+    let mut entries = vec![(key.clone(), value.clone(), tag)];
+    for member in members {
+        let mkey = map::drive_key(partition, &member);
+        if mkey == *key {
+            continue;
+        }
+        match source.get(&mkey).await? {
+            Some(e) => match Tag::decode(&e.metadata.version) {
+                Some(t) if t.same_write(&tag) => entries.push((mkey, e.value, t)),
+                Some(t) if t > tag => {}
+                _ => return Ok(None),
+            },
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(entries))
 }

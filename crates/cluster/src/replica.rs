@@ -3,6 +3,7 @@
 //! have, built from its compare-and-swap put).
 
 use bytes::Bytes;
+use futures_util::future::try_join_all;
 use spindle_client::{Client, ClientError, PutOptions, Synchronization};
 
 use crate::tag::Tag;
@@ -28,7 +29,7 @@ impl Held {
         }
     }
 
-    fn version(&self) -> Bytes {
+    pub(crate) fn version(&self) -> Bytes {
         match self {
             Held::Absent => Bytes::new(),
             Held::Entry { version, .. } => version.clone(),
@@ -82,4 +83,45 @@ pub async fn store_if_newer(client: &Client, key: &[u8], value: Bytes, tag: Tag,
         }
     }
     Err(ClientError::Protocol(format!("the entry changed under {MAX_STORE_ROUNDS} compare-and-swap rounds in a row")))
+}
+
+/// What the replica holds for each of `keys` (requests pipelined on the connection).
+pub async fn held_many(client: &Client, keys: &[Bytes]) -> Result<Vec<Held>, ClientError> {
+    try_join_all(keys.iter().map(|k| held(client, k))).await
+}
+
+/// One entry of a batch store: drive key, stored value, tag.
+pub type BatchEntry = (Bytes, Bytes, Tag);
+
+/// Stores a batch's entries on one replica with one Kinetic batch, atomically: each entry
+/// unless the replica holds the same or a newer write for its key (a newer write replaced
+/// that key after the batch), all the others together or none. `known`: what the replica
+/// held for each entry's key when last read, if that was read.
+pub async fn store_batch_if_newer(client: &Client, entries: &[BatchEntry], known: Option<Vec<Held>>) -> Result<Stored, ClientError> {
+    let keys: Vec<Bytes> = entries.iter().map(|(k, _, _)| k.clone()).collect();
+    let mut current = known;
+    for _ in 0..MAX_STORE_ROUNDS {
+        let now = match current.take() {
+            Some(h) if h.len() == entries.len() => h,
+            _ => held_many(client, &keys).await?,
+        };
+        let due: Vec<(&BatchEntry, &Held)> = entries.iter().zip(&now).filter(|((_, _, tag), held)| !held.at_least(tag)).collect();
+        if due.is_empty() {
+            return Ok(Stored::Superseded);
+        }
+        let mut batch = client.start_batch().await?;
+        for ((key, value, tag), held) in due {
+            let options = PutOptions { db_version: held.version(), new_version: tag.encode(), force: false, ..PutOptions::default() };
+            if let Err(e) = batch.put(key, value.clone(), options) {
+                let _ = batch.abort().await;
+                return Err(e);
+            }
+        }
+        match batch.commit().await {
+            Ok(()) => return Ok(Stored::Written),
+            Err(e) if e.is_version_mismatch() => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(ClientError::Protocol(format!("the batch's entries changed under {MAX_STORE_ROUNDS} compare-and-swap rounds in a row")))
 }

@@ -14,16 +14,18 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use parking_lot::{Mutex, RwLock};
 use spindle_client::{Client, ClientConfig, ClientError, StatusCode};
-use tokio::sync::mpsc;
 
+use crate::batch::{self, BatchOp, MAX_BATCH_BYTES, MAX_BATCH_OPS};
+pub use crate::condition::Condition;
 use crate::control::{Control, HealthState};
 use crate::map::{self, ClusterMap};
-use crate::replica::{self, Held, Stored};
+use crate::replica::{self, BatchEntry, Held, Stored};
 use crate::tag::{Kind, Tag};
 use crate::ClusterError;
 
@@ -31,6 +33,11 @@ pub use crate::map::{MAX_KEY_LEN, MAX_VALUE_LEN};
 
 /// Attempts of one operation: each retry follows a map change or a value overwritten under a read.
 const MAX_ATTEMPTS: usize = 8;
+/// Default of `StoreConfig::hedge_after`: loopback answers come in well under a millisecond,
+/// a loaded drive's p99 in tens of milliseconds.
+pub const HEDGE_AFTER: Duration = Duration::from_millis(50);
+/// How long a replica that failed, or was hedged around, is asked last.
+const SUSPECT_FOR: Duration = Duration::from_secs(1);
 
 /// A value and the version the cluster gave it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,27 +46,21 @@ pub struct Versioned {
     pub version: Bytes,
 }
 
-/// What a put requires of the key's current version.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Condition {
-    None,
-    /// The key must hold exactly this version.
-    Version(Bytes),
-    /// The key must not exist.
-    Absent,
-}
-
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
     /// Identity and key for the drives, and the per-request timeout.
     pub client: ClientConfig,
     pub connect_timeout: Duration,
+    /// A quorum read that has not heard from every replica it asked within this long asks one
+    /// more: a hung drive (a partition drops its packets) costs a read this, not the request
+    /// timeout.
+    pub hedge_after: Duration,
 }
 
 impl Default for StoreConfig {
     fn default() -> Self {
         let client = ClientConfig { timeout: Duration::from_secs(5), ..ClientConfig::default() };
-        StoreConfig { client, connect_timeout: Duration::from_secs(2) }
+        StoreConfig { client, connect_timeout: Duration::from_secs(2), hedge_after: HEDGE_AFTER }
     }
 }
 
@@ -70,6 +71,9 @@ struct Inner {
     map: RwLock<Arc<ClusterMap>>,
     /// Drives the coordinator has marked down: tried last.
     down: RwLock<Vec<String>>,
+    /// Drives that failed or were slow to answer this client lately, until when: tried after
+    /// the others (but before those marked down).
+    suspects: Mutex<HashMap<String, Instant>>,
     connections: Mutex<HashMap<String, Client>>,
     /// High half of this client's writer ids: random, so that two clients do not share one.
     writer: u32,
@@ -100,6 +104,7 @@ impl Store {
                 config,
                 map: RwLock::new(Arc::new(map)),
                 down: RwLock::new(down),
+                suspects: Mutex::new(HashMap::new()),
                 connections: Mutex::new(HashMap::new()),
                 writer: rand::random(),
                 writes: std::sync::atomic::AtomicU32::new(0),
@@ -155,12 +160,22 @@ impl Store {
         Ok(client)
     }
 
-    /// A partition's replicas, drives not marked down first (so that quorums form from them).
+    /// A partition's replicas in the order to ask them: drives that answer well first, then
+    /// recent suspects, then those marked down (so that quorums form from the healthy ones).
     fn replicas(&self, map: &ClusterMap, partition: u32) -> Vec<String> {
-        let down = self.inner.down.read();
         let mut r = map.replicas_of(partition).to_vec();
-        r.sort_by_key(|d| down.contains(d));
+        let down = self.inner.down.read();
+        let mut suspects = self.inner.suspects.lock();
+        if !suspects.is_empty() {
+            let now = Instant::now();
+            suspects.retain(|_, until| *until > now);
+        }
+        r.sort_by_key(|d| (down.contains(d), suspects.contains_key(d)));
         r
+    }
+
+    fn suspect(&self, drive: &str) {
+        self.inner.suspects.lock().insert(drive.to_string(), Instant::now() + SUSPECT_FOR);
     }
 
     fn check_key(key: &[u8]) -> Result<(), ClusterError> {
@@ -220,45 +235,86 @@ impl Store {
         }
     }
 
-    /// Asks every replica at once; returns when `needed` answered (or could not).
-    async fn ask<T, F, Fut>(&self, map: &Arc<ClusterMap>, partition: u32, needed: usize, ask: F) -> Result<Vec<(String, T)>, OpError>
+    /// Asks a partition's replicas; returns once `needed` answered (or too many could not).
+    /// `Ask::Quorum` asks only `needed` of them, in `replicas` order, and one more for each
+    /// that fails or while the quorum is slower than `hedge_after`; the answers not needed are
+    /// dropped. `Ask::All` asks every replica, and those that have not answered when the
+    /// quorum is reached go on in the background. Requests are polled in this task: no task
+    /// or channel per replica on the way to a quorum.
+    async fn ask<T, F, Fut>(&self, map: &Arc<ClusterMap>, partition: u32, needed: usize, mode: Ask, ask: F) -> Result<Vec<(String, T)>, OpError>
     where
         T: Send + 'static,
         F: Fn(String, Client) -> Fut + Clone + Send + Sync + 'static,
         Fut: std::future::Future<Output = Result<T, ClientError>> + Send + 'static,
     {
-        let replicas = self.replicas(map, partition);
-        let (tx, mut rx) = mpsc::channel(replicas.len().max(1));
-        for drive in &replicas {
-            let tx = tx.clone();
-            let drive = drive.clone();
-            let (store, map) = (self.clone(), map.clone());
-            let ask = ask.clone();
-            tokio::spawn(async move {
+        let start = |drive: String| {
+            let (store, map, ask) = (self.clone(), map.clone(), ask.clone());
+            async move {
                 let answer = match store.connection(&map, &drive).await {
                     Ok(c) => ask(drive.clone(), c).await,
                     Err(e) => Err(e),
                 };
-                let _ = tx.send((drive, answer)).await;
-            });
+                (drive, answer)
+            }
+        };
+        let mut waiting = self.replicas(map, partition).into_iter();
+        let mut running = FuturesUnordered::new();
+        let first = match mode {
+            Ask::Quorum => needed,
+            Ask::All => usize::MAX,
+        };
+        // Asked and not answered yet: the slow ones when the hedge fires.
+        let mut in_flight = Vec::new();
+        for drive in waiting.by_ref().take(first) {
+            in_flight.push(drive.clone());
+            running.push(start(drive));
         }
-        drop(tx);
         let mut got = Vec::new();
         let mut last_error = String::from("no replicas");
         let mut stale = false;
+        let hedge_after = self.inner.config.hedge_after;
+        let mut hedge = Box::pin(tokio::time::sleep(hedge_after));
         while got.len() < needed {
-            let Some((drive, answer)) = rx.recv().await else { break };
+            let (drive, answer) = tokio::select! {
+                next = running.next() => match next {
+                    Some(a) => a,
+                    None => break,
+                },
+                _ = &mut hedge, if waiting.len() > 0 => {
+                    // Whoever has not answered yet is slow: ask another replica beside them, and
+                    // ask them last for a while.
+                    for slow in &in_flight {
+                        self.suspect(slow);
+                    }
+                    if let Some(drive) = waiting.next() {
+                        in_flight.push(drive.clone());
+                        running.push(start(drive));
+                    }
+                    hedge.as_mut().reset(tokio::time::Instant::now() + hedge_after);
+                    continue;
+                }
+            };
+            in_flight.retain(|d| *d != drive);
             match answer {
                 Ok(v) => got.push((drive, v)),
                 Err(e) => {
                     if e.status() == Some(StatusCode::VersionFailure) {
                         stale = true;
+                    } else {
+                        self.suspect(&drive);
                     }
                     last_error = format!("{drive}: {e}");
+                    if let Some(next) = waiting.next() {
+                        in_flight.push(next.clone());
+                        running.push(start(next));
+                    }
                 }
             }
         }
         if got.len() >= needed {
+            if mode == Ask::All && !running.is_empty() {
+                tokio::spawn(async move { while running.next().await.is_some() {} });
+            }
             return Ok(got);
         }
         if stale {
@@ -275,7 +331,7 @@ impl Store {
         let first = self.replicas(map, partition).into_iter().next();
         let k = dkey.clone();
         let answers = self
-            .ask(map, partition, map.read_quorum(), move |drive, c| {
+            .ask(map, partition, map.read_quorum(), Ask::Quorum, move |drive, c| {
                 let k = k.clone();
                 // One replica sends the value; the others only their versions.
                 let full = with_value && Some(&drive) == first.as_ref();
@@ -308,7 +364,14 @@ impl Store {
         if newest.is_tombstone() {
             return Ok(None);
         }
-        Ok(Some(Versioned { value: value.unwrap_or_default(), version: newest.encode() }))
+        let value = match value {
+            // A batch's entry carries its members before the value.
+            Some(entry) if newest.is_batch() => batch::decode_entry(&entry).map(|(_, v)| v).ok_or_else(|| undecodable(&dkey))?,
+            Some(v) => v,
+            // Not asked for (a range's check of the key).
+            None => Bytes::new(),
+        };
+        Ok(Some(Versioned { value, version: newest.encode() }))
     }
 
     /// What makes a read's answer stand: unless a write quorum already holds `newest`, it is
@@ -329,13 +392,158 @@ impl Store {
         let holders: Vec<&String> = known.iter().filter(|(_, h)| h.tag() == Some(newest)).map(|(d, _)| d).collect();
         let write_back = holders.len() < usize::from(map.write_quorum);
         let mut value = value;
-        if value.is_none() && (with_value || write_back) && !newest.is_tombstone() {
+        // A batch's tombstone has a value too: its members, needed to write the batch back.
+        if value.is_none() && (with_value || write_back) && (!newest.is_tombstone() || newest.is_batch()) {
             value = Some(self.fetch(map, holders[0], dkey, newest).await?);
         }
-        if write_back {
+        if write_back && newest.is_batch() {
+            let entry = value.clone().unwrap_or_default();
+            let holder = holders[0].clone();
+            self.write_back_batch(map, partition, &holder, dkey, newest, &entry, known).await?;
+        } else if write_back {
             self.store(map, partition, dkey, value.clone().unwrap_or_default(), newest, known).await?;
         }
         Ok(value)
+    }
+
+    /// Writes the batch whose entry for `dkey` is `entry` (tagged `tag`, read from `holder`)
+    /// back to a write quorum, whole: each member's entry of the same write, as `holder` has
+    /// it (a replica stores a batch all at once, so it has every member at this write or a
+    /// newer one, which leaves that member out), stored atomically on each replica.
+    #[allow(clippy::too_many_arguments, reason = "one read's state, as settle has it")]
+    async fn write_back_batch(
+        &self,
+        map: &Arc<ClusterMap>,
+        partition: u32,
+        holder: &str,
+        dkey: &Bytes,
+        tag: Tag,
+        entry: &Bytes,
+        known: HashMap<String, Held>,
+    ) -> Result<(), OpError> {
+        let (members, _) = batch::decode_entry(entry).ok_or_else(|| undecodable(dkey))?;
+        let c = self.connection(map, holder).await.map_err(|e| OpError::from_client(holder, e))?;
+        let mut entries: Vec<BatchEntry> = vec![(dkey.clone(), entry.clone(), tag)];
+        for member in members {
+            let mkey = map::drive_key(partition, &member);
+            if mkey == *dkey {
+                continue;
+            }
+            match c.get(&mkey).await.map_err(|e| OpError::from_client(holder, e))? {
+                Some(e) => match Tag::decode(&e.metadata.version) {
+                    Some(t) if t.same_write(&tag) => entries.push((mkey, e.value, t)),
+                    // Replaced by a newer write since: it is that write's to settle.
+                    Some(t) if t > tag => {}
+                    // The holder no longer has the batch whole (overwritten under the read, or
+                    // a copy of one key alone): read again.
+                    _ => return Err(OpError::Changed),
+                },
+                None => return Err(OpError::Changed),
+            }
+        }
+        // What each replica held is known for `dkey` only: the store reads the rest.
+        let known = Arc::new(known);
+        let entries = Arc::new(entries);
+        self.ask(map, partition, usize::from(map.write_quorum), Ask::All, move |drive, c| {
+            let (entries, known) = (entries.clone(), known.clone());
+            async move {
+                let known = match known.get(&drive) {
+                    Some(h) if entries.len() == 1 => Some(vec![h.clone()]),
+                    _ => None,
+                };
+                replica::store_batch_if_newer(&c, &entries, known).await
+            }
+        })
+        .await
+        .map(drop)
+    }
+
+    /// Writes `ops` atomically: readers see all of them or none (batch.rs). Every key must
+    /// be in one partition (a key's hash tag, `{...}`, puts related keys together); each
+    /// operation's condition is checked against what a read quorum holds. Returns each
+    /// operation's new version.
+    pub async fn batch(&self, ops: Vec<BatchOp>) -> Result<Vec<Bytes>, ClusterError> {
+        if ops.is_empty() || ops.len() > MAX_BATCH_OPS {
+            return Err(ClusterError::Invalid(format!("a batch holds 1 to {MAX_BATCH_OPS} operations, not {}", ops.len())));
+        }
+        let keys: Vec<&Bytes> = ops.iter().map(BatchOp::key).collect();
+        for k in &keys {
+            Self::check_key(k)?;
+        }
+        let mut distinct = keys.clone();
+        distinct.sort();
+        distinct.dedup();
+        if distinct.len() != keys.len() {
+            return Err(ClusterError::Invalid("a batch names each key once".into()));
+        }
+        let header = batch::header_len(&keys);
+        let mut total = 0;
+        for op in &ops {
+            let len = header + op.value().len();
+            if len > MAX_VALUE_LEN {
+                return Err(ClusterError::ValueTooLarge { len: op.value().len(), max: MAX_VALUE_LEN.saturating_sub(header) });
+            }
+            total += len;
+        }
+        if total > MAX_BATCH_BYTES {
+            return Err(ClusterError::Invalid(format!("the batch's entries take {total} bytes; a batch is at most {MAX_BATCH_BYTES}")));
+        }
+        let ops = &ops;
+        self.with_map(|map| async move { self.batch_in(&map, ops).await }).await
+    }
+
+    async fn batch_in(&self, map: &Arc<ClusterMap>, ops: &[BatchOp]) -> Result<Vec<Bytes>, OpError> {
+        let partition = map.partition_of(ops[0].key());
+        if let Some(other) = ops.iter().find(|op| map.partition_of(op.key()) != partition) {
+            return Err(OpError::Failed(ClusterError::Invalid(format!(
+                "a batch's keys must share one partition: {:?} is in {partition}, {:?} in {} (give them one hash tag, {{...}})",
+                String::from_utf8_lossy(ops[0].key()),
+                String::from_utf8_lossy(other.key()),
+                map.partition_of(other.key())
+            ))));
+        }
+        let dkeys: Arc<Vec<Bytes>> = Arc::new(ops.iter().map(|op| map::drive_key(partition, op.key())).collect());
+        let k = dkeys.clone();
+        let answers = self
+            .ask(map, partition, map.read_quorum(), Ask::Quorum, move |_, c| {
+                let k = k.clone();
+                async move { replica::held_many(&c, &k).await }
+            })
+            .await?;
+        // Each key's newest write in the quorum, and whether the batch's conditions hold on it.
+        let newest: Vec<Option<Tag>> = (0..ops.len()).map(|i| answers.iter().filter_map(|(_, h)| h[i].tag()).max()).collect();
+        for (i, op) in ops.iter().enumerate() {
+            let live = newest[i].filter(|t| !t.is_tombstone());
+            if !op.condition().admits(live) {
+                // The refusal reports what the quorum read, so it must stand as a read does.
+                if let Some(n) = newest[i] {
+                    let known = answers.iter().map(|(d, h)| (d.clone(), h[i].clone())).collect();
+                    self.settle(map, partition, &dkeys[i], n, None, false, known).await?;
+                }
+                return Err(OpError::Failed(ClusterError::VersionMismatch { current: live.map(|t| t.encode()) }));
+            }
+        }
+        let seq = self.inner.writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let writer = (u64::from(self.inner.writer) << 32) | u64::from(seq);
+        let tag = Tag::next(newest.iter().flatten().max(), map.epoch, writer, Kind::BatchValue);
+        let members: Vec<&Bytes> = ops.iter().map(BatchOp::key).collect();
+        let entries: Vec<BatchEntry> = ops
+            .iter()
+            .zip(dkeys.iter())
+            .map(|(op, dkey)| {
+                let kind = if op.is_delete() { Kind::BatchTombstone } else { Kind::BatchValue };
+                (dkey.clone(), batch::encode_entry(&members, op.value()), tag.with_kind(kind))
+            })
+            .collect();
+        let versions = entries.iter().map(|(_, _, t)| t.encode()).collect();
+        let known: Arc<HashMap<String, Vec<Held>>> = Arc::new(answers.into_iter().collect());
+        let entries = Arc::new(entries);
+        self.ask(map, partition, usize::from(map.write_quorum), Ask::All, move |drive, c| {
+            let (entries, known) = (entries.clone(), known.clone());
+            async move { replica::store_batch_if_newer(&c, &entries, known.get(&drive).cloned()).await }
+        })
+        .await?;
+        Ok(versions)
     }
 
     /// The value of `tag` from `drive` (which answered that it holds it).
@@ -355,18 +563,15 @@ impl Store {
         let dkey = map::drive_key(partition, key);
         let k = dkey.clone();
         let answers = self
-            .ask(map, partition, map.read_quorum(), move |_, c| {
+            .ask(map, partition, map.read_quorum(), Ask::Quorum, move |_, c| {
                 let k = k.clone();
                 async move { replica::held(&c, &k).await }
             })
             .await?;
         let newest = answers.iter().filter_map(|(_, h)| h.tag()).max();
         let live = newest.filter(|t| !t.is_tombstone());
-        let refused = match condition {
-            Condition::None => kind == Kind::Tombstone && live.is_none(),
-            Condition::Absent => live.is_some(),
-            Condition::Version(v) => live.map(|t| t.encode()).as_ref() != Some(v),
-        };
+        // An unconditional delete of a key that is not there writes nothing and says so.
+        let refused = !condition.admits(live) || (*condition == Condition::None && kind == Kind::Tombstone && live.is_none());
         let known: HashMap<String, Held> = answers.into_iter().collect();
         if refused {
             // The refusal reports what the quorum read, so it must stand as a read does.
@@ -387,7 +592,7 @@ impl Store {
     async fn store(&self, map: &Arc<ClusterMap>, partition: u32, dkey: &Bytes, value: Bytes, tag: Tag, known: HashMap<String, Held>) -> Result<(), OpError> {
         let known = Arc::new(known);
         let k = dkey.clone();
-        self.ask(map, partition, usize::from(map.write_quorum), move |drive, c| {
+        self.ask(map, partition, usize::from(map.write_quorum), Ask::All, move |drive, c| {
             let (k, value, known) = (k.clone(), value.clone(), known.clone());
             async move { replica::store_if_newer(&c, &k, value, tag, known.get(&drive).cloned()).await }
         })
@@ -446,7 +651,7 @@ impl Store {
     async fn range_page(&self, map: &Arc<ClusterMap>, partition: u32, from: &[u8], after: bool, end: Option<&[u8]>) -> Result<(Vec<Bytes>, Option<Bytes>), OpError> {
         let query = map::page_query(partition, from, after, end);
         let answers = self
-            .ask(map, partition, map.read_quorum(), move |_, c| {
+            .ask(map, partition, map.read_quorum(), Ask::Quorum, move |_, c| {
                 let q = query.clone();
                 async move { c.get_key_range(q).await }
             })
@@ -455,12 +660,26 @@ impl Store {
     }
 }
 
+/// A cluster entry whose batch header does not decode: not written by this cluster's code.
+fn undecodable(dkey: &[u8]) -> OpError {
+    OpError::Failed(ClusterError::Decode(format!("the batch entry of drive key {dkey:02x?} has no member list")))
+}
+
 /// The map and the drives the coordinator has marked down, from etcd.
 async fn load_view(control: &Control) -> Result<(ClusterMap, Vec<String>), ClusterError> {
     let (map, _) = control.load_map().await?;
     let health = control.health().await?;
     let down = health.into_iter().filter(|(_, h)| h.state == HealthState::Down).map(|(id, _)| id).collect();
     Ok((map, down))
+}
+
+/// Which replicas a request goes to (`Store::ask`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ask {
+    /// A read: a quorum of them, more only as needed.
+    Quorum,
+    /// A write: all of them.
+    All,
 }
 
 /// Why one attempt of an operation failed.

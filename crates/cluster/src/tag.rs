@@ -16,10 +16,14 @@ pub const TAG_LEN: usize = 25;
 
 /// What a replica's entry stands for: a value, or the fact that the key was deleted. A delete
 /// must leave a tagged entry behind, or a replica that missed it would bring the value back.
+/// The batch kinds are the same written by a batch: their entries carry the batch's member
+/// keys before the value (batch.rs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
     Value = 0,
     Tombstone = 1,
+    BatchValue = 2,
+    BatchTombstone = 3,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -55,6 +59,8 @@ impl Tag {
         let kind = match bytes[24] {
             0 => Kind::Value,
             1 => Kind::Tombstone,
+            2 => Kind::BatchValue,
+            3 => Kind::BatchTombstone,
             _ => return None,
         };
         Some(Tag { epoch: word(0), counter: word(8), writer: word(16), kind })
@@ -66,7 +72,22 @@ impl Tag {
     }
 
     pub fn is_tombstone(&self) -> bool {
-        self.kind == Kind::Tombstone
+        matches!(self.kind, Kind::Tombstone | Kind::BatchTombstone)
+    }
+
+    /// Written by a batch: the entry's value starts with the batch's member keys.
+    pub fn is_batch(&self) -> bool {
+        matches!(self.kind, Kind::BatchValue | Kind::BatchTombstone)
+    }
+
+    /// Whether two tags are the same write (keys of one batch share it, with their own kinds).
+    pub fn same_write(&self, other: &Tag) -> bool {
+        self.rank() == other.rank()
+    }
+
+    /// This write's tag for a key of another kind (a batch's tombstones beside its values).
+    pub fn with_kind(self, kind: Kind) -> Tag {
+        Tag { kind, ..self }
     }
 }
 
@@ -88,11 +109,11 @@ mod tests {
     use proptest::prelude::*;
 
     fn tag() -> impl Strategy<Value = Tag> {
-        (any::<u64>(), any::<u64>(), any::<u64>(), any::<bool>()).prop_map(|(epoch, counter, writer, t)| Tag {
+        (any::<u64>(), any::<u64>(), any::<u64>(), 0..4u8).prop_map(|(epoch, counter, writer, k)| Tag {
             epoch,
             counter,
             writer,
-            kind: if t { Kind::Tombstone } else { Kind::Value },
+            kind: [Kind::Value, Kind::Tombstone, Kind::BatchValue, Kind::BatchTombstone][usize::from(k)],
         })
     }
 

@@ -58,6 +58,8 @@ pub struct DriveConfig {
     pub listen: IpAddr,
     pub port: u16,
     pub tls_port: u16,
+    /// Port of the Prometheus endpoint (`/metrics` over HTTP, on `listen`); none: no endpoint.
+    pub metrics_port: Option<u16>,
     pub engine: EngineKind,
     pub limits: Limits,
     /// Nominal capacity; `None` means the filesystem's size.
@@ -160,6 +162,7 @@ impl Default for DriveConfig {
             listen: DEFAULT_LISTEN,
             port: DEFAULT_PORT,
             tls_port: DEFAULT_TLS_PORT,
+            metrics_port: None,
             engine: EngineKind::Fjall,
             limits: Limits::default(),
             capacity_bytes: None,
@@ -295,6 +298,11 @@ impl DriveConfig {
         if l.max_value_size > i32::MAX as u32 / 2 || l.max_message_size > i32::MAX as u32 / 2 {
             return Err(ConfigError::Limit("max_value_size and max_message_size must be below 1 GiB".into()));
         }
+        if let Some(m) = self.metrics_port.filter(|&m| m != 0) {
+            if m == self.port || m == self.tls_port {
+                return Err(ConfigError::Settings(format!("metrics_port {m} is also the drive's port or TLS port")));
+            }
+        }
         if l.max_message_size < 1024 {
             return Err(ConfigError::Limit("max_message_size must be at least 1024".into()));
         }
@@ -410,6 +418,7 @@ mod tests {
             listen = "0.0.0.0"
             port = 9000
             tls_port = 9443
+            metrics_port = 9100
             engine = "memory"
             capacity_bytes = 1000000000
             reserved_bytes = 536870912

@@ -32,6 +32,7 @@ use crate::security::{Caller, Permission};
 use spindle_proto::pb::command::PowerLevel;
 use crate::cmd::{self, Writes};
 use crate::reply::{self, batch_body, engine_error, NeedsDisk, ReadResult, Reply};
+use crate::metrics::RequestMetrics;
 use crate::outbox::{Backlog, Outbox};
 use crate::state::DriveState;
 
@@ -64,6 +65,9 @@ struct Outgoing {
     _permit: Option<OwnedSemaphorePermit>,
     /// What this answer counts against the connection's backlog (set when it is queued).
     charged: usize,
+    /// When its request's frame was read (none for the drive's unsolicited messages): its
+    /// latency is measured from here to the hand-off to the socket.
+    received: Option<std::time::Instant>,
 }
 
 /// Bytes of answers a connection may have queued for its socket, beyond what the kernel's
@@ -176,14 +180,15 @@ where
     let (rd, wr) = tokio::io::split(stream);
     let (tx, rx) = mpsc::unbounded_channel();
     let backlog = Arc::new(Backlog::new(ANSWER_BACKLOG));
-    let writer = tokio::spawn(write_loop(wr, rx, backlog.clone()));
+    let writer = tokio::spawn(write_loop(wr, rx, backlog.clone(), state.clone()));
     let tx = Answers { tx, backlog };
 
-    tx.send(vec![Outgoing { auth: Auth::Unsolicited, command: sign_on(&state, connection_id), value: Bytes::new(), _permit: None, charged: 0 }]);
+    tx.send(vec![Outgoing { auth: Auth::Unsolicited, command: sign_on(&state, connection_id), value: Bytes::new(), _permit: None, charged: 0, received: None }]);
     let mut conn = Connection {
         state: state.clone(),
         tx,
         accepted: std::time::Instant::now(),
+        frame_received: std::time::Instant::now(),
         authenticated: false,
         slot,
         out: Vec::new(),
@@ -250,7 +255,7 @@ pub async fn refuse<S: AsyncWrite + Unpin>(mut stream: S, state: &DriveState, re
     command.body = None;
     command.status = Some(reply::status(StatusCode::ConnectionTerminated, reason.into()));
     let mut buf = BytesMut::new();
-    encode_outgoing(&Outgoing { auth: Auth::Unsolicited, command, value: Bytes::new(), _permit: None, charged: 0 }, &mut Vec::new(), &mut buf);
+    encode_outgoing(&Outgoing { auth: Auth::Unsolicited, command, value: Bytes::new(), _permit: None, charged: 0, received: None }, &mut Vec::new(), &mut buf);
     let _ = stream.write_all(&buf).await;
     let _ = stream.shutdown().await;
 }
@@ -263,6 +268,9 @@ struct Connection {
     /// When the connection was accepted: the unauthenticated timeout counts from here, not
     /// from the last frame, so frames that fail their HMAC do not keep a socket open.
     accepted: std::time::Instant,
+    /// When the frame being handled was read: every answer addressed while handling it
+    /// carries it, for the latency metrics.
+    frame_received: std::time::Instant,
     /// Whether a request has passed its HMAC, its connectionID check and (on a reserved slot)
     /// the reserve's check, or a PIN operation's PIN was verified: until then the connection
     /// is closed when slots are scarce, and on a reserved slot at its first frame that fails.
@@ -496,6 +504,7 @@ impl Connection {
     }
 
     async fn handle_frame(&mut self, raw_message: Bytes, value: Bytes, oversize: Option<u32>, received: std::time::Instant) -> Result<(), Close> {
+        self.frame_received = received;
         // Decoding from `Bytes` lets commandBytes share the read buffer instead of being copied.
         let message = Message::decode(raw_message).map_err(|e| Close::Terminate(format!("undecodable message: {e}")))?;
         let auth_type = message.auth_type.and_then(|a| AuthType::try_from(a).ok());
@@ -898,6 +907,7 @@ impl Connection {
             value: Bytes::new(),
             _permit: permit,
             charged: 0,
+            received: Some(self.frame_received),
         };
         outgoing.answer(reply);
         outgoing
@@ -1001,7 +1011,7 @@ impl Connection {
             body: None,
             status: Some(reply::status(code, message)),
         };
-        self.out.push(Outgoing { auth: Auth::Unsolicited, command, value: Bytes::new(), _permit: None, charged: 0 });
+        self.out.push(Outgoing { auth: Auth::Unsolicited, command, value: Bytes::new(), _permit: None, charged: 0, received: None });
     }
 }
 
@@ -1052,13 +1062,13 @@ fn complete_frame_buffered(buf: &[u8], limits: &spindle_proto::Limits) -> bool {
         .is_ok_and(|header| header.value_len <= limits.max_value_size && buf.len() >= HEADER_LEN + header.body_len())
 }
 
-async fn write_loop<W: AsyncWrite + Unpin>(wr: W, rx: mpsc::UnboundedReceiver<Vec<Outgoing>>, backlog: Arc<Backlog>) {
-    write_answers(wr, rx, &backlog).await;
+async fn write_loop<W: AsyncWrite + Unpin>(wr: W, rx: mpsc::UnboundedReceiver<Vec<Outgoing>>, backlog: Arc<Backlog>, state: Arc<DriveState>) {
+    write_answers(wr, rx, &backlog, &state.metrics).await;
     // Whatever is still queued will never be written; a reader waiting for room must not wait.
     backlog.close();
 }
 
-async fn write_answers<W: AsyncWrite + Unpin>(mut wr: W, mut rx: mpsc::UnboundedReceiver<Vec<Outgoing>>, backlog: &Backlog) {
+async fn write_answers<W: AsyncWrite + Unpin>(mut wr: W, mut rx: mpsc::UnboundedReceiver<Vec<Outgoing>>, backlog: &Backlog, metrics: &RequestMetrics) {
     let mut outbox = Outbox::with_capacity(WRITE_BUFFER);
     let mut scratch = Vec::with_capacity(4096);
     // Charged bytes of the answers in the outbox, returned to the backlog once written.
@@ -1067,6 +1077,10 @@ async fn write_answers<W: AsyncWrite + Unpin>(mut wr: W, mut rx: mpsc::Unbounded
         let mut next = Some(first);
         while let Some(batch) = next {
             for o in batch {
+                if let (Some(received), Some(header)) = (o.received, &o.command.header) {
+                    let status = o.command.status.as_ref().and_then(|s| s.code).unwrap_or(StatusCode::Success as i32);
+                    metrics.record(header.message_type.unwrap_or(-1), status, received.elapsed());
+                }
                 outbox.push(|out| encode_outgoing(&o, &mut scratch, out), &o.value);
                 gathered += o.charged;
                 drop(o);

@@ -23,7 +23,10 @@ const ENGINE_DIR: &str = "engine";
 pub struct RunningDrive {
     pub local_addr: SocketAddr,
     pub tls_addr: SocketAddr,
+    /// The Prometheus endpoint's address, when `metrics_port` is set.
+    pub metrics_addr: Option<SocketAddr>,
     pub state: Arc<DriveState>,
+    metrics: Option<spindle_metrics::Endpoint>,
     stop: watch::Sender<bool>,
     accept: Vec<JoinHandle<()>>,
 }
@@ -37,6 +40,9 @@ impl RunningDrive {
     /// Stops accepting, makes every acknowledged write durable and returns.
     pub async fn shutdown(self) -> Result<(), DriveError> {
         let _ = self.stop.send(true);
+        if let Some(metrics) = self.metrics {
+            metrics.stop().await;
+        }
         for task in self.accept {
             let _ = task.await;
         }
@@ -111,12 +117,23 @@ pub async fn start(mut config: DriveConfig) -> Result<RunningDrive, DriveError> 
         state.event(note);
     }
     state.event(format!("drive listening on {local_addr}, TLS on {tls_addr} ({:?} engine)", state.config.engine));
+    let metrics = match state.config.metrics_port {
+        Some(port) => {
+            let mut registry = spindle_metrics::Registry::default();
+            registry.register_collector(Box::new(crate::exporter::DriveCollector(state.clone())));
+            let endpoint = spindle_metrics::serve(SocketAddr::new(state.config.listen, port), Arc::new(registry)).await?;
+            state.event(format!("metrics on http://{}/metrics", endpoint.local_addr));
+            Some(endpoint)
+        }
+        None => None,
+    };
+    let metrics_addr = metrics.as_ref().map(|m| m.local_addr);
     let (stop, stopped) = watch::channel(false);
     let accept = vec![
         tokio::spawn(accept_loop(listener, state.clone(), stopped.clone(), None)),
         tokio::spawn(accept_loop(tls_listener, state.clone(), stopped, Some(acceptor))),
     ];
-    Ok(RunningDrive { local_addr, tls_addr, state, stop, accept })
+    Ok(RunningDrive { local_addr, tls_addr, metrics_addr, state, metrics, stop, accept })
 }
 
 /// Longest a client may take to complete the TLS handshake.

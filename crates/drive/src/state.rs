@@ -54,6 +54,8 @@ pub struct DriveState {
     /// Higher-priority requests run before lower-priority ones.
     pub priorities: Arc<crate::priority::PriorityGate>,
     pub stats: Statistics,
+    /// Answers by type and status with their latency, for `/metrics`.
+    pub metrics: crate::metrics::RequestMetrics,
     pub capacity: Capacity,
     pub sampler: SystemSampler,
     pub serial_number: Bytes,
@@ -96,6 +98,7 @@ impl DriveState {
             shutdown: tokio::sync::Notify::new(),
             priorities: Default::default(),
             stats: Statistics::default(),
+            metrics: Default::default(),
             serial_number: identity.serial_number,
             world_wide_name: identity.world_wide_name,
             started: Instant::now(),

@@ -1,14 +1,18 @@
 //! Test support: a real `spindle drive` process on a free loopback port with its own data
-//! directory. A raw connection for sending hand-made frames and ACL entries to set are the
-//! drive harness's (`raw.rs`, `acl.rs`: the one copy of each, included here).
+//! directory. A raw connection for sending hand-made frames, ACL entries to set and a Prometheus
+//! scrape are the drive harness's (`raw.rs`, `acl.rs`, `prom.rs`: the one copy of each,
+//! included here).
 #![allow(dead_code, unused_imports, reason = "each test binary includes this module and uses a different part of it")]
 
 #[path = "../../../drive/tests/common/acl.rs"]
 mod acl;
+#[path = "../../../drive/tests/common/prom.rs"]
+mod prom;
 #[path = "../../../drive/tests/common/raw.rs"]
 mod raw;
 
 pub use acl::*;
+pub use prom::*;
 pub use raw::*;
 
 use std::io::{BufRead, BufReader};

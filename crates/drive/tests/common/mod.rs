@@ -6,9 +6,11 @@
 #![allow(dead_code, unused_imports, reason = "each test binary includes this module and uses a different part of it")]
 
 mod acl;
+mod prom;
 mod raw;
 
 pub use acl::*;
+pub use prom::*;
 pub use raw::*;
 
 use std::path::{Path, PathBuf};
@@ -44,6 +46,11 @@ impl TestDrive {
         let running = spindle_drive::start(config.clone()).await.expect("the drive starts");
         let (addr, tls_addr) = (running.local_addr.to_string(), running.tls_addr.to_string());
         TestDrive { running: Some(running), addr, tls_addr, config, _dir: dir }
+    }
+
+    /// The Prometheus endpoint's address, when the settings gave `metrics_port`.
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.running.as_ref().and_then(|r| r.metrics_addr)
     }
 
     pub fn data_dir(&self) -> &Path {
