@@ -2,15 +2,21 @@
 # The cluster's costs against one drive's, side by side in one run: for each cluster size in
 # DRIVES, a fresh etcd, that many drives and a coordinator on loopback (64 partitions,
 # R = min(3, drives), W = majority), and a lone drive beside them; `spindle bench put|get`
-# of COUNT 4 KiB values against the lone drive (WRITETHROUGH) and the cluster (every cluster
+# of COUNT 4 KiB values against the lone drive (WRITETHROUGH) both through the load
+# generator's raw pipeline and through the Rust client's request API (`client:`, the path the
+# cluster client takes: the like-for-like baseline), and against the cluster (every cluster
 # write is WRITETHROUGH on its replicas), at low load (1 connection x depth 1: latency and
 # client CPU per operation) and loaded (8 x 4: throughput). Prints a Markdown table (and writes
-# it to OUT) with medians of REPEAT alternated rounds.
+# it to OUT) with medians of REPEAT alternated rounds. With --ycsb LETTERS, YCSB's core
+# workloads (load, then run; 8 threads, 1 KiB records) against the lone drive and the cluster of
+# --ycsb-drives drives (default: the largest size), also alternated, in a second table.
 #
 #   scripts/bench-cluster.sh [--spindle BIN] [--drives 1,2,4,8] [--count N] [--repeat N] [--out FILE]
+#                            [--ycsb ABCDEF] [--ycsb-drives N] [--ycsb-records N] [--ycsb-operations N]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 spindle_bin=$root/target/release/spindle drives_list=1,2,4,8 count=5000 repeat=3 out=
+ycsb= ycsb_drives= ycsb_records=5000 ycsb_operations=5000
 while (($#)); do
     case $1 in
         --spindle) spindle_bin=$2; shift 2 ;;
@@ -18,7 +24,11 @@ while (($#)); do
         --count) count=$2; shift 2 ;;
         --repeat) repeat=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
-        -h | --help) sed -n '2,10p' "$0"; exit 0 ;;
+        --ycsb) ycsb=$2; shift 2 ;;
+        --ycsb-drives) ycsb_drives=$2; shift 2 ;;
+        --ycsb-records) ycsb_records=$2; shift 2 ;;
+        --ycsb-operations) ycsb_operations=$2; shift 2 ;;
+        -h | --help) sed -n '2,14p' "$0"; exit 0 ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -41,6 +51,21 @@ bench() {
         --connections "$conns" --depth "$depth" --sync writethrough --json)
     python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print(json.dumps({"label":sys.argv[2],"drives":int(sys.argv[3]),"op":sys.argv[4],"load":sys.argv[5],"ops":r["ops_per_second"],"p50":r["latency_us"]["p50"],"p99":r["latency_us"]["p99"],"cpu_us":r["bench_cpu_seconds"]*1e6/r["ops"],"errors":r["errors"]}))' \
         "$json" "$label" "$n" "$op" "$conns x $depth" >>"$results"
+}
+
+# ycsb LABEL DRIVES TARGET WORKLOAD: load and run phases; the run phase appended as a JSON line.
+ycsb() {
+    local label=$1 n=$2 target=$3 w=$4
+    "$spindle_bin" bench ycsb --drive "$target" --workload "$w" --records "$ycsb_records" --operations "$ycsb_operations" \
+        --threads 8 --json | python3 -c '
+import json, sys
+for line in sys.stdin:
+    r = json.loads(line)
+    if r["phase"] != "run":
+        continue
+    ops = {k: {"p50": v.get("p50_us"), "p99": v["p99_us"], "n": v["operations"], "failures": v["failures"]} for k, v in r["operations"].items()}
+    print(json.dumps({"label": sys.argv[1], "drives": int(sys.argv[2]), "op": "ycsb-" + sys.argv[3], "ops": r["throughput_ops_per_second"], "by_op": ops}))
+' "$label" "$n" "$w" >>"$results"
 }
 
 measure() { # LABEL DRIVES TARGET
@@ -71,7 +96,15 @@ for round in $(seq 1 "$repeat"); do
         done
         # Alternate the lone drive and the cluster within the round.
         measure single "$n" "$lone"
+        measure client "$n" "client:$lone"
         measure cluster "$n" "cluster:$etcd_url"
+        if [ -n "$ycsb" ] && [ "$n" = "${ycsb_drives:-${sizes[-1]}}" ]; then
+            for w in $(echo "$ycsb" | grep -o .); do
+                log "round $round: YCSB $w on the lone drive and on $n drives"
+                ycsb single "$n" "$lone" "$w"
+                ycsb cluster "$n" "cluster:$etcd_url" "$w"
+            done
+        fi
         stop_servers
     done
 done
@@ -79,24 +112,44 @@ done
 table=$(python3 - "$results" "$count" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
+ycsb_rows = [r for r in rows if r["op"].startswith("ycsb-")]
+rows = [r for r in rows if not r["op"].startswith("ycsb-")]
 def med(label, n, op, load, field):
     v = [r[field] for r in rows if r["label"] == label and r["drives"] == n and r["op"] == op and r["load"] == load]
     return statistics.median(v) if v else float("nan")
 print(f"4 KiB values, {sys.argv[2]} operations per run; medians of the rounds; client CPU per operation from the bench process.")
+print("A lone drive through the raw pipeline (`raw`) and through the client's request API (`client`, the cluster client's own path: the ratios are to it).")
 print()
-print("| drives | op | load | single drive ops/s | cluster ops/s | ratio | single p50 / p99 µs | cluster p50 / p99 µs | latency ratio (p50) | client CPU µs single / cluster | CPU ratio |")
-print("|--:|---|---|--:|--:|--:|---|---|--:|---|--:|")
+print("| drives | op | load | ops/s raw / client / cluster | cluster ÷ client | p50 µs raw / client / cluster | p99 µs client / cluster | p50 ratio | client CPU µs raw / client / cluster | CPU ratio |")
+print("|--:|---|---|---|--:|---|---|--:|---|--:|")
 for n in sorted({r["drives"] for r in rows}):
     for op in ("put", "get"):
         for load in ("1 x 1", "8 x 4"):
-            s, c = med("single", n, op, load, "ops"), med("cluster", n, op, load, "ops")
-            sp50, cp50 = med("single", n, op, load, "p50"), med("cluster", n, op, load, "p50")
-            sp99, cp99 = med("single", n, op, load, "p99"), med("cluster", n, op, load, "p99")
-            scpu, ccpu = med("single", n, op, load, "cpu_us"), med("cluster", n, op, load, "cpu_us")
-            print(f"| {n} | {op} | {load} | {s:,.0f} | {c:,.0f} | {c/s:.2f}× | {sp50:,.0f} / {sp99:,.0f} | {cp50:,.0f} / {cp99:,.0f} | {cp50/sp50:.2f}× | {scpu:.1f} / {ccpu:.1f} | {ccpu/scpu:.2f}× |")
+            f = lambda label, field: med(label, n, op, load, field)
+            r, s, c = f("single", "ops"), f("client", "ops"), f("cluster", "ops")
+            print(f"| {n} | {op} | {load} | {r:,.0f} / {s:,.0f} / {c:,.0f} | {c/s:.2f}× "
+                  f"| {f('single', 'p50'):,.0f} / {f('client', 'p50'):,.0f} / {f('cluster', 'p50'):,.0f} "
+                  f"| {f('client', 'p99'):,.0f} / {f('cluster', 'p99'):,.0f} | {f('cluster', 'p50') / f('client', 'p50'):.2f}× "
+                  f"| {f('single', 'cpu_us'):.1f} / {f('client', 'cpu_us'):.1f} / {f('cluster', 'cpu_us'):.1f} | {f('cluster', 'cpu_us') / f('client', 'cpu_us'):.2f}× |")
 errors = sum(r["errors"] for r in rows)
 print()
 print(f"errors over all runs: {errors}")
+if ycsb_rows:
+    n = ycsb_rows[0]["drives"]
+    print()
+    print(f"YCSB core workloads (run phase, 8 threads), the lone drive against {n} drives; medians of the rounds; p99 per operation in µs.")
+    print()
+    print("| workload | single ops/s | cluster ops/s | ratio | single p99 | cluster p99 | failures (cluster) |")
+    print("|---|--:|--:|--:|---|---|--:|")
+    for op in sorted({r["op"] for r in ycsb_rows}):
+        got = {label: [r for r in ycsb_rows if r["op"] == op and r["label"] == label] for label in ("single", "cluster")}
+        s = statistics.median(r["ops"] for r in got["single"])
+        c = statistics.median(r["ops"] for r in got["cluster"])
+        def p99(label):
+            names = sorted({k for r in got[label] for k in r["by_op"]})
+            return ", ".join(f"{k} {statistics.median(r['by_op'][k]['p99'] for r in got[label] if k in r['by_op']):,.0f}" for k in names)
+        failures = sum(v["failures"] for r in got["cluster"] for v in r["by_op"].values())
+        print(f"| {op[5:]} | {s:,.0f} | {c:,.0f} | {c/s:.2f}× | {p99('single')} | {p99('cluster')} | {failures} |")
 PY
 )
 echo "$table"

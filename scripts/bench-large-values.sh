@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Large values side by side in one run (issue 20's targets), repeated and alternated:
 #   - the disk: `dd` of COUNT MiB with fdatasync on the same filesystem as the drives' data;
+#     and the disk's own latency under the puts' shape with fio (installed from Debian when
+#     missing): 16 writers of 1 MiB buffered writes (the puts' 8 connections x depth 2), COUNT
+#     MiB in all, then fsync: each write's p50/p99, the floor for the puts' tail;
 #   - Spindle: COUNT sequential 1 MiB WRITEBACK puts ended by FLUSHALLDATA (8 connections x
 #     depth 2) on a fresh drive, then COUNT 1 MiB gets; then three rounds overwriting every key
 #     (garbage for the value log's collector, which runs during them) and the wait until live
@@ -31,6 +34,7 @@ trap 'stop_servers; rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM
 [[ -x $spindle_bin ]] || die "no spindle binary at $spindle_bin (cargo build --release -p spindle-cli)"
 ldconfig -p | grep -q 'librocksdb\.so\.' || apt_install librocksdb7.8
+command -v fio >/dev/null || apt_install fio
 
 mib=1048576
 results=$work/results.tsv
@@ -63,6 +67,15 @@ for ((r = 1; r <= repeat; r++)); do
     dd_out=$(dd if=/dev/zero of="$work/dd.bin" bs=1M count="$count" conv=fdatasync 2>&1 | tail -n 1)
     rm -f "$work/dd.bin"
     record "$r" dd_mb_s "$(sed -E 's/.* s, ([0-9.]+) (MB|GB)\/s.*/\1 \2/' <<<"$dd_out" | awk '{print ($2 == "GB") ? $1 * 1000 : $1}')"
+
+    log "round $r: fio"
+    mkdir -p "$work/fio"
+    fio --name=puts-shape --directory="$work/fio" --rw=write --bs=1M --ioengine=psync --numjobs=16 \
+        --size=$((count / 16))M --end_fsync=1 --group_reporting --output-format=json >"$work/fio.json"
+    rm -rf "$work/fio"
+    record "$r" fio_write_mb_s "$(field "$work/fio.json" 'round(d["jobs"][0]["write"]["bw"] * 1024 / 1e6, 1)')"
+    record "$r" fio_write_p50_ms "$(field "$work/fio.json" 'round(d["jobs"][0]["write"]["clat_ns"]["percentile"]["50.000000"] / 1e6, 1)')"
+    record "$r" fio_write_p99_ms "$(field "$work/fio.json" 'round(d["jobs"][0]["write"]["clat_ns"]["percentile"]["99.000000"] / 1e6, 1)')"
 
     log "round $r: spindle"
     rm -rf "$work/spindle"
@@ -121,6 +134,7 @@ print(f"- Spindle puts / RocksDB with blob files: {med['spindle_put_mb_s'] / med
 churn = statistics.median([med[f'spindle_overwrite{i}_mb_s'] for i in (1, 2, 3)])
 print(f"- overwrite rounds (collector running) / first puts: {churn / med['spindle_put_mb_s']:.2f}x (target >= 0.7)")
 print(f"- live data / value log on disk after the collector: {med['live_share_after_gc']:.2f} (target >= 0.5)")
+print(f"- put p99 {med['spindle_put_p99_ms']:g} ms (target < 20); the disk's own p99 for 1 MiB writes from 16 writers (fio): {med['fio_write_p99_ms']:g} ms")
 EOF
 )
 echo "$report"

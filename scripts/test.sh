@@ -140,7 +140,7 @@ echo "== P2P benchmark smoke run (two drives, two Java simulators)"
 check "p2p bench smoke" "$logs/p2p.log" scripts/bench-p2p.sh --quick --spindle "$spindle"
 
 echo "== cluster against a lone drive, smoke run (etcd, three drives, a coordinator)"
-check "cluster bench smoke" "$logs/cluster-bench.log" scripts/bench-cluster.sh --spindle "$spindle" --drives 3 --count 200 --repeat 1
+check "cluster bench smoke" "$logs/cluster-bench.log" scripts/bench-cluster.sh --spindle "$spindle" --drives 3 --count 200 --repeat 1 --ycsb AE --ycsb-records 200 --ycsb-operations 200
 
 echo "== memory under large values, smoke run (one drive, one round)"
 check "memory bench smoke" "$logs/memory.log" scripts/bench-memory.sh --spindle "$spindle" --rounds 1 --count 20

@@ -78,7 +78,10 @@ pub async fn connect(target: &str, sessions: usize, needs: Needs) -> Result<Vec<
         }
         return Ok(out);
     }
-    let addr = target.trim_start_matches("kinetic://");
+    // client:HOST:PORT is a Kinetic endpoint too, asked through the client's request API
+    // (`Client::get`/`put`, a task hop each way) like every other Kinetic target here; only
+    // `spindle bench put|get` treats it apart: a plain endpoint gets its raw pipeline there.
+    let addr = target.trim_start_matches("client:").trim_start_matches("kinetic://");
     let mut out: Vec<Arc<dyn Store>> = Vec::with_capacity(sessions);
     for _ in 0..sessions {
         let client = Client::connect(addr, ClientConfig::default()).await?;
@@ -117,7 +120,7 @@ pub async fn settle(target: &str) -> Result<(), BenchError> {
 /// networked target.
 pub fn in_process(target: &str) -> Result<Option<InProcess>, BenchError> {
     static OPEN: OnceLock<Mutex<HashMap<String, InProcess>>> = OnceLock::new();
-    if is_kinetic(target) || target.starts_with("redis://") || target.starts_with("cluster:") {
+    if is_kinetic(target) || target.starts_with("redis://") || target.starts_with("cluster:") || target.starts_with("client:") {
         return Ok(None);
     }
     let mut open = OPEN.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
@@ -135,12 +138,14 @@ pub fn in_process(target: &str) -> Result<Option<InProcess>, BenchError> {
     Ok(Some(handle))
 }
 
-/// Whether `target` is a Kinetic endpoint (the others run in-process or speak redis).
+/// Whether `target` is a Kinetic endpoint that puts and gets drive through the raw pipeline
+/// (the others run in-process, speak redis, or go through a client's request API).
 pub fn is_kinetic(target: &str) -> bool {
     !(target.starts_with("embedded:")
         || target == "memory:"
         || target.starts_with("redis://")
         || target.starts_with("cluster:")
+        || target.starts_with("client:")
         || LsmKind::parse(target).is_some())
 }
 

@@ -27,7 +27,9 @@ pub enum BenchCommand {
     /// Target: a Kinetic endpoint (HOST:PORT or kinetic://HOST:PORT), Spindle's engine in-process
     /// (embedded:DIR, memory:), redis://HOST:PORT, or LevelDB/RocksDB in-process (leveldb:DIR,
     /// rocksdb:DIR, rocksdb-blob:DIR: RocksDB with blob files), or a Spindle cluster
-    /// (cluster:ETCD_URLS[#NAME])
+    /// (cluster:ETCD_URLS[#NAME]), or a Kinetic endpoint through the client's request API
+    /// (client:HOST:PORT: the path a cluster client takes, where HOST:PORT alone gets the
+    /// load generator's raw pipeline)
         #[arg(long, default_value = "127.0.0.1:8123")]
         drive: String,
         #[arg(long, value_enum, default_value = "default")]
@@ -79,7 +81,9 @@ pub struct YcsbArgs {
     /// Target: a Kinetic endpoint (HOST:PORT or kinetic://HOST:PORT), Spindle's engine in-process
     /// (embedded:DIR, memory:), redis://HOST:PORT, or LevelDB/RocksDB in-process (leveldb:DIR,
     /// rocksdb:DIR, rocksdb-blob:DIR: RocksDB with blob files), or a Spindle cluster
-    /// (cluster:ETCD_URLS[#NAME])
+    /// (cluster:ETCD_URLS[#NAME]), or a Kinetic endpoint through the client's request API
+    /// (client:HOST:PORT: the path a cluster client takes, where HOST:PORT alone gets the
+    /// load generator's raw pipeline)
     #[arg(long, default_value = "127.0.0.1:8123")]
     drive: String,
     /// A, B, C, D, E or F
@@ -153,7 +157,9 @@ pub struct BenchArgs {
     /// Target: a Kinetic endpoint (HOST:PORT or kinetic://HOST:PORT), Spindle's engine in-process
     /// (embedded:DIR, memory:), redis://HOST:PORT, or LevelDB/RocksDB in-process (leveldb:DIR,
     /// rocksdb:DIR, rocksdb-blob:DIR: RocksDB with blob files), or a Spindle cluster
-    /// (cluster:ETCD_URLS[#NAME])
+    /// (cluster:ETCD_URLS[#NAME]), or a Kinetic endpoint through the client's request API
+    /// (client:HOST:PORT: the path a cluster client takes, where HOST:PORT alone gets the
+    /// load generator's raw pipeline)
     #[arg(long, default_value = "127.0.0.1:8123")]
     drive: String,
     #[arg(long, default_value_t = 10_000)]

@@ -238,11 +238,17 @@ fn under_fault(etcd: &Etcd, cluster: &str, addrs: &[String], fault: impl FnOnce(
         add_addresses(&control, addrs).await;
         let by_id: BTreeMap<String, String> = addrs.iter().enumerate().map(|(i, a)| (format!("d{i}"), a.clone())).collect();
         let store = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
+        let mut clients = Vec::new();
+        for _ in 0..4 {
+            clients.push(Store::open(control.clone(), StoreConfig::default()).await.unwrap());
+        }
         let rec = Arc::new(Recorder { start: Instant::now(), events: Mutex::new(Vec::new()), acknowledged: Default::default() });
         let keys = 24;
         let phase = async |seconds: u64| {
             let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-            let tasks: Vec<_> = (0..4).map(|i| tokio::spawn(client_loop(store.clone(), rec.clone(), i + 1, keys, stop.clone()))).collect();
+            // Four clients, each with its own view and its own memory of versions (which the
+            // others' writes make stale).
+            let tasks: Vec<_> = clients.iter().enumerate().map(|(i, c)| tokio::spawn(client_loop(c.clone(), rec.clone(), i as u64 + 1, keys, stop.clone()))).collect();
             tokio::time::sleep(Duration::from_secs(seconds)).await;
             stop.store(true, std::sync::atomic::Ordering::Relaxed);
             for t in tasks {
@@ -415,6 +421,33 @@ fn versions_compare_and_swap_and_ordered_ranges() {
         assert_eq!(store.get(b"a").await.unwrap(), None);
         // After a delete the key can be created again.
         store.put(b"a", Bytes::from_static(b"three"), Condition::Absent).await.unwrap();
+
+        // Unconditional puts: a new key, or one this client knows the version of, is stored in
+        // one round trip; a version it does not know (another client wrote since) is found out
+        // and the put stored all the same, over it.
+        let counts = |s: &Store| {
+            let c = s.write_counts();
+            (c.one_round_trip.load(std::sync::atomic::Ordering::Relaxed), c.retried.load(std::sync::atomic::Ordering::Relaxed))
+        };
+        let other = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
+        let before = counts(&store);
+        store.put(b"fresh", Bytes::from_static(b"1"), Condition::None).await.unwrap();
+        store.put(b"fresh", Bytes::from_static(b"2"), Condition::None).await.unwrap();
+        assert_eq!(counts(&store), (before.0 + 2, before.1), "a new key, then the version this client wrote");
+        let v3 = other.put(b"fresh", Bytes::from_static(b"3"), Condition::None).await.unwrap();
+        assert_eq!(counts(&other), (0, 1), "the other client guessed the key new, and was wrong");
+        assert_eq!(store.get(b"fresh").await.unwrap().map(|v| (v.value, v.version)), Some((Bytes::from_static(b"3"), v3.clone())));
+        // That read taught the first client the version: one round trip again.
+        store.put(b"fresh", Bytes::from_static(b"4"), Condition::None).await.unwrap();
+        assert_eq!(counts(&store), (before.0 + 3, before.1));
+        // Stale versions on both sides, in turn: whichever way each put goes (a stale version
+        // can still be outranked by the tag it gives the put), the last put wins.
+        for (i, client) in [&other, &store, &other, &store].into_iter().enumerate() {
+            client.put(b"fresh", Bytes::from(format!("v{i}")), Condition::None).await.unwrap();
+            assert_eq!(other.get(b"fresh").await.unwrap().unwrap().value, Bytes::from(format!("v{i}")));
+        }
+        let (o, s) = (counts(&other), counts(&store));
+        assert_eq!((o.0 + o.1, s.0 + s.1), (3, before.0 + before.1 + 5), "each put counted once");
 
         // Keys scattered over partitions come back merged in order, across pages; deleted
         // ones do not.

@@ -170,9 +170,9 @@ pub fn user_key(partition: u32, drive_key: &[u8]) -> Option<&[u8]> {
 }
 
 /// The GETKEYRANGE query for one page of `partition`'s drive keys: user keys from `from`
-/// (`after`: excluding it) to `end` (or the partition's last possible key), at most
-/// [`KEY_PAGE`] of them.
-pub fn page_query(partition: u32, from: &[u8], after: bool, end: Option<&[u8]>) -> RangeQuery {
+/// (`after`: excluding it) to `end` (or the partition's last possible key), at most `page`
+/// of them (1 to [`KEY_PAGE`]; a scan wanting a few keys asks each partition for no more).
+pub fn page_query(partition: u32, from: &[u8], after: bool, end: Option<&[u8]>, page: i32) -> RangeQuery {
     let end = match end {
         Some(e) => drive_key(partition, e),
         None => {
@@ -181,14 +181,16 @@ pub fn page_query(partition: u32, from: &[u8], after: bool, end: Option<&[u8]>) 
             Bytes::from(last)
         }
     };
-    RangeQuery { start: drive_key(partition, from), start_inclusive: !after, end: Some(end), end_inclusive: true, max_returned: KEY_PAGE, reverse: false }
+    let max_returned = page.clamp(1, KEY_PAGE);
+    RangeQuery { start: drive_key(partition, from), start_inclusive: !after, end: Some(end), end_inclusive: true, max_returned, reverse: false }
 }
 
-/// Merges several replicas' answers to one [`page_query`]: the union of their keys, in order,
-/// as far as it is complete (a replica that filled its page knows nothing past its last key),
-/// and the user key the next page starts after, if any replica had more.
-pub fn page_union(partition: u32, answers: Vec<Vec<Bytes>>) -> (Vec<Bytes>, Option<Bytes>) {
-    let complete_to = answers.iter().filter(|keys| keys.len() >= KEY_PAGE as usize).filter_map(|keys| keys.last().cloned()).min();
+/// Merges several replicas' answers to one [`page_query`] of `page` keys: the union of their
+/// keys, in order, as far as it is complete (a replica that filled its page knows nothing past
+/// its last key), and the user key the next page starts after, if any replica had more.
+pub fn page_union(partition: u32, answers: Vec<Vec<Bytes>>, page: i32) -> (Vec<Bytes>, Option<Bytes>) {
+    let page = page.clamp(1, KEY_PAGE) as usize;
+    let complete_to = answers.iter().filter(|keys| keys.len() >= page).filter_map(|keys| keys.last().cloned()).min();
     let mut keys: Vec<Bytes> = answers.into_iter().flatten().filter(|k| complete_to.as_ref().is_none_or(|c| k <= c)).collect();
     keys.sort();
     keys.dedup();
@@ -218,7 +220,7 @@ mod tests {
         assert!(a < b);
         assert_eq!(user_key(1, &a), Some(&b"zzz"[..]));
         assert_eq!(user_key(2, &a), None);
-        let q = page_query(1, b"", false, None);
+        let q = page_query(1, b"", false, None, KEY_PAGE);
         let hi = q.end.unwrap();
         assert!(q.start <= a && a <= hi && hi.len() == MAX_DRIVE_KEY);
         assert!(drive_key(0, &[0xFF; MAX_KEY_LEN]) < q.start);
@@ -229,11 +231,14 @@ mod tests {
         let k = |s: &str| drive_key(3, s.as_bytes());
         // One replica filled its page up to "k199"; another has "k2" beyond it and "a" before.
         let full: Vec<Bytes> = (0..KEY_PAGE).map(|i| k(&format!("k{i:03}"))).collect();
-        let (keys, next) = page_union(3, vec![full.clone(), vec![k("a"), k("k2")]]);
+        let (keys, next) = page_union(3, vec![full.clone(), vec![k("a"), k("k2")]], KEY_PAGE);
         assert_eq!(keys.len(), KEY_PAGE as usize + 1);
         assert_eq!((&keys[0][..], next.as_deref()), (&b"a"[..], Some(&b"k199"[..])));
+        // A smaller page is full at its own size.
+        let (keys, next) = page_union(3, vec![vec![k("a"), k("c")], vec![k("b")]], 2);
+        assert_eq!((keys, next), (vec![Bytes::from("a"), Bytes::from("b"), Bytes::from("c")], Some(Bytes::from("c"))));
         // No full page: everything, and no next page.
-        let (keys, next) = page_union(3, vec![vec![k("b"), k("a")], vec![k("a")]]);
+        let (keys, next) = page_union(3, vec![vec![k("b"), k("a")], vec![k("a")]], KEY_PAGE);
         assert_eq!((keys, next), (vec![Bytes::from("a"), Bytes::from("b")], None));
     }
 

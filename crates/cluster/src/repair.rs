@@ -19,12 +19,12 @@ pub async fn repair_partition(partition: u32, replicas: &[(String, Client)]) -> 
     let mut copied = 0;
     let mut from: Option<Bytes> = None;
     loop {
-        let query = map::page_query(partition, from.as_deref().unwrap_or_default(), from.is_some(), None);
+        let query = map::page_query(partition, from.as_deref().unwrap_or_default(), from.is_some(), None, map::KEY_PAGE);
         let mut answers = Vec::with_capacity(replicas.len());
         for (_, c) in replicas {
             answers.push(c.get_key_range(query.clone()).await?);
         }
-        let (keys, next) = map::page_union(partition, answers);
+        let (keys, next) = map::page_union(partition, answers, map::KEY_PAGE);
         for key in keys {
             copied += repair_key(partition, &map::drive_key(partition, &key), replicas).await?;
         }

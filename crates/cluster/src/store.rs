@@ -38,6 +38,15 @@ const MAX_ATTEMPTS: usize = 8;
 pub const HEDGE_AFTER: Duration = Duration::from_millis(50);
 /// How long a replica that failed, or was hedged around, is asked last.
 const SUSPECT_FOR: Duration = Duration::from_secs(1);
+/// Versions a client remembers (`Inner::versions`); the memory is cleared when full.
+const MAX_REMEMBERED_VERSIONS: usize = 65_536;
+/// The score of the guess that a key this client has never seen is new (`Inner::fresh`):
+/// at most `FRESH_MAX`, each right guess +1, each wrong one −4; guessed at `FRESH_TRY` and
+/// above, and on every `FRESH_PROBE`-th unseen key whatever the score, so that a workload
+/// turning to new keys is noticed.
+const FRESH_MAX: u32 = 32;
+const FRESH_TRY: u32 = 8;
+const FRESH_PROBE: u32 = 16;
 
 /// A value and the version the cluster gave it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,6 +89,22 @@ struct Inner {
     /// Low half: one per write, so that two concurrent writes of this client (which may pick
     /// the same counter) still get different tags.
     writes: std::sync::atomic::AtomicU32,
+    /// The tag this client last wrote or read for a drive key: what an unconditional put
+    /// expects the replicas to hold, so that it can store in one round trip (`write`).
+    versions: Mutex<HashMap<Bytes, Tag>>,
+    /// How well "a key never seen is new" has been guessing lately.
+    fresh: std::sync::atomic::AtomicU32,
+    unseen: std::sync::atomic::AtomicU32,
+    counts: WriteCounts,
+}
+
+/// How this client's unconditional puts went (`Store::write_counts`).
+#[derive(Debug, Default)]
+pub struct WriteCounts {
+    /// Stored in one round trip, as expected.
+    pub one_round_trip: std::sync::atomic::AtomicU64,
+    /// Tried in one round trip, found something newer, then read and stored.
+    pub retried: std::sync::atomic::AtomicU64,
 }
 
 /// A cluster client. Cheap to clone.
@@ -108,8 +133,16 @@ impl Store {
                 connections: Mutex::new(HashMap::new()),
                 writer: rand::random(),
                 writes: std::sync::atomic::AtomicU32::new(0),
+                versions: Mutex::new(HashMap::new()),
+                fresh: std::sync::atomic::AtomicU32::new(FRESH_MAX / 2),
+                unseen: std::sync::atomic::AtomicU32::new(0),
+                counts: WriteCounts::default(),
             }),
         })
+    }
+
+    pub fn write_counts(&self) -> &WriteCounts {
+        &self.inner.counts
     }
 
     pub fn map(&self) -> Arc<ClusterMap> {
@@ -261,7 +294,7 @@ impl Store {
         let mut running = FuturesUnordered::new();
         let first = match mode {
             Ask::Quorum => needed,
-            Ask::All => usize::MAX,
+            Ask::All | Ask::AllUntilRefused => usize::MAX,
         };
         // Asked and not answered yet: the slow ones when the hedge fires.
         let mut in_flight = Vec::new();
@@ -297,10 +330,16 @@ impl Store {
             in_flight.retain(|d| *d != drive);
             match answer {
                 Ok(v) => got.push((drive, v)),
+                Err(e) if mode == Ask::AllUntilRefused && e.status() == Some(StatusCode::VersionMismatch) => {
+                    last_error = format!("{drive}: {e}");
+                    break;
+                }
                 Err(e) => {
                     if e.status() == Some(StatusCode::VersionFailure) {
                         stale = true;
-                    } else {
+                    } else if e.status().is_none() {
+                        // Not an answer from the drive (refused, reset, timed out): ask it last
+                        // for a while.
                         self.suspect(&drive);
                     }
                     last_error = format!("{drive}: {e}");
@@ -311,10 +350,11 @@ impl Store {
                 }
             }
         }
+        // Writes still under way on the other replicas finish in the background.
+        if mode != Ask::Quorum && !running.is_empty() {
+            tokio::spawn(async move { while running.next().await.is_some() {} });
+        }
         if got.len() >= needed {
-            if mode == Ask::All && !running.is_empty() {
-                tokio::spawn(async move { while running.next().await.is_some() {} });
-            }
             return Ok(got);
         }
         if stale {
@@ -361,6 +401,7 @@ impl Store {
         let value = answers.iter().find(|a| a.held.tag() == Some(newest)).and_then(|a| a.value.clone());
         let known: HashMap<String, Held> = answers.into_iter().map(|a| (a.drive, a.held)).collect();
         let value = self.settle(map, partition, &dkey, newest, value, with_value, known).await?;
+        self.remember(&dkey, newest);
         if newest.is_tombstone() {
             return Ok(None);
         }
@@ -523,9 +564,7 @@ impl Store {
                 return Err(OpError::Failed(ClusterError::VersionMismatch { current: live.map(|t| t.encode()) }));
             }
         }
-        let seq = self.inner.writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let writer = (u64::from(self.inner.writer) << 32) | u64::from(seq);
-        let tag = Tag::next(newest.iter().flatten().max(), map.epoch, writer, Kind::BatchValue);
+        let tag = Tag::next(newest.iter().flatten().max(), map.epoch, self.writer_id(), Kind::BatchValue);
         let members: Vec<&Bytes> = ops.iter().map(BatchOp::key).collect();
         let entries: Vec<BatchEntry> = ops
             .iter()
@@ -556,11 +595,67 @@ impl Store {
         }
     }
 
+    /// A new writer id: this client's, and this write's.
+    fn writer_id(&self) -> u64 {
+        let seq = self.inner.writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        (u64::from(self.inner.writer) << 32) | u64::from(seq)
+    }
+
+    fn remember(&self, dkey: &Bytes, tag: Tag) {
+        let mut versions = self.inner.versions.lock();
+        if versions.len() >= MAX_REMEMBERED_VERSIONS {
+            versions.clear();
+        }
+        versions.insert(dkey.clone(), tag);
+    }
+
+    /// What an unconditional put may expect the replicas to hold without asking: the tag this
+    /// client last saw for the key, or, for a key it has not seen, nothing at all when that
+    /// guess has been right lately. `None`: ask first.
+    fn expectation(&self, dkey: &Bytes) -> Option<Held> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if let Some(tag) = self.inner.versions.lock().get(dkey) {
+            return Some(Held::Entry { version: tag.encode(), tag: Some(*tag) });
+        }
+        let probe = self.inner.unseen.fetch_add(1, Relaxed).is_multiple_of(FRESH_PROBE);
+        (probe || self.inner.fresh.load(Relaxed) >= FRESH_TRY).then_some(Held::Absent)
+    }
+
+    fn guessed_fresh(&self, right: bool) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let _ = self.inner.fresh.fetch_update(Relaxed, Relaxed, |f| Some(if right { (f + 1).min(FRESH_MAX) } else { f.saturating_sub(4) }));
+    }
+
     /// The ABD write: read quorum's newest tag, the condition checked against it, a newer tag
     /// stored on every replica, acknowledged by a write quorum.
+    ///
+    /// An unconditional put first tries without the read: it expects the replicas to hold
+    /// what `expectation` says, tags the write as following that, and stores it with the same
+    /// compare-and-swap. If a write quorum took it (each replica holding the expected version,
+    /// or older, when it did), no write that had completed can have a newer tag (every
+    /// completed write is on a write quorum, which meets this one), so the write stands, in
+    /// one round trip. Otherwise (a replica held something newer) the write goes the usual
+    /// way, with a tag above every tag read, its own first try included. Conditional writes
+    /// always read first: a try that landed on some replicas would be a write that happened
+    /// although its condition is then reported to have failed.
     async fn write(&self, map: &Arc<ClusterMap>, key: &[u8], value: Bytes, kind: Kind, condition: &Condition) -> Result<Bytes, OpError> {
         let partition = map.partition_of(key);
         let dkey = map::drive_key(partition, key);
+        if kind == Kind::Value && *condition == Condition::None {
+            if let Some(expected) = self.expectation(&dkey) {
+                let tag = Tag::next(expected.tag().as_ref(), map.epoch, self.writer_id(), kind);
+                let landed = self.store_expecting(map, partition, &dkey, value.clone(), tag, expected.clone()).await?;
+                if expected == Held::Absent {
+                    self.guessed_fresh(landed);
+                }
+                if landed {
+                    self.inner.counts.one_round_trip.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    self.remember(&dkey, tag);
+                    return Ok(tag.encode());
+                }
+                self.inner.counts.retried.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
         let k = dkey.clone();
         let answers = self
             .ask(map, partition, map.read_quorum(), Ask::Quorum, move |_, c| {
@@ -580,11 +675,34 @@ impl Store {
             }
             return Err(OpError::Failed(ClusterError::VersionMismatch { current: live.map(|t| t.encode()) }));
         }
-        let seq = self.inner.writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let writer = (u64::from(self.inner.writer) << 32) | u64::from(seq);
-        let tag = Tag::next(newest.as_ref(), map.epoch, writer, kind);
+        let tag = Tag::next(newest.as_ref(), map.epoch, self.writer_id(), kind);
         self.store(map, partition, &dkey, value, tag, known).await?;
+        self.remember(&dkey, tag);
         Ok(tag.encode())
+    }
+
+    /// The one-round-trip try of `write`: `tag` stored on every replica expecting it to hold
+    /// `expected` (or anything older); `true` once a write quorum took it. A replica that
+    /// holds this write's tag or a newer one does not count (a newer write may have
+    /// completed), nor does one that fails; the map having changed fails the whole write.
+    async fn store_expecting(&self, map: &Arc<ClusterMap>, partition: u32, dkey: &Bytes, value: Bytes, tag: Tag, expected: Held) -> Result<bool, OpError> {
+        let k = dkey.clone();
+        let answer = self
+            .ask(map, partition, usize::from(map.write_quorum), Ask::AllUntilRefused, move |_, c| {
+                let (k, value, expected) = (k.clone(), value.clone(), expected.clone());
+                async move {
+                    match replica::store_if_newer(&c, &k, value, tag, Some(expected)).await? {
+                        Stored::Written => Ok(()),
+                        Stored::Superseded => Err(ClientError::Status { code: StatusCode::VersionMismatch, message: "holds a newer write".into() }),
+                    }
+                }
+            })
+            .await;
+        match answer {
+            Ok(_) => Ok(true),
+            Err(OpError::StaleView) => Err(OpError::StaleView),
+            Err(_) => Ok(false),
+        }
     }
 
     /// Stores a tagged entry on every replica; returns once a write quorum holds it. Replicas
@@ -612,51 +730,79 @@ impl Store {
     }
 
     async fn range_in(&self, map: &Arc<ClusterMap>, start: &[u8], end: Option<&[u8]>, max: usize) -> Result<Vec<Bytes>, OpError> {
-        // Per partition: the keys seen and still to check, and where the next page starts.
+        // Per partition: the keys seen and still to check, where the next page starts, and
+        // whether that key was already seen (every page but the first starts after it).
         struct Cursor {
             pending: VecDeque<Bytes>,
             next: Option<Bytes>,
+            after: bool,
         }
-        let mut cursors: BTreeMap<u32, Cursor> =
-            (0..map.partitions).map(|p| (p, Cursor { pending: Default::default(), next: Some(Bytes::copy_from_slice(start)) })).collect();
+        let mut cursors: BTreeMap<u32, Cursor> = (0..map.partitions)
+            .map(|p| (p, Cursor { pending: Default::default(), next: Some(Bytes::copy_from_slice(start)), after: false }))
+            .collect();
         let mut out = Vec::new();
-        let mut first_page = true;
         while out.len() < max {
-            // Refill every partition that has run dry but has more.
-            for (&p, cursor) in &mut cursors {
-                if cursor.pending.is_empty() {
-                    if let Some(from) = cursor.next.take() {
-                        let (keys, more) = self.range_page(map, p, &from, !first_page, end).await?;
-                        cursor.next = more;
-                        cursor.pending.extend(keys);
-                    }
+            // Refill every partition that has run dry but has more, all at once. No partition
+            // can add more than the keys still wanted, so no page is larger.
+            let page = i32::try_from(max - out.len()).unwrap_or(i32::MAX);
+            let dry: Vec<(u32, Bytes, bool)> = cursors
+                .iter_mut()
+                .filter(|(_, c)| c.pending.is_empty())
+                .filter_map(|(&p, c)| c.next.take().map(|from| (p, from, c.after)))
+                .collect();
+            let pages = futures_util::future::try_join_all(dry.iter().map(|(p, from, after)| self.range_page(map, *p, from, *after, end, page))).await?;
+            for ((p, _, _), (keys, more)) in dry.iter().zip(pages) {
+                if let Some(c) = cursors.get_mut(p) {
+                    c.next = more;
+                    c.after = true;
+                    c.pending.extend(keys);
                 }
             }
-            first_page = false;
-            // The smallest pending key across partitions is next in order.
-            let Some((&p, _)) = cursors.iter().filter(|(_, c)| !c.pending.is_empty()).min_by(|a, b| a.1.pending[0].cmp(&b.1.pending[0]))
-            else {
-                break;
-            };
-            let Some(key) = cursors.get_mut(&p).and_then(|c| c.pending.pop_front()) else { break };
-            if self.read(map, &key, false).await?.is_some() {
-                out.push(key);
+            // The next keys in order: the smallest pending across partitions, one after another,
+            // up to what is still wanted or until a partition with more pages runs dry (its next
+            // page may hold smaller keys than the others' pending ones).
+            let mut picked = Vec::new();
+            while picked.len() < max - out.len() {
+                let Some((&p, _)) = cursors.iter().filter(|(_, c)| !c.pending.is_empty()).min_by(|a, b| a.1.pending[0].cmp(&b.1.pending[0]))
+                else {
+                    break;
+                };
+                let Some(c) = cursors.get_mut(&p) else { break };
+                picked.extend(c.pending.pop_front());
+                if c.pending.is_empty() && c.next.is_some() {
+                    break;
+                }
             }
+            if picked.is_empty() {
+                break;
+            }
+            // Each is checked as a read would (tombstones and unacknowledged leftovers out),
+            // all at once.
+            let live = futures_util::future::try_join_all(picked.iter().map(|k| self.read(map, k, false))).await?;
+            out.extend(picked.into_iter().zip(live).filter(|(_, v)| v.is_some()).map(|(k, _)| k));
         }
         Ok(out)
     }
 
     /// One page of a partition's user keys from `from` on: the union of a read quorum's
     /// answers, and where the next page starts if any replica had more.
-    async fn range_page(&self, map: &Arc<ClusterMap>, partition: u32, from: &[u8], after: bool, end: Option<&[u8]>) -> Result<(Vec<Bytes>, Option<Bytes>), OpError> {
-        let query = map::page_query(partition, from, after, end);
+    async fn range_page(
+        &self,
+        map: &Arc<ClusterMap>,
+        partition: u32,
+        from: &[u8],
+        after: bool,
+        end: Option<&[u8]>,
+        page: i32,
+    ) -> Result<(Vec<Bytes>, Option<Bytes>), OpError> {
+        let query = map::page_query(partition, from, after, end, page);
         let answers = self
             .ask(map, partition, map.read_quorum(), Ask::Quorum, move |_, c| {
                 let q = query.clone();
                 async move { c.get_key_range(q).await }
             })
             .await?;
-        Ok(map::page_union(partition, answers.into_iter().map(|(_, keys)| keys).collect()))
+        Ok(map::page_union(partition, answers.into_iter().map(|(_, keys)| keys).collect(), page))
     }
 }
 
@@ -680,6 +826,9 @@ enum Ask {
     Quorum,
     /// A write: all of them.
     All,
+    /// A write that gives up at the first VERSION_MISMATCH (a one-round-trip try, which
+    /// another way follows): a replica that hangs must not hold it up once it cannot count.
+    AllUntilRefused,
 }
 
 /// Why one attempt of an operation failed.
