@@ -6,7 +6,9 @@
 # generator's raw pipeline and through the Rust client's request API (`client:`, the path the
 # cluster client takes: the like-for-like baseline), and against the cluster (every cluster
 # write is WRITETHROUGH on its replicas), at low load (1 connection x depth 1: latency and
-# client CPU per operation) and loaded (8 x 4: throughput). Prints a Markdown table (and writes
+# client CPU per operation) and loaded (8 x 4: throughput; the loaded puts overwrite the keys
+# the first run wrote, from a new process that never saw their versions, and a last loaded
+# run, `insert`, puts new keys). Prints a Markdown table (and writes
 # it to OUT) with medians of REPEAT alternated rounds. With --ycsb LETTERS, YCSB's core
 # workloads (load, then run; 8 threads, 1 KiB records) against the lone drive and the cluster of
 # --ycsb-drives drives (default: the largest size), also alternated, in a second table.
@@ -43,14 +45,16 @@ trap 'exit 130' INT TERM
 results=$work/results.jsonl
 : >"$results"
 
-# bench LABEL DRIVES TARGET OP CONNS DEPTH: one measured run, appended as a JSON line.
+# bench LABEL DRIVES TARGET OP CONNS DEPTH [NAME [OPTIONS...]]: one measured run, appended as a
+# JSON line (NAME: the row's name, default OP).
 bench() {
-    local label=$1 n=$2 target=$3 op=$4 conns=$5 depth=$6
+    local label=$1 n=$2 target=$3 op=$4 conns=$5 depth=$6 name=${7:-$4}
+    shift $(($# < 7 ? $# : 7))
     local json
     json=$("$spindle_bin" bench "$op" --drive "$target" --count "$count" --value-size 4096 \
-        --connections "$conns" --depth "$depth" --sync writethrough --json)
+        --connections "$conns" --depth "$depth" --sync writethrough --json "$@")
     python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print(json.dumps({"label":sys.argv[2],"drives":int(sys.argv[3]),"op":sys.argv[4],"load":sys.argv[5],"ops":r["ops_per_second"],"p50":r["latency_us"]["p50"],"p99":r["latency_us"]["p99"],"cpu_us":r["bench_cpu_seconds"]*1e6/r["ops"],"errors":r["errors"]}))' \
-        "$json" "$label" "$n" "$op" "$conns x $depth" >>"$results"
+        "$json" "$label" "$n" "$name" "$conns x $depth" >>"$results"
 }
 
 # ycsb LABEL DRIVES TARGET WORKLOAD: load and run phases; the run phase appended as a JSON line.
@@ -73,6 +77,8 @@ measure() { # LABEL DRIVES TARGET
     bench "$1" "$2" "$3" get 1 1
     bench "$1" "$2" "$3" put 8 4
     bench "$1" "$2" "$3" get 8 4
+    # New keys (another key length): a cluster put of a new key is one round trip.
+    bench "$1" "$2" "$3" put 8 4 insert --key-size 20
 }
 
 IFS=, read -r -a sizes <<<"$drives_list"
@@ -123,8 +129,10 @@ print()
 print("| drives | op | load | ops/s raw / client / cluster | cluster ÷ client | p50 µs raw / client / cluster | p99 µs client / cluster | p50 ratio | client CPU µs raw / client / cluster | CPU ratio |")
 print("|--:|---|---|---|--:|---|---|--:|---|--:|")
 for n in sorted({r["drives"] for r in rows}):
-    for op in ("put", "get"):
+    for op in ("put", "insert", "get"):
         for load in ("1 x 1", "8 x 4"):
+            if not any(r["op"] == op and r["load"] == load for r in rows):
+                continue
             f = lambda label, field: med(label, n, op, load, field)
             r, s, c = f("single", "ops"), f("client", "ops"), f("cluster", "ops")
             print(f"| {n} | {op} | {load} | {r:,.0f} / {s:,.0f} / {c:,.0f} | {c/s:.2f}× "

@@ -306,27 +306,29 @@ impl Store {
         let mut last_error = String::from("no replicas");
         let mut stale = false;
         let hedge_after = self.inner.config.hedge_after;
-        let mut hedge = Box::pin(tokio::time::sleep(hedge_after));
+        // Only while there is a replica left to ask (a write asks them all at once).
+        let mut hedge = (waiting.len() > 0).then(|| Box::pin(tokio::time::sleep(hedge_after)));
         while got.len() < needed {
-            let (drive, answer) = tokio::select! {
-                next = running.next() => match next {
-                    Some(a) => a,
-                    None => break,
+            let next = match hedge.as_mut().filter(|_| waiting.len() > 0) {
+                None => running.next().await,
+                Some(timer) => tokio::select! {
+                    next = running.next() => next,
+                    _ = timer.as_mut() => {
+                        // Whoever has not answered yet is slow: ask another replica beside
+                        // them, and ask them last for a while.
+                        for slow in &in_flight {
+                            self.suspect(slow);
+                        }
+                        if let Some(drive) = waiting.next() {
+                            in_flight.push(drive.clone());
+                            running.push(start(drive));
+                        }
+                        timer.as_mut().reset(tokio::time::Instant::now() + hedge_after);
+                        continue;
+                    }
                 },
-                _ = &mut hedge, if waiting.len() > 0 => {
-                    // Whoever has not answered yet is slow: ask another replica beside them, and
-                    // ask them last for a while.
-                    for slow in &in_flight {
-                        self.suspect(slow);
-                    }
-                    if let Some(drive) = waiting.next() {
-                        in_flight.push(drive.clone());
-                        running.push(start(drive));
-                    }
-                    hedge.as_mut().reset(tokio::time::Instant::now() + hedge_after);
-                    continue;
-                }
             };
+            let Some((drive, answer)) = next else { break };
             in_flight.retain(|d| *d != drive);
             match answer {
                 Ok(v) => got.push((drive, v)),
