@@ -83,6 +83,41 @@ fn a_pointer_whose_value_a_crash_lost_ends_the_journal() {
     assert_eq!(&kept.get(b"c").unwrap().unwrap().value[..], b"small");
 }
 
+/// The value log failing to read while recovery judges the journal's unsynced records is not
+/// a lost value: the open is refused and nothing is cut, so once the log reads again every
+/// write is there. (Judged as a lost value, the first unsynced record and all after it would
+/// be dropped for good.)
+#[test]
+fn a_log_that_fails_to_read_at_open_refuses_the_open_and_cuts_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = FjallEngine::open(FjallOptions::new(dir.path())).unwrap();
+    put(&engine, "a", value("a", 1, 100 * KIB), "1", true);
+    put(&engine, "a", value("a", 2, 100 * KIB), "2", false);
+    put(&engine, "b", value("b", 1, 100 * KIB), "1", false);
+    put(&engine, "c", Bytes::from_static(b"small"), "1", false);
+    let segment = segments(dir.path()).pop().expect("a segment");
+    // What a crash could leave with every write already written back by the OS.
+    let crashed = tempfile::tempdir().unwrap();
+    copy_dir(dir.path(), crashed.path()).unwrap();
+    drop(engine);
+
+    // The segment cannot be read: a directory in its place, whose reads fail with EISDIR.
+    let in_place = crashed.path().join("values").join(segment.file_name().unwrap());
+    let aside = crashed.path().join("segment-aside");
+    std::fs::rename(&in_place, &aside).unwrap();
+    std::fs::create_dir(&in_place).unwrap();
+    let refused = FjallEngine::open(FjallOptions::new(crashed.path())).err().expect("the open is refused");
+    assert!(refused.to_string().contains("could not be read"), "{refused}");
+
+    // The disk reads again: every write, unsynced ones included, is there.
+    std::fs::remove_dir(&in_place).unwrap();
+    std::fs::rename(&aside, &in_place).unwrap();
+    let recovered = FjallEngine::open(FjallOptions::new(crashed.path())).unwrap();
+    assert_eq!(recovered.get(b"a").unwrap().unwrap().value, value("a", 2, 100 * KIB));
+    assert_eq!(recovered.get(b"b").unwrap().unwrap().value, value("b", 1, 100 * KIB));
+    assert_eq!(&recovered.get(b"c").unwrap().unwrap().value[..], b"small");
+}
+
 fn gc_options(dir: &Path) -> FjallOptions {
     FjallOptions {
         log_threshold: 8 * KIB,

@@ -119,7 +119,14 @@ impl Store {
     pub(super) fn open(options: &FjallOptions, counters: Arc<Counters>, salvage: bool) -> Result<(Store, Vec<String>)> {
         let log = Arc::new(ValueLog::open(&options.path.join(crate::value_log::FOLDER), options.log_segment_bytes)?);
         let index = log.index_keyspace()?;
-        let notices = crate::journal_check::check(&options.path, salvage, &mut super::recovery::judge(&log, index))?;
+        let mut judge = super::recovery::Judge::new(&log, index);
+        let notices = crate::journal_check::check(&options.path, salvage, &mut |writes| judge.judge(writes))?;
+        if let Some(e) = judge.failure {
+            return Err(Error::Stopped(format!(
+                "the value log could not be read to check the journal's unsynced records ({e}); nothing was cut for it, \
+                 and the next start checks them again"
+            )));
+        }
         let hook_log = log.clone();
         // Values are written as the client sent them, in the journal as in the blob files
         // below: a drive's values are opaque and often compressed or encrypted already, and

@@ -350,11 +350,16 @@ impl ValueLog {
 
     /// Whether the record at `pointer` is there whole, under `key`, with a value of this
     /// length and CRC-32C: what recovery asks of a pointer the journal had not made durable.
+    /// An error when the log cannot be read, which says nothing either way.
     pub fn holds(&self, pointer: Pointer, key: &[u8], value_len: u32, value_crc: u32) -> Result<bool> {
         let Some(file) = self.file(pointer.segment)? else { return Ok(false) };
         let mut head = vec![0u8; format::RECORD_HEAD_LEN + key.len()];
-        if file.read_exact_at(&mut head, pointer.offset).is_err() {
-            return Ok(false);
+        match file.read_exact_at(&mut head, pointer.offset) {
+            Ok(()) => {}
+            // The file ends before the record: a crash lost its bytes.
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(false),
+            // Anything else is the disk failing to read, which says nothing of the bytes.
+            Err(e) => return Err(e.into()),
         }
         let Some((crc, found)) = format::decode_head(&head) else { return Ok(false) };
         let expected = RecordHead { key_len: key.len(), value_len, value_crc };
