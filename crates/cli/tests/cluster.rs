@@ -684,6 +684,28 @@ fn batches_are_atomic_within_a_partition() {
         assert_eq!(get("{w}/a").await.unwrap().0, Bytes::from("orphan"));
         assert!(on_replicas(b"{w}/b").await >= 2, "the read wrote the whole batch back, not only the key it read");
 
+        // Again, with one member then replaced on that replica by a newer write whose writer
+        // died too: the read that returns the batch first settles that newer write on a
+        // quorum, so no later read of the member returns what it held before the batch.
+        let p3 = map.partition_of(b"{v}/a");
+        let members3 = [b"{v}/a".as_slice(), b"{v}/b".as_slice()];
+        let entries3: Vec<_> =
+            members3.iter().map(|k| (spindle_cluster::map::drive_key(p3, k), batch::encode_entry(&members3, b"older"), tag)).collect();
+        let replicas3 = map.replicas_of(p3).to_vec();
+        let first3 = connect(&replicas3[0]).await;
+        spindle_cluster::replica::store_batch_if_newer(&first3, &entries3, None).await.unwrap();
+        let newer = Tag { counter: tag.counter + 1, writer: 8, kind: Kind::Value, ..tag };
+        let b3 = spindle_cluster::map::drive_key(p3, b"{v}/b");
+        spindle_cluster::replica::store_if_newer(&first3, &b3, Bytes::from("newer"), newer, None).await.unwrap();
+        assert_eq!(get("{v}/a").await.unwrap().0, Bytes::from("older"));
+        let mut holding = 0;
+        for id in &replicas3 {
+            let m = connect(id).await.get_metadata(&b3).await.unwrap();
+            holding += usize::from(m.and_then(|m| Tag::decode(&m.version)) == Some(newer));
+        }
+        assert!(holding >= 2, "the member's newer write was settled on a quorum ({holding} replicas)");
+        assert_eq!(get("{v}/b").await.unwrap().0, Bytes::from("newer"));
+
         // The same left on one replica, then repaired: every replica gets the batch whole.
         let p2 = map.partition_of(b"{r}/a");
         let members2 = [b"{r}/a".as_slice(), b"{r}/b".as_slice()];

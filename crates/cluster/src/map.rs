@@ -84,6 +84,11 @@ pub struct ClusterMap {
     pub members: BTreeMap<String, Member>,
     /// Partition `p`'s drives at index `p`, best first.
     pub placement: Vec<Vec<String>>,
+    /// Whether keys are placed by their hash tag (`hash_tag`). Set by `init` from this version
+    /// on; a map written before hash tags existed has none and keeps hashing whole keys, so
+    /// that no stored key moves to another partition.
+    #[serde(default)]
+    pub hash_tags: bool,
 }
 
 impl ClusterMap {
@@ -104,7 +109,15 @@ impl ClusterMap {
                 "a write quorum of {write_quorum} of {replicas} is not a majority: two writes could miss each other"
             )));
         }
-        Ok(ClusterMap { epoch: 1, partitions, replicas, write_quorum, members: BTreeMap::new(), placement: vec![Vec::new(); partitions as usize] })
+        Ok(ClusterMap {
+            epoch: 1,
+            partitions,
+            replicas,
+            write_quorum,
+            members: BTreeMap::new(),
+            placement: vec![Vec::new(); partitions as usize],
+            hash_tags: true,
+        })
     }
 
     /// Replicas a read must hear from so that it meets every acknowledged write.
@@ -113,7 +126,8 @@ impl ClusterMap {
     }
 
     pub fn partition_of(&self, key: &[u8]) -> u32 {
-        (placement::hash(hash_tag(key), KEY_SEED) % u64::from(self.partitions)) as u32
+        let placed_by = if self.hash_tags { hash_tag(key) } else { key };
+        (placement::hash(placed_by, KEY_SEED) % u64::from(self.partitions)) as u32
     }
 
     /// The drives holding `partition`, best first.
@@ -202,6 +216,24 @@ pub fn page_union(partition: u32, answers: Vec<Vec<Bytes>>, page: i32) -> (Vec<B
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hash_tags_place_related_keys_together_in_maps_that_use_them() {
+        let m = ClusterMap::new(4096, 3, 2).unwrap();
+        assert_eq!(m.partition_of(b"{user42}/name"), m.partition_of(b"{user42}/mail"));
+        assert_eq!(m.partition_of(b"{user42}"), m.partition_of(b"user42"));
+        // An empty tag, or none closed, places by the whole key.
+        assert_eq!(hash_tag(b"{}x"), b"{}x");
+        assert_eq!(hash_tag(b"{abc"), b"{abc");
+        assert_eq!(hash_tag(b"a{b}c{d}"), b"b");
+        // A map stored before hash tags hashes whole keys, so its keys stay where they are.
+        let mut json = serde_json::to_value(&m).unwrap();
+        json.as_object_mut().unwrap().remove("hash_tags");
+        let old: ClusterMap = serde_json::from_value(json).unwrap();
+        assert!(!old.hash_tags);
+        let spread = (0..64).map(|i| old.partition_of(format!("{{user42}}/{i}").as_bytes())).collect::<std::collections::BTreeSet<_>>();
+        assert!(spread.len() > 1);
+    }
 
     #[test]
     fn quorums_must_intersect() {

@@ -73,8 +73,10 @@ async fn repair_key(partition: u32, key: &Bytes, replicas: &[(String, Client)]) 
 }
 
 /// The entries of the batch whose entry for `key` (tagged `tag`) is `value`, as `source` holds
-/// them; `None` if `source` no longer holds a member at that write (overwritten since: the
-/// newer write reaches every replica itself, and the next repair sees it).
+/// them; `None` if `source` no longer holds every member at that write. A member replaced by a
+/// newer write is not copied without it: the batch would then be on replicas with that member
+/// older, which a reader could meet on a quorum. The member's own repair copies the newer
+/// write, and readers write the batch back whole (settling the newer member first).
 async fn batch_of(partition: u32, source: &Client, key: &Bytes, tag: Tag, value: &Bytes) -> Result<Option<Vec<replica::BatchEntry>>, ClientError> {
     let Some((members, _)) = crate::batch::decode_entry(value) else { return Ok(None) };
     let mut entries = vec![(key.clone(), value.clone(), tag)];
@@ -86,7 +88,6 @@ async fn batch_of(partition: u32, source: &Client, key: &Bytes, tag: Tag, value:
         match source.get(&mkey).await? {
             Some(e) => match Tag::decode(&e.metadata.version) {
                 Some(t) if t.same_write(&tag) => entries.push((mkey, e.value, t)),
-                Some(t) if t > tag => {}
                 _ => return Ok(None),
             },
             None => return Ok(None),

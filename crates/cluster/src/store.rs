@@ -38,8 +38,11 @@ const MAX_ATTEMPTS: usize = 8;
 pub const HEDGE_AFTER: Duration = Duration::from_millis(50);
 /// How long a replica that failed, or was hedged around, is asked last.
 const SUSPECT_FOR: Duration = Duration::from_secs(1);
-/// Versions a client remembers (`Inner::versions`); the memory is cleared when full.
+/// Versions a client remembers (`Inner::versions`, about 40 bytes each); the memory is
+/// cleared when full.
 const MAX_REMEMBERED_VERSIONS: usize = 65_536;
+/// Seed of the hash the remembered versions are kept by.
+const VERSIONS_SEED: u64 = 0x5645_5253_494f_4e53;
 /// The score of the guess that a key this client has never seen is new (`Inner::fresh`):
 /// at most `FRESH_MAX`, each right guess +1, each wrong one −4; guessed at `FRESH_TRY` and
 /// above, and on every `FRESH_PROBE`-th unseen key whatever the score, so that a workload
@@ -89,9 +92,11 @@ struct Inner {
     /// Low half: one per write, so that two concurrent writes of this client (which may pick
     /// the same counter) still get different tags.
     writes: std::sync::atomic::AtomicU32,
-    /// The tag this client last wrote or read for a drive key: what an unconditional put
-    /// expects the replicas to hold, so that it can store in one round trip (`write`).
-    versions: Mutex<HashMap<Bytes, Tag>>,
+    /// The tag this client last wrote or read for a drive key, by the key's hash (a 4 KiB key
+    /// costs no more than a short one; two keys sharing a hash only cost a wasted try): what
+    /// an unconditional put expects the replicas to hold, so that it can store in one round
+    /// trip (`write`).
+    versions: Mutex<HashMap<u64, Tag>>,
     /// How well "a key never seen is new" has been guessing lately.
     fresh: std::sync::atomic::AtomicU32,
     unseen: std::sync::atomic::AtomicU32,
@@ -403,7 +408,10 @@ impl Store {
         let value = answers.iter().find(|a| a.held.tag() == Some(newest)).and_then(|a| a.value.clone());
         let known: HashMap<String, Held> = answers.into_iter().map(|a| (a.drive, a.held)).collect();
         let value = self.settle(map, partition, &dkey, newest, value, with_value, known).await?;
-        self.remember(&dkey, newest);
+        // What a get read is worth remembering; a range's checks of every key it passes are not.
+        if with_value {
+            self.remember(&dkey, newest);
+        }
         if newest.is_tombstone() {
             return Ok(None);
         }
@@ -452,7 +460,11 @@ impl Store {
     /// Writes the batch whose entry for `dkey` is `entry` (tagged `tag`, read from `holder`)
     /// back to a write quorum, whole: each member's entry of the same write, as `holder` has
     /// it (a replica stores a batch all at once, so it has every member at this write or a
-    /// newer one, which leaves that member out), stored atomically on each replica.
+    /// newer one, which leaves that member out), stored atomically on each replica. A member
+    /// left out for a newer write is first read as any key is (its newer write settled on a
+    /// write quorum, its own batch whole), so that it holds that write or a newer one on a
+    /// quorum whatever became of the writer: left out unsettled, a reader of it could still
+    /// get the value from before this batch after this read returned the batch.
     #[allow(clippy::too_many_arguments, reason = "one read's state, as settle has it")]
     async fn write_back_batch(
         &self,
@@ -467,6 +479,7 @@ impl Store {
         let (members, _) = batch::decode_entry(entry).ok_or_else(|| undecodable(dkey))?;
         let c = self.connection(map, holder).await.map_err(|e| OpError::from_client(holder, e))?;
         let mut entries: Vec<BatchEntry> = vec![(dkey.clone(), entry.clone(), tag)];
+        let mut replaced = Vec::new();
         for member in members {
             let mkey = map::drive_key(partition, &member);
             if mkey == *dkey {
@@ -475,14 +488,18 @@ impl Store {
             match c.get(&mkey).await.map_err(|e| OpError::from_client(holder, e))? {
                 Some(e) => match Tag::decode(&e.metadata.version) {
                     Some(t) if t.same_write(&tag) => entries.push((mkey, e.value, t)),
-                    // Replaced by a newer write since: it is that write's to settle.
-                    Some(t) if t > tag => {}
+                    // Replaced by a newer write since: settled below, then left out.
+                    Some(t) if t > tag => replaced.push(member),
                     // The holder no longer has the batch whole (overwritten under the read, or
                     // a copy of one key alone): read again.
                     _ => return Err(OpError::Changed),
                 },
                 None => return Err(OpError::Changed),
             }
+        }
+        for member in replaced {
+            // Tags only grow along this recursion (each newer than the batch that led to it).
+            self.settle_key(map, member).await?;
         }
         // What each replica held is known for `dkey` only: the store reads the rest.
         let known = Arc::new(known);
@@ -499,6 +516,15 @@ impl Store {
         })
         .await
         .map(drop)
+    }
+
+    /// A read of `key` for what it settles (boxed: reads and batch write-backs recurse).
+    fn settle_key<'a>(
+        &'a self,
+        map: &'a Arc<ClusterMap>,
+        key: Bytes,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), OpError>> + Send + 'a>> {
+        Box::pin(async move { self.read(map, &key, false).await.map(drop) })
     }
 
     /// Writes `ops` atomically: readers see all of them or none (batch.rs). Every key must
@@ -579,12 +605,44 @@ impl Store {
         let versions = entries.iter().map(|(_, _, t)| t.encode()).collect();
         let known: Arc<HashMap<String, Vec<Held>>> = Arc::new(answers.into_iter().collect());
         let entries = Arc::new(entries);
-        self.ask(map, partition, usize::from(map.write_quorum), Ask::All, move |drive, c| {
+        self.decided(map, |map| {
             let (entries, known) = (entries.clone(), known.clone());
-            async move { replica::store_batch_if_newer(&c, &entries, known.get(&drive).cloned()).await }
+            async move {
+                self.ask(&map, partition, usize::from(map.write_quorum), Ask::All, move |drive, c| {
+                    let (entries, known) = (entries.clone(), known.clone());
+                    async move { replica::store_batch_if_newer(&c, &entries, known.get(&drive).cloned()).await }
+                })
+                .await
+                .map(drop)
+            }
         })
         .await?;
         Ok(versions)
+    }
+
+    /// Runs the store of a write already decided (its tag chosen, its condition checked) until
+    /// a view holds: when a drive says the map changed, the map is reloaded and the *same*
+    /// tagged entry stored again under it. Deciding again instead would read the entry this
+    /// write may already have left on some replicas, and could report as refused (a condition
+    /// now false, a delete of a key "not there") a write that took effect. An entry tagged in
+    /// the old epoch and acknowledged in the new one is ordered before every write of the new
+    /// epoch, with which it was concurrent.
+    async fn decided<T, F, Fut>(&self, map: &Arc<ClusterMap>, store: F) -> Result<T, OpError>
+    where
+        F: Fn(Arc<ClusterMap>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, OpError>>,
+    {
+        let mut map = map.clone();
+        for _ in 0..MAX_ATTEMPTS {
+            match store(map.clone()).await {
+                Err(OpError::StaleView) => {
+                    self.refresh().await.map_err(OpError::Failed)?;
+                    map = self.map();
+                }
+                done => return done,
+            }
+        }
+        Err(OpError::Failed(ClusterError::GaveUp(MAX_ATTEMPTS)))
     }
 
     /// The value of `tag` from `drive` (which answered that it holds it).
@@ -608,7 +666,7 @@ impl Store {
         if versions.len() >= MAX_REMEMBERED_VERSIONS {
             versions.clear();
         }
-        versions.insert(dkey.clone(), tag);
+        versions.insert(crate::placement::hash(dkey, VERSIONS_SEED), tag);
     }
 
     /// What an unconditional put may expect the replicas to hold without asking: the tag this
@@ -616,7 +674,7 @@ impl Store {
     /// guess has been right lately. `None`: ask first.
     fn expectation(&self, dkey: &Bytes) -> Option<Held> {
         use std::sync::atomic::Ordering::Relaxed;
-        if let Some(tag) = self.inner.versions.lock().get(dkey) {
+        if let Some(tag) = self.inner.versions.lock().get(&crate::placement::hash(dkey, VERSIONS_SEED)) {
             return Some(Held::Entry { version: tag.encode(), tag: Some(*tag) });
         }
         let probe = self.inner.unseen.fetch_add(1, Relaxed).is_multiple_of(FRESH_PROBE);
@@ -678,7 +736,11 @@ impl Store {
             return Err(OpError::Failed(ClusterError::VersionMismatch { current: live.map(|t| t.encode()) }));
         }
         let tag = Tag::next(newest.as_ref(), map.epoch, self.writer_id(), kind);
-        self.store(map, partition, &dkey, value, tag, known).await?;
+        self.decided(map, |map| {
+            let (dkey, value, known) = (&dkey, value.clone(), known.clone());
+            async move { self.store(&map, partition, dkey, value, tag, known).await }
+        })
+        .await?;
         self.remember(&dkey, tag);
         Ok(tag.encode())
     }
