@@ -93,6 +93,20 @@ struct Shared {
     pending: Arc<Mutex<Pending>>,
 }
 
+/// A request's waiter, taken back out of the pending table when dropped while armed.
+struct Unanswered<'a> {
+    pending: &'a Mutex<Pending>,
+    sequence: Option<i64>,
+}
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        if let Some(sequence) = self.sequence {
+            self.pending.lock().waiters.remove(&sequence);
+        }
+    }
+}
+
 struct Sender {
     next_sequence: i64,
     /// Frame head (header and message) and value: large values are written without copying.
@@ -208,11 +222,13 @@ impl Client {
     async fn send(&self, mut header: Header, body: Option<Body>, value: Bytes, pin: Option<Bytes>) -> Result<Response, ClientError> {
         let expected = header.message_type.and_then(response_type);
         let (tx, rx) = oneshot::channel();
+        let header_sequence;
         {
             let mut sender = self.shared.sender.lock();
             let sequence = sender.next_sequence;
             sender.next_sequence += 1;
             header.sequence = Some(sequence);
+            header_sequence = sequence;
             {
                 let mut pending = self.shared.pending.lock();
                 if let Some(reason) = &pending.closed {
@@ -240,11 +256,15 @@ impl Client {
                 return Err(ClientError::Terminated("connection writer stopped".into()));
             }
         }
+        // Until the answer comes, the waiter is this request's to take back: a request that
+        // times out, or whose caller stops waiting (a hedged read that is no longer needed),
+        // must not leave it in the table for as long as a silent drive keeps the connection.
+        let mut unanswered = Unanswered { pending: &self.shared.pending, sequence: Some(header_sequence) };
         let timeout = self.shared.config.timeout;
-        let response = tokio::time::timeout(timeout, rx)
-            .await
-            .map_err(|_| ClientError::Timeout(timeout))?
-            .map_err(|_| ClientError::Terminated("connection closed".into()))??;
+        let response = tokio::time::timeout(timeout, rx).await.map_err(|_| ClientError::Timeout(timeout))?;
+        // Answered (or the connection closed): the reader took the waiter out itself.
+        unanswered.sequence = None;
+        let response = response.map_err(|_| ClientError::Terminated("connection closed".into()))??;
         let got = response.command.header.as_ref().and_then(|h| h.message_type);
         if let Some(expected) = expected {
             if got != Some(expected as i32) {
@@ -582,7 +602,9 @@ async fn read_loop(mut rd: Box<dyn AsyncRead + Send + Unpin>, mut decoder: Frame
             break "response without ackSequence".to_string();
         };
         let Some(waiter) = pending.lock().waiters.remove(&ack) else {
-            tracing::warn!(ack, "response to no pending request");
+            // Mostly the late answer to a request its caller stopped waiting for (timed out,
+            // or a hedged read's loser), whose waiter was taken back.
+            tracing::debug!(ack, "response to no pending request");
             continue;
         };
         let hmac = frame.message.hmac_auth.as_ref().and_then(|h| h.hmac.clone()).unwrap_or_default();
@@ -622,4 +644,45 @@ async fn write_loop(wr: Box<dyn AsyncWrite + Send + Unpin>, mut queue: mpsc::Unb
     }
     // Every handle is gone: tell the drive we are done.
     let _ = out.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A drive that signs on, then reads requests and never answers.
+    async fn silent_drive() -> std::net::SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let command = Command {
+                header: Some(Header { connection_id: Some(7), ..Header::default() }),
+                status: Some(spindle_proto::pb::command::Status { code: Some(StatusCode::Success as i32), ..Default::default() }),
+                body: None,
+            };
+            let message = Message { auth_type: Some(AuthType::Unsolicitedstatus as i32), command_bytes: Some(Bytes::from(command.encode_to_vec())), ..Message::default() };
+            let mut out = BytesMut::new();
+            spindle_proto::encode_frame(&message, &[], &mut out);
+            stream.write_all(&out).await.unwrap();
+            let mut sink = vec![0u8; 64 * 1024];
+            while stream.read(&mut sink).await.is_ok_and(|n| n > 0) {}
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn requests_that_time_out_or_are_dropped_leave_no_waiter_behind() {
+        let config = ClientConfig { timeout: Duration::from_millis(100), ..ClientConfig::default() };
+        let client = Client::connect(silent_drive().await, config).await.unwrap();
+        for _ in 0..3 {
+            assert!(matches!(client.noop().await, Err(ClientError::Timeout(_))));
+        }
+        for _ in 0..3 {
+            // The caller gives up before the request's own timeout.
+            assert!(tokio::time::timeout(Duration::from_millis(10), client.get(b"k")).await.is_err());
+        }
+        assert!(client.shared.pending.lock().waiters.is_empty(), "every waiter was taken back");
+        assert!(!client.is_closed());
+    }
 }
