@@ -16,8 +16,11 @@ use crate::condition::Condition;
 
 /// Most operations in one batch: the drives' published maxOperationCountPerBatch.
 pub const MAX_BATCH_OPS: usize = spindle_proto::limits::MAX_OPERATION_COUNT_PER_BATCH as usize;
-/// Most bytes of one batch's entries (member headers included): the drives' maxBatchSize.
-pub const MAX_BATCH_BYTES: usize = spindle_proto::limits::MAX_BATCH_SIZE as usize;
+// A batch's entries are each at most a value's limit (`Store::batch` checks), so a full batch
+// always fits the drives' maxBatchSize: no check of its total is needed.
+const _: () = assert!(
+    MAX_BATCH_OPS * crate::map::MAX_VALUE_LEN <= spindle_proto::limits::MAX_BATCH_SIZE as usize
+);
 
 /// One operation of a batch.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -21,7 +21,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use parking_lot::{Mutex, RwLock};
 use spindle_client::{Client, ClientConfig, ClientError, StatusCode};
 
-use crate::batch::{self, BatchOp, MAX_BATCH_BYTES, MAX_BATCH_OPS};
+use crate::batch::{self, BatchOp, MAX_BATCH_OPS};
 pub use crate::condition::Condition;
 use crate::control::{Control, HealthState};
 use crate::map::{self, ClusterMap};
@@ -308,7 +308,7 @@ impl Store {
             running.push(start(drive));
         }
         let mut got = Vec::new();
-        let mut last_error = String::from("no replicas");
+        let mut last_error: Option<String> = None;
         let mut stale = false;
         let hedge_after = self.inner.config.hedge_after;
         // Only while there is a replica left to ask (a write asks them all at once).
@@ -338,7 +338,7 @@ impl Store {
             match answer {
                 Ok(v) => got.push((drive, v)),
                 Err(e) if mode == Ask::AllUntilRefused && e.status() == Some(StatusCode::VersionMismatch) => {
-                    last_error = format!("{drive}: {e}");
+                    last_error = Some(format!("{drive}: {e}"));
                     break;
                 }
                 Err(e) => {
@@ -349,7 +349,7 @@ impl Store {
                         // for a while.
                         self.suspect(&drive);
                     }
-                    last_error = format!("{drive}: {e}");
+                    last_error = Some(format!("{drive}: {e}"));
                     if let Some(next) = waiting.next() {
                         in_flight.push(next.clone());
                         running.push(start(next));
@@ -367,6 +367,7 @@ impl Store {
         if stale {
             return Err(OpError::StaleView);
         }
+        let last_error = last_error.unwrap_or_else(|| "no replicas".into());
         Err(OpError::Failed(ClusterError::NoQuorum { partition, needed, reached: got.len(), last_error }))
     }
 
@@ -452,7 +453,7 @@ impl Store {
             let holder = holders[0].clone();
             self.write_back_batch(map, partition, &holder, dkey, newest, &entry, known).await?;
         } else if write_back {
-            self.store(map, partition, dkey, value.clone().unwrap_or_default(), newest, known).await?;
+            self.store(map, partition, dkey, value.clone().unwrap_or_default(), newest, Arc::new(known)).await?;
         }
         Ok(value)
     }
@@ -546,16 +547,11 @@ impl Store {
             return Err(ClusterError::Invalid("a batch names each key once".into()));
         }
         let header = batch::header_len(&keys);
-        let mut total = 0;
         for op in &ops {
             let len = header + op.value().len();
             if len > MAX_VALUE_LEN {
                 return Err(ClusterError::ValueTooLarge { len: op.value().len(), max: MAX_VALUE_LEN.saturating_sub(header) });
             }
-            total += len;
-        }
-        if total > MAX_BATCH_BYTES {
-            return Err(ClusterError::Invalid(format!("the batch's entries take {total} bytes; a batch is at most {MAX_BATCH_BYTES}")));
         }
         let ops = &ops;
         self.with_map(|map| async move { self.batch_in(&map, ops).await }).await
@@ -736,6 +732,7 @@ impl Store {
             return Err(OpError::Failed(ClusterError::VersionMismatch { current: live.map(|t| t.encode()) }));
         }
         let tag = Tag::next(newest.as_ref(), map.epoch, self.writer_id(), kind);
+        let known = Arc::new(known);
         self.decided(map, |map| {
             let (dkey, value, known) = (&dkey, value.clone(), known.clone());
             async move { self.store(&map, partition, dkey, value, tag, known).await }
@@ -771,8 +768,7 @@ impl Store {
 
     /// Stores a tagged entry on every replica; returns once a write quorum holds it. Replicas
     /// that answer later go on in the background.
-    async fn store(&self, map: &Arc<ClusterMap>, partition: u32, dkey: &Bytes, value: Bytes, tag: Tag, known: HashMap<String, Held>) -> Result<(), OpError> {
-        let known = Arc::new(known);
+    async fn store(&self, map: &Arc<ClusterMap>, partition: u32, dkey: &Bytes, value: Bytes, tag: Tag, known: Arc<HashMap<String, Held>>) -> Result<(), OpError> {
         let k = dkey.clone();
         self.ask(map, partition, usize::from(map.write_quorum), Ask::All, move |drive, c| {
             let (k, value, known) = (k.clone(), value.clone(), known.clone());

@@ -58,10 +58,11 @@ impl Collector for DriveCollector {
         emit::gauge(&mut e, "spindle_drive_cluster_version", "The drive's cluster version (a cluster's epoch).", s.cluster_version() as f64)?;
         emit::gauge(&mut e, "spindle_drive_locked", "1 while the drive is locked by its PIN.", if s.locked.load(Ordering::Relaxed) { 1.0 } else { 0.0 })?;
         emit::gauge(&mut e, "spindle_drive_uptime_seconds", "Seconds since the drive started.", s.started.elapsed().as_secs_f64())?;
-        let capacity = s.capacity.report(|| s.engine.disk_usage());
+        let engine_bytes = s.engine.disk_usage();
+        let capacity = s.capacity.report(|| engine_bytes);
         emit::gauge(&mut e, "spindle_drive_capacity_bytes", "Nominal capacity (the quota, or the filesystem's size).", capacity.nominal_bytes as f64)?;
         emit::gauge(&mut e, "spindle_drive_used_bytes", "Bytes used against the nominal capacity.", capacity.used_bytes as f64)?;
-        emit::gauge(&mut e, "spindle_engine_disk_bytes", "Bytes the engine's files take (tables, journal, value log) plus its write buffers.", s.engine.disk_usage() as f64)?;
+        emit::gauge(&mut e, "spindle_engine_disk_bytes", "Bytes the engine's files take (tables, journal, value log) plus its write buffers.", engine_bytes as f64)?;
         emit::gauge(&mut e, "spindle_engine_entries", "Approximate number of keys stored.", s.engine.approximate_len() as f64)?;
         emit::counter(&mut e, "spindle_engine_recoveries", "Times the engine reopened itself after a failed write.", s.engine.recoveries())?;
         if let Some(log) = s.engine.value_log() {
