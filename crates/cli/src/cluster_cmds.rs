@@ -1,6 +1,7 @@
 //! `spindle cluster`: create a cluster, change its members, look at it, use it, run its
 //! coordinator, or start a whole one on loopback (`demo`).
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -52,7 +53,8 @@ pub enum ClusterCommand {
         #[command(flatten)]
         etcd: Etcd,
     },
-    /// Ask the coordinator to add a drive (waits until the map has it).
+    /// Ask the coordinator to add a drive (waits until the map has it; partitions then move
+    /// to it live, shown by status).
     AddDrive {
         /// Member id
         id: String,
@@ -72,9 +74,13 @@ pub enum ClusterCommand {
         #[command(flatten)]
         etcd: Etcd,
     },
-    /// Ask the coordinator to drop a drive (waits until the map no longer has it).
+    /// Ask the coordinator to drain a drive and drop it: its partitions move to the others
+    /// live, and it leaves the map once nothing of the cluster's is left on it.
     RemoveDrive {
         id: String,
+        /// Seconds to wait for the drain (0: return once the coordinator has it)
+        #[arg(long, default_value_t = 600)]
+        wait_secs: u64,
         #[command(flatten)]
         etcd: Etcd,
     },
@@ -139,6 +145,18 @@ pub enum ClusterCommand {
         /// Seconds of the leadership lease (another coordinator takes over after it)
         #[arg(long, default_value_t = 3)]
         lease_secs: u64,
+        /// Milliseconds a drive may be down before its partitions are re-replicated on the others
+        #[arg(long, default_value_t = 120_000)]
+        replace_after_ms: u64,
+        /// Bandwidth moves may take, MiB/s of values pushed drive to drive (0: no limit)
+        #[arg(long, default_value_t = 64.0)]
+        migrate_mib_s: f64,
+        /// Milliseconds data a drive no longer holds stays before it is swept off
+        #[arg(long, default_value_t = 30_000)]
+        sweep_grace_ms: u64,
+        /// Milliseconds between sweeps
+        #[arg(long, default_value_t = 10_000)]
+        sweep_interval_ms: u64,
         /// Serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9200)
         #[arg(long)]
         metrics: Option<std::net::SocketAddr>,
@@ -186,20 +204,28 @@ pub async fn run(cmd: ClusterCommand) -> CmdResult {
         }
         ClusterCommand::AddDrive { id, addr, tls_port, capacity, weight, domain, etcd } => {
             let weight = weight.unwrap_or(if capacity > 0 { capacity as f64 / (1u64 << 30) as f64 } else { 1.0 });
-            let member = Member { id: id.clone(), addr, tls_port, capacity, weight, domain };
+            let member = Member { id: id.clone(), addr, tls_port, capacity, weight, domain, leaving: false };
             let control = etcd.control().await?;
             control.request_change(&MemberChange::Add(member)).await?;
-            let map = wait_for(&control, |m| m.members.contains_key(&id)).await?;
-            println!("{id} added: epoch {}, {} partitions on it", map.epoch, map.load().get(&id).copied().unwrap_or(0));
+            let map = wait_for(&control, |m| m.members.get(&id).is_some_and(|m| !m.leaving), Duration::from_secs(30)).await?;
+            println!(
+                "{id} added: epoch {}; partitions move to it live (spindle cluster status shows the move)",
+                map.epoch
+            );
         }
-        ClusterCommand::RemoveDrive { id, etcd } => {
+        ClusterCommand::RemoveDrive { id, wait_secs, etcd } => {
             let control = etcd.control().await?;
             if !control.load_map().await?.0.members.contains_key(&id) {
                 return Err(format!("{id} is not a member").into());
             }
             control.request_change(&MemberChange::Remove { id: id.clone() }).await?;
-            let map = wait_for(&control, |m| !m.members.contains_key(&id)).await?;
-            println!("{id} removed: epoch {}", map.epoch);
+            let map = wait_for(&control, |m| m.members.get(&id).is_none_or(|m| m.leaving), Duration::from_secs(30)).await?;
+            if wait_secs == 0 {
+                println!("{id} leaving: epoch {}; its partitions move to the others (spindle cluster status shows the move)", map.epoch);
+                return Ok(());
+            }
+            let map = wait_for(&control, |m| !m.members.contains_key(&id), Duration::from_secs(wait_secs)).await?;
+            println!("{id} drained and removed: epoch {}", map.epoch);
         }
         ClusterCommand::Status { etcd } => status(&etcd).await?,
         ClusterCommand::Put { key, value, if_version, etcd } => {
@@ -245,11 +271,29 @@ pub async fn run(cmd: ClusterCommand) -> CmdResult {
                 println!("{}", String::from_utf8_lossy(&k));
             }
         }
-        ClusterCommand::Coordinator { name, probe_ms, down_after_ms, lease_secs, metrics, etcd } => {
+        ClusterCommand::Coordinator {
+            name,
+            probe_ms,
+            down_after_ms,
+            lease_secs,
+            replace_after_ms,
+            migrate_mib_s,
+            sweep_grace_ms,
+            sweep_interval_ms,
+            metrics,
+            etcd,
+        } => {
+            if !(migrate_mib_s.is_finite() && migrate_mib_s >= 0.0) {
+                return Err(format!("--migrate-mib-s {migrate_mib_s}: must be 0 or more").into());
+            }
             let mut config = CoordinatorConfig {
                 probe_interval: Duration::from_millis(probe_ms.max(10)),
                 down_after: Duration::from_millis(down_after_ms),
                 lease_ttl: Duration::from_secs(lease_secs.max(1)),
+                replace_after: Duration::from_millis(replace_after_ms),
+                migrate_rate: (migrate_mib_s * f64::from(1u32 << 20)) as u64,
+                sweep_grace: Duration::from_millis(sweep_grace_ms),
+                sweep_interval: Duration::from_millis(sweep_interval_ms.max(10)),
                 ..CoordinatorConfig::default()
             };
             if let Some(n) = name {
@@ -294,19 +338,23 @@ async fn stop_signal() {
     }
 }
 
-/// Waits (up to 30 s) for the coordinator to have committed a map that passes `done`.
-async fn wait_for(control: &Control, done: impl Fn(&ClusterMap) -> bool) -> Result<ClusterMap, Box<dyn std::error::Error>> {
-    for _ in 0..300 {
+/// Waits (up to `limit`) for the coordinator to have committed a map that passes `done`.
+async fn wait_for(control: &Control, done: impl Fn(&ClusterMap) -> bool, limit: Duration) -> Result<ClusterMap, Box<dyn std::error::Error>> {
+    let start = std::time::Instant::now();
+    loop {
         let (map, _) = control.load_map().await?;
         if done(&map) {
             return Ok(map);
+        }
+        if start.elapsed() >= limit {
+            break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let (_, leader) = control.coordinators().await?;
     Err(match leader {
         None => "no coordinator is running: the change waits in etcd until one is (spindle cluster coordinator)".into(),
-        Some(l) => format!("coordinator {l} has not applied the change within 30 s").into(),
+        Some(l) => format!("coordinator {l} has not finished the change within {limit:?} (spindle cluster status shows where it is)").into(),
     })
 }
 
@@ -319,22 +367,31 @@ async fn status(etcd: &Etcd) -> CmdResult {
     let down: Vec<&String> = map.members.keys().filter(|id| health.get(*id).is_none_or(|h| h.state != HealthState::Up)).collect();
     let missing: usize = map.placement.iter().map(|r| r.iter().filter(|d| down.contains(d)).count() + usize::from(map.replicas).saturating_sub(r.len())).sum();
     let pending = control.pending_changes().await?.len();
+    let progress = control.progress().await?.filter(|p| p.epoch == map.epoch && !map.moving.is_empty());
+    let moving_to: BTreeMap<&String, usize> = map.moving.values().flatten().fold(BTreeMap::new(), |mut acc, d| {
+        *acc.entry(d).or_default() += 1;
+        acc
+    });
     if etcd.json {
         let drives: Vec<_> = map
             .members
             .values()
             .map(|m| {
                 let h = health.get(&m.id);
-                json!({"id": m.id, "addr": m.addr, "domain": m.domain, "weight": m.weight,
+                json!({"id": m.id, "addr": m.addr, "domain": m.domain, "weight": m.weight, "leaving": m.leaving,
                        "state": h.map_or("unknown", |h| if h.state == HealthState::Up { "up" } else if h.repairing { "repairing" } else { "down" }),
-                       "partitions": load.get(&m.id).copied().unwrap_or(0)})
+                       "partitions": load.get(&m.id).copied().unwrap_or(0),
+                       "partitions_after_move": moving_to.get(&m.id).copied()})
             })
             .collect();
         println!(
             "{}",
             json!({"cluster": etcd.cluster, "epoch": map.epoch, "partitions": map.partitions, "replicas": map.replicas,
                    "write_quorum": map.write_quorum, "drives": drives, "replicas_missing": missing,
-                   "coordinators": coordinators, "leader": leader, "pending_changes": pending})
+                   "coordinators": coordinators, "leader": leader, "pending_changes": pending,
+                   "move": progress.as_ref().map(|p| json!({"partitions": p.total, "done": p.done.len(), "bytes": p.bytes,
+                       "entries": p.entries, "caught_up": p.repaired, "started_ms": p.started_ms, "updated_ms": p.updated_ms,
+                       "rate_limit": p.rate_limit, "eta_secs": p.eta_secs()}))})
         );
         return Ok(());
     }
@@ -351,6 +408,7 @@ async fn status(etcd: &Etcd) -> CmdResult {
             Some(h) if h.repairing => "repairing",
             Some(_) => "down",
         };
+        let state = if m.leaving { format!("{state},leaving") } else { state.to_string() };
         println!(
             "{:<12} {:<22} {:<10} {:>7.2} {:<10} {:>10}",
             m.id,
@@ -362,6 +420,22 @@ async fn status(etcd: &Etcd) -> CmdResult {
         );
     }
     println!("replicas missing: {missing}{}", if pending > 0 { format!("  (member changes waiting: {pending})") } else { String::new() });
+    if let Some(p) = progress {
+        let secs = p.updated_ms.saturating_sub(p.started_ms) as f64 / 1000.0;
+        let mib = p.bytes as f64 / f64::from(1u32 << 20);
+        let rate = if secs > 0.0 { format!(" at {:.1} MiB/s", mib / secs) } else { String::new() };
+        let limit = if p.rate_limit > 0 { format!(" (limit {:.1} MiB/s)", p.rate_limit as f64 / f64::from(1u32 << 20)) } else { String::new() };
+        let left = p.eta_secs().map_or_else(|| "time left unknown yet".to_string(), |s| format!("about {s:.0} s left"));
+        println!(
+            "moving: {} of {} partitions done, {mib:.1} MiB in {} entries moved{rate}{limit}, {} caught up; {left}",
+            p.done.len(),
+            p.total,
+            p.entries,
+            p.repaired
+        );
+        let to: Vec<String> = moving_to.iter().map(|(d, n)| format!("{d} {n}")).collect();
+        println!("  partitions per drive after the move: {}", to.join(", "));
+    }
     Ok(())
 }
 
@@ -471,14 +545,18 @@ async fn demo(drives: usize, data: &Path, check: bool) -> CmdResult {
         if known.is_some_and(|m| &m.addr == addr) {
             continue;
         }
-        if known.is_some() {
-            control.request_change(&MemberChange::Remove { id: id.clone() }).await?;
-            wait_for(&control, |m| !m.members.contains_key(&id)).await?;
-        }
-        let member = Member { id: id.clone(), addr: addr.clone(), tls_port: None, capacity: 0, weight: 1.0, domain: None };
+        // A member known at another address takes the new one (an update, not a move).
+        let member = Member { id: id.clone(), addr: addr.clone(), tls_port: None, capacity: 0, weight: 1.0, domain: None, leaving: false };
         control.request_change(&MemberChange::Add(member)).await?;
-        wait_for(&control, |m| m.members.contains_key(&id)).await?;
+        let a = addr.clone();
+        wait_for(&control, |m| m.members.get(&id).is_some_and(|m| m.addr == a), Duration::from_secs(30)).await?;
     }
+    // Ready once every partition is placed on as many drives as it can have.
+    let full = |m: &ClusterMap| {
+        let n = m.members.values().filter(|d| !d.leaving).count().min(usize::from(m.replicas));
+        m.moving.is_empty() && m.placement.iter().all(|r| r.len() == n)
+    };
+    wait_for(&control, full, Duration::from_secs(60)).await?;
     println!("spindle cluster demo: {drives} drives, etcd at {etcd_url}, data in {}", data.display());
     println!("  export SPINDLE_ETCD={etcd_url}");
     println!("  spindle cluster status;  spindle cluster put hello world;  spindle cluster get hello");

@@ -3,10 +3,14 @@
 //! over everything the clients saw.
 
 mod common;
+#[path = "common/cluster.rs"]
+mod harness;
+
+use harness::*;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Child, Command as Process, Stdio};
+use std::process::{Command as Process, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,203 +18,8 @@ use bytes::Bytes;
 use common::{runtime, samples, scrape, spindle_bin, TestDrive};
 use parking_lot::Mutex;
 use spindle_cluster::control::{HealthState, MemberChange};
-use spindle_cluster::history::{self, Event, Op};
 use spindle_cluster::tag::Tag;
 use spindle_cluster::{ClusterError, ClusterMap, Condition, Control, Member, Store, StoreConfig};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// A process killed when dropped (tests stop everything they start, failing or not).
-struct Proc(Option<Child>);
-
-impl Proc {
-    fn kill(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// etcd members on loopback, each with its own data directory under `dir`.
-struct Etcd {
-    members: Vec<Proc>,
-    pub urls: Vec<String>,
-}
-
-impl Etcd {
-    fn start(dir: &Path, n: usize) -> Etcd {
-        let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
-        let initial: Vec<String> = ports.iter().enumerate().map(|(i, (_, p))| format!("e{i}=http://127.0.0.1:{p}")).collect();
-        let mut members = Vec::new();
-        let mut urls = Vec::new();
-        for (i, (client, peer)) in ports.iter().enumerate() {
-            let url = format!("http://127.0.0.1:{client}");
-            let peer_url = format!("http://127.0.0.1:{peer}");
-            let child = Process::new("etcd")
-                .args(["--name", &format!("e{i}"), "--data-dir"])
-                .arg(dir.join(format!("etcd-{i}")))
-                .args(["--listen-client-urls", &url, "--advertise-client-urls", &url])
-                .args(["--listen-peer-urls", &peer_url, "--initial-advertise-peer-urls", &peer_url])
-                .args(["--initial-cluster", &initial.join(","), "--initial-cluster-state", "new"])
-                .args(["--heartbeat-interval", "50", "--election-timeout", "500"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("etcd (Debian package etcd-server) must be installed");
-            members.push(Proc(Some(child)));
-            urls.push(url);
-        }
-        Etcd { members, urls }
-    }
-
-    fn endpoints(&self) -> String {
-        self.urls.join(",")
-    }
-}
-
-fn coordinator(etcd: &str, cluster: &str, name: &str) -> Proc {
-    coordinator_with(etcd, cluster, name, &[])
-}
-
-fn coordinator_with(etcd: &str, cluster: &str, name: &str, args: &[&str]) -> Proc {
-    let child = Process::new(spindle_bin())
-        .args(["cluster", "coordinator", "--etcd", etcd, "--cluster", cluster, "--name", name])
-        .args(args)
-        .args(["--probe-ms", "100", "--down-after-ms", "800", "--lease-secs", "1"])
-        .env("SPINDLE_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    Proc(Some(child))
-}
-
-async fn control(etcd: &str, cluster: &str) -> Control {
-    let mut last = String::new();
-    for _ in 0..100 {
-        match Control::connect(etcd, cluster).await {
-            Ok(c) => match c.coordinators().await {
-                Ok(_) => return c,
-                Err(e) => last = e.to_string(),
-            },
-            Err(e) => last = e.to_string(),
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("etcd did not come up: {last}");
-}
-
-async fn until<T>(what: &str, limit: Duration, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if let Some(v) = probe().await {
-            return v;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("{what}: not within {limit:?}");
-}
-
-/// Adds drives through the coordinator and waits until all are members and up.
-async fn add_drives(control: &Control, drives: &[&TestDrive]) {
-    add_addresses(control, &drives.iter().map(|d| d.addr.clone()).collect::<Vec<_>>()).await;
-}
-
-/// Adds the drives at `addrs` as d0, d1, … and waits until all are members and up.
-async fn add_addresses(control: &Control, drives: &[String]) {
-    for (i, addr) in drives.iter().enumerate() {
-        let member = Member { id: format!("d{i}"), addr: addr.clone(), tls_port: None, capacity: 0, weight: 1.0, domain: None };
-        control.request_change(&MemberChange::Add(member)).await.unwrap();
-    }
-    let n = drives.len();
-    until("drives added and up", Duration::from_secs(30), async || {
-        let (map, _) = control.load_map().await.ok()?;
-        let health = control.health().await.ok()?;
-        (map.members.len() == n && health.values().filter(|h| h.state == HealthState::Up).count() == n).then_some(())
-    })
-    .await;
-}
-
-/// A workload recording a history: `clients` tasks doing puts (unique values), deletes and
-/// reads on `keys` keys while `running` holds.
-struct Recorder {
-    start: Instant,
-    events: Mutex<Vec<Event>>,
-    acknowledged: std::sync::atomic::AtomicU64,
-}
-
-impl Recorder {
-    fn now(&self) -> u64 {
-        self.start.elapsed().as_micros() as u64
-    }
-}
-
-async fn client_loop(store: Store, rec: Arc<Recorder>, id: u64, keys: u64, stop: Arc<std::sync::atomic::AtomicBool>) {
-    use rand::{Rng, SeedableRng};
-    let mut rng = rand::rngs::StdRng::from_os_rng();
-    let mut n = 0u64;
-    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-        let key = rng.random_range(0..keys);
-        let k = format!("key-{key}");
-        let call = rec.now();
-        let roll = rng.random_range(0..10);
-        let event = if roll < 4 {
-            n += 1;
-            let v = (id << 32) | n;
-            let r = store.put(k.as_bytes(), Bytes::from(v.to_be_bytes().to_vec()), Condition::None).await;
-            let ret = r.is_ok().then(|| rec.now());
-            Event { key, op: Op::Write(Some(v)), call, ret }
-        } else if roll < 5 {
-            // A delete that found nothing wrote nothing: it read "absent".
-            match store.delete(k.as_bytes(), Condition::None).await {
-                Ok(true) => Event { key, op: Op::Write(None), call, ret: Some(rec.now()) },
-                Ok(false) => Event { key, op: Op::Read(None), call, ret: Some(rec.now()) },
-                Err(_) => Event { key, op: Op::Write(None), call, ret: None },
-            }
-        } else {
-            match store.get(k.as_bytes()).await {
-                Ok(v) => {
-                    let value = v.map(|v| u64::from_be_bytes(v.value[..].try_into().expect("8-byte values")));
-                    Event { key, op: Op::Read(value), call, ret: Some(rec.now()) }
-                }
-                Err(_) => continue,
-            }
-        };
-        if event.ret.is_some() {
-            rec.acknowledged.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
-        rec.events.lock().push(event);
-    }
-}
-
-/// Every key's newest tag is on every replica the map names for it.
-async fn replicas_agree(store: &Store, drives: &BTreeMap<String, String>, keys: u64) -> Result<(), String> {
-    let map = store.map();
-    for key in 0..keys {
-        let k = format!("key-{key}");
-        let p = map.partition_of(k.as_bytes());
-        let dk = spindle_cluster::map::drive_key(p, k.as_bytes());
-        let mut tags = Vec::new();
-        for d in map.replicas_of(p) {
-            let config = spindle_client::ClientConfig { cluster_version: map.epoch as i64, ..Default::default() };
-            let c = spindle_client::Client::connect(drives[d].as_str(), config).await.map_err(|e| e.to_string())?;
-            tags.push((d.clone(), c.get_metadata(&dk).await.map_err(|e| e.to_string())?.and_then(|m| Tag::decode(&m.version))));
-        }
-        if tags.windows(2).any(|w| w[0].1 != w[1].1) {
-            return Err(format!("{k}: replicas differ: {tags:?}"));
-        }
-    }
-    Ok(())
-}
 
 #[test]
 fn reads_and_writes_go_on_through_a_drive_kill_and_it_catches_up() {
@@ -242,7 +51,7 @@ fn under_fault(etcd: &Etcd, cluster: &str, addrs: &[String], fault: impl FnOnce(
         for _ in 0..4 {
             clients.push(Store::open(control.clone(), StoreConfig::default()).await.unwrap());
         }
-        let rec = Arc::new(Recorder { start: Instant::now(), events: Mutex::new(Vec::new()), acknowledged: Default::default() });
+        let rec = Recorder::new();
         let keys = 24;
         let phase = async |seconds: u64| {
             let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -295,13 +104,7 @@ fn under_fault(etcd: &Etcd, cluster: &str, addrs: &[String], fault: impl FnOnce(
         assert!(m["spindle_coordinator_repaired_entries_total"] >= 1.0, "d1 missed writes that were repaired");
         assert_eq!(m["spindle_coordinator_epoch"], control.load_map().await.unwrap().0.epoch as f64);
         phase(1).await;
-        let events = rec.events.lock().clone();
-        if let Err(v) = history::check(&events) {
-            let path = std::env::temp_dir().join(format!("spindle-cluster-violation-{cluster}.txt"));
-            std::fs::write(&path, v.to_string()).unwrap();
-            panic!("not linearizable: key {} ({} operations, all in {})", v.key, v.events.len(), path.display());
-        }
-        assert!(events.iter().any(|e| matches!(e.op, Op::Read(Some(_)))), "the history read nothing back");
+        rec.check(cluster);
     });
 }
 
@@ -469,7 +272,7 @@ fn versions_compare_and_swap_and_ordered_ranges() {
         assert!(matches!(store.range(b"a", Some(&vec![b'k'; 5000]), 1).await, Err(ClusterError::KeyTooLong { .. })));
         let big = Bytes::from(vec![0u8; spindle_cluster::store::MAX_VALUE_LEN + 1]);
         assert!(matches!(store.put(b"big", big, Condition::None).await, Err(ClusterError::ValueTooLarge { .. })));
-        let bad = Member { id: "a/b".into(), addr: drives[0].addr.clone(), tls_port: None, capacity: 0, weight: 1.0, domain: None };
+        let bad = Member { id: "a/b".into(), addr: drives[0].addr.clone(), tls_port: None, capacity: 0, weight: 1.0, domain: None, leaving: false };
         assert!(matches!(control.request_change(&MemberChange::Add(bad)).await, Err(ClusterError::Invalid(_))));
 
         // Two of three replicas gone: no quorum, said as such, for writes and reads alike.
@@ -510,7 +313,7 @@ fn a_new_coordinator_leads_when_the_leader_dies_and_etcd_survives_a_member_loss(
         let store2 = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
         store2.put(b"k2", Bytes::from_static(b"v2"), Condition::None).await.unwrap();
         assert_eq!(store.get(b"k").await.unwrap().unwrap().value, Bytes::from_static(b"v"));
-        let member = Member { id: "d2".into(), addr: drives[2].addr.clone(), tls_port: None, capacity: 0, weight: 1.0, domain: None };
+        let member = Member { id: "d2".into(), addr: drives[2].addr.clone(), tls_port: None, capacity: 0, weight: 1.0, domain: None, leaving: false };
         control.request_change(&MemberChange::Add(member)).await.unwrap();
         until("the new leader applies a change with an etcd member down", Duration::from_secs(20), async || {
             let (map, _) = control.load_map().await.ok()?;

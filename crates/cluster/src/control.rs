@@ -3,8 +3,9 @@
 //! health as the coordinator sees it, member changes waiting for the coordinator, and the
 //! coordinator's election.
 //!
-//! Layout under `/spindle/<cluster>/`: `map`, `health/<drive>`, `changes/<drive>`, `leader`
-//! (etcd's election prefix), `coordinators/<name>` (live coordinators, on their lease).
+//! Layout under `/spindle/<cluster>/`: `map`, `health/<drive>`, `changes/<drive>`, `move` (the
+//! move under way), `leader` (etcd's election prefix), `coordinators/<name>` (live
+//! coordinators, on their lease).
 
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -33,6 +34,37 @@ pub struct Health {
     /// Set while the coordinator repairs what the drive missed; cleared when done.
     #[serde(default)]
     pub repairing: bool,
+}
+
+/// The move under way, as far as it has gone (`move` in etcd; the map holds what moves
+/// where). A leader that takes over resumes from it: partitions done at the move's epoch are
+/// not copied again.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MoveProgress {
+    /// The epoch the move started at (the map's while it is under way).
+    pub epoch: u64,
+    /// Partitions moving, and those copied and brought up to date.
+    pub total: u32,
+    pub done: std::collections::BTreeSet<u32>,
+    /// Value bytes the drives pushed to each other, and entries copied.
+    pub bytes: u64,
+    pub entries: u64,
+    /// Entries that the catch-up pass after the pushes copied (writes that reached the old
+    /// replicas and not the new, while the pushes ran).
+    pub repaired: u64,
+    /// Unix milliseconds when the move started and when this was last written.
+    pub started_ms: u64,
+    pub updated_ms: u64,
+    /// The bandwidth limit it runs at (bytes per second, 0 for none).
+    pub rate_limit: u64,
+}
+
+impl MoveProgress {
+    /// Seconds left at the pace so far (by partitions), if any is done.
+    pub fn eta_secs(&self) -> Option<f64> {
+        let done = self.done.len() as f64;
+        (done > 0.0).then(|| (self.updated_ms.saturating_sub(self.started_ms)) as f64 / 1000.0 / done * (f64::from(self.total) - done))
+    }
 }
 
 /// A member change asked of the coordinator (`spindle cluster add-drive` / `remove-drive`).
@@ -170,6 +202,32 @@ impl Control {
             .when([Compare::mod_revision(key.clone(), CompareOp::Equal, revision)])
             .and_then([TxnOp::put(key, encode(map)?, None), TxnOp::delete(change_key, None)]);
         Ok(self.etcd.kv_client().txn(txn).await?.succeeded())
+    }
+
+    /// Commits `map` if still at `revision` and sets or clears the move's progress with it,
+    /// in one transaction (starting a move, flipping it, rolling it back).
+    pub async fn commit_move(&self, revision: i64, map: &ClusterMap, progress: Option<&MoveProgress>) -> Result<bool, ClusterError> {
+        let key = self.key("map");
+        let progress_op = match progress {
+            Some(p) => TxnOp::put(self.key("move"), encode(p)?, None),
+            None => TxnOp::delete(self.key("move"), None),
+        };
+        let txn = Txn::new()
+            .when([Compare::mod_revision(key.clone(), CompareOp::Equal, revision)])
+            .and_then([TxnOp::put(key, encode(map)?, None), progress_op]);
+        Ok(self.etcd.kv_client().txn(txn).await?.succeeded())
+    }
+
+    /// The move under way, if any.
+    pub async fn progress(&self) -> Result<Option<MoveProgress>, ClusterError> {
+        let resp = self.etcd.kv_client().get(self.key("move"), None).await?;
+        resp.kvs().first().map(|kv| decode(kv.value())).transpose()
+    }
+
+    /// Records how far the move at `progress.epoch` has gone, unless the map has moved on.
+    pub async fn save_progress(&self, progress: &MoveProgress) -> Result<(), ClusterError> {
+        self.etcd.kv_client().put(self.key("move"), encode(progress)?, None).await?;
+        Ok(())
     }
 
     pub async fn drop_change(&self, change_key: &str) -> Result<(), ClusterError> {

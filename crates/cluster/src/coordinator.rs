@@ -1,18 +1,22 @@
 //! The coordinator: several may run, one leads (etcd election on a lease). The leader probes
 //! every drive through Kinetic (NOOP), marks a drive down when it has not answered for
 //! `down_after` and up again once it has caught up, owns every change of the map (member
-//! changes asked through etcd become a new placement and epoch in one transaction), and fences
-//! drives to the map's epoch with SETUP after the transaction commits.
+//! changes asked through etcd, moves of partitions toward the placement the members call for
+//! (migrate.rs), drives down for `replace_after` replaced), sweeps data drives no longer need
+//! (sweep.rs), and fences drives to the map's epoch with SETUP after each transaction commits.
+//! Everything a successor needs to resume is in etcd: the map (with the move under way) and
+//! the move's progress.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use spindle_client::{Client, ClientConfig};
 use tracing::{info, warn};
 
-use crate::control::{now_ms, Control, Health, HealthState, MemberChange};
-use crate::map::ClusterMap;
+use crate::control::{now_ms, Control, Health, HealthState, MemberChange, MoveProgress};
+use crate::map::{ClusterMap, Member};
+use crate::{migrate, sweep};
 use crate::metrics::{CoordinatorMetrics, DriveView};
 use crate::repair;
 use crate::ClusterError;
@@ -26,6 +30,14 @@ pub struct CoordinatorConfig {
     pub down_after: Duration,
     /// TTL of the leadership lease: how soon another coordinator takes over from a dead one.
     pub lease_ttl: Duration,
+    /// A drive down this long is replaced: its partitions are re-replicated on the others.
+    pub replace_after: Duration,
+    /// Bandwidth a move's pushes may take, bytes per second (0: no limit).
+    pub migrate_rate: u64,
+    /// How long data a drive no longer needs stays before the sweeper deletes it, and how
+    /// often the sweeper looks.
+    pub sweep_grace: Duration,
+    pub sweep_interval: Duration,
     /// Identity and key for the drives.
     pub client: ClientConfig,
     /// What `/metrics` reports of this coordinator.
@@ -39,6 +51,10 @@ impl Default for CoordinatorConfig {
             probe_interval: Duration::from_millis(500),
             down_after: Duration::from_secs(3),
             lease_ttl: Duration::from_secs(3),
+            replace_after: Duration::from_secs(120),
+            migrate_rate: 64 << 20,
+            sweep_grace: Duration::from_secs(30),
+            sweep_interval: Duration::from_secs(10),
             client: ClientConfig { timeout: Duration::from_secs(2), ..ClientConfig::default() },
             metrics: Arc::default(),
         }
@@ -114,14 +130,20 @@ async fn lead_once(control: &Control, config: &CoordinatorConfig) -> Result<(), 
     result
 }
 
-/// The leader's loop.
+/// The leader's two loops, side by side: `watch` probes drives, marks them down and up and
+/// catches up those that come back; `plan` applies member changes, moves partitions and
+/// sweeps. Either failing (etcd gone, leadership lost) ends the term.
 async fn lead(control: &Control, config: &CoordinatorConfig) -> Result<(), ClusterError> {
+    tokio::try_join!(watch(control, config), plan(control, config)).map(drop)
+}
+
+/// Probes every member each round.
+async fn watch(control: &Control, config: &CoordinatorConfig) -> Result<(), ClusterError> {
     let mut probes: HashMap<String, Probe> = HashMap::new();
     let mut tick = tokio::time::interval(config.probe_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        apply_changes(control, config).await?;
         let (map, _) = control.load_map().await?;
         let health = control.health().await?;
         probes.retain(|id, _| map.members.contains_key(id));
@@ -195,7 +217,7 @@ async fn check(probe: &mut Probe, addr: &str, map: &ClusterMap, config: &Coordin
                 return false;
             }
         },
-        None => match fenced_client(addr, epoch, config).await {
+        None => match fenced_client(addr, epoch, &config.client).await {
             Some(c) => c,
             None => {
                 probe.client = None;
@@ -233,77 +255,290 @@ async fn catch_up(map: &ClusterMap, drive: &str, probes: &HashMap<String, Probe>
     Ok(copied)
 }
 
-/// Turns waiting member changes into new maps, one epoch each, and repairs the partitions
-/// whose replicas changed.
-async fn apply_changes(control: &Control, config: &CoordinatorConfig) -> Result<(), ClusterError> {
-    for (key, change) in control.pending_changes().await? {
-        let (mut map, revision) = control.load_map().await?;
-        let before = map.clone();
-        match &change {
-            MemberChange::Add(m) => {
-                if map.members.values().any(|o| o.addr == m.addr && o.id != m.id) {
-                    warn!("refusing to add {}: {} is already a member", m.id, m.addr);
-                    control.drop_change(&key).await?;
-                    continue;
-                }
-                map.members.insert(m.id.clone(), m.clone());
-            }
-            MemberChange::Remove { id } => {
-                if map.members.remove(id).is_none() {
-                    control.drop_change(&key).await?;
-                    continue;
-                }
-            }
+/// Why a coordinator stops on purpose at a point of a move (`SPINDLE_COORDINATOR_CRASH_AT`):
+/// the crash tests kill it at each phase, exactly there, as a power cut or SIGKILL would.
+fn crash_point(phase: &str) {
+    if std::env::var("SPINDLE_COORDINATOR_CRASH_AT").is_ok_and(|p| p == phase) {
+        eprintln!("coordinator: crashing at {phase} (SPINDLE_COORDINATOR_CRASH_AT)");
+        std::process::abort();
+    }
+}
+
+/// Member changes, moves and sweeps, one step per round, in this order: a move under way is
+/// driven to its flip before anything else changes the map.
+async fn plan(control: &Control, config: &CoordinatorConfig) -> Result<(), ClusterError> {
+    let mut tick = tokio::time::interval(config.probe_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut sweeper = Sweeper::default();
+    loop {
+        tick.tick().await;
+        let (map, revision) = control.load_map().await?;
+        config.metrics.moving(map.moving.len());
+        if !map.moving.is_empty() {
+            run_move(control, config, map, revision).await?;
+            continue;
         }
-        map.placement = map.computed_placement();
-        map.epoch += 1;
-        if control.apply_change(revision, &map, &key).await? {
+        if apply_change(control, config).await? {
+            continue;
+        }
+        let health = control.health().await?;
+        if map.members.keys().any(|id| !health.contains_key(id)) {
+            // A member not probed yet: its first probe (within `down_after`) says whether
+            // placement can count on it.
+            continue;
+        }
+        let failed = failed(&map, &health, config.replace_after);
+        if start_move(control, config, map.clone(), revision, &failed).await? {
+            continue;
+        }
+        sweeper.round(control, config, &map, revision).await?;
+    }
+}
+
+/// Drives down for longer than `replace_after` (their partitions are re-replicated on the
+/// others), and members never seen up that hold nothing yet (placed once they answer).
+fn failed(map: &ClusterMap, health: &BTreeMap<String, Health>, replace_after: Duration) -> BTreeSet<String> {
+    let now = now_ms();
+    map.members
+        .keys()
+        .filter(|id| match health.get(*id) {
+            Some(h) => h.state == HealthState::Down && !h.repairing && now.saturating_sub(h.last_seen_ms) > replace_after.as_millis() as u64,
+            None => !(0..map.partitions).any(|p| map.assigned(id, p)),
+        })
+        .cloned()
+        .collect()
+}
+
+/// Applies the oldest waiting member change, if any (one epoch): an added member joins (or
+/// an existing one takes its new address and weight); a removed one is marked leaving, which
+/// the next plan drains. `true` if there was one.
+async fn apply_change(control: &Control, config: &CoordinatorConfig) -> Result<bool, ClusterError> {
+    let Some((key, change)) = control.pending_changes().await?.into_iter().next() else { return Ok(false) };
+    let (mut map, revision) = control.load_map().await?;
+    match &change {
+        MemberChange::Add(m) => {
+            if map.members.values().any(|o| o.addr == m.addr && o.id != m.id) {
+                warn!("refusing to add {}: {} is already a member", m.id, m.addr);
+                control.drop_change(&key).await?;
+                return Ok(true);
+            }
+            map.members.insert(m.id.clone(), Member { leaving: false, ..m.clone() });
+        }
+        MemberChange::Remove { id } => match map.members.get_mut(id) {
+            Some(m) => m.leaving = true,
+            None => {
+                control.drop_change(&key).await?;
+                return Ok(true);
+            }
+        },
+    }
+    // Clients learn new addresses from the map they reload when the epoch changes.
+    map.epoch += 1;
+    if control.apply_change(revision, &map, &key).await? {
+        config.metrics.map_changed();
+        info!("epoch {}: {change:?}", map.epoch);
+    }
+    Ok(true)
+}
+
+/// Starts the move from the placement the map has to the one its members call for, if they
+/// differ: the moving partitions named in the map at a new epoch, with the move's progress, in
+/// one transaction; then every drive fenced to it. A partition with nothing to copy from (a
+/// new cluster's first drives) is placed at once. `true` if the map changed.
+async fn start_move(control: &Control, config: &CoordinatorConfig, mut map: ClusterMap, revision: i64, failed: &BTreeSet<String>) -> Result<bool, ClusterError> {
+    let desired = map.computed_placement(failed);
+    let same = |a: &[String], b: &[String]| a.len() == b.len() && a.iter().all(|d| b.contains(d));
+    let mut moving = BTreeMap::new();
+    let mut placed = false;
+    for p in 0..map.partitions {
+        let want = &desired[p as usize];
+        let now = map.replicas_of(p);
+        if same(now, want) || want.is_empty() {
+            continue;
+        }
+        if now.iter().all(|d| !map.members.contains_key(d)) {
+            map.placement[p as usize] = want.clone();
+            placed = true;
+        } else {
+            moving.insert(p, want.clone());
+        }
+    }
+    if moving.is_empty() && !placed {
+        return Ok(false);
+    }
+    map.moving = moving;
+    map.epoch += 1;
+    let progress = (!map.moving.is_empty()).then(|| MoveProgress {
+        epoch: map.epoch,
+        total: map.moving.len() as u32,
+        started_ms: now_ms(),
+        updated_ms: now_ms(),
+        rate_limit: config.migrate_rate,
+        ..MoveProgress::default()
+    });
+    if !control.commit_move(revision, &map, progress.as_ref()).await? {
+        return Ok(true);
+    }
+    config.metrics.map_changed();
+    info!("epoch {}: {} partitions start moving", map.epoch, map.moving.len());
+    crash_point("move-started");
+    migrate::connect_all(&map, &config.client).await;
+    Ok(true)
+}
+
+/// Drives the move under way: rolls it back if a drive it copies to is gone, else copies the
+/// partitions not yet done (recording each in etcd), then flips.
+async fn run_move(control: &Control, config: &CoordinatorConfig, map: ClusterMap, revision: i64) -> Result<(), ClusterError> {
+    let health = control.health().await?;
+    let failed = failed(&map, &health, config.replace_after);
+    let m = &map;
+    let lost = m
+        .moving
+        .iter()
+        .flat_map(|(p, new)| new.iter().filter(move |d| !m.replicas_of(*p).contains(d)))
+        .find(|d| failed.contains(*d) || m.members.get(*d).is_none_or(|member| member.leaving))
+        .cloned();
+    if let Some(lost) = lost {
+        // The old replicas have every acknowledged write (writes needed a quorum of them):
+        // they stay; what was copied is swept.
+        let mut back = map.clone();
+        back.moving.clear();
+        back.epoch += 1;
+        if control.commit_move(revision, &back, None).await? {
+            warn!("epoch {}: move rolled back ({lost}, a drive it copied to, is gone)", back.epoch);
             config.metrics.map_changed();
-            info!("epoch {}: {change:?}", map.epoch);
-            if let MemberChange::Remove { id } = &change {
-                control.clear_health(id).await?;
-            }
-            let copied = rebalance(&before, &map, config).await;
-            config.metrics.repaired(copied);
-            info!("epoch {}: {copied} entries copied to partitions' new replicas", map.epoch);
+            migrate::connect_all(&back, &config.client).await;
         }
+        return Ok(());
+    }
+    let mut progress = match control.progress().await? {
+        Some(p) if p.epoch == map.epoch => p,
+        _ => MoveProgress { epoch: map.epoch, total: map.moving.len() as u32, started_ms: now_ms(), rate_limit: config.migrate_rate, ..MoveProgress::default() },
+    };
+    let drives = migrate::connect_all(&map, &config.client).await;
+    let throttle = migrate::Throttle { rate: config.migrate_rate };
+    let mut pending = 0;
+    let mut first_error = None;
+    for &p in map.moving.keys() {
+        if progress.done.contains(&p) {
+            continue;
+        }
+        match migrate::copy_partition(&map, p, &drives, throttle).await {
+            Ok(c) => {
+                progress.done.insert(p);
+                progress.bytes += c.bytes;
+                progress.entries += c.entries;
+                progress.repaired += c.repaired;
+                progress.updated_ms = now_ms();
+                control.save_progress(&progress).await?;
+                config.metrics.moved(c.bytes, c.entries + c.repaired);
+                crash_point("partition-copied");
+            }
+            Err(e) => {
+                first_error.get_or_insert(e);
+                pending += 1;
+            }
+        }
+    }
+    if let Some(e) = first_error {
+        warn!("epoch {}: {pending} partitions not copied yet ({e}); trying again", map.epoch);
+        return Ok(());
+    }
+    crash_point("copied");
+    let mut next = map.clone();
+    for (p, new) in std::mem::take(&mut next.moving) {
+        next.placement[p as usize] = new;
+    }
+    next.epoch += 1;
+    if control.commit_move(revision, &next, None).await? {
+        config.metrics.map_changed();
+        info!(
+            "epoch {}: move done, {} partitions, {} bytes pushed, {} entries caught up, in {:.1} s",
+            next.epoch,
+            progress.total,
+            progress.bytes,
+            progress.repaired,
+            now_ms().saturating_sub(progress.started_ms) as f64 / 1000.0
+        );
+        crash_point("flipped");
+        migrate::connect_all(&next, &config.client).await;
     }
     Ok(())
 }
 
-/// After a placement change: every partition whose replicas changed is repaired over its old
-/// and new replicas together, so the new ones get the data (in the new epoch; the migration
-/// protocol that copies before the flip is built on this).
-async fn rebalance(before: &ClusterMap, after: &ClusterMap, config: &CoordinatorConfig) -> u64 {
-    let mut clients: HashMap<String, Option<Client>> = HashMap::new();
-    let mut copied = 0;
-    for p in 0..after.partitions {
-        let (old, new) = (before.replicas_of(p), after.replicas_of(p));
-        if old == new {
-            continue;
+/// What the sweeper has seen foreign, since when; and when it last looked.
+#[derive(Default)]
+struct Sweeper {
+    seen: HashMap<(String, u32), Instant>,
+    last: Option<Instant>,
+}
+
+impl Sweeper {
+    /// Every `sweep_interval`: each drive's foreign partitions found, those seen foreign for
+    /// `sweep_grace` deleted; then leaving members that hold nothing are dropped from the map.
+    async fn round(&mut self, control: &Control, config: &CoordinatorConfig, map: &ClusterMap, revision: i64) -> Result<(), ClusterError> {
+        if self.last.is_some_and(|l| l.elapsed() < config.sweep_interval) {
+            return Ok(());
         }
-        let mut reachable = Vec::new();
-        for id in old.iter().chain(new).collect::<std::collections::BTreeSet<_>>() {
-            let Some(addr) = after.members.get(id).or_else(|| before.members.get(id)).map(|m| m.addr.clone()) else { continue };
-            if !clients.contains_key(id) {
-                clients.insert(id.clone(), fenced_client(&addr, after.epoch as i64, config).await);
+        self.last = Some(Instant::now());
+        let drives = migrate::connect_all(map, &config.client).await;
+        let mut found = std::collections::HashSet::new();
+        for (id, c) in &drives {
+            let foreign = match sweep::foreign_partitions(map, id, c).await {
+                Ok(f) => f,
+                Err(e) => {
+                    warn!("sweeping {id}: {e}");
+                    continue;
+                }
+            };
+            for p in foreign {
+                let since = *self.seen.entry((id.clone(), p)).or_insert_with(Instant::now);
+                if since.elapsed() < config.sweep_grace {
+                    found.insert((id.clone(), p));
+                    continue;
+                }
+                match sweep::wipe(p, c).await {
+                    Ok(n) => {
+                        config.metrics.swept(n);
+                        info!("swept partition {p} off {id}: {n} entries it no longer holds");
+                    }
+                    Err(e) => {
+                        warn!("sweeping partition {p} off {id}: {e}");
+                        found.insert((id.clone(), p));
+                    }
+                }
             }
-            if let Some(Some(c)) = clients.get(id) {
-                reachable.push((id.clone(), c.clone()));
+        }
+        self.seen.retain(|k, _| found.contains(k));
+        // Leaving members placed nowhere with nothing left on them (or not answering) go.
+        let gone: Vec<String> = map
+            .members
+            .values()
+            .filter(|m| m.leaving && !(0..map.partitions).any(|p| map.assigned(&m.id, p)) && !found.iter().any(|(d, _)| *d == m.id))
+            .map(|m| m.id.clone())
+            .collect();
+        if !gone.is_empty() {
+            let mut next = map.clone();
+            for id in &gone {
+                next.members.remove(id);
+            }
+            next.epoch += 1;
+            if control.replace_map(revision, &next).await? {
+                for id in &gone {
+                    control.clear_health(id).await?;
+                }
+                config.metrics.map_changed();
+                info!("epoch {}: {} left the cluster, drained", next.epoch, gone.join(", "));
             }
         }
-        match repair::repair_partition(p, &reachable).await {
-            Ok(n) => copied += n,
-            Err(e) => warn!("partition {p}: repair after the change failed ({e}); the drives' own catch-up will retry"),
-        }
+        Ok(())
     }
-    copied
 }
 
 /// A connection at `epoch`: it adopts the drive's cluster version from the sign-on, then
 /// fences the drive to `epoch` if that differs.
-async fn fenced_client(addr: &str, epoch: i64, config: &CoordinatorConfig) -> Option<Client> {
-    let c = tokio::time::timeout(config.client.timeout, Client::connect(addr, config.client.clone())).await.ok()?.ok()?;
+pub(crate) async fn fenced_client(addr: &str, epoch: i64, config: &ClientConfig) -> Option<Client> {
+    let c = tokio::time::timeout(config.timeout, Client::connect(addr, config.clone())).await.ok()?.ok()?;
     let theirs = c.sign_on().header.as_ref().and_then(|h| h.cluster_version).unwrap_or(0);
     c.set_request_cluster_version(theirs);
     fence(&c, epoch).await.ok()?;
@@ -312,7 +547,15 @@ async fn fenced_client(addr: &str, epoch: i64, config: &CoordinatorConfig) -> Op
 
 /// Sets the drive's cluster version to `epoch` (SETUP, sent at the version the connection
 /// knows) unless it is there already; the connection then talks at `epoch`.
+/// Never backwards: a drive already at a newer epoch was fenced by a newer leader, and this
+/// one's map is stale.
 async fn fence(c: &Client, epoch: i64) -> Result<(), spindle_client::ClientError> {
+    if c.cluster_version() > epoch {
+        return Err(spindle_client::ClientError::Status {
+            code: spindle_client::StatusCode::VersionFailure,
+            message: format!("the drive is at epoch {}, newer than {epoch}", c.cluster_version()),
+        });
+    }
     if c.cluster_version() != epoch {
         c.set_cluster_version(epoch).await?;
         c.set_request_cluster_version(epoch);

@@ -4,7 +4,8 @@
 //! (per-key linearizable reads and writes at quorums), `batch` (writes of several keys of
 //! one partition that readers see all or none of), `repair` anti-entropy for a partition,
 //! `coordinator` the elected process that watches drives and owns the map (`metrics` what it
-//! reports to Prometheus), `history` the checker of what clients saw.
+//! reports to Prometheus), `migrate` its moves of partitions between drives, `sweep` its
+//! removal of data drives no longer hold, `history` the checker of what clients saw.
 
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
@@ -17,10 +18,12 @@ mod error;
 pub mod history;
 pub mod map;
 pub mod metrics;
+pub mod migrate;
 pub mod placement;
 pub mod repair;
 pub mod replica;
 pub mod store;
+pub mod sweep;
 pub mod tag;
 
 pub use control::Control;

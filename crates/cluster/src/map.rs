@@ -45,6 +45,10 @@ pub struct Member {
     pub weight: f64,
     #[serde(default)]
     pub domain: Option<String>,
+    /// Asked to leave (`remove-drive`): placed nowhere, drained by a move, and dropped from
+    /// the map once nothing of the cluster's is left on it.
+    #[serde(default)]
+    pub leaving: bool,
 }
 
 impl Member {
@@ -89,6 +93,11 @@ pub struct ClusterMap {
     /// that no stored key moves to another partition.
     #[serde(default)]
     pub hash_tags: bool,
+    /// The move under way: each moving partition and the replicas it will have once the
+    /// move flips. Until then `placement` stays its replicas (reads ask them), and writes go
+    /// to both sets, acknowledged once a write quorum of each holds them (migrate.rs).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub moving: BTreeMap<u32, Vec<String>>,
 }
 
 impl ClusterMap {
@@ -117,6 +126,7 @@ impl ClusterMap {
             members: BTreeMap::new(),
             placement: vec![Vec::new(); partitions as usize],
             hash_tags: true,
+            moving: BTreeMap::new(),
         })
     }
 
@@ -135,10 +145,37 @@ impl ClusterMap {
         self.placement.get(partition as usize).map_or(&[], |v| v.as_slice())
     }
 
-    /// The placement the members call for (what the coordinator writes with a new epoch).
-    pub fn computed_placement(&self) -> Vec<Vec<String>> {
-        let candidates: Vec<Candidate<'_>> =
-            self.members.values().map(|m| Candidate { id: &m.id, weight: m.weight, domain: m.domain.as_deref() }).collect();
+    /// The drives `partition` will have when the move under way flips, if it is moving.
+    pub fn moving_to(&self, partition: u32) -> Option<&[String]> {
+        self.moving.get(&partition).map(Vec::as_slice)
+    }
+
+    /// Every drive a write to `partition` goes to: its replicas, and while it moves, the
+    /// drives it moves to.
+    pub fn writers_of(&self, partition: u32) -> Vec<String> {
+        let mut out = self.replicas_of(partition).to_vec();
+        for d in self.moving_to(partition).unwrap_or_default() {
+            if !out.contains(d) {
+                out.push(d.clone());
+            }
+        }
+        out
+    }
+
+    /// Whether `drive` holds (or is being given) any of `partition`'s data under this map.
+    pub fn assigned(&self, drive: &str, partition: u32) -> bool {
+        self.replicas_of(partition).iter().any(|d| d == drive) || self.moving_to(partition).is_some_and(|m| m.iter().any(|d| d == drive))
+    }
+
+    /// The placement the members call for, leaving out those leaving and `failed` (drives
+    /// down too long, whose replicas the survivors take over).
+    pub fn computed_placement(&self, failed: &std::collections::BTreeSet<String>) -> Vec<Vec<String>> {
+        let candidates: Vec<Candidate<'_>> = self
+            .members
+            .values()
+            .filter(|m| !m.leaving && !failed.contains(&m.id))
+            .map(|m| Candidate { id: &m.id, weight: m.weight, domain: m.domain.as_deref() })
+            .collect();
         placement::place_all(self.partitions, &candidates, usize::from(self.replicas))
     }
 
@@ -276,7 +313,7 @@ mod tests {
 
     #[test]
     fn members_are_checked_before_they_reach_etcd() {
-        let good = Member { id: "d1".into(), addr: "10.0.0.1:8123".into(), tls_port: None, capacity: 0, weight: 1.0, domain: None };
+        let good = Member { id: "d1".into(), addr: "10.0.0.1:8123".into(), tls_port: None, capacity: 0, weight: 1.0, domain: None, leaving: false };
         assert!(good.validate().is_ok());
         for (id, addr, weight) in [("", "h:1", 1.0), ("a/b", "h:1", 1.0), ("a b", "h:1", 1.0), (&"x".repeat(65)[..], "h:1", 1.0), ("d", "h", 1.0), ("d", "h:0", 1.0), ("d", ":1", 1.0), ("d", "h:1", 0.0), ("d", "h:1", f64::NAN)] {
             let m = Member { id: id.into(), addr: addr.into(), weight, ..good.clone() };

@@ -35,6 +35,10 @@ pub struct CoordinatorMetrics {
     marked_down: AtomicU64,
     repaired_entries: AtomicU64,
     map_changes: AtomicU64,
+    moving_partitions: AtomicU64,
+    moved_bytes: AtomicU64,
+    moved_entries: AtomicU64,
+    swept_entries: AtomicU64,
     drives: Mutex<BTreeMap<String, DriveView>>,
 }
 
@@ -61,6 +65,21 @@ impl CoordinatorMetrics {
 
     pub fn repaired(&self, entries: u64) {
         self.repaired_entries.fetch_add(entries, Ordering::Relaxed);
+    }
+
+    /// Partitions moving under the map now.
+    pub fn moving(&self, partitions: usize) {
+        self.moving_partitions.store(partitions as u64, Ordering::Relaxed);
+    }
+
+    /// A partition copied: value bytes the drives pushed, entries written.
+    pub fn moved(&self, bytes: u64, entries: u64) {
+        self.moved_bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.moved_entries.fetch_add(entries, Ordering::Relaxed);
+    }
+
+    pub fn swept(&self, entries: u64) {
+        self.swept_entries.fetch_add(entries, Ordering::Relaxed);
     }
 
     pub fn map_changed(&self) {
@@ -101,8 +120,12 @@ impl Collector for CoordinatorMetrics {
         )?;
         emit::histograms(&mut e, "spindle_coordinator_probe_duration_seconds", "Time a probe took, fencing included.", [(Labels::new(), &m.probe_latency)])?;
         emit::counter(&mut e, "spindle_coordinator_drives_marked_down", "Times a drive was marked down.", load(&m.marked_down))?;
-        emit::counter(&mut e, "spindle_coordinator_repaired_entries", "Entries copied to replicas that lacked them (catch-up and rebalance).", load(&m.repaired_entries))?;
-        emit::counter(&mut e, "spindle_coordinator_map_changes", "Member changes applied as new epochs.", load(&m.map_changes))?;
+        emit::counter(&mut e, "spindle_coordinator_repaired_entries", "Entries copied to replicas that lacked them (catch-up of drives that come back).", load(&m.repaired_entries))?;
+        emit::counter(&mut e, "spindle_coordinator_map_changes", "Changes of the map (member changes, moves started, flipped, rolled back), each a new epoch.", load(&m.map_changes))?;
+        emit::gauge(&mut e, "spindle_coordinator_moving_partitions", "Partitions moving between drives now.", load(&m.moving_partitions) as f64)?;
+        emit::counter(&mut e, "spindle_coordinator_moved_bytes", "Value bytes drives pushed to each other for moves.", load(&m.moved_bytes))?;
+        emit::counter(&mut e, "spindle_coordinator_moved_entries", "Entries copied by moves (pushed, or caught up after the push).", load(&m.moved_entries))?;
+        emit::counter(&mut e, "spindle_coordinator_swept_entries", "Entries deleted from drives that no longer hold their partition.", load(&m.swept_entries))?;
         let drives = m.drives();
         emit::gauges(
             &mut e,
@@ -135,9 +158,9 @@ mod tests {
     fn replicas_on_drives_not_up_are_missing() {
         let mut map = ClusterMap::new(8, 3, 2).unwrap();
         for id in ["a", "b", "c", "d"] {
-            map.members.insert(id.into(), Member { id: id.into(), addr: "127.0.0.1:1".into(), tls_port: None, capacity: 0, weight: 1.0, domain: None });
+            map.members.insert(id.into(), Member { id: id.into(), addr: "127.0.0.1:1".into(), tls_port: None, capacity: 0, weight: 1.0, domain: None, leaving: false });
         }
-        map.placement = map.computed_placement();
+        map.placement = map.computed_placement(&Default::default());
         let held_by_a = (0..8).filter(|&p| map.replicas_of(p).iter().any(|d| d == "a")).count();
         let m = CoordinatorMetrics::default();
         let states = ["a", "b", "c", "d"].map(|id| (id.to_string(), DriveView { up: id != "a", repairing: false, partitions: 0 })).into_iter().collect();

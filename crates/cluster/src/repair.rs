@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
+use futures_util::future::try_join_all;
 use spindle_client::{Client, ClientError};
 
 use crate::map;
@@ -20,13 +21,20 @@ pub async fn repair_partition(partition: u32, replicas: &[(String, Client)]) -> 
     let mut from: Option<Bytes> = None;
     loop {
         let query = map::page_query(partition, from.as_deref().unwrap_or_default(), from.is_some(), None, map::KEY_PAGE);
-        let mut answers = Vec::with_capacity(replicas.len());
-        for (_, c) in replicas {
-            answers.push(c.get_key_range(query.clone()).await?);
-        }
+        let answers = try_join_all(replicas.iter().map(|(_, c)| c.get_key_range(query.clone()))).await?;
         let (keys, next) = map::page_union(partition, answers, map::KEY_PAGE);
-        for key in keys {
-            copied += repair_key(partition, &map::drive_key(partition, &key), replicas).await?;
+        // What every replica holds of the page, asked all at once (pipelined): most keys agree
+        // and cost nothing more.
+        let dkeys: Vec<Bytes> = keys.iter().map(|k| map::drive_key(partition, k)).collect();
+        let held = try_join_all(replicas.iter().map(|(_, c)| replica::held_many(c, &dkeys))).await?;
+        for (i, key) in dkeys.iter().enumerate() {
+            let per_replica: BTreeMap<&str, Held> = replicas.iter().zip(&held).map(|((id, _), h)| (id.as_str(), h[i].clone())).collect();
+            let mut tags = per_replica.values().map(Held::tag);
+            let first = tags.next().flatten();
+            if first.is_some() && tags.all(|t| t == first) {
+                continue;
+            }
+            copied += repair_key(partition, key, replicas, per_replica).await?;
         }
         match next {
             Some(n) => from = Some(n),
@@ -37,11 +45,7 @@ pub async fn repair_partition(partition: u32, replicas: &[(String, Client)]) -> 
 
 /// Brings one drive key to its newest tag on every replica; returns the copies made. A
 /// batch's entry is copied with the rest of its batch, atomically, as readers write it back.
-async fn repair_key(partition: u32, key: &Bytes, replicas: &[(String, Client)]) -> Result<u64, ClientError> {
-    let mut held: BTreeMap<&str, Held> = BTreeMap::new();
-    for (id, c) in replicas {
-        held.insert(id, replica::held(c, key).await?);
-    }
+async fn repair_key(partition: u32, key: &Bytes, replicas: &[(String, Client)], held: BTreeMap<&str, Held>) -> Result<u64, ClientError> {
     let Some(newest) = held.values().filter_map(Held::tag).max() else { return Ok(0) };
     let Some((_, source)) = replicas.iter().find(|(id, _)| held[id.as_str()].tag() == Some(newest)) else { return Ok(0) };
     let lacking: Vec<&(String, Client)> = replicas.iter().filter(|(id, _)| held[id.as_str()].tag() != Some(newest)).collect();

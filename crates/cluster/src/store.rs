@@ -33,6 +33,8 @@ pub use crate::map::{MAX_KEY_LEN, MAX_VALUE_LEN};
 
 /// Attempts of one operation: each retry follows a map change or a value overwritten under a read.
 const MAX_ATTEMPTS: usize = 8;
+/// Longest a client waits for drives to be fenced to the epoch of the map it read.
+const STALE_VIEW_WAIT: Duration = Duration::from_secs(10);
 /// Default of `StoreConfig::hedge_after`: loopback answers come in well under a millisecond,
 /// a loaded drive's p99 in tens of milliseconds.
 pub const HEDGE_AFTER: Duration = Duration::from_millis(50);
@@ -201,7 +203,11 @@ impl Store {
     /// A partition's replicas in the order to ask them: drives that answer well first, then
     /// recent suspects, then those marked down (so that quorums form from the healthy ones).
     fn replicas(&self, map: &ClusterMap, partition: u32) -> Vec<String> {
-        let mut r = map.replicas_of(partition).to_vec();
+        self.in_order(map.replicas_of(partition).to_vec())
+    }
+
+    /// `drives` in the order to ask them, as for `replicas`.
+    fn in_order(&self, mut r: Vec<String>) -> Vec<String> {
         let down = self.inner.down.read();
         let mut suspects = self.inner.suspects.lock();
         if !suspects.is_empty() {
@@ -237,15 +243,40 @@ impl Store {
         F: Fn(Arc<ClusterMap>) -> Fut,
         Fut: std::future::Future<Output = Result<T, OpError>>,
     {
-        for _ in 0..MAX_ATTEMPTS {
+        let mut attempts = 0;
+        let mut waited = Duration::ZERO;
+        while attempts < MAX_ATTEMPTS {
             match op(self.map()).await {
                 Ok(v) => return Ok(v),
-                Err(OpError::StaleView) => self.refresh().await?,
-                Err(OpError::Changed) => {}
+                Err(OpError::StaleView) => {
+                    if self.follow_view(&mut waited).await? {
+                        attempts += 1;
+                    }
+                }
+                Err(OpError::Changed) => attempts += 1,
                 Err(OpError::Failed(e)) => return Err(e),
             }
         }
         Err(ClusterError::GaveUp(MAX_ATTEMPTS))
+    }
+
+    /// After a drive refused this client's epoch: the map again from etcd. `true` if it moved
+    /// on (a new view: one more attempt). Otherwise the drive is still behind it (the
+    /// coordinator commits a map first and fences the drives a moment later) and the client
+    /// waits a little, up to `STALE_VIEW_WAIT` in all, before trying again.
+    async fn follow_view(&self, waited: &mut Duration) -> Result<bool, ClusterError> {
+        let before = self.map().epoch;
+        self.refresh().await?;
+        if self.map().epoch != before {
+            return Ok(true);
+        }
+        if *waited >= STALE_VIEW_WAIT {
+            return Err(ClusterError::Timeout(format!("drives have not reached the map's epoch {before} within {STALE_VIEW_WAIT:?}")));
+        }
+        let pause = (*waited / 2).clamp(Duration::from_millis(5), Duration::from_millis(100));
+        tokio::time::sleep(pause).await;
+        *waited += pause;
+        Ok(false)
     }
 
     pub async fn get(&self, key: &[u8]) -> Result<Option<Versioned>, ClusterError> {
@@ -279,6 +310,11 @@ impl Store {
     /// dropped. `Ask::All` asks every replica, and those that have not answered when the
     /// quorum is reached go on in the background. Requests are polled in this task: no task
     /// or channel per replica on the way to a quorum.
+    ///
+    /// While the partition moves, a write (`All`, `AllUntilRefused`) goes to its replicas and
+    /// to the drives it moves to, and needs `needed` of each set (a joint quorum, as in Raft's
+    /// joint consensus): reads, which ask the replicas, meet it now, and reads of the
+    /// new replicas after the flip meet it too. Reads ask the replicas only.
     async fn ask<T, F, Fut>(&self, map: &Arc<ClusterMap>, partition: u32, needed: usize, mode: Ask, ask: F) -> Result<Vec<(String, T)>, OpError>
     where
         T: Send + 'static,
@@ -295,7 +331,25 @@ impl Store {
                 (drive, answer)
             }
         };
-        let mut waiting = self.replicas(map, partition).into_iter();
+        let joint = match mode {
+            Ask::Quorum => None,
+            Ask::All | Ask::AllUntilRefused => map.moving_to(partition),
+        };
+        let order = match joint {
+            Some(_) => self.in_order(map.writers_of(partition)),
+            None => self.replicas(map, partition),
+        };
+        // Whether the answers so far make the quorum: `needed` of the replicas, and while the
+        // partition moves, of the drives it moves to as well (each capped at the set's size).
+        let old_set = map.replicas_of(partition);
+        let reached = |got: &[(String, T)]| {
+            let of = |set: &[String]| got.iter().filter(|(d, _)| set.contains(d)).count() >= needed.min(set.len().max(1));
+            match joint {
+                None => got.len() >= needed,
+                Some(new_set) => of(old_set) && of(new_set),
+            }
+        };
+        let mut waiting = order.into_iter();
         let mut running = FuturesUnordered::new();
         let first = match mode {
             Ask::Quorum => needed,
@@ -313,7 +367,7 @@ impl Store {
         let hedge_after = self.inner.config.hedge_after;
         // Only while there is a replica left to ask (a write asks them all at once).
         let mut hedge = (waiting.len() > 0).then(|| Box::pin(tokio::time::sleep(hedge_after)));
-        while got.len() < needed {
+        while !reached(&got) {
             let next = match hedge.as_mut().filter(|_| waiting.len() > 0) {
                 None => running.next().await,
                 Some(timer) => tokio::select! {
@@ -361,7 +415,7 @@ impl Store {
         if mode != Ask::Quorum && !running.is_empty() {
             tokio::spawn(async move { while running.next().await.is_some() {} });
         }
-        if got.len() >= needed {
+        if reached(&got) {
             return Ok(got);
         }
         if stale {
@@ -629,10 +683,14 @@ impl Store {
         Fut: std::future::Future<Output = Result<T, OpError>>,
     {
         let mut map = map.clone();
-        for _ in 0..MAX_ATTEMPTS {
+        let mut attempts = 0;
+        let mut waited = Duration::ZERO;
+        while attempts < MAX_ATTEMPTS {
             match store(map.clone()).await {
                 Err(OpError::StaleView) => {
-                    self.refresh().await.map_err(OpError::Failed)?;
+                    if self.follow_view(&mut waited).await.map_err(OpError::Failed)? {
+                        attempts += 1;
+                    }
                     map = self.map();
                 }
                 done => return done,

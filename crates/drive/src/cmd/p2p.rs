@@ -40,7 +40,13 @@ async fn connect(state: &DriveState, key: &PeerKey, hmac_key: Bytes) -> Result<C
     {
         let mut peers = state.peers.lock();
         match peers.get(key) {
-            Some(c) if !c.is_closed() => return Ok(c.clone()),
+            Some(c) if !c.is_closed() => {
+                // Talk to the peer at this drive's cluster version as it is now: a cluster
+                // that fenced both drives to a new epoch since the connection was made
+                // moves its partitions over it.
+                c.set_request_cluster_version(state.cluster_version());
+                return Ok(c.clone());
+            }
             Some(_) => {
                 peers.remove(key);
             }

@@ -1,0 +1,346 @@
+//! Live migration with real processes: drives join, leave and fail while recorded clients
+//! read and write; coordinators crash at every phase of a move, sources and targets are
+//! killed mid-copy. After each: no acknowledged write lost (the history linearizes), every
+//! replica agrees, every partition has its R copies, and the sweeper leaves nothing of a
+//! partition on a drive that does not hold it.
+
+mod common;
+#[path = "common/cluster.rs"]
+mod harness;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::{runtime, samples, scrape, spindle_bin, TestDrive};
+use harness::*;
+use spindle_cluster::control::{HealthState, MemberChange};
+use spindle_cluster::{ClusterMap, Condition, Control, Member, Store, StoreConfig};
+
+/// Keys the recorded workload uses.
+const KEYS: u64 = 24;
+
+fn member(id: &str, addr: &str) -> Member {
+    Member { id: id.into(), addr: addr.into(), tls_port: None, capacity: 0, weight: 1.0, domain: None, leaving: false }
+}
+
+async fn clients(control: &Control, n: usize) -> Vec<Store> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        out.push(Store::open(control.clone(), StoreConfig::default()).await.unwrap());
+    }
+    out
+}
+
+/// `n` keys of `size` bytes each (something for a move to push); returns what was stored.
+async fn preload(store: &Store, n: usize, size: usize) -> BTreeMap<String, Bytes> {
+    let mut out = BTreeMap::new();
+    for i in 0..n {
+        let key = format!("bulk-{i:05}");
+        let value = Bytes::from(vec![(i % 251) as u8; size]);
+        store.put(key.as_bytes(), value.clone(), Condition::None).await.unwrap();
+        out.insert(key, value);
+    }
+    out
+}
+
+async fn all_there(store: &Store, bulk: &BTreeMap<String, Bytes>) {
+    for (k, v) in bulk {
+        let got = store.get(k.as_bytes()).await.unwrap().unwrap_or_else(|| panic!("{k} lost"));
+        assert_eq!(&got.value, v, "{k} changed");
+    }
+}
+
+/// The map's members' addresses by id.
+async fn addresses(control: &Control) -> BTreeMap<String, String> {
+    control.load_map().await.unwrap().0.members.into_values().map(|m| (m.id, m.addr)).collect()
+}
+
+/// Waits until the sweeper has left every member holding only the partitions placed on it.
+async fn swept(control: &Control) {
+    until("the sweeper to remove every copy a drive does not hold", Duration::from_secs(30), async || {
+        let (map, _) = control.load_map().await.ok()?;
+        for m in map.members.values() {
+            let config = spindle_client::ClientConfig { cluster_version: map.epoch as i64, ..Default::default() };
+            let c = spindle_client::Client::connect(m.addr.as_str(), config).await.ok()?;
+            if !spindle_cluster::sweep::foreign_partitions(&map, &m.id, &c).await.ok()?.is_empty() {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+}
+
+/// Every partition on R distinct members, all up (a drive just restarted is caught up first).
+async fn fully_replicated(control: &Control) -> ClusterMap {
+    let map = settled(control).await;
+    for (p, replicas) in map.placement.iter().enumerate() {
+        let mut distinct = replicas.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), usize::from(map.replicas), "partition {p}: {replicas:?}");
+    }
+    until("every replica's drive up", Duration::from_secs(30), async || {
+        let health = control.health().await.ok()?;
+        map.placement.iter().flatten().all(|d| health.get(d).is_some_and(|h| h.state == HealthState::Up)).then_some(())
+    })
+    .await;
+    map
+}
+
+/// A drive holds no entry at all (a drained drive after it left).
+async fn empty_drive(addr: &str) -> bool {
+    let c = spindle_client::Client::connect(addr, spindle_client::ClientConfig { cluster_version: 0, ..Default::default() }).await.unwrap();
+    let theirs = c.sign_on().header.as_ref().and_then(|h| h.cluster_version).unwrap_or(0);
+    c.set_request_cluster_version(theirs);
+    let all = spindle_client::RangeQuery { start: Bytes::new(), start_inclusive: true, end: None, end_inclusive: true, max_returned: 10, reverse: false };
+    c.get_key_range(all).await.unwrap().is_empty()
+}
+
+fn assert_no_errors(rec: &Recorder) {
+    let (errors, last) = rec.errors();
+    assert_eq!(errors, 0, "clients saw errors during the move; the last: {last:?}");
+}
+
+#[test]
+fn drives_join_and_leave_under_load_and_nothing_is_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path(), 1);
+    let drives: Vec<TestDrive> = (0..4).map(|_| TestDrive::start(&[])).collect();
+    let addrs: Vec<String> = drives.iter().map(|d| d.addr.clone()).collect();
+    let metrics: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let args = ["--migrate-mib-s", "0", "--sweep-grace-ms", "300", "--sweep-interval-ms", "200", "--metrics", &metrics.to_string()];
+    let _coordinator = coordinator_with(&etcd.endpoints(), "join", "c1", &args);
+    runtime().block_on(async {
+        let control = control(&etcd.endpoints(), "join").await;
+        control.init(&ClusterMap::new(16, 3, 2).unwrap()).await.unwrap();
+        add_addresses(&control, &addrs[..3]).await;
+        let store = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
+        let bulk = preload(&store, 300, 8192).await;
+        let rec = Recorder::new();
+        let load = Workload::start(&clients(&control, 4).await, &rec, KEYS);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+
+        // Join: d3's share moves to it while the clients go on.
+        let before = control.load_map().await.unwrap().0.epoch;
+        control.request_change(&MemberChange::Add(member("d3", &addrs[3]))).await.unwrap();
+        let joined = until("d3 to hold partitions", Duration::from_secs(60), async || {
+            let (map, _) = control.load_map().await.ok()?;
+            (map.moving.is_empty() && map.placement.iter().any(|r| r.iter().any(|d| d == "d3"))).then_some(map)
+        })
+        .await;
+        // The member change, the move's start and its flip: three epochs.
+        assert!(joined.epoch >= before + 3, "epoch {} after {before}", joined.epoch);
+        fully_replicated(&control).await;
+        let m = samples(&scrape(metrics));
+        assert!(m["spindle_coordinator_moved_bytes_total"] > 0.0, "the drives pushed nothing");
+        assert!(m["spindle_coordinator_moved_entries_total"] > 0.0);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+
+        // Leave: d0 is drained, swept and dropped.
+        control.request_change(&MemberChange::Remove { id: "d0".into() }).await.unwrap();
+        until("d0 to be drained and dropped", Duration::from_secs(60), async || {
+            let (map, _) = control.load_map().await.ok()?;
+            (!map.members.contains_key("d0")).then_some(())
+        })
+        .await;
+        let map = fully_replicated(&control).await;
+        assert!(map.placement.iter().all(|r| !r.iter().any(|d| d == "d0")));
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        load.stop().await;
+
+        assert_no_errors(&rec);
+        rec.check("join");
+        replicas_agree(&store, &addresses(&control).await, KEYS).await.unwrap();
+        all_there(&store, &bulk).await;
+        swept(&control).await;
+        assert!(empty_drive(&addrs[0]).await, "the drive that left still holds the cluster's data");
+        let m = samples(&scrape(metrics));
+        assert!(m["spindle_coordinator_swept_entries_total"] > 0.0);
+        assert_eq!(m["spindle_coordinator_moving_partitions"], 0.0);
+    });
+}
+
+#[test]
+fn a_failed_drive_is_replaced_and_caught_up_when_it_comes_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path(), 1);
+    let mut drives: Vec<TestDrive> = (0..4).map(|_| TestDrive::start(&[])).collect();
+    let addrs: Vec<String> = drives.iter().map(|d| d.addr.clone()).collect();
+    let args = ["--replace-after-ms", "1500", "--migrate-mib-s", "0", "--sweep-grace-ms", "300", "--sweep-interval-ms", "200"];
+    let _coordinator = coordinator_with(&etcd.endpoints(), "fail", "c1", &args);
+    runtime().block_on(async {
+        let control = control(&etcd.endpoints(), "fail").await;
+        control.init(&ClusterMap::new(8, 3, 2).unwrap()).await.unwrap();
+        add_addresses(&control, &addrs).await;
+        let store = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
+        let bulk = preload(&store, 200, 4096).await;
+        let rec = Recorder::new();
+        let load = Workload::start(&clients(&control, 4).await, &rec, KEYS);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+
+        drives[1].kill();
+        // Down, then replaced: its partitions re-replicated on the three others.
+        let replaced = until("d1's partitions re-replicated", Duration::from_secs(60), async || {
+            let (map, _) = control.load_map().await.ok()?;
+            (map.moving.is_empty() && map.placement.iter().all(|r| r.len() == 3 && !r.iter().any(|d| d == "d1"))).then_some(map)
+        })
+        .await;
+        assert!(replaced.members.contains_key("d1"), "a failed drive stays a member (it may come back)");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+
+        // Back: it is caught up, takes its share again, and what it held of the rest is swept.
+        drives[1].restart_same_port();
+        until("d1 back in the placement", Duration::from_secs(60), async || {
+            let (map, _) = control.load_map().await.ok()?;
+            (map.moving.is_empty() && map.placement.iter().any(|r| r.iter().any(|d| d == "d1"))).then_some(())
+        })
+        .await;
+        fully_replicated(&control).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        load.stop().await;
+
+        assert_no_errors(&rec);
+        rec.check("fail");
+        replicas_agree(&store, &addresses(&control).await, KEYS).await.unwrap();
+        all_there(&store, &bulk).await;
+        swept(&control).await;
+    });
+}
+
+/// A coordinator aborts at each phase of a move in turn (`SPINDLE_COORDINATOR_CRASH_AT`), as
+/// if killed there; the next leader resumes the move from etcd (or finds it done) and
+/// finishes it: joins and leaves alternate, under load.
+#[test]
+fn a_move_survives_its_coordinator_crashing_at_every_phase() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path(), 1);
+    let drives: Vec<TestDrive> = (0..5).map(|_| TestDrive::start(&[])).collect();
+    let addrs: Vec<String> = drives.iter().map(|d| d.addr.clone()).collect();
+    let args = ["--migrate-mib-s", "0", "--sweep-grace-ms", "300", "--sweep-interval-ms", "200"];
+    let mut survivor = coordinator_with(&etcd.endpoints(), "crash", "s0", &args);
+    runtime().block_on(async {
+        let control = control(&etcd.endpoints(), "crash").await;
+        control.init(&ClusterMap::new(16, 3, 2).unwrap()).await.unwrap();
+        add_addresses(&control, &addrs[..3]).await;
+        let store = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
+        let bulk = preload(&store, 200, 4096).await;
+        let rec = Recorder::new();
+        let load = Workload::start(&clients(&control, 4).await, &rec, KEYS);
+        let changes = [
+            MemberChange::Add(member("d3", &addrs[3])),
+            MemberChange::Remove { id: "d3".into() },
+            MemberChange::Add(member("d4", &addrs[4])),
+            MemberChange::Remove { id: "d0".into() },
+        ];
+        for (i, (phase, change)) in ["move-started", "partition-copied", "copied", "flipped"].into_iter().zip(changes).enumerate() {
+            // The crashing coordinator leads: the one that led is killed once it is ready.
+            let name = format!("crash-at-{phase}");
+            let mut crasher = coordinator_env(&etcd.endpoints(), "crash", &name, &args, &[("SPINDLE_COORDINATOR_CRASH_AT", phase)]);
+            until("the crashing coordinator to be up", Duration::from_secs(10), async || {
+                control.coordinators().await.ok()?.0.contains(&name).then_some(())
+            })
+            .await;
+            survivor.kill();
+            until("the crashing coordinator to lead", Duration::from_secs(15), async || {
+                (control.coordinators().await.ok()?.1? == name).then_some(())
+            })
+            .await;
+            survivor = coordinator_with(&etcd.endpoints(), "crash", &format!("s{}", i + 1), &args);
+            let expect_member = match &change {
+                MemberChange::Add(m) => (m.id.clone(), true),
+                MemberChange::Remove { id } => (id.clone(), false),
+            };
+            control.request_change(&change).await.unwrap();
+            until(&format!("the coordinator to crash at {phase}"), Duration::from_secs(30), async || crasher.exited().then_some(())).await;
+            until(&format!("the move crashed at {phase} to be finished by the next leader"), Duration::from_secs(60), async || {
+                let (map, _) = control.load_map().await.ok()?;
+                let (id, present) = &expect_member;
+                (map.members.contains_key(id) == *present && map.moving.is_empty()).then_some(())
+            })
+            .await;
+            fully_replicated(&control).await;
+            eprintln!("crash at {phase}: move finished by the next leader");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        load.stop().await;
+
+        assert_no_errors(&rec);
+        rec.check("crash");
+        replicas_agree(&store, &addresses(&control).await, KEYS).await.unwrap();
+        all_there(&store, &bulk).await;
+        swept(&control).await;
+    });
+    survivor.kill();
+}
+
+/// A throttled move (0.5 MiB/s): `status` shows its progress; the target is killed mid-copy
+/// and comes back, then a source; the move finishes, no faster than the limit allows.
+#[test]
+fn a_throttled_move_survives_its_source_and_target_dying_and_shows_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path(), 1);
+    let mut drives: Vec<TestDrive> = (0..4).map(|_| TestDrive::start(&[])).collect();
+    let addrs: Vec<String> = drives.iter().map(|d| d.addr.clone()).collect();
+    let metrics: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let args = ["--migrate-mib-s", "0.5", "--sweep-grace-ms", "300", "--sweep-interval-ms", "200", "--metrics", &metrics.to_string()];
+    let _coordinator = coordinator_with(&etcd.endpoints(), "throttle", "c1", &args);
+    runtime().block_on(async {
+        let control = control(&etcd.endpoints(), "throttle").await;
+        control.init(&ClusterMap::new(8, 3, 2).unwrap()).await.unwrap();
+        add_addresses(&control, &addrs[..3]).await;
+        let store = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
+        let bulk = preload(&store, 300, 8192).await;
+        let rec = Recorder::new();
+        let load = Workload::start(&clients(&control, 4).await, &rec, KEYS);
+
+        let started = Instant::now();
+        control.request_change(&MemberChange::Add(member("d3", &addrs[3]))).await.unwrap();
+        until("the move's first partition copied", Duration::from_secs(30), async || {
+            control.progress().await.ok()?.filter(|p| !p.done.is_empty()).map(drop)
+        })
+        .await;
+        let status = std::process::Command::new(spindle_bin())
+            .args(["cluster", "status", "--etcd", &etcd.endpoints(), "--cluster", "throttle"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&status.stdout);
+        assert!(status.status.success(), "{text}");
+        assert!(text.contains("moving: ") && text.contains("partitions done") && text.contains("MiB"), "status shows no move:\n{text}");
+        eprintln!("{text}");
+
+        // The target dies mid-copy and comes back; then a source does.
+        drives[3].kill();
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        drives[3].restart_same_port();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let map = control.load_map().await.unwrap().0;
+        if !map.moving.is_empty() {
+            let source = map.moving.keys().flat_map(|p| map.replicas_of(*p)).next().cloned().unwrap();
+            let i: usize = source.trim_start_matches('d').parse().unwrap();
+            drives[i].kill();
+            tokio::time::sleep(Duration::from_millis(1000)).await;
+            drives[i].restart_same_port();
+        }
+        until("the move to finish", Duration::from_secs(90), async || {
+            let (map, _) = control.load_map().await.ok()?;
+            (map.moving.is_empty() && map.placement.iter().any(|r| r.iter().any(|d| d == "d3"))).then_some(())
+        })
+        .await;
+        let took = started.elapsed();
+        fully_replicated(&control).await;
+        load.stop().await;
+
+        let moved = samples(&scrape(metrics))["spindle_coordinator_moved_bytes_total"];
+        let floor = moved / (0.5 * f64::from(1u32 << 20));
+        eprintln!("moved {moved} bytes in {took:?} (the limit allows no less than {floor:.1} s)");
+        assert!(moved > 0.0);
+        assert!(took.as_secs_f64() >= floor * 0.9, "{moved} bytes moved in {took:?}, faster than 0.5 MiB/s");
+        assert_no_errors(&rec);
+        rec.check("throttle");
+        replicas_agree(&store, &addresses(&control).await, KEYS).await.unwrap();
+        all_there(&store, &bulk).await;
+        swept(&control).await;
+    });
+}

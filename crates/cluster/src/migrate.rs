@@ -1,0 +1,203 @@
+//! Live migration: partitions move between drives while clients read and write.
+//!
+//! A move takes two epochs (docs/design.md has the argument and the failure cases):
+//! 1. **Start** (epoch e+1, one etcd transaction): the map names, for each moving partition,
+//!    the drives it will have. Every drive is fenced to e+1, so no write of epoch e can still
+//!    be acknowledged. Clients now write to the old and the new replicas and need a write
+//!    quorum of each (store.rs); reads still ask the old replicas.
+//! 2. **Copy**, partition by partition: one current replica pushes to each new drive the
+//!    entries it lacks (PEER2PEERPUSH: the drives move the data, not the coordinator), each
+//!    copy a put that lands only where the key is absent, so a client's newer write is never
+//!    replaced; paced to the bandwidth limit. Then a catch-up pass over old and new replicas
+//!    together brings every key to its newest write on all of them (store if newer): writes
+//!    that a read quorum of the old replicas acknowledged, but not the pushing one.
+//! 3. **Flip** (epoch e+2, one transaction): the new drives become the partition's replicas;
+//!    drives are fenced again. The sweeper removes what the old owners no longer need after
+//!    a grace period.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::future::join_all;
+use spindle_client::{Client, ClientConfig, ClientError, LogType, MessageType, Peer, PushOp, RangeQuery, StatusCode};
+use tracing::warn;
+
+use crate::map::{self, ClusterMap, Member};
+use crate::repair;
+use crate::ClusterError;
+
+/// Connections to a map's drives, each fenced to its epoch (those that answered).
+pub type Drives = HashMap<String, Client>;
+
+/// A connection to every member that answers, fenced to `map`'s epoch.
+pub async fn connect_all(map: &ClusterMap, config: &ClientConfig) -> Drives {
+    let epoch = map.epoch as i64;
+    let tries = map.members.values().map(|m| async move { (m.id.clone(), crate::coordinator::fenced_client(&m.addr, epoch, config).await) });
+    join_all(tries).await.into_iter().filter_map(|(id, c)| c.map(|c| (id, c))).collect()
+}
+
+/// Keeps a move's pushes under a bandwidth limit (bytes per second; 0: none), page by page.
+#[derive(Debug, Clone, Copy)]
+pub struct Throttle {
+    pub rate: u64,
+}
+
+impl Throttle {
+    /// Waits out what moving `bytes` in `took` owes the limit.
+    pub async fn pace(&self, bytes: u64, took: Duration) {
+        if self.rate == 0 {
+            return;
+        }
+        let due = Duration::from_secs_f64(bytes as f64 / self.rate as f64);
+        if due > took {
+            tokio::time::sleep(due - took).await;
+        }
+    }
+}
+
+/// What copying one partition took.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Copied {
+    /// Value bytes pushed drive to drive.
+    pub bytes: u64,
+    /// Entries pushed.
+    pub entries: u64,
+    /// Entries the catch-up pass copied.
+    pub repaired: u64,
+}
+
+/// Copies `partition` to the drives it moves to under `map` (a map with a move under way),
+/// over `drives` (fenced to the map's epoch). Fails, to be tried again, unless a read quorum
+/// of its replicas and every drive it moves to answer.
+pub async fn copy_partition(map: &ClusterMap, partition: u32, drives: &Drives, throttle: Throttle) -> Result<Copied, ClusterError> {
+    let old = map.replicas_of(partition);
+    let Some(new) = map.moving_to(partition) else { return Ok(Copied::default()) };
+    let answering = |set: &[String]| set.iter().filter(|d| drives.contains_key(*d)).count();
+    let read_quorum = map.read_quorum().min(old.len());
+    if answering(old) < read_quorum {
+        return Err(ClusterError::Invalid(format!(
+            "partition {partition}: {} of its replicas answer, {read_quorum} needed to copy it",
+            answering(old)
+        )));
+    }
+    let joining: Vec<&String> = new.iter().filter(|d| !old.contains(d)).collect();
+    if let Some(d) = joining.iter().find(|d| !drives.contains_key(**d)) {
+        return Err(ClusterError::Invalid(format!("partition {partition}: drive {d}, which it moves to, does not answer")));
+    }
+    let sources: Vec<&String> = old.iter().filter(|d| drives.contains_key(*d)).collect();
+    let mut copied = Copied::default();
+    for target in joining {
+        let peer = peer_of(&map.members[target])?;
+        let mut last_error = None;
+        for source in &sources {
+            match push_range(partition, &drives[*source], &drives[target], &peer, throttle, &mut copied).await {
+                Ok(()) => {
+                    last_error = None;
+                    break;
+                }
+                Err(e) => {
+                    warn!("partition {partition}: pushing from {source} to {target} failed ({e}); trying another replica");
+                    last_error = Some(ClusterError::Drive { drive: (*source).clone(), source: e });
+                }
+            }
+        }
+        if let Some(e) = last_error {
+            return Err(e);
+        }
+    }
+    // Old and new replicas together, every key brought to its newest write on all.
+    let everyone: BTreeSet<&String> = old.iter().chain(new).collect();
+    let reachable: Vec<(String, Client)> = everyone.into_iter().filter_map(|d| drives.get(d).map(|c| (d.clone(), c.clone()))).collect();
+    copied.repaired = repair::repair_partition(partition, &reachable)
+        .await
+        .map_err(|e| ClusterError::Invalid(format!("partition {partition}: catching up the new replicas: {e}")))?;
+    Ok(copied)
+}
+
+/// Where a member's drive takes pushes.
+fn peer_of(member: &Member) -> Result<Peer, ClusterError> {
+    let bad = || ClusterError::Invalid(format!("drive {}: address {:?} is not HOST:PORT", member.id, member.addr));
+    let (host, port) = member.addr.rsplit_once(':').ok_or_else(bad)?;
+    Ok(Peer { host: host.trim_start_matches('[').trim_end_matches(']').to_string(), port: port.parse().map_err(|_| bad())?, tls: false })
+}
+
+/// Has `source` push every entry of `partition` that `target` lacks, a page of keys at a time.
+async fn push_range(partition: u32, source: &Client, target: &Client, peer: &Peer, throttle: Throttle, copied: &mut Copied) -> Result<(), ClientError> {
+    let mut from: Option<Bytes> = None;
+    loop {
+        let query = map::page_query(partition, from.as_deref().unwrap_or_default(), from.is_some(), None, map::KEY_PAGE);
+        let keys = source.get_key_range(query).await?;
+        let (Some(first), Some(last)) = (keys.first().cloned(), keys.last().cloned()) else { return Ok(()) };
+        // What the target has of this stretch already (pushed by a move that was resumed, or
+        // written by clients since the move began) is not sent again.
+        let have: HashSet<Bytes> = target
+            .get_key_range(RangeQuery { start: first, start_inclusive: true, end: Some(last.clone()), end_inclusive: true, max_returned: map::KEY_PAGE, reverse: false })
+            .await?
+            .into_iter()
+            .collect();
+        let ops: Vec<PushOp> = keys
+            .iter()
+            .filter(|k| !have.contains(*k))
+            // No expected version: the copy lands only where the target holds nothing.
+            .map(|k| PushOp { key: k.clone(), force: false, ..PushOp::default() })
+            .collect();
+        if !ops.is_empty() {
+            let started = Instant::now();
+            let before = pushed_bytes(source).await?;
+            let result = source.push_to_peer(peer, ops).await?;
+            for o in &result.operations {
+                match o.status {
+                    StatusCode::Success => copied.entries += 1,
+                    // Written at the target meanwhile (newer), or replaced at the source by
+                    // a delete's tombstone under another key path: nothing to copy.
+                    StatusCode::VersionMismatch | StatusCode::NotFound => {}
+                    code => return Err(ClientError::Status { code, message: format!("pushing {:02x?}: {}", o.key, o.message) }),
+                }
+            }
+            let bytes = pushed_bytes(source).await?.saturating_sub(before);
+            copied.bytes += bytes;
+            throttle.pace(bytes, started.elapsed()).await;
+        }
+        if keys.len() < map::KEY_PAGE as usize {
+            return Ok(());
+        }
+        from = map::user_key(partition, &last).map(Bytes::copy_from_slice);
+        if from.is_none() {
+            return Ok(());
+        }
+    }
+}
+
+/// Value bytes `drive` has pushed to peers so far (its GETLOG statistics; 0 from a drive that
+/// does not count them, which then moves unthrottled).
+async fn pushed_bytes(drive: &Client) -> Result<u64, ClientError> {
+    let log = drive.get_log(&[LogType::Statistics]).await?;
+    Ok(log.statistics.iter().find(|s| s.message_type == Some(MessageType::Peer2peerpush as i32)).and_then(|s| s.bytes).unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_throttle_waits_out_what_a_page_owes() {
+        let t = Throttle { rate: 1 << 20 };
+        let start = tokio::time::Instant::now();
+        t.pace(2 << 20, Duration::from_millis(500)).await;
+        assert_eq!(start.elapsed(), Duration::from_millis(1500));
+        let start = tokio::time::Instant::now();
+        t.pace(1 << 20, Duration::from_secs(3)).await;
+        Throttle { rate: 0 }.pace(1 << 40, Duration::ZERO).await;
+        assert_eq!(start.elapsed(), Duration::ZERO);
+    }
+
+    #[test]
+    fn peers_are_read_from_member_addresses() {
+        let m = Member { id: "d".into(), addr: "10.1.2.3:8123".into(), tls_port: None, capacity: 0, weight: 1.0, domain: None, leaving: false };
+        assert_eq!(peer_of(&m).unwrap(), Peer { host: "10.1.2.3".into(), port: 8123, tls: false });
+        let m6 = Member { addr: "[::1]:9".into(), ..m.clone() };
+        assert_eq!(peer_of(&m6).unwrap().host, "::1");
+        assert!(peer_of(&Member { addr: "nohost".into(), ..m }).is_err());
+    }
+}
