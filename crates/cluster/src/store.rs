@@ -202,11 +202,19 @@ impl Store {
 
     /// A partition's replicas in the order to ask them: drives that answer well first, then
     /// recent suspects, then those marked down (so that quorums form from the healthy ones).
+    ///
+    /// While the partition moves, replicas that stay come before those that go: a read whose
+    /// quorum holds the newest write on drives of both sets needs no write-back (`settle`).
     fn replicas(&self, map: &ClusterMap, partition: u32) -> Vec<String> {
-        self.in_order(map.replicas_of(partition).to_vec())
+        let mut r = map.replicas_of(partition).to_vec();
+        if let Some(new) = map.moving_to(partition) {
+            r.sort_by_key(|d| !new.contains(d));
+        }
+        self.in_order(r)
     }
 
-    /// `drives` in the order to ask them, as for `replicas`.
+    /// `drives` in the order to ask them, as for `replicas` (a stable sort: an order given
+    /// among equally healthy drives is kept).
     fn in_order(&self, mut r: Vec<String>) -> Vec<String> {
         let down = self.inner.down.read();
         let mut suspects = self.inner.suspects.lock();
@@ -340,14 +348,10 @@ impl Store {
             None => self.replicas(map, partition),
         };
         // Whether the answers so far make the quorum: `needed` of the replicas, and while the
-        // partition moves, of the drives it moves to as well (each capped at the set's size).
-        let old_set = map.replicas_of(partition);
-        let reached = |got: &[(String, T)]| {
-            let of = |set: &[String]| got.iter().filter(|(d, _)| set.contains(d)).count() >= needed.min(set.len().max(1));
-            match joint {
-                None => got.len() >= needed,
-                Some(new_set) => of(old_set) && of(new_set),
-            }
+        // partition moves, of the drives it moves to as well.
+        let reached = |got: &[(String, T)]| match joint {
+            None => got.len() >= needed,
+            Some(_) => joint_quorum(map, partition, needed, got.iter().map(|(d, _)| d)),
         };
         let mut waiting = order.into_iter();
         let mut running = FuturesUnordered::new();
@@ -496,7 +500,10 @@ impl Store {
         known: HashMap<String, Held>,
     ) -> Result<Option<Bytes>, OpError> {
         let holders: Vec<&String> = known.iter().filter(|(_, h)| h.tag() == Some(newest)).map(|(d, _)| d).collect();
-        let write_back = holders.len() < usize::from(map.write_quorum);
+        // While the partition moves, the newest must be on a write quorum of the drives it
+        // moves to as well: else the flip could leave it on too few of them, and a read after
+        // it return something older than this one did.
+        let write_back = !joint_quorum(map, partition, usize::from(map.write_quorum), holders.iter().copied());
         let mut value = value;
         // A batch's tombstone has a value too: its members, needed to write the batch back.
         if value.is_none() && (with_value || write_back) && (!newest.is_tombstone() || newest.is_batch()) {
@@ -922,6 +929,13 @@ impl Store {
             .await?;
         Ok(map::page_union(partition, answers.into_iter().map(|(_, keys)| keys).collect(), page))
     }
+}
+
+/// Whether `drives` include `needed` of `partition`'s replicas and, while it moves, `needed`
+/// of the drives it moves to (each set's need capped at its size).
+fn joint_quorum<'a>(map: &ClusterMap, partition: u32, needed: usize, drives: impl Iterator<Item = &'a String> + Clone) -> bool {
+    let of = |set: &[String]| drives.clone().filter(|d| set.contains(d)).count() >= needed.min(set.len().max(1));
+    of(map.replicas_of(partition)) && map.moving_to(partition).is_none_or(of)
 }
 
 /// A cluster entry whose batch header does not decode: not written by this cluster's code.
