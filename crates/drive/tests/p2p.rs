@@ -181,3 +181,22 @@ async fn a_push_sees_the_writes_sent_before_it_on_its_connection() {
         assert_eq!(cb.get(b"pushed").await.unwrap().unwrap().value, b(&value), "round {round}");
     }
 }
+
+/// A cluster fences both drives to a new cluster version between two pushes: the source's
+/// pooled connection to the peer follows its own version, so the second push lands too (a
+/// connection kept at the old version would be refused with VERSION_FAILURE).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pushes_follow_the_drives_cluster_version_after_a_fence() {
+    let (a, peer) = (TestDrive::start().await, TestDrive::start().await);
+    let (ca, cb) = (a.client().await, peer.client().await);
+    ca.put(b"k1", b("one"), versioned("v1")).await.unwrap();
+    ca.put(b"k2", b("two"), versioned("v2")).await.unwrap();
+    assert!(ca.push_to_peer(&peer_of(&peer), vec![PushOp::copy(b("k1"))]).await.unwrap().all_succeeded);
+    for c in [&ca, &cb] {
+        c.set_cluster_version(7).await.unwrap();
+        c.set_request_cluster_version(7);
+    }
+    let result = ca.push_to_peer(&peer_of(&peer), vec![PushOp::copy(b("k2"))]).await.unwrap();
+    assert_eq!(result.operations[0].status, StatusCode::Success, "{}", result.operations[0].message);
+    assert_eq!(cb.get(b"k2").await.unwrap().unwrap().value, b("two"));
+}
