@@ -493,6 +493,7 @@ mod tests {
 
 pub mod archive;
 pub mod act;
+pub mod migrate;
 pub mod p2p;
 pub mod paper;
 pub mod report;

@@ -18,6 +18,11 @@ pub enum BenchCommand {
     P2p(P2pBenchArgs),
     /// A YCSB core workload (A-F): load phase, run phase, or both; YCSB-style output lines.
     Ycsb(YcsbArgs),
+    /// Live moves under load: a cluster loaded with records, YCSB at a fixed rate, a drive
+    /// added and then one removed; throughput and p99 per second before, during and after,
+    /// bytes moved against the ideal, client-visible errors (scripts/bench-migrate.sh sets
+    /// up the cluster and compares with `bench p2p`).
+    Migrate(MigrateArgs),
     /// Archival workloads: file-size models (Gamma / generalized Gamma) with bootstrap
     /// envelopes, sequential writes and random reads at capacity-utilisation levels.
     #[command(subcommand)]
@@ -126,6 +131,48 @@ pub enum PhaseArg {
 }
 
 #[derive(Args)]
+pub struct MigrateArgs {
+    /// etcd endpoints of the cluster (comma-separated)
+    #[arg(long, env = "SPINDLE_ETCD", default_value = "http://127.0.0.1:2379")]
+    etcd: String,
+    #[arg(long, env = "SPINDLE_CLUSTER", default_value = "spindle")]
+    cluster: String,
+    /// The drive to add, ID=HOST:PORT
+    #[arg(long)]
+    add: Option<String>,
+    /// The member to remove once the addition is done
+    #[arg(long)]
+    remove: Option<String>,
+    #[arg(long, default_value_t = 20_000)]
+    records: u64,
+    #[arg(long, default_value_t = 4096)]
+    value_size: usize,
+    /// YCSB core workload: A, B, C or F
+    #[arg(long, default_value = "A")]
+    workload: char,
+    /// Operations per second offered
+    #[arg(long, default_value_t = 500.0)]
+    rate: f64,
+    #[arg(long, default_value_t = 8)]
+    threads: usize,
+    /// Seconds of quiet before the first change, between changes and after the last
+    #[arg(long, default_value_t = 5.0)]
+    settle_secs: f64,
+    /// Seconds a move may take before the run fails
+    #[arg(long, default_value_t = 600.0)]
+    move_limit_secs: f64,
+    /// Write the whole result (every second, every move) as JSON here
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
+    /// Draw throughput and p99 over time (SVG) here
+    #[arg(long)]
+    plot: Option<std::path::PathBuf>,
+    /// Print the result as JSON instead of tables
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
 pub struct P2pBenchArgs {
     /// Source drive (holds the data, pushes it)
     #[arg(long)]
@@ -203,6 +250,7 @@ pub async fn bench(cmd: BenchCommand) -> CmdResult {
         BenchCommand::Get(a) => (Operation::Get, a),
         BenchCommand::P2p(a) => return bench_p2p(a).await,
         BenchCommand::Ycsb(a) => return bench_ycsb(a).await,
+        BenchCommand::Migrate(a) => return bench_migrate(a).await,
         BenchCommand::Archive(cmd) => return crate::archive_cmds::run(cmd).await,
         BenchCommand::Act(cmd) => return crate::act_cmds::run(cmd).await,
         BenchCommand::Report { results, out } => {
@@ -330,6 +378,52 @@ async fn bench_p2p(a: P2pBenchArgs) -> CmdResult {
             "{} x {} B: client put {:.1} MB/s, drive push {:.1} MB/s ({:.2}x), {} failed",
             r.spec.count, r.spec.value_size, r.client_put_mb_per_second, r.push_mb_per_second, r.push_over_put, r.push_failures
         );
+    }
+    Ok(())
+}
+
+async fn bench_migrate(a: MigrateArgs) -> CmdResult {
+    let seconds = |s: f64, what: &str| {
+        if s.is_finite() && s >= 0.0 {
+            Ok(std::time::Duration::from_secs_f64(s))
+        } else {
+            Err(format!("{what} {s}: must be 0 or more seconds"))
+        }
+    };
+    let add = match &a.add {
+        Some(spec) => {
+            let (id, addr) = spec.split_once('=').ok_or_else(|| format!("--add {spec:?}: expected ID=HOST:PORT"))?;
+            Some((id.to_string(), addr.to_string()))
+        }
+        None => None,
+    };
+    let spec = spindle_bench::migrate::MigrateSpec {
+        etcd: a.etcd,
+        cluster: a.cluster,
+        records: a.records,
+        value_size: a.value_size,
+        workload: a.workload,
+        rate: a.rate,
+        threads: a.threads,
+        add,
+        remove: a.remove,
+        settle: seconds(a.settle_secs, "--settle-secs")?,
+        move_limit: seconds(a.move_limit_secs, "--move-limit-secs")?,
+    };
+    let r = spindle_bench::migrate::run_migrate(spec).await?;
+    if let Some(path) = &a.out {
+        write_atomically(path, &r)?;
+    }
+    if let Some(path) = &a.plot {
+        spindle_bench::migrate::plot(&r, path)?;
+    }
+    if a.json {
+        println!("{}", serde_json::to_string(&r)?);
+    } else {
+        print!("{}", spindle_bench::migrate::markdown(&r));
+        for e in &r.error_samples {
+            println!("error: {e}");
+        }
     }
     Ok(())
 }

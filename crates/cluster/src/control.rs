@@ -4,7 +4,7 @@
 //! coordinator's election.
 //!
 //! Layout under `/spindle/<cluster>/`: `map`, `health/<drive>`, `changes/<drive>`, `move` (the
-//! move under way), `leader` (etcd's election prefix), `coordinators/<name>` (live
+//! move under way), `last-move` (the last one finished), `leader` (etcd's election prefix), `coordinators/<name>` (live
 //! coordinators, on their lease).
 
 use std::collections::BTreeMap;
@@ -216,6 +216,24 @@ impl Control {
             .when([Compare::mod_revision(key.clone(), CompareOp::Equal, revision)])
             .and_then([TxnOp::put(key, encode(map)?, None), progress_op]);
         Ok(self.etcd.kv_client().txn(txn).await?.succeeded())
+    }
+
+    /// Flips a move: commits `map` (if still at `revision`), drops the move's progress and
+    /// keeps it, with its end time, as the last move (`status` and `bench migrate` read it).
+    pub async fn commit_flip(&self, revision: i64, map: &ClusterMap, finished: &MoveProgress) -> Result<bool, ClusterError> {
+        let key = self.key("map");
+        let txn = Txn::new().when([Compare::mod_revision(key.clone(), CompareOp::Equal, revision)]).and_then([
+            TxnOp::put(key, encode(map)?, None),
+            TxnOp::delete(self.key("move"), None),
+            TxnOp::put(self.key("last-move"), encode(finished)?, None),
+        ]);
+        Ok(self.etcd.kv_client().txn(txn).await?.succeeded())
+    }
+
+    /// The last move that finished, if any.
+    pub async fn last_move(&self) -> Result<Option<MoveProgress>, ClusterError> {
+        let resp = self.etcd.kv_client().get(self.key("last-move"), None).await?;
+        resp.kvs().first().map(|kv| decode(kv.value())).transpose()
     }
 
     /// The move under way, if any.

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_util::stream::StreamExt;
 use spindle_client::{Client, ClientConfig};
 use tracing::{info, warn};
 
@@ -270,8 +271,12 @@ async fn plan(control: &Control, config: &CoordinatorConfig) -> Result<(), Clust
     let mut tick = tokio::time::interval(config.probe_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut sweeper = Sweeper::default();
+    // Set when a step calls for the next at once (a move just started goes straight on).
+    let mut again = false;
     loop {
-        tick.tick().await;
+        if !std::mem::take(&mut again) {
+            tick.tick().await;
+        }
         let (map, revision) = control.load_map().await?;
         config.metrics.moving(map.moving.len());
         if !map.moving.is_empty() {
@@ -279,6 +284,7 @@ async fn plan(control: &Control, config: &CoordinatorConfig) -> Result<(), Clust
             continue;
         }
         if apply_change(control, config).await? {
+            again = true;
             continue;
         }
         let health = control.health().await?;
@@ -289,6 +295,7 @@ async fn plan(control: &Control, config: &CoordinatorConfig) -> Result<(), Clust
         }
         let failed = failed(&map, &health, config.replace_after);
         if start_move(control, config, map.clone(), revision, &failed).await? {
+            again = true;
             continue;
         }
         sweeper.round(control, config, &map, revision).await?;
@@ -416,14 +423,16 @@ async fn run_move(control: &Control, config: &CoordinatorConfig, map: ClusterMap
         _ => MoveProgress { epoch: map.epoch, total: map.moving.len() as u32, started_ms: now_ms(), rate_limit: config.migrate_rate, ..MoveProgress::default() },
     };
     let drives = migrate::connect_all(&map, &config.client).await;
-    let throttle = migrate::Throttle { rate: config.migrate_rate };
+    let throttle = migrate::Throttle::new(config.migrate_rate);
     let mut pending = 0;
     let mut first_error = None;
-    for &p in map.moving.keys() {
-        if progress.done.contains(&p) {
-            continue;
-        }
-        match migrate::copy_partition(&map, p, &drives, throttle).await {
+    let todo: Vec<u32> = map.moving.keys().copied().filter(|p| !progress.done.contains(p)).collect();
+    let (map_ref, drives_ref, throttle_ref) = (&map, &drives, &throttle);
+    let mut copies = futures_util::stream::iter(todo)
+        .map(|p| async move { (p, migrate::copy_partition(map_ref, p, drives_ref, throttle_ref).await) })
+        .buffer_unordered(migrate::PARALLEL_COPIES);
+    while let Some((p, copied)) = copies.next().await {
+        match copied {
             Ok(c) => {
                 progress.done.insert(p);
                 progress.bytes += c.bytes;
@@ -450,7 +459,8 @@ async fn run_move(control: &Control, config: &CoordinatorConfig, map: ClusterMap
         next.placement[p as usize] = new;
     }
     next.epoch += 1;
-    if control.commit_move(revision, &next, None).await? {
+    progress.updated_ms = now_ms();
+    if control.commit_flip(revision, &next, &progress).await? {
         config.metrics.map_changed();
         info!(
             "epoch {}: move done, {} partitions, {} bytes pushed, {} entries caught up, in {:.1} s",
@@ -466,16 +476,19 @@ async fn run_move(control: &Control, config: &CoordinatorConfig, map: ClusterMap
     Ok(())
 }
 
-/// What the sweeper has seen foreign, since when; and when it last looked.
+/// What the sweeper has seen foreign, since when; when it last looked; and the partition its
+/// scrub checks next.
 #[derive(Default)]
 struct Sweeper {
     seen: HashMap<(String, u32), Instant>,
     last: Option<Instant>,
+    scrub_next: u32,
 }
 
 impl Sweeper {
     /// Every `sweep_interval`: each drive's foreign partitions found, those seen foreign for
-    /// `sweep_grace` deleted; then leaving members that hold nothing are dropped from the map.
+    /// `sweep_grace` deleted; one partition scrubbed; then leaving members that hold nothing
+    /// are dropped from the map.
     async fn round(&mut self, control: &Control, config: &CoordinatorConfig, map: &ClusterMap, revision: i64) -> Result<(), ClusterError> {
         if self.last.is_some_and(|l| l.elapsed() < config.sweep_interval) {
             return Ok(());
@@ -510,6 +523,25 @@ impl Sweeper {
             }
         }
         self.seen.retain(|k, _| found.contains(k));
+        // Scrub one partition a round: every key brought to its newest write on every replica
+        // that answers. A replica can miss a write that was acknowledged without it (it
+        // refused the write's epoch while being fenced, or its client went away before the
+        // write reached it); reads repair what they meet, this repairs the rest in time.
+        if map.partitions > 0 {
+            let p = self.scrub_next % map.partitions;
+            self.scrub_next = (p + 1) % map.partitions;
+            let replicas: Vec<(String, Client)> = map.replicas_of(p).iter().filter_map(|d| drives.get(d).map(|c| (d.clone(), c.clone()))).collect();
+            if replicas.len() > 1 {
+                match repair::repair_partition(p, &replicas).await {
+                    Ok(n) if n > 0 => {
+                        config.metrics.repaired(n);
+                        info!("scrub: partition {p}: {n} entries brought to their newest write");
+                    }
+                    Ok(_) => {}
+                    Err(e) => warn!("scrub: partition {p}: {e}"),
+                }
+            }
+        }
         // Leaving members placed nowhere with nothing left on them (or not answering) go.
         let gone: Vec<String> = map
             .members

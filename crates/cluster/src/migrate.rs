@@ -37,22 +37,39 @@ pub async fn connect_all(map: &ClusterMap, config: &ClientConfig) -> Drives {
     join_all(tries).await.into_iter().filter_map(|(id, c)| c.map(|c| (id, c))).collect()
 }
 
-/// Keeps a move's pushes under a bandwidth limit (bytes per second; 0: none), page by page.
-#[derive(Debug, Clone, Copy)]
+/// Partitions copied at once: enough to keep a drive's push pipeline and the catch-up pass's
+/// reads overlapping, few enough that a move is a background load.
+pub const PARALLEL_COPIES: usize = 4;
+
+/// Keeps a move's pushes, all copies together, under a bandwidth limit (bytes per second; 0:
+/// none): a schedule that each page of pushes books its bytes on, waiting until the schedule
+/// has room. Idle time is not saved up for a burst later.
+#[derive(Debug)]
 pub struct Throttle {
-    pub rate: u64,
+    rate: u64,
+    free_at: parking_lot::Mutex<Option<tokio::time::Instant>>,
 }
 
 impl Throttle {
-    /// Waits out what moving `bytes` in `took` owes the limit.
+    pub fn new(rate: u64) -> Throttle {
+        Throttle { rate, free_at: parking_lot::Mutex::new(None) }
+    }
+
+    /// Books `bytes` just moved (in `took`) and waits until the limit allows the next page.
     pub async fn pace(&self, bytes: u64, took: Duration) {
         if self.rate == 0 {
             return;
         }
-        let due = Duration::from_secs_f64(bytes as f64 / self.rate as f64);
-        if due > took {
-            tokio::time::sleep(due - took).await;
-        }
+        let now = tokio::time::Instant::now();
+        let until = {
+            let mut free_at = self.free_at.lock();
+            // This page's transfer started `took` ago; the schedule is not behind that.
+            let start = free_at.map_or(now - took, |f| f.max(now - took));
+            let until = start + Duration::from_secs_f64(bytes as f64 / self.rate as f64);
+            *free_at = Some(until);
+            until
+        };
+        tokio::time::sleep_until(until).await;
     }
 }
 
@@ -70,7 +87,7 @@ pub struct Copied {
 /// Copies `partition` to the drives it moves to under `map` (a map with a move under way),
 /// over `drives` (fenced to the map's epoch). Fails, to be tried again, unless a read quorum
 /// of its replicas and every drive it moves to answer.
-pub async fn copy_partition(map: &ClusterMap, partition: u32, drives: &Drives, throttle: Throttle) -> Result<Copied, ClusterError> {
+pub async fn copy_partition(map: &ClusterMap, partition: u32, drives: &Drives, throttle: &Throttle) -> Result<Copied, ClusterError> {
     let old = map.replicas_of(partition);
     let Some(new) = map.moving_to(partition) else { return Ok(Copied::default()) };
     let answering = |set: &[String]| set.iter().filter(|d| drives.contains_key(*d)).count();
@@ -123,7 +140,7 @@ fn peer_of(member: &Member) -> Result<Peer, ClusterError> {
 }
 
 /// Has `source` push every entry of `partition` that `target` lacks, a page of keys at a time.
-async fn push_range(partition: u32, source: &Client, target: &Client, peer: &Peer, throttle: Throttle, copied: &mut Copied) -> Result<(), ClientError> {
+async fn push_range(partition: u32, source: &Client, target: &Client, peer: &Peer, throttle: &Throttle, copied: &mut Copied) -> Result<(), ClientError> {
     let mut from: Option<Bytes> = None;
     loop {
         let query = map::page_query(partition, from.as_deref().unwrap_or_default(), from.is_some(), None, map::KEY_PAGE);
@@ -181,14 +198,24 @@ mod tests {
     use super::*;
 
     #[tokio::test(start_paused = true)]
-    async fn the_throttle_waits_out_what_a_page_owes() {
-        let t = Throttle { rate: 1 << 20 };
+    async fn the_throttle_waits_out_what_pages_owe_together() {
+        let t = Throttle::new(1 << 20);
         let start = tokio::time::Instant::now();
+        // 2 MiB moved in 0.5 s owes 1.5 s more.
         t.pace(2 << 20, Duration::from_millis(500)).await;
         assert_eq!(start.elapsed(), Duration::from_millis(1500));
+        // Two copies at once book one schedule: 1 MiB each, moved together in no time, owe
+        // two seconds between them.
         let start = tokio::time::Instant::now();
-        t.pace(1 << 20, Duration::from_secs(3)).await;
-        Throttle { rate: 0 }.pace(1 << 40, Duration::ZERO).await;
+        tokio::join!(t.pace(1 << 20, Duration::ZERO), t.pace(1 << 20, Duration::ZERO));
+        assert_eq!(start.elapsed(), Duration::from_secs(2));
+        // Idle time is not a credit: after ten quiet seconds, a page still owes its time.
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let start = tokio::time::Instant::now();
+        t.pace(1 << 20, Duration::ZERO).await;
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
+        let start = tokio::time::Instant::now();
+        Throttle::new(0).pace(1 << 40, Duration::ZERO).await;
         assert_eq!(start.elapsed(), Duration::ZERO);
     }
 
