@@ -422,14 +422,13 @@ async fn run_move(control: &Control, config: &CoordinatorConfig, map: ClusterMap
         Some(p) if p.epoch == map.epoch => p,
         _ => MoveProgress { epoch: map.epoch, total: map.moving.len() as u32, started_ms: now_ms(), rate_limit: config.migrate_rate, ..MoveProgress::default() },
     };
-    let drives = migrate::connect_all(&map, &config.client).await;
-    let throttle = migrate::Throttle::new(config.migrate_rate);
+    let movers = migrate::Movers::new(migrate::connect_all(&map, &config.client).await, config.migrate_rate);
     let mut pending = 0;
     let mut first_error = None;
     let todo: Vec<u32> = map.moving.keys().copied().filter(|p| !progress.done.contains(p)).collect();
-    let (map_ref, drives_ref, throttle_ref) = (&map, &drives, &throttle);
+    let (map_ref, movers_ref) = (&map, &movers);
     let mut copies = futures_util::stream::iter(todo)
-        .map(|p| async move { (p, migrate::copy_partition(map_ref, p, drives_ref, throttle_ref).await) })
+        .map(|p| async move { (p, migrate::copy_partition(map_ref, p, movers_ref).await) })
         .buffer_unordered(migrate::PARALLEL_COPIES);
     while let Some((p, copied)) = copies.next().await {
         match copied {

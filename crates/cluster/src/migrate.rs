@@ -84,10 +84,27 @@ pub struct Copied {
     pub repaired: u64,
 }
 
+/// What copies share: the connections, the bandwidth schedule, and one lock per source
+/// drive, held over a page's push and the two readings of the drive's push counter around it,
+/// so that copies pushing from one drive at once do not count each other's bytes.
+pub struct Movers {
+    pub drives: Drives,
+    pub throttle: Throttle,
+    push_locks: HashMap<String, tokio::sync::Mutex<()>>,
+}
+
+impl Movers {
+    pub fn new(drives: Drives, rate: u64) -> Movers {
+        let push_locks = drives.keys().map(|d| (d.clone(), tokio::sync::Mutex::new(()))).collect();
+        Movers { drives, throttle: Throttle::new(rate), push_locks }
+    }
+}
+
 /// Copies `partition` to the drives it moves to under `map` (a map with a move under way),
-/// over `drives` (fenced to the map's epoch). Fails, to be tried again, unless a read quorum
-/// of its replicas and every drive it moves to answer.
-pub async fn copy_partition(map: &ClusterMap, partition: u32, drives: &Drives, throttle: &Throttle) -> Result<Copied, ClusterError> {
+/// over `movers.drives` (fenced to the map's epoch). Fails, to be tried again, unless a read
+/// quorum of its replicas and every drive it moves to answer.
+pub async fn copy_partition(map: &ClusterMap, partition: u32, movers: &Movers) -> Result<Copied, ClusterError> {
+    let drives = &movers.drives;
     let old = map.replicas_of(partition);
     let Some(new) = map.moving_to(partition) else { return Ok(Copied::default()) };
     let answering = |set: &[String]| set.iter().filter(|d| drives.contains_key(*d)).count();
@@ -102,13 +119,18 @@ pub async fn copy_partition(map: &ClusterMap, partition: u32, drives: &Drives, t
     if let Some(d) = joining.iter().find(|d| !drives.contains_key(**d)) {
         return Err(ClusterError::Invalid(format!("partition {partition}: drive {d}, which it moves to, does not answer")));
     }
-    let sources: Vec<&String> = old.iter().filter(|d| drives.contains_key(*d)).collect();
+    let mut sources: Vec<&String> = old.iter().filter(|d| drives.contains_key(*d)).collect();
+    // Partitions start from different replicas, so that copies at once push from different
+    // drives.
+    let turn = partition as usize % sources.len().max(1);
+    sources.rotate_left(turn);
     let mut copied = Copied::default();
     for target in joining {
         let peer = peer_of(&map.members[target])?;
         let mut last_error = None;
         for source in &sources {
-            match push_range(partition, &drives[*source], &drives[target], &peer, throttle, &mut copied).await {
+            let lock = &movers.push_locks[*source];
+            match push_range(partition, (&drives[*source], lock), &drives[target], &peer, &movers.throttle, &mut copied).await {
                 Ok(()) => {
                     last_error = None;
                     break;
@@ -123,8 +145,13 @@ pub async fn copy_partition(map: &ClusterMap, partition: u32, drives: &Drives, t
             return Err(e);
         }
     }
-    // Old and new replicas together, every key brought to its newest write on all.
-    let everyone: BTreeSet<&String> = old.iter().chain(new).collect();
+    // The new replicas and a read quorum of the old ones together (the old ones that stay
+    // first), every key brought to its newest write on all: a write acknowledged before the
+    // move is on a write quorum of the old replicas, so on one of any read quorum of them.
+    let staying: Vec<&String> = old.iter().filter(|d| new.contains(d) && drives.contains_key(*d)).collect();
+    let leaving = old.iter().filter(|d| !new.contains(d) && drives.contains_key(*d));
+    let quorum: Vec<&String> = staying.iter().copied().chain(leaving).take(read_quorum.max(staying.len())).collect();
+    let everyone: BTreeSet<&String> = quorum.into_iter().chain(new.iter().filter(|d| drives.contains_key(*d))).collect();
     let reachable: Vec<(String, Client)> = everyone.into_iter().filter_map(|d| drives.get(d).map(|c| (d.clone(), c.clone()))).collect();
     copied.repaired = repair::repair_partition(partition, &reachable)
         .await
@@ -140,7 +167,14 @@ fn peer_of(member: &Member) -> Result<Peer, ClusterError> {
 }
 
 /// Has `source` push every entry of `partition` that `target` lacks, a page of keys at a time.
-async fn push_range(partition: u32, source: &Client, target: &Client, peer: &Peer, throttle: &Throttle, copied: &mut Copied) -> Result<(), ClientError> {
+async fn push_range(
+    partition: u32,
+    (source, lock): (&Client, &tokio::sync::Mutex<()>),
+    target: &Client,
+    peer: &Peer,
+    throttle: &Throttle,
+    copied: &mut Copied,
+) -> Result<(), ClientError> {
     let mut from: Option<Bytes> = None;
     loop {
         let query = map::page_query(partition, from.as_deref().unwrap_or_default(), from.is_some(), None, map::KEY_PAGE);
@@ -161,8 +195,11 @@ async fn push_range(partition: u32, source: &Client, target: &Client, peer: &Pee
             .collect();
         if !ops.is_empty() {
             let started = Instant::now();
+            let guard = lock.lock().await;
             let before = pushed_bytes(source).await?;
             let result = source.push_to_peer(peer, ops).await?;
+            let bytes = pushed_bytes(source).await?.saturating_sub(before);
+            drop(guard);
             for o in &result.operations {
                 match o.status {
                     StatusCode::Success => copied.entries += 1,
@@ -172,7 +209,6 @@ async fn push_range(partition: u32, source: &Client, target: &Client, peer: &Pee
                     code => return Err(ClientError::Status { code, message: format!("pushing {:02x?}: {}", o.key, o.message) }),
                 }
             }
-            let bytes = pushed_bytes(source).await?.saturating_sub(before);
             copied.bytes += bytes;
             throttle.pace(bytes, started.elapsed()).await;
         }
