@@ -142,6 +142,9 @@ check "p2p bench smoke" "$logs/p2p.log" scripts/bench-p2p.sh --quick --spindle "
 echo "== cluster against a lone drive, smoke run (etcd, three drives, a coordinator)"
 check "cluster bench smoke" "$logs/cluster-bench.log" scripts/bench-cluster.sh --spindle "$spindle" --drives 3 --count 200 --repeat 1 --ycsb AE --ycsb-records 200 --ycsb-operations 200
 
+echo "== live migration under load, smoke run (etcd, five drives, a coordinator; a join and a leave)"
+check "migrate bench smoke" "$logs/migrate.log" scripts/bench-migrate.sh --spindle "$spindle" --records 2000 --rate 200 --partitions 32 --settle 2 --out "$logs/migrate.md"
+
 echo "== memory under large values, smoke run (one drive, one round)"
 check "memory bench smoke" "$logs/memory.log" scripts/bench-memory.sh --spindle "$spindle" --rounds 1 --count 20
 

@@ -982,3 +982,31 @@ impl OpError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_moving_partition_needs_a_quorum_of_both_sets() {
+        let mut map = ClusterMap::new(1, 3, 2).unwrap();
+        map.placement = vec![ids(&["a", "b", "c"])];
+        let q = |map: &ClusterMap, held: &[&str]| joint_quorum(map, 0, 2, ids(held).iter());
+        assert!(q(&map, &["b", "c"]));
+        assert!(!q(&map, &["c", "d"]));
+        map.moving.insert(0, ids(&["a", "b", "d"]));
+        // Two of the old replicas, one of the new: not enough while it moves.
+        assert!(!q(&map, &["b", "c"]));
+        assert!(q(&map, &["a", "b"]));
+        assert!(q(&map, &["b", "c", "d"]));
+        assert!(!q(&map, &["a", "d"]));
+        // A set smaller than the quorum needs all of itself.
+        map.moving.insert(0, ids(&["d"]));
+        assert!(q(&map, &["a", "b", "d"]));
+        assert!(!q(&map, &["a", "b"]));
+    }
+}
