@@ -63,8 +63,9 @@ failed=0
 count_cargo() {
   # "test result: ok. 8 passed; 0 failed; ..."
   local p f
-  p=$(grep -Eo '[0-9]+ passed' "$1" | awk '{s+=$1} END {print s+0}')
-  f=$(grep -Eo '[0-9]+ failed' "$1" | awk '{s+=$1} END {print s+0}')
+  # Only the summary lines: a test's own output may say "d3 failed".
+  p=$(grep -E '^test result: ' "$1" | grep -Eo '[0-9]+ passed' | awk '{s+=$1} END {print s+0}')
+  f=$(grep -E '^test result: ' "$1" | grep -Eo '[0-9]+ failed' | awk '{s+=$1} END {print s+0}')
   passed=$((passed + p)); failed=$((failed + f))
 }
 count_surefire() {

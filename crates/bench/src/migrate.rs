@@ -115,6 +115,8 @@ struct Done {
 
 struct Shared {
     started: Instant,
+    /// The same moment as Unix milliseconds (the coordinator's records use them).
+    started_ms: u64,
     stop: AtomicBool,
     errors: Mutex<Vec<String>>,
     error_count: AtomicU64,
@@ -125,7 +127,7 @@ pub async fn run_migrate(spec: MigrateSpec) -> Result<MigrateResult, BenchError>
     if workload.scan > 0.0 || workload.insert > 0.0 {
         return Err(BenchError::Invalid("bench migrate runs reads, updates and read-modify-writes over the loaded records (A, B, C or F)".into()));
     }
-    if spec.threads == 0 || spec.records == 0 || !(spec.rate > 0.0) {
+    if spec.threads == 0 || spec.records == 0 || spec.rate.is_nan() || spec.rate <= 0.0 {
         return Err(BenchError::Invalid("threads, records and rate must be positive".into()));
     }
     let cluster_err = |e: spindle_cluster::ClusterError| BenchError::Invalid(e.to_string());
@@ -133,7 +135,13 @@ pub async fn run_migrate(spec: MigrateSpec) -> Result<MigrateResult, BenchError>
     let store = Store::open(control.clone(), StoreConfig::default()).await.map_err(cluster_err)?;
     load(&store, spec.records, spec.value_size).await?;
 
-    let shared = Arc::new(Shared { started: Instant::now(), stop: AtomicBool::new(false), errors: Mutex::new(Vec::new()), error_count: AtomicU64::new(0) });
+    let shared = Arc::new(Shared {
+        started: Instant::now(),
+        started_ms: spindle_cluster::control::now_ms(),
+        stop: AtomicBool::new(false),
+        errors: Mutex::new(Vec::new()),
+        error_count: AtomicU64::new(0),
+    });
     let mut clients = Vec::new();
     for t in 0..spec.threads {
         let store = Store::open(control.clone(), StoreConfig::default()).await.map_err(cluster_err)?;
@@ -238,26 +246,31 @@ async fn watch_move(control: &Control, shared: &Shared, spec: &MigrateSpec, chan
     let asked_at = seconds(shared);
     control.request_change(&change).await.map_err(e)?;
     let deadline = Instant::now() + spec.move_limit;
-    let mut started: Option<(f64, ClusterMap)> = None;
-    let mut flipped: Option<(f64, MoveProgress)> = None;
+    // When the move was seen to start, and its flip (the map then, and the finished move).
+    let mut started: Option<f64> = None;
+    let mut flipped: Option<(f64, ClusterMap, MoveProgress)> = None;
     loop {
         if Instant::now() > deadline {
             return Err(BenchError::Invalid(format!("the {kind} of {drive} did not finish within {:?}", spec.move_limit)));
         }
         let (map, _) = control.load_map().await.map_err(e)?;
         if started.is_none() && !map.moving.is_empty() {
-            started = Some((seconds(shared), map.clone()));
+            started = Some(seconds(shared));
         }
-        if started.is_some() && flipped.is_none() && map.moving.is_empty() {
+        if flipped.is_none() && map.moving.is_empty() {
+            // The finished move's record, once it is another than before the change (a move
+            // quicker than one look at the map is found this way too).
             let last = control.last_move().await.map_err(e)?;
             if let Some(last) = last.filter(|l| Some(l) != last_before.as_ref()) {
-                flipped = Some((seconds(shared), last));
+                flipped = Some((seconds(shared), map.clone(), last));
             }
         }
         let finished = kind == "join" || !map.members.contains_key(&drive);
-        if let (true, Some((started_at, moving)), Some((flipped_at, last))) = (finished, &started, &flipped) {
-            let (started_at, flipped_at, last) = (*started_at, *flipped_at, last.clone());
-            let (ideal, fair) = ideal_bytes(&before, moving, spec, kind);
+        if let (true, Some((flipped_at, after, last))) = (finished, &flipped) {
+            let (flipped_at, last) = (*flipped_at, last.clone());
+            // The record's own start, when the map was never seen moving.
+            let started_at = started.unwrap_or_else(|| last.started_ms.saturating_sub(shared.started_ms) as f64 / 1000.0);
+            let (ideal, fair) = ideal_bytes(&before, after, spec, kind);
             return Ok(MoveRecord {
                 kind,
                 drive,
@@ -278,17 +291,18 @@ async fn watch_move(control: &Control, shared: &Shared, spec: &MigrateSpec, chan
     }
 }
 
-/// What had to move: for each moving partition, its value bytes once per drive it gains
-/// (records are counted into partitions by their keys); and the drive's fair share.
-fn ideal_bytes(before: &ClusterMap, moving: &ClusterMap, spec: &MigrateSpec, kind: &str) -> (u64, u64) {
+/// What had to move: each partition's value bytes once per drive it gained between the map
+/// before the change and the map after the flip (records are counted into partitions by
+/// their keys); and the drive's fair share.
+fn ideal_bytes(before: &ClusterMap, after: &ClusterMap, spec: &MigrateSpec, kind: &str) -> (u64, u64) {
     let mut per_partition: BTreeMap<u32, u64> = BTreeMap::new();
     for k in 0..spec.records {
-        *per_partition.entry(moving.partition_of(key_name(k, true).as_bytes())).or_default() += spec.value_size as u64;
+        *per_partition.entry(after.partition_of(key_name(k, true).as_bytes())).or_default() += spec.value_size as u64;
     }
     let mut ideal = 0;
-    for (p, new) in &moving.moving {
-        let gained = new.iter().filter(|d| !moving.replicas_of(*p).contains(d)).count() as u64;
-        ideal += gained * per_partition.get(p).copied().unwrap_or(0);
+    for p in 0..after.partitions {
+        let gained = after.replicas_of(p).iter().filter(|d| !before.replicas_of(p).contains(d)).count() as u64;
+        ideal += gained * per_partition.get(&p).copied().unwrap_or(0);
     }
     let drives = match kind {
         "join" => before.members.len() + 1,
@@ -303,12 +317,21 @@ fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid bounds")
 }
 
+impl Done {
+    /// When it completed, seconds since the run began.
+    fn finished(&self) -> f64 {
+        (self.due_us + self.latency_us) as f64 / 1e6
+    }
+}
+
+/// Per second of completion: operations that succeeded (the throughput), those that failed,
+/// and the successes' latency (from when each was due).
 fn windows(done: &[Done]) -> Vec<Window> {
     let mut by_second: BTreeMap<u64, (Histogram<u64>, u64, u64)> = BTreeMap::new();
     for d in done {
-        let w = by_second.entry(d.due_us / 1_000_000).or_insert_with(|| (histogram(), 0, 0));
-        w.1 += 1;
+        let w = by_second.entry(d.finished() as u64).or_insert_with(|| (histogram(), 0, 0));
         if d.ok {
+            w.1 += 1;
             let _ = w.0.record(d.latency_us.max(1));
         } else {
             w.2 += 1;
@@ -320,7 +343,9 @@ fn windows(done: &[Done]) -> Vec<Window> {
         .collect()
 }
 
-/// Before the first move, during each move (started to flipped), between and after.
+/// Before the first move, during each move (started to flipped), a leave's sweep (flipped to
+/// the drained drive dropped), between and after: successes completed in each per second, and
+/// their latency.
 fn stretches(done: &[Done], moves: &[MoveRecord], end: f64) -> Vec<Stretch> {
     let mut cuts: Vec<(String, f64, f64)> = Vec::new();
     let mut from = 0.0;
@@ -328,7 +353,10 @@ fn stretches(done: &[Done], moves: &[MoveRecord], end: f64) -> Vec<Stretch> {
         let name = if i == 0 { "before".to_string() } else { format!("after the {}", moves[i - 1].kind) };
         cuts.push((name, from, m.started_at));
         cuts.push((format!("during the {}", m.kind), m.started_at, m.flipped_at.max(m.started_at + 0.001)));
-        from = m.done_at;
+        if m.done_at > m.flipped_at + 0.05 {
+            cuts.push((format!("the {}'s sweep", m.kind), m.flipped_at, m.done_at));
+        }
+        from = m.done_at.max(m.flipped_at);
     }
     cuts.push((if moves.is_empty() { "whole run".into() } else { "after".into() }, from, end));
     cuts.into_iter()
@@ -336,9 +364,9 @@ fn stretches(done: &[Done], moves: &[MoveRecord], end: f64) -> Vec<Stretch> {
         .map(|(name, a, b)| {
             let mut h = histogram();
             let (mut ops, mut errors) = (0u64, 0u64);
-            for d in done.iter().filter(|d| (a..b).contains(&(d.due_us as f64 / 1e6))) {
-                ops += 1;
+            for d in done.iter().filter(|d| (a..b).contains(&d.finished())) {
                 if d.ok {
+                    ops += 1;
                     let _ = h.record(d.latency_us.max(1));
                 } else {
                     errors += 1;
@@ -394,34 +422,34 @@ pub fn markdown(r: &MigrateResult) -> String {
 /// Throughput and p99 per second, the moves shaded.
 pub fn plot(r: &MigrateResult, path: &Path) -> Result<(), BenchError> {
     let err = |e: &dyn std::fmt::Display| BenchError::Invalid(format!("plotting {}: {e}", path.display()));
-    let end = r.windows.last().map_or(1.0, |w| w.t + 1.0);
-    let max_ops = r.windows.iter().map(|w| w.ops).max().unwrap_or(1) as f64 * 1.15;
-    let max_p99 = r.windows.iter().map(|w| w.p99_us).max().unwrap_or(1) as f64 / 1000.0 * 1.15;
     let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let (top, bottom) = root.split_vertically(280);
-    let panels: [(&DrawingArea<SVGBackend<'_>, plotters::coord::Shift>, &str, f64, Box<dyn Fn(&Window) -> f64>); 2] = [
-        (&top, "operations/s", max_ops, Box::new(|w: &Window| w.ops as f64)),
-        (&bottom, "p99 ms", max_p99.max(0.1), Box::new(|w: &Window| w.p99_us as f64 / 1000.0)),
-    ];
-    for (i, (area, label, max, value)) in panels.into_iter().enumerate() {
-        let caption = if i == 0 { "Clients during live moves (shaded: partitions moving)" } else { "" };
-        let mut chart = ChartBuilder::on(area)
-            .caption(caption, ("sans-serif", 18))
-            .margin(10)
-            .x_label_area_size(35)
-            .y_label_area_size(60)
-            .build_cartesian_2d(0f64..end, 0f64..max)
-            .map_err(|e| err(&e))?;
-        chart.configure_mesh().x_desc("seconds").y_desc(label).draw().map_err(|e| err(&e))?;
-        for m in &r.moves {
-            chart
-                .draw_series(std::iter::once(Rectangle::new([(m.started_at, 0.0), (m.flipped_at, max)], RGBColor(255, 200, 120).mix(0.4).filled())))
-                .map_err(|e| err(&e))?;
-        }
-        chart.draw_series(LineSeries::new(r.windows.iter().map(|w| (w.t + 0.5, value(w))), BLUE.stroke_width(2))).map_err(|e| err(&e))?;
-    }
+    panel(r, &top, "Clients during live moves (shaded: partitions moving)", "operations/s", |w| w.ops as f64).map_err(|e| err(&e))?;
+    panel(r, &bottom, "", "p99 ms", |w| w.p99_us as f64 / 1000.0).map_err(|e| err(&e))?;
     root.present().map_err(|e| err(&e))?;
+    Ok(())
+}
+
+/// One chart of `value` per second over the run, the moves shaded.
+fn panel<DB: DrawingBackend>(r: &MigrateResult, area: &DrawingArea<DB, plotters::coord::Shift>, caption: &str, label: &str, value: impl Fn(&Window) -> f64) -> Result<(), String> {
+    let end = r.windows.last().map_or(1.0, |w| w.t + 1.0);
+    let max = (r.windows.iter().map(&value).fold(0.0, f64::max) * 1.15).max(0.1);
+    let e = |e: &dyn std::fmt::Display| e.to_string();
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 18))
+        .margin(10)
+        .x_label_area_size(35)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..end, 0f64..max)
+        .map_err(|x| e(&x))?;
+    chart.configure_mesh().x_desc("seconds").y_desc(label).draw().map_err(|x| e(&x))?;
+    for m in &r.moves {
+        chart
+            .draw_series(std::iter::once(Rectangle::new([(m.started_at, 0.0), (m.flipped_at, max)], RGBColor(255, 200, 120).mix(0.4).filled())))
+            .map_err(|x| e(&x))?;
+    }
+    chart.draw_series(LineSeries::new(r.windows.iter().map(|w| (w.t + 0.5, value(w))), BLUE.stroke_width(2))).map_err(|x| e(&x))?;
     Ok(())
 }
 
@@ -434,7 +462,8 @@ mod tests {
     }
 
     #[test]
-    fn operations_fall_into_the_stretch_they_were_due_in() {
+    fn operations_count_in_the_second_and_stretch_they_complete_in() {
+        // Ten a second for ten seconds; 1 ms each, 9 ms while the move runs, one failure.
         let ops: Vec<Done> = (0..100).map(|i| done(i as f64 / 10.0, if (30..50).contains(&i) { 9 } else { 1 }, i != 40)).collect();
         let m = MoveRecord {
             kind: "join",
@@ -454,11 +483,16 @@ mod tests {
         let s = stretches(&ops, &[m], 10.0);
         let names: Vec<&str> = s.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["before", "during the join", "after"]);
-        assert_eq!((s[0].ops_per_second, s[1].ops_per_second, s[2].ops_per_second), (10.0, 10.0, 10.0));
+        // Completions: the failure is not throughput; each stretch counts what finished in it.
+        assert_eq!((s[0].ops_per_second, s[1].ops_per_second, s[2].ops_per_second), (10.0, 9.5, 10.0));
         assert_eq!((s[0].errors, s[1].errors, s[2].errors), (0, 1, 0));
         assert!(s[1].p99_us >= 9000 && s[0].p99_us < 2000);
         let w = windows(&ops);
         assert_eq!(w.len(), 10);
-        assert_eq!(w[4].errors, 1);
+        assert_eq!((w[4].ops, w[4].errors), (9, 1));
+        // A stall shows as a second with nothing done.
+        let stalled: Vec<Done> = (0..30).map(|i| done(i as f64 / 10.0, if i == 10 { 1500 } else { 1 }, true)).collect();
+        let w = windows(&stalled);
+        assert_eq!(w.iter().map(|w| w.ops).collect::<Vec<_>>(), [10, 9, 11]);
     }
 }

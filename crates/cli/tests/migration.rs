@@ -404,3 +404,51 @@ fn a_read_during_a_move_leaves_what_it_returns_on_a_quorum_of_the_new_replicas()
         assert_eq!(on_d3, Some(tag), "the read returned a write that only one of the new replicas holds");
     });
 }
+
+/// A client still holding a move's map after the flip must not miss a key a client of the
+/// new epoch created on the new replicas: its read asks a quorum of the new set too, meets a
+/// drive fenced to the new epoch, and reloads the map. (O = d0 d1 d2 moving to N = d0 d1 d3 at
+/// epoch 5; the flip to epoch 6 has fenced d1 and d3 but not yet d0 and d2.)
+#[test]
+fn a_client_behind_the_flip_still_reads_what_the_new_epoch_wrote() {
+    use spindle_client::{Client, ClientConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path(), 1);
+    let drives: Vec<TestDrive> = (0..4).map(|_| TestDrive::start(&[])).collect();
+    runtime().block_on(async {
+        let control = control(&etcd.endpoints(), "behind").await;
+        control.init(&ClusterMap::new(1, 3, 2).unwrap()).await.unwrap();
+        let (mut map, revision) = control.load_map().await.unwrap();
+        for (i, d) in drives.iter().enumerate() {
+            let id = format!("d{i}");
+            map.members.insert(id.clone(), member(&id, &d.addr));
+        }
+        let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        map.placement = vec![ids(&["d0", "d1", "d2"])];
+        map.moving.insert(0, ids(&["d0", "d1", "d3"]));
+        map.epoch = 5;
+        assert!(control.replace_map(revision, &map).await.unwrap());
+        let mut raw = Vec::new();
+        for d in &drives {
+            let c = Client::connect(d.addr.as_str(), ClientConfig::default()).await.unwrap();
+            c.set_cluster_version(5).await.unwrap();
+            c.set_request_cluster_version(5);
+            raw.push(c);
+        }
+        let behind = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
+        // The flip: committed, and only d1 and d3 fenced so far.
+        let (_, revision) = control.load_map().await.unwrap();
+        let mut flipped = map.clone();
+        flipped.placement = vec![ids(&["d0", "d1", "d3"])];
+        flipped.moving.clear();
+        flipped.epoch = 6;
+        assert!(control.replace_map(revision, &flipped).await.unwrap());
+        for i in [1, 3] {
+            raw[i].set_cluster_version(6).await.unwrap();
+        }
+        let ahead = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
+        ahead.put(b"k", Bytes::from_static(b"new"), Condition::Absent).await.unwrap();
+        let got = behind.get(b"k").await.unwrap();
+        assert_eq!(got.map(|v| v.value), Some(Bytes::from_static(b"new")), "a read behind the flip missed an acknowledged write");
+    });
+}

@@ -242,7 +242,8 @@ impl Control {
         resp.kvs().first().map(|kv| decode(kv.value())).transpose()
     }
 
-    /// Records how far the move at `progress.epoch` has gone, unless the map has moved on.
+    /// Records how far the move at `progress.epoch` has gone (a record of another epoch than
+    /// the map's is ignored by whoever reads it).
     pub async fn save_progress(&self, progress: &MoveProgress) -> Result<(), ClusterError> {
         self.etcd.kv_client().put(self.key("move"), encode(progress)?, None).await?;
         Ok(())

@@ -179,6 +179,11 @@ async fn watch(control: &Control, config: &CoordinatorConfig) -> Result<(), Clus
                     let up = Health { state: HealthState::Up, last_seen_ms: now_ms(), cluster_version: map.epoch as i64, repairing: false };
                     control.set_health(id, &up).await?;
                 }
+            } else if probe.down && health.get(id).is_some_and(|h| h.repairing) {
+                // Gone again while being caught up (or the leader that was catching it up
+                // died): down, and no longer repairing, so that it can be replaced.
+                let h = &health[id];
+                control.set_health(id, &Health { repairing: false, ..h.clone() }).await?;
             } else if !probe.down && probe.last_seen.elapsed() >= config.down_after {
                 warn!("drive {id} has not answered for {:?}: marked down", probe.last_seen.elapsed());
                 probe.down = true;
@@ -206,18 +211,23 @@ async fn watch(control: &Control, config: &CoordinatorConfig) -> Result<(), Clus
 /// map's epoch when its cluster version differs. `true` if it answered at the right epoch.
 async fn check(probe: &mut Probe, addr: &str, map: &ClusterMap, config: &CoordinatorConfig) -> bool {
     let epoch = map.epoch as i64;
-    let client = match probe.client.clone().filter(|c| !c.is_closed()) {
+    let kept = probe.client.clone().filter(|c| !c.is_closed());
+    let kept = match kept {
         Some(c) => match fence(&c, epoch).await {
-            Ok(()) => c,
+            Ok(()) => Some(c),
+            // Fenced meanwhile through another connection (the plan loop's, at a change of
+            // the map): the drive answered; reconnect at once and learn its version.
+            Err(e) if e.status() == Some(spindle_client::StatusCode::VersionFailure) => None,
             Err(e) => {
-                // VERSION_FAILURE: fenced meanwhile by another connection; learnt on reconnecting.
-                if e.status() != Some(spindle_client::StatusCode::VersionFailure) {
-                    warn!("fencing {addr} to epoch {epoch}: {e}");
-                }
+                warn!("fencing {addr} to epoch {epoch}: {e}");
                 probe.client = None;
                 return false;
             }
         },
+        None => None,
+    };
+    let client = match kept {
+        Some(c) => c,
         None => match fenced_client(addr, epoch, &config.client).await {
             Some(c) => c,
             None => {
@@ -271,6 +281,9 @@ async fn plan(control: &Control, config: &CoordinatorConfig) -> Result<(), Clust
     let mut tick = tokio::time::interval(config.probe_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut sweeper = Sweeper::default();
+    // Since when the move under way (by its epoch) has had partitions that could not be
+    // copied, none being copied meanwhile.
+    let mut stuck: Option<(u64, Instant)> = None;
     // Set when a step calls for the next at once (a move just started goes straight on).
     let mut again = false;
     loop {
@@ -280,7 +293,7 @@ async fn plan(control: &Control, config: &CoordinatorConfig) -> Result<(), Clust
         let (map, revision) = control.load_map().await?;
         config.metrics.moving(map.moving.len());
         if !map.moving.is_empty() {
-            run_move(control, config, map, revision).await?;
+            run_move(control, config, map, revision, &mut stuck).await?;
             continue;
         }
         if apply_change(control, config).await? {
@@ -309,7 +322,8 @@ fn failed(map: &ClusterMap, health: &BTreeMap<String, Health>, replace_after: Du
     map.members
         .keys()
         .filter(|id| match health.get(*id) {
-            Some(h) => h.state == HealthState::Down && !h.repairing && now.saturating_sub(h.last_seen_ms) > replace_after.as_millis() as u64,
+            // A drive marked repairing but silent since counts too: its catch-up died with it.
+            Some(h) => h.state == HealthState::Down && now.saturating_sub(h.last_seen_ms) > replace_after.as_millis() as u64,
             None => !(0..map.partitions).any(|p| map.assigned(id, p)),
         })
         .cloned()
@@ -394,8 +408,10 @@ async fn start_move(control: &Control, config: &CoordinatorConfig, mut map: Clus
 }
 
 /// Drives the move under way: rolls it back if a drive it copies to is gone, else copies the
-/// partitions not yet done (recording each in etcd), then flips.
-async fn run_move(control: &Control, config: &CoordinatorConfig, map: ClusterMap, revision: i64) -> Result<(), ClusterError> {
+/// partitions not yet done (recording each in etcd), then flips. Partitions that cannot be
+/// copied for `replace_after` (no read quorum of their replicas answers) are left where they
+/// are and the rest flipped, so that one partition cannot hold every other change back.
+async fn run_move(control: &Control, config: &CoordinatorConfig, map: ClusterMap, revision: i64, stuck: &mut Option<(u64, Instant)>) -> Result<(), ClusterError> {
     let health = control.health().await?;
     let failed = failed(&map, &health, config.replace_after);
     let m = &map;
@@ -425,6 +441,7 @@ async fn run_move(control: &Control, config: &CoordinatorConfig, map: ClusterMap
     let movers = migrate::Movers::new(migrate::connect_all(&map, &config.client).await, config.migrate_rate);
     let mut pending = 0;
     let mut first_error = None;
+    let done_before = progress.done.len();
     let todo: Vec<u32> = map.moving.keys().copied().filter(|p| !progress.done.contains(p)).collect();
     let (map_ref, movers_ref) = (&map, &movers);
     let mut copies = futures_util::stream::iter(todo)
@@ -448,14 +465,25 @@ async fn run_move(control: &Control, config: &CoordinatorConfig, map: ClusterMap
             }
         }
     }
+    let copied_now = progress.done.len() > done_before;
     if let Some(e) = first_error {
-        warn!("epoch {}: {pending} partitions not copied yet ({e}); trying again", map.epoch);
-        return Ok(());
+        if copied_now || stuck.is_none_or(|(epoch, _)| epoch != map.epoch) {
+            *stuck = Some((map.epoch, Instant::now()));
+        }
+        let stuck_for = stuck.map_or(Duration::ZERO, |(_, since)| since.elapsed());
+        if stuck_for < config.replace_after {
+            warn!("epoch {}: {pending} partitions not copied yet ({e}); trying again", map.epoch);
+            return Ok(());
+        }
+        warn!("epoch {}: {pending} partitions could not be copied for {stuck_for:?} ({e}); they stay where they are, the rest flips", map.epoch);
     }
+    *stuck = None;
     crash_point("copied");
     let mut next = map.clone();
     for (p, new) in std::mem::take(&mut next.moving) {
-        next.placement[p as usize] = new;
+        if progress.done.contains(&p) {
+            next.placement[p as usize] = new;
+        }
     }
     next.epoch += 1;
     progress.updated_ms = now_ms();

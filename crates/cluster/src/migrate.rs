@@ -109,9 +109,13 @@ pub async fn copy_partition(map: &ClusterMap, partition: u32, movers: &Movers) -
     let Some(new) = map.moving_to(partition) else { return Ok(Copied::default()) };
     let answering = |set: &[String]| set.iter().filter(|d| drives.contains_key(*d)).count();
     let read_quorum = map.read_quorum().min(old.len());
-    if answering(old) < read_quorum {
+    // Fenced to the move's epoch (`drives` are): a read quorum, to find every write
+    // acknowledged before the move, and a write quorum, so that too few replicas are left at
+    // the old epoch for a client there to complete a read or a write.
+    let fenced = read_quorum.max(usize::from(map.write_quorum)).min(old.len());
+    if answering(old) < fenced {
         return Err(ClusterError::Invalid(format!(
-            "partition {partition}: {} of its replicas answer, {read_quorum} needed to copy it",
+            "partition {partition}: {} of its replicas answer, {fenced} needed to copy it",
             answering(old)
         )));
     }
@@ -136,7 +140,7 @@ pub async fn copy_partition(map: &ClusterMap, partition: u32, movers: &Movers) -
                     break;
                 }
                 Err(e) => {
-                    warn!("partition {partition}: pushing from {source} to {target} failed ({e}); trying another replica");
+                    warn!("partition {partition}: no push from {source} to {target} ({e}); trying another replica");
                     last_error = Some(ClusterError::Drive { drive: (*source).clone(), source: e });
                 }
             }

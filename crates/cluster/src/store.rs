@@ -319,10 +319,13 @@ impl Store {
     /// quorum is reached go on in the background. Requests are polled in this task: no task
     /// or channel per replica on the way to a quorum.
     ///
-    /// While the partition moves, a write (`All`, `AllUntilRefused`) goes to its replicas and
-    /// to the drives it moves to, and needs `needed` of each set (a joint quorum, as in Raft's
-    /// joint consensus): reads, which ask the replicas, meet it now, and reads of the
-    /// new replicas after the flip meet it too. Reads ask the replicas only.
+    /// While the partition moves, every request needs `needed` of each set, its replicas and
+    /// the drives it moves to (a joint quorum, as in Raft's joint consensus): a write goes to
+    /// both sets, and a read asks the drives that stay first, which count for both, then what
+    /// each set still lacks. So a read meets every write acknowledged before the move and
+    /// during it, and a client still holding the move's map after the flip meets a drive
+    /// fenced to the flip's epoch (which refuses it: the client reloads the map) wherever a
+    /// write of the new epoch could have been acknowledged.
     async fn ask<T, F, Fut>(&self, map: &Arc<ClusterMap>, partition: u32, needed: usize, mode: Ask, ask: F) -> Result<Vec<(String, T)>, OpError>
     where
         T: Send + 'static,
@@ -339,29 +342,49 @@ impl Store {
                 (drive, answer)
             }
         };
-        let joint = match mode {
-            Ask::Quorum => None,
-            Ask::All | Ask::AllUntilRefused => map.moving_to(partition),
-        };
-        let order = match joint {
-            Some(_) => self.in_order(map.writers_of(partition)),
-            None => self.replicas(map, partition),
+        let joint = map.moving_to(partition);
+        let order = match (joint, mode) {
+            (None, _) => self.replicas(map, partition),
+            // A read while the partition moves: the replicas (those that stay first), then the
+            // drives it moves to.
+            (Some(new), Ask::Quorum) => {
+                let mut r = self.replicas(map, partition);
+                let joining: Vec<String> = new.iter().filter(|d| !r.contains(d)).cloned().collect();
+                r.extend(self.in_order(joining));
+                r
+            }
+            (Some(_), Ask::All | Ask::AllUntilRefused) => self.in_order(map.writers_of(partition)),
         };
         // Whether the answers so far make the quorum: `needed` of the replicas, and while the
         // partition moves, of the drives it moves to as well.
-        let reached = |got: &[(String, T)]| match joint {
-            None => got.len() >= needed,
-            Some(_) => joint_quorum(map, partition, needed, got.iter().map(|(d, _)| d)),
+        let reached = |drives: &mut dyn Iterator<Item = &String>| match joint {
+            None => drives.count() >= needed,
+            Some(_) => joint_quorum(map, partition, needed, drives.collect::<Vec<_>>().into_iter()),
         };
-        let mut waiting = order.into_iter();
+        // Asked first: every drive for a write; for a read, the first drives in order that
+        // make the quorum (while the partition moves, each one that counts toward a set still
+        // short of it).
+        let first: Vec<String> = match mode {
+            Ask::All | Ask::AllUntilRefused => order.clone(),
+            Ask::Quorum => {
+                let mut picked: Vec<String> = Vec::new();
+                for d in &order {
+                    if reached(&mut picked.iter()) {
+                        break;
+                    }
+                    let short = |set: &[String]| set.contains(d) && picked.iter().filter(|p| set.contains(p)).count() < needed.min(set.len());
+                    if joint.is_none() || short(map.replicas_of(partition)) || joint.is_some_and(short) {
+                        picked.push(d.clone());
+                    }
+                }
+                picked
+            }
+        };
+        let mut waiting = order.into_iter().filter(|d| !first.contains(d)).collect::<Vec<_>>().into_iter();
         let mut running = FuturesUnordered::new();
-        let first = match mode {
-            Ask::Quorum => needed,
-            Ask::All | Ask::AllUntilRefused => usize::MAX,
-        };
         // Asked and not answered yet: the slow ones when the hedge fires.
         let mut in_flight = Vec::new();
-        for drive in waiting.by_ref().take(first) {
+        for drive in first {
             in_flight.push(drive.clone());
             running.push(start(drive));
         }
@@ -371,7 +394,18 @@ impl Store {
         let hedge_after = self.inner.config.hedge_after;
         // Only while there is a replica left to ask (a write asks them all at once).
         let mut hedge = (waiting.len() > 0).then(|| Box::pin(tokio::time::sleep(hedge_after)));
-        while !reached(&got) {
+        while !reached(&mut got.iter().map(|(d, _)| d)) {
+            if running.is_empty() {
+                // Everyone asked has answered and the quorum is still short (a moving
+                // partition's sets): ask the next drive.
+                match waiting.next() {
+                    Some(drive) => {
+                        in_flight.push(drive.clone());
+                        running.push(start(drive));
+                    }
+                    None => break,
+                }
+            }
             let next = match hedge.as_mut().filter(|_| waiting.len() > 0) {
                 None => running.next().await,
                 Some(timer) => tokio::select! {
@@ -419,7 +453,7 @@ impl Store {
         if mode != Ask::Quorum && !running.is_empty() {
             tokio::spawn(async move { while running.next().await.is_some() {} });
         }
-        if reached(&got) {
+        if reached(&mut got.iter().map(|(d, _)| d)) {
             return Ok(got);
         }
         if stale {

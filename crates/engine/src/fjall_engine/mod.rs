@@ -204,12 +204,15 @@ impl FjallEngine {
         Ok(Some(Entry { key, meta, value }))
     }
 
-    /// Runs `read` (over a fresh snapshot each time) until the value it finds has not moved:
-    /// garbage collection deletes a segment only after every record pointing to it was
-    /// replaced, so a second look finds the new place. A third miss is damage.
+    /// Runs `read` over a fresh snapshot, holding the value log's reading gate from before the
+    /// snapshot until the value is read, so that the segment its pointer names cannot be
+    /// collected in between (a collector deletes a segment only after every record pointing
+    /// to it was moved, and waits for readers of older snapshots). A value still missing is
+    /// looked for again on a fresh snapshot; a third miss is damage.
     fn settled<T>(&self, mut read: impl FnMut(&Store, &fjall::Snapshot) -> Result<Option<Option<T>>>) -> Result<Option<T>> {
         for _ in 0..READ_TRIES {
             let store = self.store()?;
+            let _reading = store.log.reading();
             let snapshot = store.db.snapshot();
             match read(&store, &snapshot)? {
                 Some(found) => return Ok(found),

@@ -106,6 +106,11 @@ pub struct ValueLog {
     /// Held through a whole sync: a second sync must not return while the first is still
     /// making durable what it took from `dirty`.
     syncing: Mutex<()>,
+    /// Readers hold it shared from the index snapshot that gave them a pointer until they have
+    /// read the value; a segment is deleted under it held exclusively. A collected segment's
+    /// records already point elsewhere, so only a reader whose snapshot is older than that
+    /// move can still hold a pointer into it, and the deletion waits for it.
+    gate: parking_lot::RwLock<()>,
     next_id: std::sync::atomic::AtomicU32,
     erases: std::sync::atomic::AtomicU64,
     gc_bytes_copied: std::sync::atomic::AtomicU64,
@@ -142,6 +147,7 @@ impl ValueLog {
             open_files: Mutex::new(HashMap::new()),
             dirty: Mutex::new(Dirty::default()),
             syncing: Mutex::new(()),
+            gate: parking_lot::RwLock::new(()),
             next_id: std::sync::atomic::AtomicU32::new(next),
             erases: std::sync::atomic::AtomicU64::new(0),
             gc_bytes_copied: std::sync::atomic::AtomicU64::new(0),
@@ -435,7 +441,15 @@ impl ValueLog {
     }
 
     /// Deletes a collected segment (nothing points to it any more, durably).
+    /// Held by a reader from taking the index snapshot that names a pointer until the value is
+    /// read (`gate`): no segment is deleted meanwhile.
+    pub fn reading(&self) -> parking_lot::RwLockReadGuard<'_, ()> {
+        self.gate.read()
+    }
+
     pub fn remove(&self, id: u32) -> Result<()> {
+        // Readers whose snapshot still names this segment finish first.
+        let _quiet = self.gate.write();
         self.open_files.lock().remove(&id);
         self.dirty.lock().files.remove(&id);
         self.figures.lock().remove(&id);
@@ -460,6 +474,7 @@ impl ValueLog {
     /// Deletes every segment (an erase, once the cleared index is durable). Appenders made
     /// before it start new segments at their next append.
     pub fn remove_all(&self) -> Result<()> {
+        let _quiet = self.gate.write();
         self.erases.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.active.lock().take();
         self.figures.lock().clear();
