@@ -359,6 +359,31 @@ fn a_throttled_move_survives_its_source_and_target_dying_and_shows_progress() {
     });
 }
 
+/// A cluster of one partition written by hand at epoch 5, every drive fenced to it: replicas
+/// d0 d1 d2, moving to d0 d1 d3. Returns the map and a connection to each drive at epoch 5.
+async fn one_partition_moving(control: &Control, drives: &[TestDrive]) -> (ClusterMap, Vec<spindle_client::Client>) {
+    use spindle_client::{Client, ClientConfig};
+    control.init(&ClusterMap::new(1, 3, 2).unwrap()).await.unwrap();
+    let (mut map, revision) = control.load_map().await.unwrap();
+    for (i, d) in drives.iter().enumerate() {
+        let id = format!("d{i}");
+        map.members.insert(id.clone(), member(&id, &d.addr));
+    }
+    let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    map.placement = vec![ids(&["d0", "d1", "d2"])];
+    map.moving.insert(0, ids(&["d0", "d1", "d3"]));
+    map.epoch = 5;
+    assert!(control.replace_map(revision, &map).await.unwrap());
+    let mut raw = Vec::new();
+    for d in drives {
+        let c = Client::connect(d.addr.as_str(), ClientConfig::default()).await.unwrap();
+        c.set_cluster_version(5).await.unwrap();
+        c.set_request_cluster_version(5);
+        raw.push(c);
+    }
+    (map, raw)
+}
+
 /// A read during a move that finds the newest write on a write quorum of the old replicas,
 /// but not of the drives the partition moves to, writes it back: else the flip leaves it on
 /// one new replica, and a read of the new ones returns something older than this read did.
@@ -366,31 +391,14 @@ fn a_throttled_move_survives_its_source_and_target_dying_and_shows_progress() {
 /// so the read asks d1 and d2.)
 #[test]
 fn a_read_during_a_move_leaves_what_it_returns_on_a_quorum_of_the_new_replicas() {
-    use spindle_client::{Client, ClientConfig, PutOptions};
+    use spindle_client::PutOptions;
     use spindle_cluster::tag::{Kind, Tag};
     let dir = tempfile::tempdir().unwrap();
     let etcd = Etcd::start(dir.path(), 1);
     let mut drives: Vec<TestDrive> = (0..4).map(|_| TestDrive::start(&[])).collect();
     runtime().block_on(async {
         let control = control(&etcd.endpoints(), "read").await;
-        control.init(&ClusterMap::new(1, 3, 2).unwrap()).await.unwrap();
-        let (mut map, revision) = control.load_map().await.unwrap();
-        for (i, d) in drives.iter().enumerate() {
-            let id = format!("d{i}");
-            map.members.insert(id.clone(), member(&id, &d.addr));
-        }
-        let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        map.placement = vec![ids(&["d0", "d1", "d2"])];
-        map.moving.insert(0, ids(&["d0", "d1", "d3"]));
-        map.epoch = 5;
-        assert!(control.replace_map(revision, &map).await.unwrap());
-        let mut raw = Vec::new();
-        for d in &drives {
-            let c = Client::connect(d.addr.as_str(), ClientConfig::default()).await.unwrap();
-            c.set_cluster_version(5).await.unwrap();
-            c.set_request_cluster_version(5);
-            raw.push(c);
-        }
+        let (_, raw) = one_partition_moving(&control, &drives).await;
         let key = spindle_cluster::map::drive_key(0, b"k");
         let tag = Tag { epoch: 5, counter: 1, writer: 7, kind: Kind::Value };
         for c in &raw[1..3] {
@@ -411,30 +419,13 @@ fn a_read_during_a_move_leaves_what_it_returns_on_a_quorum_of_the_new_replicas()
 /// epoch 5; the flip to epoch 6 has fenced d1 and d3 but not yet d0 and d2.)
 #[test]
 fn a_client_behind_the_flip_still_reads_what_the_new_epoch_wrote() {
-    use spindle_client::{Client, ClientConfig};
     let dir = tempfile::tempdir().unwrap();
     let etcd = Etcd::start(dir.path(), 1);
     let drives: Vec<TestDrive> = (0..4).map(|_| TestDrive::start(&[])).collect();
     runtime().block_on(async {
         let control = control(&etcd.endpoints(), "behind").await;
-        control.init(&ClusterMap::new(1, 3, 2).unwrap()).await.unwrap();
-        let (mut map, revision) = control.load_map().await.unwrap();
-        for (i, d) in drives.iter().enumerate() {
-            let id = format!("d{i}");
-            map.members.insert(id.clone(), member(&id, &d.addr));
-        }
+        let (map, raw) = one_partition_moving(&control, &drives).await;
         let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        map.placement = vec![ids(&["d0", "d1", "d2"])];
-        map.moving.insert(0, ids(&["d0", "d1", "d3"]));
-        map.epoch = 5;
-        assert!(control.replace_map(revision, &map).await.unwrap());
-        let mut raw = Vec::new();
-        for d in &drives {
-            let c = Client::connect(d.addr.as_str(), ClientConfig::default()).await.unwrap();
-            c.set_cluster_version(5).await.unwrap();
-            c.set_request_cluster_version(5);
-            raw.push(c);
-        }
         let behind = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
         // The flip: committed, and only d1 and d3 fenced so far.
         let (_, revision) = control.load_map().await.unwrap();
