@@ -361,7 +361,9 @@ fn the_demo_cluster_serves_the_cluster_commands_and_stops_on_ctrl_c() {
         }
     }
     assert_eq!(metrics.len(), 4, "a coordinator and 3 drives");
-    let guard = Proc(Some(demo));
+    // On a failed assertion the demo is interrupted, not killed: its Ctrl-C path stops the
+    // drives and etcd it started (SIGKILL would leave them running).
+    let guard = Interrupted(Proc(Some(demo)));
     let run = |args: &[&str]| {
         let out = Process::new(spindle_bin()).args(["cluster"]).args(args).args(["--etcd", &etcd]).output().unwrap();
         (out.status.success(), String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr))
@@ -396,9 +398,9 @@ fn the_demo_cluster_serves_the_cluster_commands_and_stops_on_ctrl_c() {
     // Ctrl-C: the demo stops etcd and every drive before it exits.
     let addrs: Vec<String> = status["drives"].as_array().unwrap().iter().map(|d| d["addr"].as_str().unwrap().to_string()).collect();
     let mut demo = guard;
-    let pid = demo.0.as_ref().unwrap().id();
+    let pid = demo.0 .0.as_ref().unwrap().id();
     assert!(Process::new("kill").args(["-INT", &pid.to_string()]).status().unwrap().success());
-    let code = demo.0.take().unwrap().wait().unwrap();
+    let code = demo.0 .0.take().unwrap().wait().unwrap();
     assert!(code.success(), "the demo exited with {code}");
     for addr in addrs.iter().chain([&etcd.trim_start_matches("http://").to_string()]) {
         assert!(std::net::TcpStream::connect(addr).is_err(), "{addr} still answers after the demo stopped");
@@ -608,4 +610,20 @@ fn readers_see_whole_batches_through_a_drive_kill() {
         assert!(n >= floor, "a read from {call} to {ret} µs saw batch {n} after another read had returned batch {floor}");
     }
     assert!(reads.iter().any(|&(_, _, n)| n > 0));
+}
+
+/// A process stopped with SIGINT when dropped (given 10 s to stop what it started), then
+/// killed if it has not ended.
+struct Interrupted(Proc);
+
+impl Drop for Interrupted {
+    fn drop(&mut self) {
+        if let Some(child) = self.0 .0.as_mut() {
+            let _ = Process::new("kill").args(["-INT", &child.id().to_string()]).status();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline && child.try_wait().ok().flatten().is_none() {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
 }
