@@ -68,6 +68,18 @@ struct Probe {
     last_seen: Instant,
     /// Marked down in etcd; cleared once caught up.
     down: bool,
+    /// The catch-up under way for it, beside the probes (a long one must not keep the other
+    /// drives from being probed).
+    catching_up: Option<tokio::task::JoinHandle<Result<u64, ClusterError>>>,
+}
+
+impl Drop for Probe {
+    fn drop(&mut self) {
+        // A catch-up belongs to the term that started it.
+        if let Some(task) = self.catching_up.take() {
+            task.abort();
+        }
+    }
 }
 
 /// Runs until `stop` resolves: campaigns, leads while the lease holds, campaigns again.
@@ -138,7 +150,7 @@ async fn lead(control: &Control, config: &CoordinatorConfig) -> Result<(), Clust
     tokio::try_join!(watch(control, config), plan(control, config)).map(drop)
 }
 
-/// Probes every member each round.
+/// Probes every member each round, all at once.
 async fn watch(control: &Control, config: &CoordinatorConfig) -> Result<(), ClusterError> {
     let mut probes: HashMap<String, Probe> = HashMap::new();
     let mut tick = tokio::time::interval(config.probe_interval);
@@ -148,50 +160,27 @@ async fn watch(control: &Control, config: &CoordinatorConfig) -> Result<(), Clus
         let (map, _) = control.load_map().await?;
         let health = control.health().await?;
         probes.retain(|id, _| map.members.contains_key(id));
-        for (id, member) in &map.members {
-            let probe = probes.entry(id.clone()).or_insert_with(|| Probe {
+        for id in map.members.keys() {
+            probes.entry(id.clone()).or_insert_with(|| Probe {
                 client: None,
                 last_seen: Instant::now(),
                 down: health.get(id).is_some_and(|h| h.state == HealthState::Down),
+                catching_up: None,
             });
-            let probe_started = Instant::now();
-            let answered = check(probe, &member.addr, &map, config).await;
-            config.metrics.probed(answered, probe_started.elapsed());
-            if answered {
-                probe.last_seen = Instant::now();
-                if probe.down || !health.contains_key(id) {
-                    // Back (or new): catch it up before it counts as a full replica again.
-                    let repairing = Health { state: HealthState::Down, last_seen_ms: now_ms(), cluster_version: map.epoch as i64, repairing: true };
-                    control.set_health(id, &repairing).await?;
-                    match catch_up(&map, id, &probes).await {
-                        Ok(copied) => {
-                            config.metrics.repaired(copied);
-                            info!("drive {id} is up (caught up: {copied} entries copied)");
-                            let up = Health { repairing: false, state: HealthState::Up, ..repairing };
-                            control.set_health(id, &up).await?;
-                            if let Some(p) = probes.get_mut(id) {
-                                p.down = false;
-                            }
-                        }
-                        Err(e) => warn!("drive {id}: catching up failed ({e}); trying again"),
-                    }
-                } else if health.get(id).is_some_and(|h| now_ms().saturating_sub(h.last_seen_ms) > 1000) {
-                    let up = Health { state: HealthState::Up, last_seen_ms: now_ms(), cluster_version: map.epoch as i64, repairing: false };
-                    control.set_health(id, &up).await?;
-                }
-            } else if probe.down && health.get(id).is_some_and(|h| h.repairing) {
-                // Gone again while being caught up (or the leader that was catching it up
-                // died): down, and no longer repairing, so that it can be replaced.
-                let h = &health[id];
-                control.set_health(id, &Health { repairing: false, ..h.clone() }).await?;
-            } else if !probe.down && probe.last_seen.elapsed() >= config.down_after {
-                warn!("drive {id} has not answered for {:?}: marked down", probe.last_seen.elapsed());
-                probe.down = true;
-                config.metrics.marked_down();
-                let seen = health.get(id).map_or(0, |h| h.last_seen_ms);
-                let cv = health.get(id).map_or(0, |h| h.cluster_version);
-                control.set_health(id, &Health { state: HealthState::Down, last_seen_ms: seen, cluster_version: cv, repairing: false }).await?;
-            }
+        }
+        let map_ref = &map;
+        let rounds = probes.iter_mut().filter_map(|(id, probe)| {
+            let addr = map_ref.members.get(id)?.addr.clone();
+            Some(async move {
+                let started = Instant::now();
+                let answered = check(probe, &addr, map_ref, config).await;
+                (id.clone(), answered, started.elapsed())
+            })
+        });
+        let answers = futures_util::future::join_all(rounds).await;
+        for (id, answered, took) in answers {
+            config.metrics.probed(answered, took);
+            observe(control, config, &map, &health, &mut probes, &id, answered).await?;
         }
         let load = map.load();
         let states: BTreeMap<String, DriveView> = map
@@ -205,6 +194,69 @@ async fn watch(control: &Control, config: &CoordinatorConfig) -> Result<(), Clus
             .collect();
         config.metrics.observe_round(&map, states);
     }
+}
+
+/// What one probe's answer changes: a drive back (or new) is caught up in a task of its own
+/// and marked up when that ends well; one silent for `down_after` is marked down.
+async fn observe(
+    control: &Control,
+    config: &CoordinatorConfig,
+    map: &ClusterMap,
+    health: &BTreeMap<String, Health>,
+    probes: &mut HashMap<String, Probe>,
+    id: &str,
+    answered: bool,
+) -> Result<(), ClusterError> {
+    let replicas: HashMap<String, Client> =
+        probes.iter().filter_map(|(d, p)| p.client.clone().filter(|c| !c.is_closed()).map(|c| (d.clone(), c))).collect();
+    let Some(probe) = probes.get_mut(id) else { return Ok(()) };
+    if answered {
+        probe.last_seen = Instant::now();
+        if probe.down || !health.contains_key(id) {
+            match probe.catching_up.take() {
+                None => {
+                    // Back (or new): catch it up before it counts as a full replica again.
+                    let repairing = Health { state: HealthState::Down, last_seen_ms: now_ms(), cluster_version: map.epoch as i64, repairing: true };
+                    control.set_health(id, &repairing).await?;
+                    let (map, drive) = (map.clone(), id.to_string());
+                    probe.catching_up = Some(tokio::spawn(async move { catch_up(&map, &drive, &replicas).await }));
+                    // Not up until the catch-up ends well (a new member too).
+                    probe.down = true;
+                }
+                Some(task) if !task.is_finished() => probe.catching_up = Some(task),
+                Some(task) => match task.await {
+                    Ok(Ok(copied)) => {
+                        config.metrics.repaired(copied);
+                        info!("drive {id} is up (caught up: {copied} entries copied)");
+                        let up = Health { state: HealthState::Up, last_seen_ms: now_ms(), cluster_version: map.epoch as i64, repairing: false };
+                        control.set_health(id, &up).await?;
+                        probe.down = false;
+                    }
+                    Ok(Err(e)) => warn!("drive {id}: catching up failed ({e}); trying again"),
+                    Err(e) => warn!("drive {id}: catching up ended ({e}); trying again"),
+                },
+            }
+        } else if health.get(id).is_some_and(|h| now_ms().saturating_sub(h.last_seen_ms) > 1000) {
+            let up = Health { state: HealthState::Up, last_seen_ms: now_ms(), cluster_version: map.epoch as i64, repairing: false };
+            control.set_health(id, &up).await?;
+        }
+    } else if probe.down && health.get(id).is_some_and(|h| h.repairing) {
+        // Gone again while being caught up (or the leader that was catching it up died):
+        // down, and no longer repairing, so that it can be replaced.
+        if let Some(task) = probe.catching_up.take() {
+            task.abort();
+        }
+        let h = &health[id];
+        control.set_health(id, &Health { repairing: false, ..h.clone() }).await?;
+    } else if !probe.down && probe.last_seen.elapsed() >= config.down_after {
+        warn!("drive {id} has not answered for {:?}: marked down", probe.last_seen.elapsed());
+        probe.down = true;
+        config.metrics.marked_down();
+        let seen = health.get(id).map_or(0, |h| h.last_seen_ms);
+        let cv = health.get(id).map_or(0, |h| h.cluster_version);
+        control.set_health(id, &Health { state: HealthState::Down, last_seen_ms: seen, cluster_version: cv, repairing: false }).await?;
+    }
+    Ok(())
 }
 
 /// Probes a drive: NOOP on a kept connection (reconnecting as needed), fencing it to the
@@ -249,18 +301,17 @@ async fn check(probe: &mut Probe, addr: &str, map: &ClusterMap, config: &Coordin
     }
 }
 
-/// Repairs every partition `drive` holds, over the replicas that answer.
-async fn catch_up(map: &ClusterMap, drive: &str, probes: &HashMap<String, Probe>) -> Result<u64, ClusterError> {
+/// Repairs every partition `drive` holds, over the replicas that answer (`replicas`: the
+/// connections the probes hold).
+async fn catch_up(map: &ClusterMap, drive: &str, connections: &HashMap<String, Client>) -> Result<u64, ClusterError> {
     let mut copied = 0;
     for p in 0..map.partitions {
         let replicas = map.replicas_of(p);
         if !replicas.iter().any(|r| r == drive) {
             continue;
         }
-        let reachable: Vec<(String, Client)> = replicas
-            .iter()
-            .filter_map(|r| probes.get(r).and_then(|pr| pr.client.clone()).filter(|c| !c.is_closed()).map(|c| (r.clone(), c)))
-            .collect();
+        let reachable: Vec<(String, Client)> =
+            replicas.iter().filter_map(|r| connections.get(r).filter(|c| !c.is_closed()).map(|c| (r.clone(), c.clone()))).collect();
         copied += repair::repair_partition(p, &reachable).await.map_err(|e| ClusterError::Drive { drive: drive.to_string(), source: e })?;
     }
     Ok(copied)
