@@ -4,11 +4,12 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus_client::encoding::prometheus_text;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
@@ -17,6 +18,14 @@ use tokio::task::{JoinHandle, JoinSet};
 
 /// The path Prometheus scrapes by default.
 pub const METRICS_PATH: &str = "/metrics";
+/// How long a connection may take to send a request's headers: one that connects and says
+/// nothing (or trickles a header) is closed.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest a connection is kept, kept-alive scrapes included (a scraper reconnects).
+pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(300);
+/// Connections served at once; one more is closed as soon as it is accepted (a Prometheus
+/// server keeps one).
+pub const MAX_CONNECTIONS: usize = 64;
 
 /// A running metrics endpoint; stopped when dropped.
 #[derive(Debug)]
@@ -51,6 +60,11 @@ pub fn render(registry: &Registry) -> Result<String, std::fmt::Error> {
 
 /// Listens on `addr` (port 0: any free port) and serves `registry` until stopped.
 pub async fn serve(addr: SocketAddr, registry: Arc<Registry>) -> std::io::Result<Endpoint> {
+    serve_within(addr, registry, HEADER_TIMEOUT).await
+}
+
+/// `serve`, with the time a connection has to send a request's headers.
+async fn serve_within(addr: SocketAddr, registry: Arc<Registry>, header_timeout: Duration) -> std::io::Result<Endpoint> {
     let listener = TcpListener::bind(addr).await?;
     let local_addr = listener.local_addr()?;
     let (stop, mut stopped) = watch::channel(false);
@@ -63,17 +77,26 @@ pub async fn serve(addr: SocketAddr, registry: Arc<Registry>) -> std::io::Result
                     Ok((stream, _)) => stream,
                     Err(e) => {
                         tracing::warn!("metrics endpoint: accept failed: {e}");
-                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        tokio::time::sleep(Duration::from_millis(50)).await;
                         continue;
                     }
                 },
                 _ = stopped.changed() => return,
             };
             while connections.try_join_next().is_some() {}
+            if connections.len() >= MAX_CONNECTIONS {
+                tracing::debug!("metrics endpoint: {MAX_CONNECTIONS} connections open; one more closed");
+                drop(stream);
+                continue;
+            }
             let registry = registry.clone();
             connections.spawn(async move {
                 let service = hyper::service::service_fn(move |req| answer(req, registry.clone()));
-                if let Err(e) = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await {
+                let connection = hyper::server::conn::http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(header_timeout)
+                    .serve_connection(TokioIo::new(stream), service);
+                if let Ok(Err(e)) = tokio::time::timeout(CONNECTION_LIFETIME, connection).await {
                     tracing::debug!("metrics endpoint: connection ended: {e}");
                 }
             });
@@ -135,8 +158,8 @@ mod tests {
     #[tokio::test]
     async fn serves_the_registry_over_http_and_stops() {
         let sample = Arc::new(Sample::default());
-        sample.latency.observe(std::time::Duration::from_micros(700));
-        sample.latency.observe(std::time::Duration::from_millis(30));
+        sample.latency.observe(Duration::from_micros(700));
+        sample.latency.observe(Duration::from_millis(30));
         let mut registry = Registry::default();
         registry.register_collector(Box::new(sample.clone()));
         let endpoint = serve("127.0.0.1:0".parse().unwrap(), Arc::new(registry)).await.unwrap();
@@ -160,7 +183,26 @@ mod tests {
         assert!(post.starts_with("HTTP/1.1 405"), "{post}");
         // An idle keep-alive connection does not hold the stop up.
         let _idle = tokio::net::TcpStream::connect(addr).await.unwrap();
-        tokio::time::timeout(std::time::Duration::from_secs(5), endpoint.stop()).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(5), endpoint.stop()).await.unwrap();
         assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+    }
+
+    /// A client that connects and sends nothing, or only part of a header, is closed once the
+    /// header time is up; the endpoint still serves others.
+    #[tokio::test]
+    async fn connections_that_send_no_request_are_closed() {
+        let endpoint = serve_within("127.0.0.1:0".parse().unwrap(), Arc::new(Registry::default()), Duration::from_millis(300)).await.unwrap();
+        let addr = endpoint.local_addr;
+        let mut silent = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut trickle = tokio::net::TcpStream::connect(addr).await.unwrap();
+        trickle.write_all(b"GET /metrics HTTP/1.1\r\nHost").await.unwrap();
+        for s in [&mut silent, &mut trickle] {
+            let mut out = Vec::new();
+            // Closed (whatever it says first, if anything) well before this bound.
+            tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out)).await.expect("the connection was not closed").unwrap();
+        }
+        let text = get(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await;
+        assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+        endpoint.stop().await;
     }
 }
