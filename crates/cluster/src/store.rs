@@ -533,20 +533,36 @@ impl Store {
         with_value: bool,
         known: HashMap<String, Held>,
     ) -> Result<Option<Bytes>, OpError> {
-        let holders: Vec<&String> = known.iter().filter(|(_, h)| h.tag() == Some(newest)).map(|(d, _)| d).collect();
+        let holders: Vec<String> = known.iter().filter(|(_, h)| h.tag() == Some(newest)).map(|(d, _)| d.clone()).collect();
         // While the partition moves, the newest must be on a write quorum of the drives it
         // moves to as well: else the flip could leave it on too few of them, and a read after
         // it return something older than this one did.
-        let write_back = !joint_quorum(map, partition, usize::from(map.write_quorum), holders.iter().copied());
+        let write_back = !joint_quorum(map, partition, usize::from(map.write_quorum), holders.iter());
         let mut value = value;
         // A batch's tombstone has a value too: its members, needed to write the batch back.
         if value.is_none() && (with_value || write_back) && (!newest.is_tombstone() || newest.is_batch()) {
-            value = Some(self.fetch(map, holders[0], dkey, newest).await?);
+            value = Some(self.fetch_any(map, &holders, dkey, newest).await?);
         }
         if write_back && newest.is_batch() {
             let entry = value.clone().unwrap_or_default();
-            let holder = holders[0].clone();
-            self.write_back_batch(map, partition, &holder, dkey, newest, &entry, known).await?;
+            // From the first holder that answers (one may have died since the read).
+            let mut last = None;
+            for holder in &holders {
+                match self.write_back_batch(map, partition, holder, dkey, newest, &entry, known.clone()).await {
+                    Err(e) if unanswered(&e) => {
+                        self.suspect(holder);
+                        last = Some(e);
+                    }
+                    done => {
+                        done?;
+                        last = None;
+                        break;
+                    }
+                }
+            }
+            if let Some(e) = last {
+                return Err(e);
+            }
         } else if write_back {
             self.store(map, partition, dkey, value.clone().unwrap_or_default(), newest, Arc::new(known)).await?;
         }
@@ -738,6 +754,22 @@ impl Store {
             }
         }
         Err(OpError::Failed(ClusterError::GaveUp(MAX_ATTEMPTS)))
+    }
+
+    /// The value of `tag` from the first of `holders` (drives that answered that they hold it)
+    /// that answers: one may have died since the read.
+    async fn fetch_any(&self, map: &Arc<ClusterMap>, holders: &[String], dkey: &Bytes, tag: Tag) -> Result<Bytes, OpError> {
+        let mut last = OpError::Changed;
+        for holder in holders {
+            match self.fetch(map, holder, dkey, tag).await {
+                Err(e) if unanswered(&e) => {
+                    self.suspect(holder);
+                    last = e;
+                }
+                done => return done,
+            }
+        }
+        Err(last)
     }
 
     /// The value of `tag` from `drive` (which answered that it holds it).
@@ -963,6 +995,12 @@ impl Store {
             .await?;
         Ok(map::page_union(partition, answers.into_iter().map(|(_, keys)| keys).collect(), page))
     }
+}
+
+/// Whether an attempt failed because a drive did not answer (refused, reset, timed out), so
+/// that another replica may serve it; a status the drive sent is an answer.
+fn unanswered(e: &OpError) -> bool {
+    matches!(e, OpError::Failed(ClusterError::Drive { source, .. }) if source.status().is_none())
 }
 
 /// Whether `drives` include `needed` of `partition`'s replicas and, while it moves, `needed`
