@@ -87,12 +87,7 @@ for round in $(seq 1 "$repeat"); do
         log "round $round: $n drives"
         start_drive "lone$round-$n" "$spindle_bin"
         lone=127.0.0.1:$drive_port
-        client_port=$(free_port) peer_port=$(free_port)
-        etcd_url=http://127.0.0.1:$client_port
-        start_server "etcd$round-$n" '(ready) to serve client requests' sh -c "exec etcd --name b --data-dir '$work/etcd$round-$n' \
-            --listen-client-urls $etcd_url --advertise-client-urls $etcd_url \
-            --listen-peer-urls http://127.0.0.1:$peer_port --initial-advertise-peer-urls http://127.0.0.1:$peer_port \
-            --initial-cluster b=http://127.0.0.1:$peer_port 2>&1"
+        start_etcd "etcd$round-$n"
         replicas=$((n < 3 ? n : 3))
         "$spindle_bin" cluster init --etcd "$etcd_url" --partitions 64 --replicas "$replicas" --write-quorum $((replicas / 2 + 1)) >/dev/null
         start_server "coord$round-$n" 'coordinator .* (for) cluster' sh -c "exec '$spindle_bin' cluster coordinator --etcd $etcd_url 2>&1"

@@ -44,12 +44,7 @@ log "bench p2p: $p2p_count x $value_size B"
 p2p=$("$spindle_bin" bench p2p --source "$p2p_source" --target "$p2p_target" --count "$p2p_count" \
     --value-size "$value_size" --keys-per-request 200 --requests-in-flight 1 --json)
 
-client_port=$(free_port) peer_port=$(free_port)
-etcd_url=http://127.0.0.1:$client_port
-start_server etcd '(ready) to serve client requests' sh -c "exec etcd --name m --data-dir '$work/etcd' \
-    --listen-client-urls $etcd_url --advertise-client-urls $etcd_url \
-    --listen-peer-urls http://127.0.0.1:$peer_port --initial-advertise-peer-urls http://127.0.0.1:$peer_port \
-    --initial-cluster m=http://127.0.0.1:$peer_port 2>&1"
+start_etcd etcd
 "$spindle_bin" cluster init --etcd "$etcd_url" --partitions "$partitions" --replicas 3 --write-quorum 2 >/dev/null
 start_server coordinator 'coordinator .* (for) cluster' sh -c "exec '$spindle_bin' cluster coordinator --etcd $etcd_url \
     --migrate-mib-s $limit --sweep-grace-ms 2000 --sweep-interval-ms 1000 2>&1"

@@ -120,6 +120,17 @@ start_drive() { # NAME BIN [DRIVE_FLAGS...]
     drive_tls_port=$(sed -n -E 's/.* tls 127\.0\.0\.1:([0-9]+).*/\1/p' "$work/$name.out" | head -n 1)
 }
 
+# A one-member etcd on free loopback ports with its data in $work/NAME; sets etcd_url.
+start_etcd() { # NAME
+    local name=$1 client_port peer_port
+    client_port=$(free_port) peer_port=$(free_port)
+    etcd_url=http://127.0.0.1:$client_port
+    local peer=http://127.0.0.1:$peer_port
+    start_server "$name" '(ready) to serve client requests' sh -c "exec etcd --name solo --data-dir '$work/$name' \
+        --listen-client-urls $etcd_url --advertise-client-urls $etcd_url \
+        --listen-peer-urls $peer --initial-advertise-peer-urls $peer --initial-cluster solo=$peer 2>&1"
+}
+
 # Stops every server start_server / start_drive started (a paused one is resumed first);
 # for the EXIT trap.
 stop_servers() {

@@ -357,10 +357,9 @@ impl Store {
         };
         // Whether the answers so far make the quorum: `needed` of the replicas, and while the
         // partition moves, of the drives it moves to as well.
-        let reached = |drives: &mut dyn Iterator<Item = &String>| match joint {
-            None => drives.count() >= needed,
-            Some(_) => joint_quorum(map, partition, needed, drives.collect::<Vec<_>>().into_iter()),
-        };
+        let moving = joint.is_some();
+        let reached = |drives: &[String]| quorum_met(map, partition, needed, moving, drives.iter());
+        let answered = |got: &[(String, T)]| quorum_met(map, partition, needed, moving, got.iter().map(|(d, _)| d));
         // Asked first: every drive for a write; for a read, the first drives in order that
         // make the quorum (while the partition moves, each one that counts toward a set still
         // short of it).
@@ -369,7 +368,7 @@ impl Store {
             Ask::Quorum => {
                 let mut picked: Vec<String> = Vec::new();
                 for d in &order {
-                    if reached(&mut picked.iter()) {
+                    if reached(&picked) {
                         break;
                     }
                     let short = |set: &[String]| set.contains(d) && picked.iter().filter(|p| set.contains(p)).count() < needed.min(set.len());
@@ -394,7 +393,7 @@ impl Store {
         let hedge_after = self.inner.config.hedge_after;
         // Only while there is a replica left to ask (a write asks them all at once).
         let mut hedge = (waiting.len() > 0).then(|| Box::pin(tokio::time::sleep(hedge_after)));
-        while !reached(&mut got.iter().map(|(d, _)| d)) {
+        while !answered(&got) {
             if running.is_empty() {
                 // Everyone asked has answered and the quorum is still short (a moving
                 // partition's sets): ask the next drive.
@@ -453,7 +452,7 @@ impl Store {
         if mode != Ask::Quorum && !running.is_empty() {
             tokio::spawn(async move { while running.next().await.is_some() {} });
         }
-        if reached(&mut got.iter().map(|(d, _)| d)) {
+        if answered(&got) {
             return Ok(got);
         }
         if stale {
@@ -1001,6 +1000,16 @@ impl Store {
 /// that another replica may serve it; a status the drive sent is an answer.
 fn unanswered(e: &OpError) -> bool {
     matches!(e, OpError::Failed(ClusterError::Drive { source, .. }) if source.status().is_none())
+}
+
+/// Whether `drives` make a quorum of `needed`: of any of the partition's drives, or while it
+/// moves, of each of its two sets.
+fn quorum_met<'a>(map: &ClusterMap, partition: u32, needed: usize, moving: bool, drives: impl Iterator<Item = &'a String> + Clone) -> bool {
+    if moving {
+        joint_quorum(map, partition, needed, drives)
+    } else {
+        drives.count() >= needed
+    }
 }
 
 /// Whether `drives` include `needed` of `partition`'s replicas and, while it moves, `needed`
