@@ -327,7 +327,7 @@ async fn serve_metrics(config: &CoordinatorConfig, addr: std::net::SocketAddr) -
 }
 
 /// Ctrl-C or SIGTERM.
-async fn stop_signal() {
+pub(crate) async fn stop_signal() {
     let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) else {
         let _ = tokio::signal::ctrl_c().await;
         return;

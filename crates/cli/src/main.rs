@@ -13,6 +13,7 @@ mod archive_cmds;
 mod bench_cmds;
 mod client_cmds;
 mod cluster_cmds;
+mod s3_cmds;
 #[cfg(feature = "lab")]
 mod json_file;
 #[cfg(feature = "lab")]
@@ -46,6 +47,8 @@ enum Command {
     /// Many drives as one store: create, change, inspect and use a cluster; run its coordinator.
     #[command(subcommand)]
     Cluster(cluster_cmds::ClusterCommand),
+    /// Serve the S3 API over a cluster (--cluster etcd://...) or one drive (--drive HOST:PORT).
+    S3(s3_cmds::S3Args),
     /// Administer a drive: ACLs, PINs, lock/erase, cluster version, power (TLS for security).
     #[command(subcommand)]
     Admin(admin_cmds::AdminCommand),
@@ -183,6 +186,7 @@ fn main() {
             Command::Bench(cmd) => bench_cmds::bench(cmd).await,
             Command::Admin(cmd) => admin_cmds::run(cmd).await,
             Command::Cluster(cmd) => cluster_cmds::run(cmd).await,
+            Command::S3(args) => s3_cmds::run(args).await,
             #[cfg(feature = "lab")]
             Command::Plan(args) => plan_cmds::run(args),
         }

@@ -1,0 +1,96 @@
+//! `spindle s3`: the S3 gateway over a cluster or one drive.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use spindle_client::ClientConfig;
+use spindle_cluster::{Control, Store, StoreConfig};
+use spindle_s3::{Config, Drive, Keys, Kv};
+
+#[derive(clap::Args)]
+#[command(group = clap::ArgGroup::new("store").required(true).args(["cluster", "drive"]))]
+pub struct S3Args {
+    /// A cluster's control plane: etcd://HOST:PORT[,HOST:PORT...]
+    #[arg(long)]
+    cluster: Option<String>,
+    /// Name of the cluster in etcd
+    #[arg(long, default_value = "spindle")]
+    cluster_name: String,
+    /// One Kinetic drive as the store: HOST:PORT
+    #[arg(long)]
+    drive: Option<SocketAddr>,
+    /// Address to serve S3 on
+    #[arg(long, default_value = "127.0.0.1:9000")]
+    listen: SocketAddr,
+    /// An access key (with --secret-key)
+    #[arg(long, env = "SPINDLE_S3_ACCESS_KEY", requires = "secret_key")]
+    access_key: Option<String>,
+    /// The access key's secret
+    #[arg(long, env = "SPINDLE_S3_SECRET_KEY", requires = "access_key", hide_env_values = true)]
+    secret_key: Option<String>,
+    /// More keys: a file of `ACCESS_KEY SECRET_KEY` lines
+    #[arg(long)]
+    keys_file: Option<PathBuf>,
+    /// Unreferenced data (replaced objects, crashed uploads) is deleted this long after it lost
+    /// its last reference; an upload may stall this long between two pieces of its body
+    #[arg(long, default_value_t = spindle_s3::SWEEP_GRACE.as_secs())]
+    sweep_grace_secs: u64,
+    /// How often the sweeper looks for such data
+    #[arg(long, default_value_t = spindle_s3::SWEEP_INTERVAL.as_secs())]
+    sweep_interval_secs: u64,
+}
+
+pub async fn run(a: S3Args) -> Result<(), Box<dyn std::error::Error>> {
+    let mut keys = match &a.keys_file {
+        Some(path) => Keys::parse(&std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?).map_err(|e| format!("{}: {e}", path.display()))?,
+        None => Keys::default(),
+    };
+    if let (Some(ak), Some(sk)) = (&a.access_key, &a.secret_key) {
+        keys.add(ak, sk);
+    }
+    if keys.is_empty() {
+        return Err("give an access key: --access-key and --secret-key, or --keys-file".into());
+    }
+    if a.sweep_grace_secs == 0 || a.sweep_interval_secs == 0 {
+        return Err("--sweep-grace-secs and --sweep-interval-secs must be at least 1".into());
+    }
+    let kv = match (&a.cluster, a.drive) {
+        (Some(url), _) => {
+            let endpoints = etcd_endpoints(url)?;
+            let control = Control::connect(&endpoints, &a.cluster_name).await.map_err(|e| format!("{url}: {e}"))?;
+            Kv::Cluster(Store::open(control, StoreConfig::default()).await?)
+        }
+        (None, Some(addr)) => Kv::Drive(Drive::connect(addr, ClientConfig::default()).await.map_err(|e| format!("drive {addr}: {e}"))?),
+        (None, None) => unreachable!("clap requires --cluster or --drive"),
+    };
+    let listener = tokio::net::TcpListener::bind(a.listen).await.map_err(|e| format!("{}: {e}", a.listen))?;
+    eprintln!("S3 gateway listening on {}", listener.local_addr()?);
+    let config = Config {
+        kv,
+        keys,
+        sweep_grace: Duration::from_secs(a.sweep_grace_secs),
+        sweep_interval: Duration::from_secs(a.sweep_interval_secs),
+    };
+    spindle_s3::serve(listener, config, crate::cluster_cmds::stop_signal()).await?;
+    Ok(())
+}
+
+/// `etcd://a:2379,b:2379` as the etcd client's endpoint list.
+fn etcd_endpoints(url: &str) -> Result<String, String> {
+    let hosts = url.strip_prefix("etcd://").ok_or_else(|| format!("{url}: expected etcd://HOST:PORT[,HOST:PORT...]"))?;
+    if hosts.is_empty() {
+        return Err(format!("{url}: no etcd host"));
+    }
+    Ok(hosts.split(',').map(|h| format!("http://{h}")).collect::<Vec<_>>().join(","))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn etcd_urls() {
+        assert_eq!(super::etcd_endpoints("etcd://127.0.0.1:2379").unwrap(), "http://127.0.0.1:2379");
+        assert_eq!(super::etcd_endpoints("etcd://a:1,b:2").unwrap(), "http://a:1,http://b:2");
+        assert!(super::etcd_endpoints("http://a:1").is_err());
+    }
+}

@@ -1,0 +1,249 @@
+//! The key-value store under the gateway: a cluster (replicated, versioned by the cluster
+//! client) or one Kinetic drive (versioned by the drive's own compare-and-swap). The gateway
+//! needs only get, conditional put and delete, ordered key ranges and a flush.
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use spindle_client::{Client, ClientConfig, ClientError, DeleteOptions, PutOptions, RangeQuery};
+use spindle_cluster::{ClusterError, Condition, Store};
+use spindle_proto::Synchronization;
+use tokio::sync::Mutex;
+
+/// Keys one drive range request returns at most (the drive's published limit).
+const DRIVE_RANGE_PAGE: usize = spindle_proto::limits::MAX_KEY_RANGE_COUNT as usize;
+/// Bytes of a drive-mode version: random, so two gateways never pick the same.
+const VERSION_LEN: usize = 16;
+
+/// A write's precondition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cond {
+    Any,
+    /// The key must not exist.
+    Absent,
+    /// The key must hold exactly this version.
+    Version(Bytes),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum KvError {
+    /// The precondition did not hold.
+    #[error("version mismatch")]
+    Mismatch,
+    /// The store could not be reached or did not reach a quorum: try again later.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    #[error("store error: {0}")]
+    Failed(String),
+}
+
+impl From<ClusterError> for KvError {
+    fn from(e: ClusterError) -> Self {
+        match e {
+            ClusterError::VersionMismatch { .. } => KvError::Mismatch,
+            ClusterError::NoQuorum { .. } | ClusterError::Timeout(_) | ClusterError::Drive { .. } | ClusterError::GaveUp(_) | ClusterError::Etcd(_) => {
+                KvError::Unavailable(e.to_string())
+            }
+            other => KvError::Failed(other.to_string()),
+        }
+    }
+}
+
+impl From<ClientError> for KvError {
+    fn from(e: ClientError) -> Self {
+        if e.is_version_mismatch() {
+            return KvError::Mismatch;
+        }
+        match e {
+            ClientError::Io(_) | ClientError::Terminated(_) | ClientError::Timeout(_) => KvError::Unavailable(e.to_string()),
+            other => KvError::Failed(other.to_string()),
+        }
+    }
+}
+
+/// A value and the version it is stored with.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    pub value: Bytes,
+    pub version: Bytes,
+}
+
+/// How a write is made durable. Chunks may be written back (`Lazy`) as long as a `flush`
+/// precedes the write that makes them reachable; metadata is written through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    Lazy,
+    Through,
+}
+
+pub enum Kv {
+    Cluster(Store),
+    Drive(Drive),
+}
+
+/// One drive over one connection, reopened when it drops.
+pub struct Drive {
+    addr: SocketAddr,
+    config: ClientConfig,
+    client: Mutex<Client>,
+}
+
+impl Drive {
+    pub async fn connect(addr: SocketAddr, config: ClientConfig) -> Result<Drive, KvError> {
+        let client = Client::connect(addr, config.clone()).await?;
+        Ok(Drive { addr, config, client: Mutex::new(client) })
+    }
+
+    async fn client(&self) -> Result<Client, KvError> {
+        let mut guard = self.client.lock().await;
+        if guard.is_closed() {
+            *guard = Client::connect(self.addr, self.config.clone()).await?;
+        }
+        Ok(guard.clone())
+    }
+
+    /// Largest value the drive accepts, from its sign-on.
+    fn max_value(&self, client: &Client) -> Option<usize> {
+        let limits = client.sign_on().body.as_ref()?.get_log.as_ref()?.limits.as_ref()?;
+        limits.max_value_size.map(|v| v as usize)
+    }
+}
+
+impl Kv {
+    /// Largest value this store takes: the size of an object's chunks.
+    pub async fn max_value(&self) -> Result<usize, KvError> {
+        match self {
+            Kv::Cluster(_) => Ok(spindle_cluster::store::MAX_VALUE_LEN),
+            Kv::Drive(d) => {
+                let c = d.client().await?;
+                Ok(d.max_value(&c).unwrap_or(spindle_proto::limits::MAX_VALUE_SIZE as usize))
+            }
+        }
+    }
+
+    pub async fn get(&self, key: &[u8]) -> Result<Option<Stored>, KvError> {
+        match self {
+            Kv::Cluster(s) => Ok(s.get(key).await?.map(|v| Stored { value: v.value, version: v.version })),
+            Kv::Drive(d) => {
+                let entry = d.client().await?.get(key).await?;
+                Ok(entry.map(|e| Stored { value: e.value, version: e.metadata.version }))
+            }
+        }
+    }
+
+    /// Stores `value` if `cond` holds; returns the new version.
+    pub async fn put(&self, key: &[u8], value: Bytes, cond: Cond, durability: Durability) -> Result<Bytes, KvError> {
+        match self {
+            Kv::Cluster(s) => {
+                let c = match cond {
+                    Cond::Any => Condition::None,
+                    Cond::Absent => Condition::Absent,
+                    Cond::Version(v) => Condition::Version(v),
+                };
+                Ok(s.put(key, value, c).await?)
+            }
+            Kv::Drive(d) => {
+                let version = Bytes::from(rand::random::<[u8; VERSION_LEN]>().to_vec());
+                let mut options = PutOptions { new_version: version.clone(), sync: sync_of(durability), ..PutOptions::default() };
+                match cond {
+                    Cond::Any => options.force = true,
+                    Cond::Absent => {}
+                    Cond::Version(v) => options.db_version = v,
+                }
+                d.client().await?.put(key, value, options).await?;
+                Ok(version)
+            }
+        }
+    }
+
+    /// Deletes `key` if `cond` holds; `false` when there was nothing to delete.
+    pub async fn delete(&self, key: &[u8], cond: Cond, durability: Durability) -> Result<bool, KvError> {
+        match self {
+            Kv::Cluster(s) => {
+                let c = match cond {
+                    Cond::Any | Cond::Absent => Condition::None,
+                    Cond::Version(v) => Condition::Version(v),
+                };
+                match s.delete(key, c).await {
+                    Ok(found) => Ok(found),
+                    Err(ClusterError::VersionMismatch { current: None }) => Ok(false),
+                    Err(e) => Err(e.into()),
+                }
+            }
+            Kv::Drive(d) => {
+                let mut options = DeleteOptions { sync: sync_of(durability), ..DeleteOptions::default() };
+                match cond {
+                    Cond::Any | Cond::Absent => options.force = true,
+                    Cond::Version(v) => options.db_version = v,
+                }
+                match d.client().await?.delete(key, options).await {
+                    Ok(found) => Ok(found),
+                    Err(e) if e.is_not_found() => Ok(false),
+                    Err(e) => Err(e.into()),
+                }
+            }
+        }
+    }
+
+    /// Keys in `[start, end]`, in order, at most `max`.
+    pub async fn range(&self, start: &[u8], end: &[u8], max: usize) -> Result<Vec<Bytes>, KvError> {
+        if start > end || max == 0 {
+            return Ok(Vec::new());
+        }
+        match self {
+            Kv::Cluster(s) => Ok(s.range(start, Some(end), max).await?),
+            Kv::Drive(d) => {
+                let client = d.client().await?;
+                let mut keys: Vec<Bytes> = Vec::new();
+                let mut from = Bytes::copy_from_slice(start);
+                let mut inclusive = true;
+                while keys.len() < max {
+                    let page = (max - keys.len()).min(DRIVE_RANGE_PAGE);
+                    let q = RangeQuery {
+                        start: from.clone(),
+                        start_inclusive: inclusive,
+                        end: Some(Bytes::copy_from_slice(end)),
+                        end_inclusive: true,
+                        max_returned: page as i32,
+                        reverse: false,
+                    };
+                    let got = client.get_key_range(q).await?;
+                    let full = got.len() == page;
+                    if let Some(last) = got.last() {
+                        from = last.clone();
+                        inclusive = false;
+                    }
+                    keys.extend(got);
+                    if !full {
+                        break;
+                    }
+                }
+                Ok(keys)
+            }
+        }
+    }
+
+    /// Makes every earlier `Lazy` write durable.
+    pub async fn flush(&self) -> Result<(), KvError> {
+        match self {
+            // The cluster client writes through on every replica.
+            Kv::Cluster(_) => Ok(()),
+            Kv::Drive(d) => Ok(d.client().await?.flush_all_data().await?),
+        }
+    }
+
+    /// Largest key the store takes.
+    pub fn max_key(&self) -> usize {
+        match self {
+            Kv::Cluster(_) => spindle_cluster::store::MAX_KEY_LEN,
+            Kv::Drive(_) => spindle_proto::limits::MAX_KEY_SIZE as usize,
+        }
+    }
+}
+
+fn sync_of(d: Durability) -> Synchronization {
+    match d {
+        Durability::Lazy => Synchronization::Writeback,
+        Durability::Through => Synchronization::Writethrough,
+    }
+}

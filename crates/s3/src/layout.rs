@@ -1,0 +1,198 @@
+//! Where the gateway's records live in the store's key space. Every key starts with `ROOT`
+//! so the gateway can share a cluster with other users; then one byte names the record kind.
+//! A bucket's objects sort by key under one prefix (`object_prefix`), so a listing is one
+//! ordered range scan; a data id's chunks sort by index, so an object streams in key order.
+//! Object keys never contain NUL (refused at the boundary): NUL separates a bucket from a key
+//! and a key from an upload id, and `key + [0]` is the next possible key after `key`.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+pub const ROOT: &[u8] = b"s3\0";
+const BUCKET: u8 = b'B';
+const OBJECT: u8 = b'O';
+const UPLOAD: u8 = b'U';
+const PART: u8 = b'P';
+const DATA: u8 = b'D';
+const INTENT: u8 = b'G';
+const SEP: u8 = 0;
+
+/// An object's data (one upload's chunks) is named by a random 128-bit id: two uploads of
+/// the same key never share chunks, so a reader of the old object is never mixed with the new.
+pub type DataId = u128;
+pub type UploadId = u128;
+
+fn key(kind: u8, capacity: usize) -> BytesMut {
+    let mut k = BytesMut::with_capacity(ROOT.len() + 1 + capacity);
+    k.put_slice(ROOT);
+    k.put_u8(kind);
+    k
+}
+
+pub fn bucket(name: &str) -> Bytes {
+    let mut k = key(BUCKET, name.len());
+    k.put_slice(name.as_bytes());
+    k.freeze()
+}
+
+/// The first and last possible bucket record keys.
+pub fn buckets() -> (Bytes, Bytes) {
+    (key(BUCKET, 0).freeze(), last_under(key(BUCKET, 0)))
+}
+
+pub fn bucket_name(record_key: &[u8]) -> Option<&str> {
+    let rest = record_key.strip_prefix(ROOT)?.strip_prefix(&[BUCKET])?;
+    std::str::from_utf8(rest).ok()
+}
+
+pub fn object_prefix(bucket: &str) -> BytesMut {
+    let mut k = key(OBJECT, bucket.len() + 1);
+    k.put_slice(bucket.as_bytes());
+    k.put_u8(SEP);
+    k
+}
+
+pub fn object(bucket: &str, name: &str) -> Bytes {
+    let mut k = object_prefix(bucket);
+    k.put_slice(name.as_bytes());
+    k.freeze()
+}
+
+pub fn upload_prefix(bucket: &str) -> BytesMut {
+    let mut k = key(UPLOAD, bucket.len() + 1);
+    k.put_slice(bucket.as_bytes());
+    k.put_u8(SEP);
+    k
+}
+
+pub fn upload(bucket: &str, name: &str, id: UploadId) -> Bytes {
+    let mut k = upload_prefix(bucket);
+    k.put_slice(name.as_bytes());
+    k.put_u8(SEP);
+    k.put_slice(upload_id_text(id).as_bytes());
+    k.freeze()
+}
+
+/// (object name, upload id) of an upload record key under `prefix` (= `upload_prefix(bucket)`).
+pub fn upload_of<'a>(prefix: &[u8], record_key: &'a [u8]) -> Option<(&'a str, UploadId)> {
+    let rest = record_key.strip_prefix(prefix)?;
+    let at = rest.iter().rposition(|&b| b == SEP)?;
+    let name = std::str::from_utf8(&rest[..at]).ok()?;
+    let id = parse_upload_id(std::str::from_utf8(&rest[at + 1..]).ok()?)?;
+    Some((name, id))
+}
+
+/// Upload ids as clients see them: 32 lowercase hex digits.
+pub fn upload_id_text(id: UploadId) -> String {
+    format!("{id:032x}")
+}
+
+pub fn parse_upload_id(s: &str) -> Option<UploadId> {
+    if s.len() != 32 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    UploadId::from_str_radix(s, 16).ok()
+}
+
+pub fn part(upload: UploadId, number: u32) -> Bytes {
+    let mut k = key(PART, 20);
+    k.put_u128(upload);
+    k.put_u32(number);
+    k.freeze()
+}
+
+/// The part records of an upload numbered `from..=to`.
+pub fn parts(upload: UploadId, from: u32, to: u32) -> (Bytes, Bytes) {
+    (part(upload, from), part(upload, to))
+}
+
+pub fn part_number(record_key: &[u8]) -> Option<u32> {
+    let rest = record_key.strip_prefix(ROOT)?.strip_prefix(&[PART])?;
+    let n: [u8; 4] = rest.get(16..20)?.try_into().ok()?;
+    Some(u32::from_be_bytes(n))
+}
+
+pub fn chunk(data: DataId, index: u32) -> Bytes {
+    let mut k = key(DATA, 20);
+    k.put_u128(data);
+    k.put_u32(index);
+    k.freeze()
+}
+
+/// All chunk keys of one data id.
+pub fn chunks(data: DataId) -> (Bytes, Bytes) {
+    (chunk(data, 0), chunk(data, u32::MAX))
+}
+
+pub fn intent(data: DataId) -> Bytes {
+    let mut k = key(INTENT, 16);
+    k.put_u128(data);
+    k.freeze()
+}
+
+pub fn intents() -> (Bytes, Bytes) {
+    (key(INTENT, 0).freeze(), last_under(key(INTENT, 0)))
+}
+
+pub fn intent_data(record_key: &[u8]) -> Option<DataId> {
+    let rest = record_key.strip_prefix(ROOT)?.strip_prefix(&[INTENT])?;
+    Some(u128::from_be_bytes(rest.try_into().ok()?))
+}
+
+/// The last key of a range that holds every key starting with `prefix` (and at most
+/// `MAX_NAME` more bytes): names are UTF-8, which never contains 0xFF.
+pub fn last_under(mut prefix: BytesMut) -> Bytes {
+    prefix.put_u8(0xFF);
+    prefix.freeze()
+}
+
+/// The smallest key greater than `key` and every key it prefixes: the resume point after
+/// a common prefix (UTF-8 never holds 0xFF).
+pub fn after_prefix(key: &[u8]) -> Bytes {
+    let mut k = BytesMut::from(key);
+    k.put_u8(0xFF);
+    k.freeze()
+}
+
+/// The smallest key greater than `key`.
+pub fn after(key: &[u8]) -> Bytes {
+    let mut k = BytesMut::from(key);
+    k.put_u8(0);
+    k.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_parse_back() {
+        assert!(object("b", "dir/ä x").starts_with(&object_prefix("b")));
+        assert_eq!(bucket_name(&bucket("my-bucket")), Some("my-bucket"));
+        let up = upload_prefix("b");
+        assert_eq!(upload_of(&up, &upload("b", "k/1", 77)), Some(("k/1", 77)));
+        assert_eq!(part_number(&part(5, 10_000)), Some(10_000));
+        assert_eq!(intent_data(&intent(u128::MAX)), Some(u128::MAX));
+        assert_eq!(parse_upload_id(&upload_id_text(12345)), Some(12345));
+        assert_eq!(parse_upload_id("xyz"), None);
+    }
+
+    #[test]
+    fn buckets_do_not_interleave() {
+        // "a" < "a-b" as buckets, and every object of "a" sorts before every object of "a-b".
+        let last_of_a = last_under(object_prefix("a"));
+        assert!(last_of_a < object_prefix("a-b").freeze());
+        assert!(object("a", "\u{10FFFF}") < last_of_a);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn object_keys_sort_as_names(a in "\\PC{0,12}", b in "\\PC{0,12}") {
+            proptest::prop_assume!(!a.contains('\0') && !b.contains('\0'));
+            proptest::prop_assert_eq!(a.as_bytes().cmp(b.as_bytes()), object("bk", &a).cmp(&object("bk", &b)));
+            // Everything under a name as a prefix lies in [name, after_prefix(name)).
+            let under = format!("{a}{b}");
+            proptest::prop_assert!(object("bk", &under) < after_prefix(&object("bk", &a)));
+            proptest::prop_assert!(after(&object("bk", &a)) <= object("bk", &under) || b.is_empty());
+        }
+    }
+}

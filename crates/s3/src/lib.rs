@@ -1,0 +1,37 @@
+//! Spindle's S3 gateway: the S3 API (through the `s3s` crate) over a Spindle cluster or one
+//! Kinetic drive. Objects are split into chunks no larger than the store's value limit,
+//! written under a fresh data id, and made visible by a manifest written last
+//! (docs/design.md, "S3 gateway").
+
+#![forbid(unsafe_code)]
+
+mod auth;
+mod gateway;
+mod kv;
+mod layout;
+mod listing;
+mod objects;
+mod records;
+mod server;
+
+use std::time::Duration;
+
+pub use auth::Keys;
+pub use kv::{Drive, Kv};
+pub use server::{serve, Config};
+
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    #[error("{0}")]
+    Store(#[from] kv::KvError),
+    #[error("{0}")]
+    S3(String),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Defaults of the sweeper (`Config`).
+pub const SWEEP_GRACE: Duration = Duration::from_secs(600);
+pub const SWEEP_INTERVAL: Duration = Duration::from_secs(60);

@@ -1,0 +1,483 @@
+//! Objects over the key-value store: data written as chunks under a fresh data id, a manifest
+//! written last to make it visible, and every chunk accounted for by an intent until a record
+//! references it (docs/design.md, "S3 gateway").
+//!
+//! The rule that keeps objects whole: chunks are deleted only by `collect`, and only after it
+//! has seen, with the intent's version unchanged, that no manifest, part or upload in progress
+//! references them. An upload in progress refreshes its intent; replaced data is collected no
+//! sooner than the grace after its replacement, so a reader streaming the old object finishes.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use futures_util::stream::{FuturesUnordered, Stream, StreamExt};
+use s3s::crypto::Checksum as _;
+use s3s::dto::StreamingBlob;
+use s3s::{s3_error, S3Error, S3Result};
+
+use crate::kv::{Cond, Durability, Kv, KvError};
+use crate::layout::{self, DataId};
+use crate::records::{self, Intent, Manifest, Owner, Segment};
+
+/// Chunks of one upload in flight to the store at once: enough to keep every replica busy,
+/// few enough that an upload holds a handful of chunks in memory.
+pub const PARALLEL_CHUNKS: usize = 4;
+/// Chunks a reader fetches ahead of the one it sends.
+pub const PREFETCH_CHUNKS: usize = 4;
+/// Keys a sweep or a deletion asks for at once.
+pub const PAGE: usize = 200;
+/// Attempts to replace a manifest that other writers keep replacing under us.
+const COMMIT_ATTEMPTS: usize = 32;
+
+pub struct Core {
+    pub kv: Kv,
+    /// Bytes per chunk: the store's largest value.
+    pub chunk: usize,
+    /// How long unreferenced data is kept: the longest a reader may stream an object that was
+    /// replaced, and the longest an upload may stall between two pieces of its body.
+    pub grace: Duration,
+}
+
+/// Data written by `write_data`, not yet referenced by any record.
+pub struct Written {
+    pub segment: Segment,
+    pub md5: [u8; 16],
+    pub checksum: s3s::dto::Checksum,
+    /// The version of the data's intent: the commit refreshes it.
+    pub intent: Bytes,
+}
+
+fn internal(e: impl std::fmt::Display) -> S3Error {
+    s3_error!(InternalError, "{e}")
+}
+
+impl From<KvError> for S3Error {
+    fn from(e: KvError) -> Self {
+        match e {
+            KvError::Unavailable(m) => s3_error!(ServiceUnavailable, "{m}"),
+            other => internal(other),
+        }
+    }
+}
+
+impl From<records::RecordError> for S3Error {
+    fn from(e: records::RecordError) -> Self {
+        internal(e)
+    }
+}
+
+impl Core {
+    /// Writes or refreshes the intent of `data`: with `version`, only if nobody (the sweeper)
+    /// changed it since; returns its new version.
+    async fn put_intent(&self, data: DataId, owner: &Owner, version: Option<Bytes>) -> Result<Bytes, KvError> {
+        let intent = Intent { touched_ms: records::now_ms(), owner: owner.clone(), doomed: false };
+        let cond = version.map_or(Cond::Any, Cond::Version);
+        self.kv.put(&layout::intent(data), records::encode(&intent), cond, Durability::Through).await
+    }
+
+    async fn refresh(&self, data: DataId, owner: &Owner, version: &Bytes) -> S3Result<Bytes> {
+        match self.put_intent(data, owner, Some(version.clone())).await {
+            Ok(v) => Ok(v),
+            Err(KvError::Mismatch) => Err(s3_error!(InternalError, "the upload stalled longer than the sweep grace ({:?}) and its data was collected", self.grace)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Marks data that may have lost its last reference: the sweeper checks it after the grace.
+    pub async fn release(&self, data: DataId, owner: &Owner) -> S3Result<()> {
+        self.put_intent(data, owner, None).await?;
+        Ok(())
+    }
+
+    /// Streams `body` into chunks of a new data id owned by `owner`. On failure the chunks
+    /// written so far are deleted (or left to the sweeper if that fails too).
+    pub async fn write_data(&self, owner: &Owner, body: StreamingBlob, mut hasher: s3s::checksum::ChecksumHasher, max: u64) -> S3Result<Written> {
+        let data: DataId = rand::random();
+        let mut version = self.put_intent(data, owner, None).await?;
+        let mut md5 = s3s::crypto::Md5::new();
+        let result = self.write_chunks(data, owner, &mut version, body, &mut md5, &mut hasher, max).await;
+        match result {
+            Ok(size) => {
+                let segment = Segment { data, size, chunk: self.chunk as u32 };
+                Ok(Written { segment, md5: md5.finalize(), checksum: hasher.finalize(), intent: version })
+            }
+            Err(e) => {
+                self.discard(data).await;
+                Err(e)
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments, reason = "one upload's state, threaded through its loop")]
+    async fn write_chunks(
+        &self,
+        data: DataId,
+        owner: &Owner,
+        version: &mut Bytes,
+        mut body: StreamingBlob,
+        md5: &mut s3s::crypto::Md5,
+        hasher: &mut s3s::checksum::ChecksumHasher,
+        max: u64,
+    ) -> S3Result<u64> {
+        let refresh_every = self.grace / 4;
+        let mut refreshed = Instant::now();
+        let mut buf = BytesMut::new();
+        let mut size: u64 = 0;
+        let mut index: u32 = 0;
+        let mut in_flight = FuturesUnordered::new();
+        let mut done = false;
+        while !done {
+            match body.next().await {
+                Some(Ok(piece)) => {
+                    size += piece.len() as u64;
+                    if size > max {
+                        return Err(s3_error!(EntityTooLarge, "the object is larger than {max} bytes"));
+                    }
+                    md5.update(&piece);
+                    hasher.update(&piece);
+                    buf.extend_from_slice(&piece);
+                }
+                Some(Err(e)) => return Err(s3_error!(IncompleteBody, "reading the request body: {e}")),
+                None => done = true,
+            }
+            while buf.len() >= self.chunk || (done && !buf.is_empty()) {
+                let take = buf.len().min(self.chunk);
+                let value = buf.split_to(take).freeze();
+                let key = layout::chunk(data, index);
+                index = index.checked_add(1).ok_or_else(|| s3_error!(EntityTooLarge))?;
+                in_flight.push(async move { self.kv.put(&key, value, Cond::Any, Durability::Lazy).await });
+                while in_flight.len() >= PARALLEL_CHUNKS {
+                    if let Some(r) = in_flight.next().await {
+                        r?;
+                    }
+                }
+            }
+            if refreshed.elapsed() >= refresh_every {
+                *version = self.refresh(data, owner, version).await?;
+                refreshed = Instant::now();
+            }
+        }
+        while let Some(r) = in_flight.next().await {
+            r?;
+        }
+        // Chunks go to a drive written back; they are durable before anything references them.
+        self.kv.flush().await?;
+        Ok(size)
+    }
+
+    /// Deletes the data of an upload that failed before any record referenced it.
+    pub async fn discard(&self, data: DataId) {
+        if let Err(e) = self.collect(data, true).await {
+            tracing::warn!(data = %format!("{data:032x}"), error = %e, "an abandoned upload's data is left to the sweeper");
+        }
+    }
+
+    /// Makes `manifest` the object `bucket/key` if `check` accepts the object it replaces
+    /// (compare-and-swap on the manifest, retried while other writers race). `own`: the data
+    /// ids written for this manifest with their intents' versions, refreshed just before the
+    /// swap and dropped after it. The replaced object's data is released. Returns the old
+    /// manifest.
+    pub async fn commit(
+        &self,
+        bucket: &str,
+        key: &str,
+        manifest: &Manifest,
+        check: impl Fn(Option<&Manifest>) -> S3Result<()>,
+        mut own: Vec<(DataId, Bytes)>,
+    ) -> S3Result<Option<Manifest>> {
+        let object = layout::object(bucket, key);
+        let owner = Owner { bucket: bucket.to_owned(), key: key.to_owned(), part: None };
+        let value = records::encode(manifest);
+        for _ in 0..COMMIT_ATTEMPTS {
+            let current = self.kv.get(&object).await?;
+            let old = match &current {
+                Some(s) => Some(records::decode_manifest(&s.value)?),
+                None => None,
+            };
+            check(old.as_ref())?;
+            for (data, version) in own.iter_mut() {
+                *version = self.refresh(*data, &owner, version).await?;
+            }
+            if let Some(old) = &old {
+                for s in old.segments.iter().filter(|s| !manifest.references(s.data)) {
+                    self.release(s.data, &owner).await?;
+                }
+            }
+            let cond = current.map_or(Cond::Absent, |s| Cond::Version(s.version));
+            match self.kv.put(&object, value.clone(), cond, Durability::Through).await {
+                Ok(_) => {
+                    for (data, version) in own {
+                        // A failure leaves an intent the sweeper drops, seeing the data referenced.
+                        let _ = self.kv.delete(&layout::intent(data), Cond::Version(version), Durability::Through).await;
+                    }
+                    return Ok(old);
+                }
+                Err(KvError::Mismatch) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(s3_error!(SlowDown, "the object was replaced {COMMIT_ATTEMPTS} times while this write tried to replace it"))
+    }
+
+    /// Deletes the object `bucket/key` if `check` accepts it; its data is released. `None`
+    /// when there was no object.
+    pub async fn remove(&self, bucket: &str, key: &str, check: impl Fn(Option<&Manifest>) -> S3Result<()>) -> S3Result<Option<Manifest>> {
+        let object = layout::object(bucket, key);
+        let owner = Owner { bucket: bucket.to_owned(), key: key.to_owned(), part: None };
+        for _ in 0..COMMIT_ATTEMPTS {
+            let Some(current) = self.kv.get(&object).await? else {
+                check(None)?;
+                return Ok(None);
+            };
+            let old = records::decode_manifest(&current.value)?;
+            check(Some(&old))?;
+            for s in &old.segments {
+                self.release(s.data, &owner).await?;
+            }
+            match self.kv.delete(&object, Cond::Version(current.version), Durability::Through).await {
+                Ok(_) => return Ok(Some(old)),
+                Err(KvError::Mismatch) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(s3_error!(SlowDown, "the object was replaced {COMMIT_ATTEMPTS} times while this delete tried to remove it"))
+    }
+
+    /// Whether any record still references `data`.
+    async fn referenced(&self, owner: &Owner, data: DataId) -> S3Result<bool> {
+        if let Some(s) = self.kv.get(&layout::object(&owner.bucket, &owner.key)).await? {
+            match records::decode_manifest(&s.value) {
+                Ok(m) if m.references(data) => return Ok(true),
+                Ok(_) => {}
+                // Data of an unreadable manifest is kept: an operator may still repair it.
+                Err(_) => return Ok(true),
+            }
+        }
+        if let Some((upload, number)) = owner.part {
+            if self.kv.get(&layout::upload(&owner.bucket, &owner.key, upload)).await?.is_some() {
+                if let Some(p) = self.kv.get(&layout::part(upload, number)).await? {
+                    let part: records::PartRecord = records::decode("part", &p.value)?;
+                    if part.segment.data == data {
+                        return Ok(true);
+                    }
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// The sweeper's step for one data id: drops the intent of referenced data, deletes the
+    /// chunks of unreferenced data whose intent is older than the grace (any age with `now`),
+    /// then its intent. Returns the chunks deleted.
+    pub async fn collect(&self, data: DataId, now: bool) -> S3Result<u64> {
+        let key = layout::intent(data);
+        let Some(stored) = self.kv.get(&key).await? else { return Ok(0) };
+        let intent: Intent = records::decode("intent", &stored.value)?;
+        if !intent.doomed {
+            let age = records::now_ms().saturating_sub(intent.touched_ms);
+            if !now && u128::from(age) < self.grace.as_millis() {
+                return Ok(0);
+            }
+            if self.referenced(&intent.owner, data).await? {
+                let _ = self.kv.delete(&key, Cond::Version(stored.version), Durability::Through).await;
+                return Ok(0);
+            }
+            let doomed = Intent { doomed: true, ..intent };
+            match self.kv.put(&key, records::encode(&doomed), Cond::Version(stored.version), Durability::Through).await {
+                Ok(_) => {}
+                // Refreshed meanwhile: an upload is alive after all.
+                Err(KvError::Mismatch) => return Ok(0),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let (start, end) = layout::chunks(data);
+        let mut deleted = 0;
+        loop {
+            let keys = self.kv.range(&start, &end, PAGE).await?;
+            if keys.is_empty() {
+                break;
+            }
+            let mut deletes: FuturesUnordered<_> = keys.iter().map(|k| self.kv.delete(k, Cond::Any, Durability::Lazy)).collect();
+            while let Some(r) = deletes.next().await {
+                r?;
+                deleted += 1;
+            }
+        }
+        // The deletions are durable before the intent that accounts for the chunks goes.
+        self.kv.flush().await?;
+        self.kv.delete(&key, Cond::Any, Durability::Through).await?;
+        Ok(deleted)
+    }
+
+    /// One pass of the sweeper over every intent; returns (intents seen, chunks deleted).
+    pub async fn sweep(&self) -> S3Result<(u64, u64)> {
+        let (mut from, end) = layout::intents();
+        let (mut seen, mut deleted) = (0, 0);
+        loop {
+            let keys = self.kv.range(&from, &end, PAGE).await?;
+            for k in &keys {
+                if let Some(data) = layout::intent_data(k) {
+                    seen += 1;
+                    match self.collect(data, false).await {
+                        Ok(n) => deleted += n,
+                        Err(e) => tracing::warn!(data = %format!("{data:032x}"), error = %e, "sweep: intent not collected"),
+                    }
+                }
+            }
+            match keys.last() {
+                Some(last) if keys.len() == PAGE => from = layout::after(last),
+                _ => break,
+            }
+        }
+        Ok((seen, deleted))
+    }
+
+    /// The bytes `[start, end)` of an object made of `segments`, fetched a few chunks ahead
+    /// by a task of their own; dropping the stream (the client went away) stops the task.
+    pub fn read(self: &Arc<Self>, segments: Vec<Segment>, start: u64, end: u64) -> Body {
+        let core = self.clone();
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        let task = tokio::spawn(async move {
+            let pieces = Pieces { segments, at: 0, seg: 0, chunk: 0, start, end };
+            let mut chunks = futures_util::stream::iter(pieces)
+                .map(|p| {
+                    let core = core.clone();
+                    async move { core.fetch(p).await }
+                })
+                .buffered(PREFETCH_CHUNKS);
+            while let Some(chunk) = chunks.next().await {
+                let failed = chunk.is_err();
+                if tx.send(chunk).await.is_err() || failed {
+                    break;
+                }
+            }
+        });
+        Body { rx, task }
+    }
+
+    async fn fetch(&self, p: Piece) -> Result<Bytes, std::io::Error> {
+        let got = self.kv.get(&layout::chunk(p.data, p.index)).await.map_err(std::io::Error::other)?;
+        let Some(stored) = got else {
+            return Err(std::io::Error::other(format!("chunk {} of data {:032x} is missing", p.index, p.data)));
+        };
+        if stored.value.len() < p.hi {
+            return Err(std::io::Error::other(format!("chunk {} of data {:032x} is short", p.index, p.data)));
+        }
+        Ok(stored.value.slice(p.lo..p.hi))
+    }
+}
+
+/// An object's bytes as an HTTP body.
+pub struct Body {
+    rx: tokio::sync::mpsc::Receiver<Result<Bytes, std::io::Error>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Stream for Body {
+    type Item = Result<Bytes, std::io::Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<Self::Item>> {
+        self.rx.poll_recv(cx)
+    }
+}
+
+impl Drop for Body {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// One chunk's share of a read: bytes `lo..hi` of chunk `index` of `data`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Piece {
+    data: DataId,
+    index: u32,
+    lo: usize,
+    hi: usize,
+}
+
+/// The pieces covering `[start, end)` of an object, in order, computed as they are needed (a
+/// large object has millions of chunks).
+struct Pieces {
+    segments: Vec<Segment>,
+    /// Object offset of segment `seg`'s first byte.
+    at: u64,
+    seg: usize,
+    chunk: u64,
+    start: u64,
+    end: u64,
+}
+
+impl Iterator for Pieces {
+    type Item = Piece;
+
+    fn next(&mut self) -> Option<Piece> {
+        loop {
+            let s = *self.segments.get(self.seg)?;
+            let size = u64::from(s.chunk);
+            let chunk_start = self.at + self.chunk * size;
+            if self.chunk >= s.chunks() || chunk_start >= self.end {
+                if chunk_start >= self.end {
+                    return None;
+                }
+                self.at += s.size;
+                self.seg += 1;
+                self.chunk = 0;
+                continue;
+            }
+            let chunk_end = (chunk_start + size).min(self.at + s.size);
+            let index = self.chunk as u32;
+            self.chunk += 1;
+            if chunk_end <= self.start {
+                // Skip whole chunks before the range without a loop per chunk.
+                let skip = (self.start - chunk_start) / size;
+                self.chunk = (index as u64 + skip.max(1)).min(s.chunks());
+                continue;
+            }
+            let lo = self.start.max(chunk_start) - chunk_start;
+            let hi = self.end.min(chunk_end) - chunk_start;
+            return Some(Piece { data: s.data, index, lo: lo as usize, hi: hi as usize });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The pieces of a range, as (data, index, lo, hi), the slow way: byte by byte.
+    fn by_bytes(segments: &[Segment], start: u64, end: u64) -> Vec<(DataId, u32, usize, usize)> {
+        let mut out: Vec<(DataId, u32, usize, usize)> = Vec::new();
+        let mut at = 0;
+        for s in segments {
+            for i in 0..s.size {
+                let pos = at + i;
+                if pos >= start && pos < end {
+                    let index = (i / u64::from(s.chunk)) as u32;
+                    let off = (i % u64::from(s.chunk)) as usize;
+                    match out.last_mut() {
+                        Some(last) if last.0 == s.data && last.1 == index => last.3 = off + 1,
+                        _ => out.push((s.data, index, off, off + 1)),
+                    }
+                }
+            }
+            at += s.size;
+        }
+        out
+    }
+
+    proptest! {
+        #[test]
+        fn pieces_cover_exactly_the_range(sizes in proptest::collection::vec((0u64..40, 1u32..9), 1..6), a in 0u64..200, b in 0u64..200) {
+            let segments: Vec<Segment> = sizes.iter().enumerate().map(|(i, &(size, chunk))| Segment { data: i as u128, size, chunk }).collect();
+            let total: u64 = segments.iter().map(|s| s.size).sum();
+            let (start, end) = (a.min(b).min(total), a.max(b).min(total));
+            let got: Vec<_> = Pieces { segments: segments.clone(), at: 0, seg: 0, chunk: 0, start, end }
+                .map(|p| (p.data, p.index, p.lo, p.hi)).collect();
+            prop_assert_eq!(got, by_bytes(&segments, start, end));
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! The gateway's records, stored as JSON values: an object's manifest, a bucket, a multipart
+//! upload and its parts, and the intent that keeps a data id's chunks accounted for.
+//! JSON because the records are small beside the data and an operator can read them with
+//! `spindle get`; every decoder refuses what it cannot read with an error, never a panic.
+
+use std::collections::BTreeMap;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use crate::layout::{DataId, UploadId};
+
+#[derive(Debug, thiserror::Error)]
+#[error("stored {kind} record does not decode: {reason}")]
+pub struct RecordError {
+    kind: &'static str,
+    reason: String,
+}
+
+/// What a client sets on an object and gets back: standard headers and `x-amz-meta-*`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attributes {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_encoding: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_disposition: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_language: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_control: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// A run of an object's bytes: one data id's chunks, each `chunk` bytes but the last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Segment {
+    pub data: DataId,
+    pub size: u64,
+    pub chunk: u32,
+}
+
+impl Segment {
+    pub fn chunks(&self) -> u64 {
+        if self.chunk == 0 {
+            return 0;
+        }
+        self.size.div_ceil(u64::from(self.chunk))
+    }
+}
+
+/// An object: written last, after all its chunks, so a reader finds either the whole old
+/// object or the whole new one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub size: u64,
+    /// As S3 gives it, without quotes: the MD5 in hex, or for a multipart object the MD5 of
+    /// the parts' binary MD5s, a dash and the part count.
+    pub etag: String,
+    pub modified_ms: u64,
+    #[serde(default)]
+    pub attributes: Attributes,
+    pub segments: Vec<Segment>,
+}
+
+impl Manifest {
+    pub fn references(&self, data: DataId) -> bool {
+        self.segments.iter().any(|s| s.data == data)
+    }
+
+    pub fn check(&self) -> Result<(), RecordError> {
+        let total: u64 = self.segments.iter().map(|s| s.size).sum();
+        if total != self.size || self.segments.iter().any(|s| s.chunk == 0 && s.size > 0) {
+            return Err(RecordError { kind: "manifest", reason: format!("segments hold {total} bytes, the object {}", self.size) });
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BucketRecord {
+    pub created_ms: u64,
+}
+
+/// A multipart upload in progress.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UploadRecord {
+    pub initiated_ms: u64,
+    #[serde(default)]
+    pub attributes: Attributes,
+    /// Set when a CompleteMultipartUpload took the upload: no part may change after it, and an
+    /// abort is refused until it is older than the sweep grace (a completion that crashed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completing_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartRecord {
+    /// Hex MD5 of the part.
+    pub etag: String,
+    pub modified_ms: u64,
+    pub segment: Segment,
+}
+
+/// Who may still reference a data id: the object, or a part of one of its uploads.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Owner {
+    pub bucket: String,
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part: Option<(UploadId, u32)>,
+}
+
+/// Written before a data id's first chunk and whenever its chunks may have lost their last
+/// reference: the sweeper deletes the chunks of a data id whose intent is older than the
+/// grace and which no owner references. An upload in progress keeps its intent fresh.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Intent {
+    pub touched_ms: u64,
+    pub owner: Owner,
+    /// The sweeper has found the data unreferenced and is deleting it: nothing may revive it.
+    #[serde(default)]
+    pub doomed: bool,
+}
+
+pub fn encode<T: Serialize>(record: &T) -> Bytes {
+    // Serializing these plain structs to a vector cannot fail.
+    Bytes::from(serde_json::to_vec(record).unwrap_or_default())
+}
+
+pub fn decode<T: for<'de> Deserialize<'de>>(kind: &'static str, bytes: &[u8]) -> Result<T, RecordError> {
+    serde_json::from_slice(bytes).map_err(|e| RecordError { kind, reason: e.to_string() })
+}
+
+pub fn decode_manifest(bytes: &[u8]) -> Result<Manifest, RecordError> {
+    let m: Manifest = decode("manifest", bytes)?;
+    m.check()?;
+    Ok(m)
+}
+
+pub fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+pub fn time_of(ms: u64) -> SystemTime {
+    UNIX_EPOCH + std::time::Duration::from_millis(ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn segment() -> impl Strategy<Value = Segment> {
+        (any::<u128>(), 0u64..1 << 40, 1u32..=1 << 20).prop_map(|(data, size, chunk)| Segment { data, size, chunk })
+    }
+
+    proptest! {
+        #[test]
+        fn manifests_round_trip(segments in proptest::collection::vec(segment(), 0..20), etag in "[0-9a-f]{32}(-[0-9]{1,5})?",
+                                meta in proptest::collection::btree_map("[a-z-]{1,10}", "\\PC{0,20}", 0..4)) {
+            let size = segments.iter().map(|s| s.size).sum();
+            let m = Manifest { size, etag, modified_ms: 7, attributes: Attributes { metadata: meta, ..Attributes::default() }, segments };
+            prop_assert_eq!(decode_manifest(&encode(&m)).unwrap(), m);
+        }
+
+        #[test]
+        fn decoders_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let _ = decode_manifest(&bytes);
+            let _ = decode::<Intent>("intent", &bytes);
+            let _ = decode::<UploadRecord>("upload", &bytes);
+            let _ = decode::<PartRecord>("part", &bytes);
+        }
+    }
+
+    #[test]
+    fn a_manifest_whose_segments_disagree_is_refused() {
+        let m = Manifest { size: 10, etag: "x".into(), modified_ms: 0, attributes: Attributes::default(), segments: vec![Segment { data: 1, size: 9, chunk: 4 }] };
+        assert!(decode_manifest(&encode(&m)).is_err());
+        assert_eq!(Segment { data: 1, size: 9, chunk: 4 }.chunks(), 3);
+    }
+}
