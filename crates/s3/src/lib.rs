@@ -35,3 +35,21 @@ pub enum GatewayError {
 /// Defaults of the sweeper (`Config`).
 pub const SWEEP_GRACE: Duration = Duration::from_secs(600);
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Feeds arbitrary bytes to every decoder of stored records and keys: the fuzz target's and
+/// the corpus replay's entry point. Never panics.
+#[doc(hidden)]
+pub fn decode_untrusted(bytes: &[u8]) {
+    let _ = records::decode_manifest(bytes);
+    let _ = records::decode::<records::Intent>("intent", bytes);
+    let _ = records::decode::<records::UploadRecord>("upload", bytes);
+    let _ = records::decode::<records::PartRecord>("part", bytes);
+    let _ = records::decode::<records::BucketRecord>("bucket", bytes);
+    let _ = layout::bucket_name(bytes);
+    let _ = layout::part_number(bytes);
+    let _ = layout::intent_data(bytes);
+    let _ = layout::upload_of(&layout::upload_prefix("bucket"), bytes);
+    if let Ok(s) = std::str::from_utf8(bytes) {
+        let _ = layout::parse_upload_id(s);
+    }
+}

@@ -416,16 +416,19 @@ impl Iterator for Pieces {
     fn next(&mut self) -> Option<Piece> {
         loop {
             let s = *self.segments.get(self.seg)?;
-            let size = u64::from(s.chunk);
-            let chunk_start = self.at + self.chunk * size;
-            if self.chunk >= s.chunks() || chunk_start >= self.end {
-                if chunk_start >= self.end {
-                    return None;
-                }
+            if self.at >= self.end {
+                return None;
+            }
+            if self.chunk >= s.chunks() {
                 self.at += s.size;
                 self.seg += 1;
                 self.chunk = 0;
                 continue;
+            }
+            let size = u64::from(s.chunk);
+            let chunk_start = self.at + self.chunk * size;
+            if chunk_start >= self.end {
+                return None;
             }
             let chunk_end = (chunk_start + size).min(self.at + s.size);
             let index = self.chunk as u32;
