@@ -140,6 +140,23 @@ impl ClusterMap {
         (placement::hash(placed_by, KEY_SEED) % u64::from(self.partitions)) as u32
     }
 
+    /// The one partition every key in `[start, end]` is placed in, when hash tags place them
+    /// all together: both ends begin with the same prefix through the first tag's closing
+    /// brace, so every key between them does too, and has that tag.
+    pub fn partition_of_range(&self, start: &[u8], end: Option<&[u8]>) -> Option<u32> {
+        let end = end?;
+        if !self.hash_tags {
+            return None;
+        }
+        let open = start.iter().position(|&b| b == b'{')?;
+        let len = start[open + 1..].iter().position(|&b| b == b'}')?;
+        if len == 0 {
+            return None;
+        }
+        let through = open + len + 2;
+        (end.get(..through) == Some(&start[..through])).then(|| self.partition_of(start))
+    }
+
     /// The drives holding `partition`, best first.
     pub fn replicas_of(&self, partition: u32) -> &[String] {
         self.placement.get(partition as usize).map_or(&[], |v| v.as_slice())
@@ -263,6 +280,11 @@ mod tests {
         assert_eq!(hash_tag(b"{}x"), b"{}x");
         assert_eq!(hash_tag(b"{abc"), b"{abc");
         assert_eq!(hash_tag(b"a{b}c{d}"), b"b");
+        // A range whose ends share the prefix through the tag lies in the tag's partition.
+        assert_eq!(m.partition_of_range(b"x{tag}\0a", Some(b"x{tag}\0\xff")), Some(m.partition_of(b"{tag}")));
+        assert_eq!(m.partition_of_range(b"x{tag}a", Some(b"x{tah}")), None);
+        assert_eq!(m.partition_of_range(b"x{tag}a", None), None);
+        assert_eq!(m.partition_of_range(b"x{}a", Some(b"x{}b")), None);
         // A map stored before hash tags hashes whole keys, so its keys stay where they are.
         let mut json = serde_json::to_value(&m).unwrap();
         json.as_object_mut().unwrap().remove("hash_tags");

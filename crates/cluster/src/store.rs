@@ -927,7 +927,13 @@ impl Store {
             next: Option<Bytes>,
             after: bool,
         }
-        let mut cursors: BTreeMap<u32, Cursor> = (0..map.partitions)
+        // Keys sharing a hash tag live in one partition: only it is asked.
+        let partitions: Vec<u32> = match map.partition_of_range(start, end) {
+            Some(p) => vec![p],
+            None => (0..map.partitions).collect(),
+        };
+        let mut cursors: BTreeMap<u32, Cursor> = partitions
+            .into_iter()
             .map(|p| (p, Cursor { pending: Default::default(), next: Some(Bytes::copy_from_slice(start)), after: false }))
             .collect();
         let mut out = Vec::new();

@@ -1059,8 +1059,7 @@ fn decode_token(token: &str) -> S3Result<String> {
 /// Completions that crashed after taking their upload: once older than the grace, their
 /// part records and upload record are cleaned away (the object keeps what it references).
 pub async fn finish_stale_completions(core: &Core) -> S3Result<u64> {
-    let (start, end) = (layout_upload_all().0, layout_upload_all().1);
-    let mut from = start;
+    let (mut from, end) = layout::uploads();
     let mut finished = 0;
     loop {
         let keys = core.kv.range(&from, &end, crate::objects::PAGE).await?;
@@ -1082,17 +1081,9 @@ pub async fn finish_stale_completions(core: &Core) -> S3Result<u64> {
     }
 }
 
-fn layout_upload_all() -> (Bytes, Bytes) {
-    let mut k = bytes::BytesMut::from(layout::ROOT);
-    k.extend_from_slice(b"U");
-    (k.clone().freeze(), layout::last_under(k))
-}
-
 /// (bucket, key, upload id) of an upload record key.
 fn upload_parts_of(k: &[u8]) -> Option<(String, String, UploadId)> {
-    let rest = k.strip_prefix(layout::ROOT)?.strip_prefix(b"U")?;
-    let at = rest.iter().position(|&b| b == 0)?;
-    let bucket = std::str::from_utf8(&rest[..at]).ok()?.to_owned();
+    let bucket = layout::upload_bucket(k)?.to_owned();
     let (key, id) = layout::upload_of(&layout::upload_prefix(&bucket), k)?;
     Some((bucket, key.to_owned(), id))
 }

@@ -2,6 +2,9 @@
 //! so the gateway can share a cluster with other users; then one byte names the record kind.
 //! A bucket's objects sort by key under one prefix (`object_prefix`), so a listing is one
 //! ordered range scan; a data id's chunks sort by index, so an object streams in key order.
+//! A bucket's manifests and uploads carry the bucket as a hash tag (`{bucket}`): a cluster
+//! places them in one partition, so a listing asks one partition's replicas, not every drive.
+//! Chunks carry no tag and spread over the whole cluster.
 //! Object keys never contain NUL (refused at the boundary): NUL separates a bucket from a key
 //! and a key from an upload id, and `key + [0]` is the next possible key after `key`.
 
@@ -44,11 +47,18 @@ pub fn bucket_name(record_key: &[u8]) -> Option<&str> {
     std::str::from_utf8(rest).ok()
 }
 
-pub fn object_prefix(bucket: &str) -> BytesMut {
-    let mut k = key(OBJECT, bucket.len() + 1);
+/// `{bucket}` and the separator: bucket names hold no braces.
+fn tagged(kind: u8, bucket: &str) -> BytesMut {
+    let mut k = key(kind, bucket.len() + 3);
+    k.put_u8(b'{');
     k.put_slice(bucket.as_bytes());
+    k.put_u8(b'}');
     k.put_u8(SEP);
     k
+}
+
+pub fn object_prefix(bucket: &str) -> BytesMut {
+    tagged(OBJECT, bucket)
 }
 
 pub fn object(bucket: &str, name: &str) -> Bytes {
@@ -58,10 +68,19 @@ pub fn object(bucket: &str, name: &str) -> Bytes {
 }
 
 pub fn upload_prefix(bucket: &str) -> BytesMut {
-    let mut k = key(UPLOAD, bucket.len() + 1);
-    k.put_slice(bucket.as_bytes());
-    k.put_u8(SEP);
-    k
+    tagged(UPLOAD, bucket)
+}
+
+/// Every upload record of every bucket.
+pub fn uploads() -> (Bytes, Bytes) {
+    (key(UPLOAD, 0).freeze(), last_under(key(UPLOAD, 0)))
+}
+
+/// The bucket of an upload record key.
+pub fn upload_bucket(record_key: &[u8]) -> Option<&str> {
+    let rest = record_key.strip_prefix(ROOT)?.strip_prefix(&[UPLOAD, b'{'])?;
+    let close = rest.iter().position(|&b| b == b'}')?;
+    std::str::from_utf8(&rest[..close]).ok()
 }
 
 pub fn upload(bucket: &str, name: &str, id: UploadId) -> Bytes {
@@ -178,10 +197,13 @@ mod tests {
 
     #[test]
     fn buckets_do_not_interleave() {
-        // "a" < "a-b" as buckets, and every object of "a" sorts before every object of "a-b".
-        let last_of_a = last_under(object_prefix("a"));
-        assert!(last_of_a < object_prefix("a-b").freeze());
-        assert!(object("a", "\u{10FFFF}") < last_of_a);
+        // Each bucket's objects lie in [prefix, last_under(prefix)], and the ranges of "a" and
+        // "a-b" do not overlap.
+        let (a, b) = (object_prefix("a"), object_prefix("a-b"));
+        let (a_end, b_end) = (last_under(a.clone()), last_under(b.clone()));
+        assert!(a_end < b.clone().freeze() || b_end < a.clone().freeze());
+        assert!(object("a", "\u{10FFFF}") < a_end);
+        assert_eq!(upload_bucket(&upload("a-b", "k", 1)), Some("a-b"));
     }
 
     proptest::proptest! {
