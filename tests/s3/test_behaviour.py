@@ -902,3 +902,33 @@ def test_large_object_streamed_up_and_down(s3, bucket):
         length += len(chunk)
     assert length == size
     assert digest.hexdigest() == sha
+
+
+def test_connection_stays_usable_after_an_early_error(s3, bucket):
+    """An error answered before the request body is read (here 412 to a 1 MiB PUT with
+    If-None-Match: *) must either say `Connection: close` or leave the connection usable:
+    clients keep connections alive and send their next request on it."""
+    s3.put_object(Bucket=bucket, Key="taken", Body=b"first")
+    body = payload(1 * MIB, "early-error")
+    path = f"/{bucket}/taken"
+
+    def signed_headers(method, data, extra):
+        request = AWSRequest(method=method, url=ENDPOINT + path, data=data, headers=dict(extra))
+        request.headers["x-amz-content-sha256"] = hashlib.sha256(data).hexdigest()
+        SigV4Auth(Credentials(ACCESS_KEY, SECRET_KEY), "s3", REGION).add_auth(request)
+        return dict(request.headers.items())
+
+    parsed = urllib.parse.urlsplit(ENDPOINT)
+    conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=30)
+    try:
+        conn.request("PUT", path, body=body, headers=signed_headers("PUT", body, {"If-None-Match": "*"}))
+        resp = conn.getresponse()
+        resp.read()
+        assert resp.status == 412
+        if (resp.getheader("Connection") or "").lower() == "close":
+            return
+        conn.request("GET", path, headers=signed_headers("GET", b"", {}))
+        resp = conn.getresponse()
+        assert (resp.status, resp.read()) == (200, b"first")
+    finally:
+        conn.close()
