@@ -76,7 +76,7 @@ impl Gateway {
         let owner = Owner { bucket: bucket.to_owned(), key: key.to_owned(), part: Some((id, number)) };
         let pkey = layout::part(id, number);
         let data = record.segment.data;
-        let mut committed = false;
+        let mut committed = None;
         for _ in 0..8 {
             let current = self.core.kv.get(&pkey).await?;
             if let Some(c) = &current {
@@ -85,18 +85,18 @@ impl Gateway {
             }
             let cond = current.map_or(Cond::Absent, |c| Cond::Version(c.version));
             match self.core.kv.put(&pkey, records::encode(record), cond, Durability::Through).await {
-                Ok(_) => {
-                    committed = true;
+                Ok(v) => {
+                    committed = Some(v);
                     break;
                 }
                 Err(KvError::Mismatch) => continue,
                 Err(e) => return Err(e.into()),
             }
         }
-        if !committed {
+        let Some(version) = committed else {
             self.core.discard(data).await;
             return Err(s3_error!(SlowDown, "part {number} was replaced concurrently too often"));
-        }
+        };
         // An abort that ran meanwhile took the upload: this part's data is garbage.
         match self.core.kv.get(&layout::upload(bucket, key, id)).await? {
             Some(u) if records::decode::<UploadRecord>("upload", &u.value)?.completing_ms.is_none() => {
@@ -104,6 +104,9 @@ impl Gateway {
                 Ok(())
             }
             _ => {
+                // The completion or abort may have dropped the part records already: this one
+                // goes too (unless replaced meanwhile), then its data.
+                let _ = self.core.kv.delete(&pkey, Cond::Version(version), Durability::Through).await;
                 self.core.discard(data).await;
                 Err(s3_error!(NoSuchUpload, "the upload was aborted or completed while this part was uploaded"))
             }
@@ -307,7 +310,7 @@ pub fn hex(bytes: &[u8]) -> String {
 }
 
 fn unhex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()

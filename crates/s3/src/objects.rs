@@ -197,7 +197,7 @@ impl Core {
                 None => None,
             };
             check(old.as_ref())?;
-            for (data, version) in own.iter_mut() {
+            for (data, version) in &mut own {
                 *version = self.refresh(*data, &owner, version).await?;
             }
             if let Some(old) = &old {
