@@ -81,21 +81,30 @@ pub enum Kv {
     Drive(Drive),
 }
 
-/// One drive over one connection, reopened when it drops.
+/// Connections to a drive, used in turn: a drive serves each connection's requests in order,
+/// and concurrent transfers should not queue behind one another's chunks.
+const DRIVE_CONNECTIONS: usize = 4;
+
+/// One drive over a few connections, each reopened when it drops.
 pub struct Drive {
     addr: SocketAddr,
     config: ClientConfig,
-    client: Mutex<Client>,
+    clients: Vec<Mutex<Client>>,
+    next: std::sync::atomic::AtomicUsize,
 }
 
 impl Drive {
     pub async fn connect(addr: SocketAddr, config: ClientConfig) -> Result<Drive, KvError> {
-        let client = Client::connect(addr, config.clone()).await?;
-        Ok(Drive { addr, config, client: Mutex::new(client) })
+        let mut clients = Vec::with_capacity(DRIVE_CONNECTIONS);
+        for _ in 0..DRIVE_CONNECTIONS {
+            clients.push(Mutex::new(Client::connect(addr, config.clone()).await?));
+        }
+        Ok(Drive { addr, config, clients, next: std::sync::atomic::AtomicUsize::new(0) })
     }
 
     async fn client(&self) -> Result<Client, KvError> {
-        let mut guard = self.client.lock().await;
+        let i = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % self.clients.len();
+        let mut guard = self.clients[i].lock().await;
         if guard.is_closed() {
             *guard = Client::connect(self.addr, self.config.clone()).await?;
         }
