@@ -553,7 +553,7 @@ impl S3 for Gateway {
     }
 
     async fn put_object(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
-        let out = self.put(req.input, req.trailing_headers).await?;
+        let out = self.put(req.input, req.trailing_headers).await.map_err(closing)?;
         Ok(S3Response::new(out))
     }
 
@@ -808,102 +808,15 @@ impl S3 for Gateway {
     }
 
     async fn upload_part(&self, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
-        let trailers = req.trailing_headers;
-        let i = req.input;
-        let number = part_number(i.part_number)?;
-        let (id, record, _) = self.upload(&i.bucket, &i.key, &i.upload_id).await?;
-        if record.completing_ms.is_some() {
-            return Err(s3_error!(NoSuchUpload, "the upload is being completed"));
-        }
-        if i.content_length.is_some_and(|n| n as u64 > MAX_PART_BYTES) {
-            return Err(s3_error!(EntityTooLarge, "a part is at most {MAX_PART_BYTES} bytes"));
-        }
-        let wanted = Checksums::of_part(&i);
-        let Some(body) = i.body else { return Err(s3_error!(IncompleteBody)) };
-        let owner = Owner { bucket: i.bucket.clone(), key: i.key.clone(), part: Some((id, number)) };
-        let written = self.core.write_data(&owner, body, wanted.hasher(), MAX_PART_BYTES).await?;
-        if let Err(e) = verify(&written, i.content_md5.as_deref(), wanted, trailers) {
-            self.core.discard(written.segment.data).await;
-            return Err(e);
-        }
-        let part = PartRecord { etag: hex(&written.md5), modified_ms: records::now_ms(), segment: written.segment };
-        self.commit_part(&i.bucket, &i.key, id, number, &part, written.intent.clone()).await?;
-        let c = written.checksum;
-        Ok(S3Response::new(UploadPartOutput {
-            e_tag: Some(ETag::Strong(part.etag)),
-            checksum_crc32: c.checksum_crc32,
-            checksum_crc32c: c.checksum_crc32c,
-            checksum_sha1: c.checksum_sha1,
-            checksum_sha256: c.checksum_sha256,
-            checksum_crc64nvme: c.checksum_crc64nvme,
-            ..Default::default()
-        }))
+        self.upload_part_in(req).await.map_err(closing)
     }
 
     async fn upload_part_copy(&self, req: S3Request<UploadPartCopyInput>) -> S3Result<S3Response<UploadPartCopyOutput>> {
-        let i = req.input;
-        let number = part_number(i.part_number)?;
-        let (id, record, _) = self.upload(&i.bucket, &i.key, &i.upload_id).await?;
-        if record.completing_ms.is_some() {
-            return Err(s3_error!(NoSuchUpload, "the upload is being completed"));
-        }
-        let cond = CopyConditions {
-            if_match: i.copy_source_if_match.clone(),
-            if_none_match: i.copy_source_if_none_match.clone(),
-            if_modified_since: i.copy_source_if_modified_since.clone(),
-            if_unmodified_since: i.copy_source_if_unmodified_since.clone(),
-        };
-        let (_, _, src) = self.copy_source(&i.copy_source, &cond).await?;
-        let range = match &i.copy_source_range {
-            Some(r) => {
-                let r = Range::parse(r).map_err(|_| s3_error!(InvalidArgument, "x-amz-copy-source-range must be bytes=first-last"))?;
-                r.check(src.size)?
-            }
-            None => 0..src.size,
-        };
-        if range.end - range.start > MAX_PART_BYTES {
-            return Err(s3_error!(EntityTooLarge, "a part is at most {MAX_PART_BYTES} bytes"));
-        }
-        let owner = Owner { bucket: i.bucket.clone(), key: i.key.clone(), part: Some((id, number)) };
-        let body = StreamingBlob::wrap(self.core.read(src.segments.clone(), range.start, range.end));
-        let written = self.core.write_data(&owner, body, Default::default(), MAX_PART_BYTES).await?;
-        let part = PartRecord { etag: hex(&written.md5), modified_ms: records::now_ms(), segment: written.segment };
-        self.commit_part(&i.bucket, &i.key, id, number, &part, written.intent.clone()).await?;
-        Ok(S3Response::new(UploadPartCopyOutput {
-            copy_part_result: Some(CopyPartResult { e_tag: Some(ETag::Strong(part.etag)), last_modified: Some(timestamp(part.modified_ms)), ..Default::default() }),
-            ..Default::default()
-        }))
+        self.upload_part_copy_in(req).await
     }
 
     async fn list_parts(&self, req: S3Request<ListPartsInput>) -> S3Result<S3Response<ListPartsOutput>> {
-        let i = req.input;
-        let (id, _, _) = self.upload(&i.bucket, &i.key, &i.upload_id).await?;
-        let max = i.max_parts.unwrap_or(MAX_LIST).clamp(0, MAX_LIST) as usize;
-        let marker = i.part_number_marker.unwrap_or(0).max(0) as u32;
-        let (start, end) = layout::parts(id, marker.saturating_add(1), u32::MAX);
-        let keys = self.core.kv.range(&start, &end, max + 1).await?;
-        let truncated = keys.len() > max;
-        let mut parts = Vec::new();
-        for k in keys.iter().take(max) {
-            let (Some(n), Some(s)) = (layout::part_number(k), self.core.kv.get(k).await?) else { continue };
-            let p: PartRecord = records::decode("part", &s.value)?;
-            parts.push(Part { part_number: Some(n as i32), e_tag: Some(ETag::Strong(p.etag)), size: Some(p.segment.size as i64), last_modified: Some(timestamp(p.modified_ms)), ..Default::default() });
-        }
-        let next = parts.last().and_then(|p| p.part_number);
-        Ok(S3Response::new(ListPartsOutput {
-            bucket: Some(i.bucket),
-            key: Some(i.key),
-            upload_id: Some(i.upload_id),
-            part_number_marker: i.part_number_marker,
-            next_part_number_marker: if truncated { next } else { None },
-            max_parts: Some(max as i32),
-            is_truncated: Some(truncated),
-            parts: Some(parts),
-            owner: Some(owner()),
-            initiator: Some(Initiator { display_name: Some("spindle".into()), id: Some("spindle".into()) }),
-            storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
-            ..Default::default()
-        }))
+        self.list_parts_in(req).await
     }
 
     async fn list_multipart_uploads(&self, req: S3Request<ListMultipartUploadsInput>) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
@@ -1047,6 +960,118 @@ impl S3 for Gateway {
             ..Default::default()
         }))
     }
+}
+
+impl Gateway {
+    async fn upload_part_in(&self, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
+        let trailers = req.trailing_headers;
+        let i = req.input;
+        let number = part_number(i.part_number)?;
+        let (id, record, _) = self.upload(&i.bucket, &i.key, &i.upload_id).await?;
+        if record.completing_ms.is_some() {
+            return Err(s3_error!(NoSuchUpload, "the upload is being completed"));
+        }
+        if i.content_length.is_some_and(|n| n as u64 > MAX_PART_BYTES) {
+            return Err(s3_error!(EntityTooLarge, "a part is at most {MAX_PART_BYTES} bytes"));
+        }
+        let wanted = Checksums::of_part(&i);
+        let Some(body) = i.body else { return Err(s3_error!(IncompleteBody)) };
+        let owner = Owner { bucket: i.bucket.clone(), key: i.key.clone(), part: Some((id, number)) };
+        let written = self.core.write_data(&owner, body, wanted.hasher(), MAX_PART_BYTES).await?;
+        if let Err(e) = verify(&written, i.content_md5.as_deref(), wanted, trailers) {
+            self.core.discard(written.segment.data).await;
+            return Err(e);
+        }
+        let part = PartRecord { etag: hex(&written.md5), modified_ms: records::now_ms(), segment: written.segment };
+        self.commit_part(&i.bucket, &i.key, id, number, &part, written.intent.clone()).await?;
+        let c = written.checksum;
+        Ok(S3Response::new(UploadPartOutput {
+            e_tag: Some(ETag::Strong(part.etag)),
+            checksum_crc32: c.checksum_crc32,
+            checksum_crc32c: c.checksum_crc32c,
+            checksum_sha1: c.checksum_sha1,
+            checksum_sha256: c.checksum_sha256,
+            checksum_crc64nvme: c.checksum_crc64nvme,
+            ..Default::default()
+        }))
+    }
+
+    async fn upload_part_copy_in(&self, req: S3Request<UploadPartCopyInput>) -> S3Result<S3Response<UploadPartCopyOutput>> {
+        let i = req.input;
+        let number = part_number(i.part_number)?;
+        let (id, record, _) = self.upload(&i.bucket, &i.key, &i.upload_id).await?;
+        if record.completing_ms.is_some() {
+            return Err(s3_error!(NoSuchUpload, "the upload is being completed"));
+        }
+        let cond = CopyConditions {
+            if_match: i.copy_source_if_match.clone(),
+            if_none_match: i.copy_source_if_none_match.clone(),
+            if_modified_since: i.copy_source_if_modified_since.clone(),
+            if_unmodified_since: i.copy_source_if_unmodified_since.clone(),
+        };
+        let (_, _, src) = self.copy_source(&i.copy_source, &cond).await?;
+        let range = match &i.copy_source_range {
+            Some(r) => {
+                let r = Range::parse(r).map_err(|_| s3_error!(InvalidArgument, "x-amz-copy-source-range must be bytes=first-last"))?;
+                r.check(src.size)?
+            }
+            None => 0..src.size,
+        };
+        if range.end - range.start > MAX_PART_BYTES {
+            return Err(s3_error!(EntityTooLarge, "a part is at most {MAX_PART_BYTES} bytes"));
+        }
+        let owner = Owner { bucket: i.bucket.clone(), key: i.key.clone(), part: Some((id, number)) };
+        let body = StreamingBlob::wrap(self.core.read(src.segments.clone(), range.start, range.end));
+        let written = self.core.write_data(&owner, body, Default::default(), MAX_PART_BYTES).await?;
+        let part = PartRecord { etag: hex(&written.md5), modified_ms: records::now_ms(), segment: written.segment };
+        self.commit_part(&i.bucket, &i.key, id, number, &part, written.intent.clone()).await?;
+        Ok(S3Response::new(UploadPartCopyOutput {
+            copy_part_result: Some(CopyPartResult { e_tag: Some(ETag::Strong(part.etag)), last_modified: Some(timestamp(part.modified_ms)), ..Default::default() }),
+            ..Default::default()
+        }))
+    }
+
+    async fn list_parts_in(&self, req: S3Request<ListPartsInput>) -> S3Result<S3Response<ListPartsOutput>> {
+        let i = req.input;
+        let (id, _, _) = self.upload(&i.bucket, &i.key, &i.upload_id).await?;
+        let max = i.max_parts.unwrap_or(MAX_LIST).clamp(0, MAX_LIST) as usize;
+        let marker = i.part_number_marker.unwrap_or(0).max(0) as u32;
+        let (start, end) = layout::parts(id, marker.saturating_add(1), u32::MAX);
+        let keys = self.core.kv.range(&start, &end, max + 1).await?;
+        let truncated = keys.len() > max;
+        let mut parts = Vec::new();
+        for k in keys.iter().take(max) {
+            let (Some(n), Some(s)) = (layout::part_number(k), self.core.kv.get(k).await?) else { continue };
+            let p: PartRecord = records::decode("part", &s.value)?;
+            parts.push(Part { part_number: Some(n as i32), e_tag: Some(ETag::Strong(p.etag)), size: Some(p.segment.size as i64), last_modified: Some(timestamp(p.modified_ms)), ..Default::default() });
+        }
+        let next = parts.last().and_then(|p| p.part_number);
+        Ok(S3Response::new(ListPartsOutput {
+            bucket: Some(i.bucket),
+            key: Some(i.key),
+            upload_id: Some(i.upload_id),
+            part_number_marker: i.part_number_marker,
+            next_part_number_marker: if truncated { next } else { None },
+            max_parts: Some(max as i32),
+            is_truncated: Some(truncated),
+            parts: Some(parts),
+            owner: Some(owner()),
+            initiator: Some(Initiator { display_name: Some("spindle".into()), id: Some("spindle".into()) }),
+            storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
+            ..Default::default()
+        }))
+    }
+
+}
+
+/// An error answered while the request body may still be unread: the connection cannot
+/// carry another request, and the answer says so (`Connection: close`).
+fn closing(mut e: S3Error) -> S3Error {
+    let mut headers = http::HeaderMap::new();
+    headers.insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
+    headers.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/xml"));
+    e.set_headers(headers);
+    e
 }
 
 /// Continuation tokens are opaque to clients: the resume name, hex-encoded so that any name

@@ -15,7 +15,7 @@ use bytes::{Bytes, BytesMut};
 use futures_util::stream::{FuturesUnordered, Stream, StreamExt};
 use s3s::crypto::Checksum as _;
 use s3s::dto::StreamingBlob;
-use s3s::{s3_error, S3Error, S3Result};
+use s3s::{s3_error, S3Error, S3ErrorCode, S3Result};
 
 use crate::kv::{Cond, Durability, Kv, KvError};
 use crate::layout::{self, DataId};
@@ -47,6 +47,17 @@ pub struct Written {
     pub checksum: s3s::dto::Checksum,
     /// The version of the data's intent: the commit refreshes it.
     pub intent: Bytes,
+}
+
+/// A request body that could not be read: cut short, or not what its signature covers.
+fn body_error(e: &(dyn std::error::Error + 'static)) -> S3Error {
+    // s3s's stream error type is private: its message names the mismatch.
+    if e.to_string().contains("Sha256Mismatch") {
+        let mut err = S3Error::with_message(S3ErrorCode::Custom("XAmzContentSHA256Mismatch".into()), "The provided 'x-amz-content-sha256' header does not match what was computed.");
+        err.set_status_code(http::StatusCode::BAD_REQUEST);
+        return err;
+    }
+    s3_error!(IncompleteBody, "reading the request body: {e}")
 }
 
 fn internal(e: impl std::fmt::Display) -> S3Error {
@@ -139,7 +150,7 @@ impl Core {
                     hasher.update(&piece);
                     buf.extend_from_slice(&piece);
                 }
-                Some(Err(e)) => return Err(s3_error!(IncompleteBody, "reading the request body: {e}")),
+                Some(Err(e)) => return Err(body_error(&*e)),
                 None => done = true,
             }
             while buf.len() >= self.chunk || (done && !buf.is_empty()) {
