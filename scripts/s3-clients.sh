@@ -13,12 +13,16 @@
 # Prints "NAME: ok" or "NAME: FAILED" per client, then "s3 clients: N passed, N failed", and
 # exits nonzero on any failure. Everything it starts is stopped on exit, failure and interrupt.
 #
-#   scripts/s3-clients.sh SPINDLE_BINARY
+#   scripts/s3-clients.sh SPINDLE_BINARY [--install-only]
+#
+# --install-only: install the clients and the venv, start nothing (scripts/s3-memory.sh).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 log() { echo "s3-clients: $*" >&2; }
 die() { log "$*"; exit 1; }
-[[ $# -eq 1 && $1 != -* ]] || { sed -n '2,16p' "$0" >&2; exit 2; }
+install_only=0
+[[ $# -eq 2 && $2 == --install-only ]] && install_only=1 && set -- "$1"
+[[ $# -eq 1 && $1 != -* ]] || { sed -n '2,18p' "$0" >&2; exit 2; }
 spindle_bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 [[ -x $spindle_bin ]] || die "$1 is not an executable"
 
@@ -50,6 +54,7 @@ if [[ $(cat "$venv/.requirements.sha256" 2>/dev/null) != "$want" ]]; then
     echo "$want" >"$venv/.requirements.sha256"
 fi
 export PATH="$venv/bin:$PATH"
+((install_only == 0)) || exit 0
 
 # --- a cluster and a gateway over it ---------------------------------------------------------
 access_key=SPINDLES3TESTKEY0001

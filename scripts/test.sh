@@ -9,7 +9,9 @@
 #      generators against YCSB's own;
 #   4. smoke runs of the side-by-side benchmarks (Spindle, the Java simulator, redis-server;
 #      the paper's evaluation also against the engine in-process, LevelDB and RocksDB; P2P
-#      between two drives and between two simulators; a drive's memory under 1 MiB values).
+#      between two drives and between two simulators; a drive's memory under 1 MiB values);
+#   5. the S3 gateway with real clients (awscli, s3cmd, rclone, boto3) over a local cluster,
+#      a gateway killed mid-upload, and its memory over a 4 GiB transfer.
 # Ends with one summary line: "N passed, N failed".
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -145,6 +147,12 @@ check "cluster bench smoke" "$logs/cluster-bench.log" scripts/bench-cluster.sh -
 
 echo "== live migration under load, smoke run (etcd, five drives, a coordinator; a join and a leave)"
 check "migrate bench smoke" "$logs/migrate.log" scripts/bench-migrate.sh --spindle "$spindle" --records 2000 --rate 200 --partitions 32 --settle 2 --out "$logs/migrate.md"
+
+echo "== S3 gateway with real clients: awscli, s3cmd, rclone, boto3 (the gateway's suite), a gateway killed mid-upload"
+check "s3 clients" "$logs/s3-clients.log" scripts/s3-clients.sh "$spindle"
+
+echo "== S3 gateway memory: 4 GiB up and down through a gateway over one drive, peak RSS under 512 MiB"
+check "s3 memory" "$logs/s3-memory.log" scripts/s3-memory.sh "$spindle" --gib 4 --limit-mib 512
 
 echo "== memory under large values, smoke run (one drive, one round)"
 check "memory bench smoke" "$logs/memory.log" scripts/bench-memory.sh --spindle "$spindle" --rounds 1 --count 20
