@@ -9,17 +9,20 @@
 #
 #   scripts/bench-archive.sh --spindle PATH [--quick] [--drives N] [--quota BYTES]
 #       [--levels PCT,PCT,..] [--envelopes small,fitted,large] [--repeat R] [--out FILE.md]
-#       [--results DIR] [--plots DIR] [-- extra `bench archive run` args]
+#       [--results DIR] [--plots DIR] [--s3] [-- extra `bench archive run` args]
 #
 # --quick: a smoke run (small quota, two levels, few reads), well under a minute.
+# --s3: the same through Spindle's S3 gateway (`spindle s3`) over one fresh drive per envelope:
+# files become objects (multipart from 16 MiB), `bench archive run --s3` measures over HTTP.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-spindle_bin= quick=0 drives=1 quota= out= results= plots= levels= envelopes=small,fitted,large repeat=1
+spindle_bin= quick=0 s3=0 drives=1 quota= out= results= plots= levels= envelopes=small,fitted,large repeat=1
 extra=()
 while [ $# -gt 0 ]; do
   case $1 in
     --spindle) spindle_bin=$2; shift ;;
     --quick) quick=1 ;;
+    --s3) s3=1 ;;
     --drives) drives=$2; shift ;;
     --quota) quota=$2; shift ;;
     --levels) levels=$2; shift ;;
@@ -60,12 +63,29 @@ start_drives() { # NAME -> sets drive_args
   done
 }
 
+# --s3: one drive with the quota and the gateway over it; the bench reaches it over HTTP.
+s3_key=archivebench
+s3_secret=$(python3 -c 'import secrets; print(secrets.token_hex(16))')
+start_gateway() { # NAME -> sets drive_args
+  start_drive "$1-d1" "$spindle_bin" --capacity-bytes "$quota"
+  local port
+  port=$(free_port)
+  # The gateway says it is ready on stderr: merged into the log start_server watches.
+  start_server "$1-s3" 'listening on [^0-9]*127\.0\.0\.1:([0-9]+)' sh -c 'exec "$0" "$@" 2>&1' "$spindle_bin" s3 \
+    --drive "127.0.0.1:$drive_port" --listen "127.0.0.1:$port" --access-key "$s3_key" --secret-key "$s3_secret"
+  drive_args=(--s3 "http://127.0.0.1:$server_match" --access-key "$s3_key" --secret-key "$s3_secret" --capacity-bytes "$quota")
+}
+if [ $s3 = 1 ]; then
+  [ "$drives" = 1 ] || die "--s3 runs the gateway over one drive"
+  "$spindle_bin" s3 --help >/dev/null 2>&1 || die "$spindle_bin has no 's3' command (the gateway)"
+fi
+
 started=$(date +%s)
 files=()
 for r in $(seq 1 "$repeat"); do
   for envelope in ${envelopes//,/ }; do
     name=$envelope-$r
-    start_drives "$name"
+    if [ $s3 = 1 ]; then start_gateway "$name"; else start_drives "$name"; fi
     "$spindle_bin" bench archive run "${drive_args[@]}" "${args[@]}" --envelopes "$envelope" --out "$work/$name.json" "${extra[@]}" 2>"$work/$name.err" || {
       cat "$work/$name.err" >&2
       exit 1
@@ -85,9 +105,9 @@ if [ -n "$results" ]; then
 fi
 if [ -n "$out" ]; then
   {
-    echo "# Archival workloads: $drives drive(s), $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo "# Archival workloads: $drives drive(s)$([ $s3 = 1 ] && echo ' through the S3 gateway'), $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo
-    echo "Reproduce: \`scripts/bench-archive.sh --spindle PATH$([ $quick = 1 ] && echo ' --quick') --drives $drives --quota $quota --levels $levels --envelopes $envelopes --repeat $repeat${extra[*]:+ -- ${extra[*]}}\` on a $(nproc)-core machine; every drive on 127.0.0.1 with a quota of $quota bytes, fresh drives for each envelope; per row the run with the median MB/s of $repeat; took $(($(date +%s) - started)) s."
+    echo "Reproduce: \`scripts/bench-archive.sh --spindle PATH$([ $quick = 1 ] && echo ' --quick')$([ $s3 = 1 ] && echo ' --s3') --drives $drives --quota $quota --levels $levels --envelopes $envelopes --repeat $repeat${extra[*]:+ -- ${extra[*]}}\` on a $(nproc)-core machine; every drive on 127.0.0.1 with a quota of $quota bytes, fresh drives for each envelope; per row the run with the median MB/s of $repeat; took $(($(date +%s) - started)) s."
     echo
     echo "$model"
     echo

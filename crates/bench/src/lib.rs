@@ -163,7 +163,7 @@ pub async fn run(spec: BenchSpec) -> Result<BenchResult, BenchError> {
 }
 
 /// User plus system CPU time of this process so far.
-fn process_cpu_seconds() -> f64 {
+pub(crate) fn process_cpu_seconds() -> f64 {
     // SAFETY: rusage is plain old data; all-zero is a valid value to be overwritten.
     #[allow(unsafe_code, reason = "getrusage(2) has no safe wrapper in std")]
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -497,4 +497,5 @@ pub mod migrate;
 pub mod p2p;
 pub mod paper;
 pub mod report;
+pub mod s3;
 pub mod ycsb;

@@ -26,7 +26,7 @@ pub enum ArchiveCommand {
     },
     /// Fill the drives to each utilisation level with files of each envelope and measure
     /// sequential writes (migration) and random reads of whole files and fragments.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Merge `run` result files (e.g. one per envelope, each on fresh drives; repeats of a
     /// row become the run with the median MB/s): a Markdown table and, with --plots, the SVGs.
     Plot {
@@ -81,8 +81,24 @@ pub enum EnvelopeArg {
 #[derive(Args)]
 pub struct RunArgs {
     /// A drive (HOST:PORT); repeat for several, files are placed by key hash
-    #[arg(long = "drive", default_value = "127.0.0.1:8123")]
+    #[arg(long = "drive", default_value = "127.0.0.1:8123", conflicts_with = "s3")]
     drives: Vec<String>,
+    /// An S3 endpoint (http://HOST:PORT) instead of drives: each file one object, multipart
+    /// from --multipart-size; needs --capacity-bytes
+    #[arg(long, requires_all = ["access_key", "secret_key", "capacity_bytes"])]
+    s3: Option<String>,
+    #[arg(long, env = "SPINDLE_S3_ACCESS_KEY")]
+    access_key: Option<String>,
+    #[arg(long, env = "SPINDLE_S3_SECRET_KEY", hide_env_values = true)]
+    secret_key: Option<String>,
+    #[arg(long, default_value = "us-east-1")]
+    region: String,
+    /// The S3 bucket (created if missing)
+    #[arg(long, default_value = "spindle-archive")]
+    bucket: String,
+    /// S3: files at or above this size go up as multipart uploads in parts of this size (0: never)
+    #[arg(long, default_value = "16MiB", value_parser = crate::act_cmds::parse_size)]
+    multipart_size: u64,
     #[command(flatten)]
     model: ModelArgs,
     /// Utilisation levels in percent of capacity, ascending
@@ -166,7 +182,7 @@ pub async fn run(cmd: ArchiveCommand) -> CmdResult {
             }
             Ok(())
         }
-        ArchiveCommand::Run(a) => run_archive(a).await,
+        ArchiveCommand::Run(a) => run_archive(*a).await,
         ArchiveCommand::Plot { results, plots } => {
             let mut docs = Vec::new();
             for p in &results {
@@ -185,8 +201,17 @@ pub async fn run(cmd: ArchiveCommand) -> CmdResult {
 
 async fn run_archive(a: RunArgs) -> CmdResult {
     let model = a.model.build()?;
+    let s3 = a.s3.as_ref().map(|endpoint| spindle_bench::s3::client::S3Endpoint {
+        endpoint: endpoint.clone(),
+        region: a.region.clone(),
+        bucket: a.bucket.clone(),
+        access_key: a.access_key.clone().unwrap_or_default(),
+        secret_key: a.secret_key.clone().unwrap_or_default(),
+    });
     let spec = ArchiveSpec {
-        drives: a.drives.clone(),
+        drives: if s3.is_some() { Vec::new() } else { a.drives.clone() },
+        s3,
+        multipart_bytes: a.multipart_size,
         levels: a.levels.iter().map(|l| l / 100.0).collect(),
         capacity_bytes: a.capacity_bytes,
         envelopes: a

@@ -27,6 +27,19 @@ pub enum BenchCommand {
     /// envelopes, sequential writes and random reads at capacity-utilisation levels.
     #[command(subcommand)]
     Archive(crate::archive_cmds::ArchiveCommand),
+    /// S3 load generator, run as MinIO's warp runs: PUT (N workers uploading new objects for a
+    /// duration), GET (a prepared set read back at random) or mixed; MiB/s, objects/s,
+    /// latency and time-to-first-byte percentiles, the server's CPU per MiB
+    /// (scripts/bench-s3.sh: Spindle's gateway and MinIO side by side).
+    S3(S3BenchArgs),
+    /// Side-by-side Markdown of `bench s3 --json` result files, each server's row and its ratio
+    /// to the baseline's, per operation, object size and worker count.
+    S3Compare {
+        results: Vec<std::path::PathBuf>,
+        /// The label (`bench s3 --label`) the others are divided by
+        #[arg(long, default_value = "minio")]
+        baseline: String,
+    },
     /// The Kinetic paper's micro-benchmarks against one target, as versioned JSON.
     Paper {
     /// Target: a Kinetic endpoint (HOST:PORT or kinetic://HOST:PORT), Spindle's engine in-process
@@ -238,6 +251,113 @@ pub struct BenchArgs {
     json: bool,
 }
 
+#[derive(Args)]
+pub struct S3BenchArgs {
+    /// The S3 server, http://HOST:PORT (path-style requests)
+    #[arg(long)]
+    endpoint: String,
+    #[arg(long, env = "SPINDLE_S3_ACCESS_KEY")]
+    access_key: String,
+    #[arg(long, env = "SPINDLE_S3_SECRET_KEY", hide_env_values = true)]
+    secret_key: String,
+    #[arg(long, default_value = "us-east-1")]
+    region: String,
+    /// Created if missing; the run writes under a fresh prefix and deletes what it wrote
+    #[arg(long, default_value = "spindle-bench")]
+    bucket: String,
+    #[arg(long, value_enum, default_value = "put")]
+    op: S3OpArg,
+    /// Object size: 4096, 1MiB, 64MiB, 1.5GB (K/M/G and KiB.. are powers of 1024, KB.. of 1000)
+    #[arg(long, default_value = "1MiB", value_parser = crate::act_cmds::parse_size)]
+    size: u64,
+    /// Workers, each with its own connection and one request in flight
+    #[arg(long, default_value_t = 8)]
+    concurrency: usize,
+    /// How long the timed phase runs: 10s, 500ms, 2m
+    #[arg(long, default_value = "10s", value_parser = spindle_bench::s3::parse_duration)]
+    duration: f64,
+    /// Objects at or above this size go up as multipart uploads in parts of this size (0: never)
+    #[arg(long, default_value = "16MiB", value_parser = crate::act_cmds::parse_size)]
+    multipart_size: u64,
+    /// Objects in the prepared set of get and mixed (default: about 1 GiB, 2 per worker at
+    /// least, 2500 at most)
+    #[arg(long, default_value_t = 0)]
+    objects: u64,
+    /// A server process whose CPU time to report per MiB (repeat, or comma-separate, for a
+    /// server of several processes: a gateway and its drive)
+    #[arg(long = "server-pid", value_delimiter = ',')]
+    server_pids: Vec<u32>,
+    /// The server's name in reports and comparisons
+    #[arg(long, default_value = "s3")]
+    label: String,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Leave the run's objects in the bucket
+    #[arg(long)]
+    no_cleanup: bool,
+    /// Also write the whole result as JSON here
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum S3OpArg {
+    Put,
+    Get,
+    Mixed,
+}
+
+impl S3BenchArgs {
+    fn spec(self) -> (spindle_bench::s3::S3BenchSpec, Option<std::path::PathBuf>) {
+        use spindle_bench::s3::{client::S3Endpoint, Mix, S3BenchSpec, S3Op};
+        let spec = S3BenchSpec {
+            target: S3Endpoint { endpoint: self.endpoint, region: self.region, bucket: self.bucket, access_key: self.access_key, secret_key: self.secret_key },
+            label: self.label,
+            op: match self.op {
+                S3OpArg::Put => S3Op::Put,
+                S3OpArg::Get => S3Op::Get,
+                S3OpArg::Mixed => S3Op::Mixed,
+            },
+            object_bytes: self.size,
+            concurrency: self.concurrency,
+            duration_seconds: self.duration,
+            multipart_bytes: self.multipart_size,
+            objects: self.objects,
+            mix: Mix::WARP,
+            server_pids: self.server_pids,
+            seed: self.seed,
+            cleanup: !self.no_cleanup,
+        };
+        (spec, self.json)
+    }
+}
+
+async fn bench_s3(a: S3BenchArgs) -> CmdResult {
+    let (spec, json) = a.spec();
+    let r = spindle_bench::s3::run(spec).await?;
+    if let Some(path) = &json {
+        write_atomically(path, &r)?;
+    }
+    print!("{}", spindle_bench::s3::markdown(&r));
+    if r.cleanup_errors > 0 {
+        eprintln!("warning: {} of the run's objects could not be deleted (prefix {})", r.cleanup_errors, r.prefix);
+    }
+    if r.errors > 0 {
+        return Err(format!("{} operations failed", r.errors).into());
+    }
+    Ok(())
+}
+
+fn bench_s3_compare(results: &[std::path::PathBuf], baseline: &str) -> CmdResult {
+    let mut views = Vec::new();
+    for p in results {
+        let text = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        views.push(serde_json::from_slice::<spindle_bench::s3::S3ResultView>(&text).map_err(|e| format!("{}: {e}", p.display()))?);
+    }
+    print!("{}", spindle_bench::s3::compare_markdown(&views, baseline)?);
+    Ok(())
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 pub enum OrderArg {
     Sequential,
@@ -252,6 +372,8 @@ pub async fn bench(cmd: BenchCommand) -> CmdResult {
         BenchCommand::Ycsb(a) => return bench_ycsb(a).await,
         BenchCommand::Migrate(a) => return bench_migrate(a).await,
         BenchCommand::Archive(cmd) => return crate::archive_cmds::run(cmd).await,
+        BenchCommand::S3(a) => return bench_s3(a).await,
+        BenchCommand::S3Compare { results, baseline } => return bench_s3_compare(&results, &baseline),
         BenchCommand::Act(cmd) => return crate::act_cmds::run(cmd).await,
         BenchCommand::Report { results, out } => {
             let files = spindle_bench::report::write_report(&results, &out)?;
@@ -464,4 +586,41 @@ async fn bench_ycsb(a: YcsbArgs) -> CmdResult {
         return Err(format!("{failures} operations failed").into());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Bench {
+        #[command(subcommand)]
+        command: BenchCommand,
+    }
+
+    fn s3_spec(args: &[&str]) -> Result<spindle_bench::s3::S3BenchSpec, clap::Error> {
+        let base = ["bench", "s3", "--endpoint", "http://127.0.0.1:9000", "--access-key", "ak", "--secret-key", "sk"];
+        match Bench::try_parse_from(base.iter().chain(args))?.command {
+            BenchCommand::S3(a) => Ok(a.spec().0),
+            _ => unreachable!("parsed as `bench s3`"),
+        }
+    }
+
+    #[test]
+    fn s3_bench_flags_parse_sizes_durations_and_pids() {
+        let s = s3_spec(&[]).unwrap();
+        assert_eq!((s.object_bytes, s.concurrency, s.duration_seconds, s.multipart_bytes), (1 << 20, 8, 10.0, 16 << 20));
+        assert_eq!((s.op, s.objects, s.cleanup, s.target.region.as_str()), (spindle_bench::s3::S3Op::Put, 0, true, "us-east-1"));
+        let s = s3_spec(&["--op", "get", "--size", "64MiB", "--concurrency", "4", "--duration", "500ms", "--multipart-size", "0", "--server-pid", "10,11", "--server-pid", "12", "--no-cleanup"]).unwrap();
+        assert_eq!((s.op, s.object_bytes, s.concurrency, s.duration_seconds, s.multipart_bytes), (spindle_bench::s3::S3Op::Get, 64 << 20, 4, 0.5, 0));
+        assert_eq!(s.server_pids, vec![10, 11, 12]);
+        assert!(!s.cleanup);
+        assert_eq!(s3_spec(&["--size", "1.5KB"]).unwrap().object_bytes, 1500);
+        for bad in [&["--size", "1XB"][..], &["--duration", "0s"], &["--duration", "ten"], &["--op", "list"], &["--server-pid", "x"]] {
+            assert!(s3_spec(bad).is_err(), "{bad:?}");
+        }
+        // Credentials are required (from flags or the environment).
+        assert!(Bench::try_parse_from(["bench", "s3", "--endpoint", "http://x:1"]).is_err() || std::env::var_os("SPINDLE_S3_ACCESS_KEY").is_some());
+    }
 }

@@ -14,6 +14,7 @@ pub mod object;
 pub mod placement;
 pub mod plot;
 pub mod report;
+pub mod s3;
 pub mod workload;
 
 use rand::seq::SliceRandom;
@@ -28,6 +29,57 @@ use fit::{FitError, FitReport, SizeData};
 use model::Family;
 use object::{Layout, CHUNK_BYTES_MAX};
 use workload::{BatchLimits, Drives, Measured, ReadPick, WriteMode};
+
+use crate::s3::client::S3Endpoint;
+
+/// What the workloads run against: Kinetic drives, or one S3 endpoint.
+enum Target {
+    Drives(Drives),
+    S3(s3::S3Files),
+}
+
+impl Target {
+    /// Bytes the target reports used (S3 does not say: 0).
+    async fn used_bytes(&self, names: &[String]) -> Result<u64, ArchiveError> {
+        match self {
+            Target::Drives(d) => used_bytes(d, names).await,
+            Target::S3(_) => Ok(0),
+        }
+    }
+
+    async fn sequential_write(&self, layout: &Layout, files: &[fileset::FileEntry], spec: &ArchiveSpec) -> Measured {
+        match self {
+            Target::Drives(d) => workload::sequential_write(d, layout, files, spec.batch_bytes, spec.workers_per_drive, spec.write_mode).await,
+            Target::S3(s) => s.sequential_write(layout, files, spec.workers_per_drive).await,
+        }
+    }
+
+    async fn random_read(&self, layout: &Layout, picks: Vec<ReadPick>, spec: &ArchiveSpec) -> Measured {
+        match self {
+            Target::Drives(d) => workload::random_read(d, layout, picks, spec.workers_per_drive).await,
+            Target::S3(s) => s.random_read(layout, picks, spec.workers_per_drive).await,
+        }
+    }
+
+    async fn delete_files(&self, layout: &Layout, files: &[fileset::FileEntry], spec: &ArchiveSpec) -> Measured {
+        match self {
+            Target::Drives(d) => workload::delete_files(d, layout, files, spec.workers_per_drive).await,
+            Target::S3(s) => s.delete_files(layout, files, spec.workers_per_drive).await,
+        }
+    }
+
+    /// Asks the drives to compact deleted files away (an S3 server reclaims on its own).
+    async fn reclaim(&self, layout: &Layout, names: &[String]) -> Result<(), ArchiveError> {
+        let Target::Drives(drives) = self else { return Ok(()) };
+        let (start, end) = layout.key_range();
+        for (c, name) in drives.clients.iter().zip(names) {
+            c.media_optimize(spindle_client::RangeQuery::inclusive(start.clone(), end.clone(), i32::MAX))
+                .await
+                .map_err(|source| ArchiveError::Drive { drive: name.clone(), source })?;
+        }
+        Ok(())
+    }
+}
 
 /// Version of the result document's layout.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -45,6 +97,8 @@ pub enum ArchiveError {
     Fit(#[from] FitError),
     #[error("{drive}: {source}")]
     Drive { drive: String, source: spindle_client::ClientError },
+    #[error("S3 target: {0}")]
+    S3(#[from] crate::s3::client::S3Error),
     #[error("invalid archive benchmark: {0}")]
     Invalid(String),
 }
@@ -52,6 +106,10 @@ pub enum ArchiveError {
 #[derive(Debug, Clone, Serialize)]
 pub struct ArchiveSpec {
     pub drives: Vec<String>,
+    /// An S3 endpoint instead of drives: each file one object (`s3` module).
+    pub s3: Option<S3Endpoint>,
+    /// S3: files at or above this go up as multipart uploads in parts of this size (0: never).
+    pub multipart_bytes: u64,
     /// Capacity-utilisation levels, as fractions of the total capacity, ascending.
     pub levels: Vec<f64>,
     /// Total capacity to fill; `None`: the sum of the drives' GETLOG CAPACITIES.
@@ -217,8 +275,11 @@ fn drop_page_cache() -> Result<(), String> {
 
 /// Runs every envelope at every level; `progress` sees the results after every row.
 pub async fn run(spec: ArchiveSpec, model: ModelSummary, mut progress: impl FnMut(&ArchiveResults)) -> Result<ArchiveResults, ArchiveError> {
-    if spec.drives.is_empty() || spec.levels.is_empty() || spec.envelopes.is_empty() {
-        return Err(ArchiveError::Invalid("need at least one drive, one level and one envelope".into()));
+    if (spec.drives.is_empty() && spec.s3.is_none()) || spec.levels.is_empty() || spec.envelopes.is_empty() {
+        return Err(ArchiveError::Invalid("need at least one drive (or an S3 endpoint), one level and one envelope".into()));
+    }
+    if spec.s3.is_some() && (!spec.drives.is_empty() || spec.capacity_bytes.is_none() || spec.write_mode != WriteMode::Pipelined) {
+        return Err(ArchiveError::Invalid("an S3 target takes no drives, needs --capacity-bytes (S3 does not report capacity) and writes objects, not Kinetic batches".into()));
     }
     if spec.levels.iter().any(|l| !(*l > 0.0 && *l <= 1.0)) || spec.levels.windows(2).any(|w| w[0] >= w[1]) {
         return Err(ArchiveError::Invalid("levels must be ascending fractions in (0, 1]".into()));
@@ -226,7 +287,15 @@ pub async fn run(spec: ArchiveSpec, model: ModelSummary, mut progress: impl FnMu
     if spec.workers_per_drive == 0 || spec.max_file_bytes == 0 || spec.batch_bytes == 0 {
         return Err(ArchiveError::Invalid("workers per drive, maximum file size and batch bytes must be at least 1".into()));
     }
-    let (drives, reported, used_before) = connect(&spec).await?;
+    let (store, reported, used_before) = match &spec.s3 {
+        Some(endpoint) => (Target::S3(s3::S3Files::connect(endpoint, spec.multipart_bytes).await?), 0, 0),
+        None => {
+            let (drives, reported, used) = connect(&spec).await?;
+            (Target::Drives(drives), reported, used)
+        }
+    };
+    // Placement divides by the drive count; an S3 endpoint counts as one.
+    let placement_units = spec.drives.len().max(1) as u64;
     let (capacity, capacity_source) = match spec.capacity_bytes {
         Some(c) => (c, "user"),
         None => (reported, "getlog"),
@@ -235,9 +304,13 @@ pub async fn run(spec: ArchiveSpec, model: ModelSummary, mut progress: impl FnMu
         return Err(ArchiveError::Invalid("the drives report no capacity: give --capacity-bytes".into()));
     }
     // Per drive: a tail file is a share of one drive's fill, the same whatever the drive count.
-    let first_fill_per_drive = (capacity as f64 * spec.levels[0]) as u64 / spec.drives.len() as u64;
+    let first_fill_per_drive = (capacity as f64 * spec.levels[0]) as u64 / placement_units;
     let max_file_bytes_effective = spec.max_file_bytes.min(first_fill_per_drive / FIRST_LEVEL_FILES_MIN).max(1);
-    let cache_check = if spec.drop_caches { cache_drop_possible(&spec.drives) } else { Err("not requested".into()) };
+    let cache_targets = match &spec.s3 {
+        Some(e) => vec![e.endpoint.trim_start_matches("http://").trim_end_matches('/').to_string()],
+        None => spec.drives.clone(),
+    };
+    let cache_check = if spec.drop_caches { cache_drop_possible(&cache_targets) } else { Err("not requested".into()) };
     let mut results = ArchiveResults {
         schema_version: SCHEMA_VERSION,
         kind: "archive",
@@ -249,7 +322,13 @@ pub async fn run(spec: ArchiveSpec, model: ModelSummary, mut progress: impl FnMu
         max_file_bytes_effective,
         model,
         cache_note: cache_check.as_ref().err().cloned(),
-        notes: Vec::new(),
+        notes: match &spec.s3 {
+            Some(e) => vec![format!(
+                "S3 target {} (bucket {}): each file one object, multipart from {} bytes; no flushes (a PUT is acknowledged once the server holds it), no barrier between migration batches; the space used is not known over S3, so 'drive used' reads 0",
+                e.endpoint, e.bucket, spec.multipart_bytes
+            )],
+            None => Vec::new(),
+        },
         complete: false,
         rows: Vec::new(),
         spec,
@@ -261,7 +340,7 @@ pub async fn run(spec: ArchiveSpec, model: ModelSummary, mut progress: impl FnMu
         let layout = Layout::new(run_id, spec.seed ^ 0x5eed, CHUNK_BYTES_MAX);
         let mut fileset = FileSet::new(law, spec.seed.wrapping_add(n as u64), max_file_bytes_effective);
         let mut rng = rand::rngs::StdRng::seed_from_u64(spec.seed.wrapping_add(1000 + n as u64));
-        let used_at_start = if n == 0 { used_before } else { used_bytes(&drives, &spec.drives).await? };
+        let used_at_start = if n == 0 { used_before } else { store.used_bytes(&spec.drives).await? };
         for level in &spec.levels {
             let target = ((capacity as f64 * level) as u64).saturating_sub(used_at_start);
             if target == 0 {
@@ -276,8 +355,8 @@ pub async fn run(spec: ArchiveSpec, model: ModelSummary, mut progress: impl FnMu
             }
             let new = fileset.grow_to(target, FILES_PER_ENVELOPE_MAX).to_vec();
             // A level the fileset already passed writes nothing, so it has no write row.
-            let write = if new.is_empty() { None } else { Some(workload::sequential_write(&drives, &layout, &new, spec.batch_bytes, spec.workers_per_drive, spec.write_mode).await) };
-            let at = Point { envelope: *envelope, level: *level, fileset: &fileset, drive_used_bytes: used_bytes(&drives, &spec.drives).await? };
+            let write = if new.is_empty() { None } else { Some(store.sequential_write(&layout, &new, &spec).await) };
+            let at = Point { envelope: *envelope, level: *level, fileset: &fileset, drive_used_bytes: store.used_bytes(&spec.drives).await? };
             if let Some(write) = write {
                 push_row(&mut results, &mut progress, &at, "sequential-write", write, false);
             }
@@ -288,7 +367,7 @@ pub async fn run(spec: ArchiveSpec, model: ModelSummary, mut progress: impl FnMu
             order.truncate(spec.file_reads as usize);
             let picks = order.into_iter().map(|file| ReadPick { file, fragment: None }).collect();
             let dropped = cache_check.is_ok() && drop_page_cache().is_ok();
-            let read = workload::random_read(&drives, &layout, picks, spec.workers_per_drive).await;
+            let read = store.random_read(&layout, picks, &spec).await;
             push_row(&mut results, &mut progress, &at, "random-read", read, dropped);
 
             // Fragments: random non-empty files, a random range of up to fragment_bytes each.
@@ -302,23 +381,18 @@ pub async fn run(spec: ArchiveSpec, model: ModelSummary, mut progress: impl FnMu
                     })
                     .collect();
                 let dropped = cache_check.is_ok() && drop_page_cache().is_ok();
-                let read = workload::random_read(&drives, &layout, picks, spec.workers_per_drive).await;
+                let read = store.random_read(&layout, picks, &spec).await;
                 push_row(&mut results, &mut progress, &at, "fragment-read", read, dropped);
             }
         }
         // Each envelope starts from the same, empty fileset.
-        let cleanup = workload::delete_files(&drives, &layout, &fileset.files, spec.workers_per_drive).await;
+        let cleanup = store.delete_files(&layout, &fileset.files, &spec).await;
         if let Some(e) = cleanup.first_error {
             return Err(ArchiveError::Invalid(format!("deleting the {} fileset: {e}", envelope.name())));
         }
         // Deleted values take space until the drive compacts them away: ask it to now.
-        let (start, end) = layout.key_range();
-        for (c, name) in drives.clients.iter().zip(&spec.drives) {
-            c.media_optimize(spindle_client::RangeQuery::inclusive(start.clone(), end.clone(), i32::MAX))
-                .await
-                .map_err(|source| ArchiveError::Drive { drive: name.clone(), source })?;
-        }
-        let used_after_cleanup = used_bytes(&drives, &spec.drives).await?;
+        store.reclaim(&layout, &spec.drives).await?;
+        let used_after_cleanup = store.used_bytes(&spec.drives).await?;
         results.envelope_usage.push(EnvelopeUsage { envelope: *envelope, used_at_start_bytes: used_at_start, used_after_cleanup_bytes: used_after_cleanup });
         progress(&results);
     }

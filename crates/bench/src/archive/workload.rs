@@ -90,7 +90,7 @@ impl Measured {
         self.files as f64 / self.seconds.max(1e-9)
     }
 
-    fn add(&mut self, other: Measured) {
+    pub(super) fn add(&mut self, other: Measured) {
         self.files += other.files;
         self.bytes += other.bytes;
         self.requests += other.requests;
@@ -100,7 +100,7 @@ impl Measured {
         }
     }
 
-    fn fail(&mut self, e: impl std::fmt::Display) {
+    pub(super) fn fail(&mut self, e: impl std::fmt::Display) {
         self.errors += 1;
         self.first_error.get_or_insert_with(|| e.to_string());
     }
@@ -114,7 +114,7 @@ pub struct ReadPick {
 }
 
 /// Runs `work(item)` for every item on `workers` tasks, each taking the next item in order.
-async fn on_workers<T, F, Fut>(items: Vec<T>, workers: usize, work: F) -> Measured
+pub(super) async fn on_workers<T, F, Fut>(items: Vec<T>, workers: usize, work: F) -> Measured
 where
     T: Send + Sync + 'static,
     F: Fn(Arc<Vec<T>>, usize) -> Fut + Clone + Send + Sync + 'static,
