@@ -13,7 +13,7 @@ use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result, S3};
 use crate::kv::{Cond, Durability, KvError};
 use crate::layout::{self, UploadId};
 use crate::listing::{self, Item, Query};
-use crate::objects::Core;
+use crate::objects::{Core, Own};
 use crate::records::{self, Attributes, BucketRecord, Manifest, Owner, PartRecord, Segment, UploadRecord};
 
 /// S3's limits: a key's length, one PUT's size, a part's size and number, an object's size.
@@ -71,8 +71,19 @@ impl Gateway {
         Ok((id, records::decode("upload", &s.value)?, s.version))
     }
 
+    /// After a commit that failed: the data is deleted now, unless the store did not answer
+    /// (the manifest may have reached a replica and surface later), when the sweeper decides
+    /// after the grace.
+    async fn abandon(&self, e: &S3Error, data: u128, owner: &Owner) {
+        if *e.code() == S3ErrorCode::ServiceUnavailable {
+            tracing::warn!(bucket = owner.bucket, key = owner.key, "a manifest write's outcome is unknown: its data is left to the sweeper");
+        } else {
+            self.core.discard(data, owner).await;
+        }
+    }
+
     /// Stores a part's data under its record, releasing the data it replaces.
-    async fn commit_part(&self, bucket: &str, key: &str, id: UploadId, number: u32, record: &PartRecord, intent: Bytes) -> S3Result<()> {
+    async fn commit_part(&self, bucket: &str, key: &str, id: UploadId, number: u32, record: &PartRecord, mut intent: Bytes) -> S3Result<()> {
         let owner = Owner { bucket: bucket.to_owned(), key: key.to_owned(), part: Some((id, number)) };
         let pkey = layout::part(id, number);
         let data = record.segment.data;
@@ -83,6 +94,8 @@ impl Gateway {
                 let old: PartRecord = records::decode("part", &c.value)?;
                 self.core.release(old.segment.data, &owner).await?;
             }
+            // Data the sweeper took while the part stalled is never recorded.
+            intent = self.core.refresh(data, &owner, &intent).await?;
             let cond = current.map_or(Cond::Absent, |c| Cond::Version(c.version));
             match self.core.kv.put(&pkey, records::encode(record), cond, Durability::Through).await {
                 Ok(v) => {
@@ -94,61 +107,67 @@ impl Gateway {
             }
         }
         let Some(version) = committed else {
-            self.core.discard(data).await;
+            self.core.discard(data, &owner).await;
             return Err(s3_error!(SlowDown, "part {number} was replaced concurrently too often"));
         };
-        // An abort that ran meanwhile took the upload: this part's data is garbage.
         match self.core.kv.get(&layout::upload(bucket, key, id)).await? {
-            Some(u) if records::decode::<UploadRecord>("upload", &u.value)?.completing_ms.is_none() => {
+            Some(u) if records::decode::<UploadRecord>("upload", &u.value)?.completing.is_none() => {
                 let _ = self.core.kv.delete(&layout::intent(data), Cond::Version(intent), Durability::Through).await;
                 Ok(())
             }
             _ => {
-                // The completion or abort may have dropped the part records already: this one
-                // goes too (unless replaced meanwhile), then its data.
+                // Completed or aborted meanwhile. A completion may have read this record and
+                // reference the data, so it is released (collected after the grace if nothing
+                // references it), not deleted now.
                 let _ = self.core.kv.delete(&pkey, Cond::Version(version), Durability::Through).await;
-                self.core.discard(data).await;
+                self.core.release(data, &owner).await?;
                 Err(s3_error!(NoSuchUpload, "the upload was aborted or completed while this part was uploaded"))
             }
         }
     }
 
-    /// Aborts an upload: its record goes first (no part can be added after), then its parts,
-    /// whose data is collected unless the object references it (a completion got through).
+    /// An upload's part records, in number order.
+    async fn parts_of(core: &Core, id: UploadId) -> S3Result<Vec<(u32, Bytes, PartRecord)>> {
+        let (mut from, end) = layout::parts(id, 0, u32::MAX);
+        let mut parts = Vec::new();
+        loop {
+            let keys = core.kv.range(&from, &end, crate::objects::PAGE).await?;
+            for k in &keys {
+                let (Some(n), Some(s)) = (layout::part_number(k), core.kv.get(k).await?) else { continue };
+                parts.push((n, k.clone(), records::decode("part", &s.value)?));
+            }
+            match keys.last() {
+                Some(last) if keys.len() == crate::objects::PAGE => from = layout::after(last),
+                _ => return Ok(parts),
+            }
+        }
+    }
+
+    /// Aborts an upload. Every part's data is released first, so that a crash at any point
+    /// leaves intents for the sweeper; then the record goes (by compare-and-swap: a completion
+    /// that took the upload meanwhile wins), then the part records. The data is collected
+    /// after the grace unless an object references it (a completion got through).
     pub async fn abort(core: &Core, bucket: &str, key: &str, id: UploadId, version: Bytes) -> S3Result<()> {
+        let parts = Self::parts_of(core, id).await?;
+        let owners: Vec<(u128, Owner)> = parts
+            .iter()
+            .map(|(n, _, p)| (p.segment.data, Owner { bucket: bucket.to_owned(), key: key.to_owned(), part: Some((id, *n)) }))
+            .collect();
+        let mut marks = stream::iter(owners).map(|(d, o)| async move { core.release(d, &o).await }).buffer_unordered(LIST_FETCH);
+        while let Some(r) = marks.next().await {
+            r?;
+        }
         match core.kv.delete(&layout::upload(bucket, key, id), Cond::Version(version), Durability::Through).await {
             Ok(_) => {}
             Err(KvError::Mismatch) => return Err(s3_error!(NoSuchUpload, "the upload changed while it was aborted")),
             Err(e) => return Err(e.into()),
         }
-        Self::drop_parts(core, bucket, key, id, &[]).await
-    }
-
-    /// Deletes an upload's part records, but those in `keep`: first marking their data, then
-    /// collecting it at once (collection keeps what a manifest references).
-    async fn drop_parts(core: &Core, bucket: &str, key: &str, id: UploadId, keep: &[u32]) -> S3Result<()> {
-        let (start, end) = layout::parts(id, 0, u32::MAX);
-        let mut from = start;
-        loop {
-            let keys = core.kv.range(&from, &end, crate::objects::PAGE).await?;
-            for k in &keys {
-                let Some(number) = layout::part_number(k) else { continue };
-                let Some(s) = core.kv.get(k).await? else { continue };
-                let part: PartRecord = records::decode("part", &s.value)?;
-                let owner = Owner { bucket: bucket.to_owned(), key: key.to_owned(), part: Some((id, number)) };
-                if !keep.contains(&number) {
-                    core.release(part.segment.data, &owner).await?;
-                }
-                core.kv.delete(k, Cond::Any, Durability::Through).await?;
-                if !keep.contains(&number) {
-                    core.collect(part.segment.data, true).await?;
-                }
-            }
-            match keys.last() {
-                Some(last) if keys.len() == crate::objects::PAGE => from = layout::after(last),
-                _ => return Ok(()),
-            }
+        let keys: Vec<Bytes> = parts.into_iter().map(|(_, k, _)| k).collect();
+        let mut deletes = stream::iter(keys).map(|k| async move { core.kv.delete(&k, Cond::Any, Durability::Through).await }).buffer_unordered(LIST_FETCH);
+        while let Some(r) = deletes.next().await {
+            r?;
         }
+        Ok(())
     }
 
     /// Lists a bucket's objects and fills in each entry from its manifest.
@@ -156,6 +175,10 @@ impl Gateway {
         self.bucket_exists(bucket).await?;
         if max < 0 {
             return Err(s3_error!(InvalidArgument, "max-keys must not be negative"));
+        }
+        // No key is longer: a longer prefix or marker would only overrun the store's key limit.
+        if prefix.len() > MAX_KEY_BYTES || after.is_some_and(|a| a.len() > MAX_KEY_BYTES) {
+            return Err(s3_error!(InvalidArgument, "a prefix or marker is at most {MAX_KEY_BYTES} bytes"));
         }
         let base = layout::object_prefix(bucket);
         let q = Query { base: &base, prefix, delimiter, after, start: None, max: max.min(MAX_LIST) as usize };
@@ -216,7 +239,7 @@ impl Gateway {
         let data = written.segment.data;
         let verified = verify(&written, input.content_md5.as_deref(), wanted, trailers);
         if let Err(e) = verified {
-            self.core.discard(data).await;
+            self.core.discard(data, &owner).await;
             return Err(e);
         }
         let attributes = Attributes {
@@ -236,10 +259,10 @@ impl Gateway {
         };
         let committed = self
             .core
-            .commit(&bucket, &key, &manifest, |old| check_write(old, if_match.as_ref(), if_none_match.as_ref()), vec![(data, written.intent.clone())])
+            .commit(&bucket, &key, &manifest, |old| check_write(old, if_match.as_ref(), if_none_match.as_ref()), vec![Own { data, owner: owner.clone(), intent: written.intent.clone() }])
             .await;
         if let Err(e) = committed {
-            self.core.discard(data).await;
+            self.abandon(&e, data, &owner).await;
             return Err(e);
         }
         let c = written.checksum;
@@ -274,6 +297,29 @@ struct CopyConditions {
     if_none_match: Option<ETagCondition>,
     if_modified_since: Option<Timestamp>,
     if_unmodified_since: Option<Timestamp>,
+}
+
+/// The bytes a GET or HEAD asks for (`None`: all) and, for a multipart object asked by part,
+/// its part count.
+fn span(m: &Manifest, part: Option<i32>, range: Option<&Range>) -> S3Result<(Option<std::ops::Range<u64>>, Option<i32>)> {
+    let multipart = m.etag.contains('-');
+    match (part, range) {
+        (Some(_), Some(_)) => Err(s3_error!(InvalidRequest, "Cannot specify both Range header and partNumber query parameter")),
+        // A single-part object is its own part 1.
+        (Some(n), None) if !multipart => match part_number(n)? {
+            1 => Ok((None, None)),
+            _ => Err(s3_error!(InvalidRange, "The requested partnumber is not satisfiable")),
+        },
+        (Some(n), None) => {
+            let n = part_number(n)? as usize;
+            let seg = m.segments.get(n - 1).ok_or_else(|| s3_error!(InvalidRange, "The requested partnumber is not satisfiable"))?;
+            let start: u64 = m.segments[..n - 1].iter().map(|s| s.size).sum();
+            Ok((Some(start..start + seg.size), Some(m.segments.len() as i32)))
+        }
+        (None, Some(_)) if m.size == 0 => Err(s3_error!(InvalidRange, "The requested range is not satisfiable")),
+        (None, Some(r)) => Ok((Some(r.check(m.size)?), None)),
+        (None, None) => Ok((None, None)),
+    }
 }
 
 fn check_key(key: &str) -> S3Result<()> {
@@ -561,20 +607,7 @@ impl S3 for Gateway {
         let i = req.input;
         let m = self.existing(&i.bucket, &i.key).await?;
         check_read(&m, i.if_match.as_ref(), i.if_none_match.as_ref(), i.if_modified_since.as_ref(), i.if_unmodified_since.as_ref())?;
-        let (range, parts_count) = match (i.part_number, &i.range) {
-            (Some(_), Some(_)) => return Err(s3_error!(InvalidRequest, "Cannot specify both Range header and partNumber query parameter")),
-            (Some(n), None) => {
-                let n = part_number(n)? as usize;
-                let mut start = 0;
-                let seg = m.segments.get(n - 1).ok_or_else(|| s3_error!(InvalidArgument, "The requested partnumber is not satisfiable"))?;
-                for s in &m.segments[..n - 1] {
-                    start += s.size;
-                }
-                (Some(start..start + seg.size), Some(m.segments.len() as i32))
-            }
-            (None, Some(r)) => (Some(r.check(m.size)?), None),
-            (None, None) => (None, None),
-        };
+        let (range, parts_count) = span(&m, i.part_number, i.range.as_ref())?;
         let whole = 0..m.size;
         let r = range.clone().unwrap_or(whole);
         let body = self.core.read(m.segments.clone(), r.start, r.end);
@@ -601,10 +634,12 @@ impl S3 for Gateway {
         let i = req.input;
         let m = self.existing(&i.bucket, &i.key).await?;
         check_read(&m, i.if_match.as_ref(), i.if_none_match.as_ref(), i.if_modified_since.as_ref(), i.if_unmodified_since.as_ref())?;
+        let (range, parts_count) = span(&m, i.part_number, i.range.as_ref())?;
+        let r = range.clone().unwrap_or(0..m.size);
         let a = m.attributes;
-        let parts_count = i.part_number.map(|_| m.segments.len() as i32);
         Ok(S3Response::new(HeadObjectOutput {
-            content_length: Some(m.size as i64),
+            content_length: Some((r.end - r.start) as i64),
+            content_range: range.map(|r| format!("bytes {}-{}/{}", r.start, r.end.saturating_sub(1), m.size)),
             accept_ranges: Some("bytes".into()),
             e_tag: Some(ETag::Strong(m.etag)),
             last_modified: Some(timestamp(m.modified_ms)),
@@ -705,8 +740,8 @@ impl S3 for Gateway {
         let written = self.core.write_data(&owner, body, Default::default(), MAX_PUT_BYTES).await?;
         let data = written.segment.data;
         let manifest = Manifest { size: written.segment.size, etag: hex(&written.md5), modified_ms: records::now_ms(), attributes, segments: segments_of(written.segment) };
-        if let Err(e) = self.core.commit(&i.bucket, &i.key, &manifest, |_| Ok(()), vec![(data, written.intent)]).await {
-            self.core.discard(data).await;
+        if let Err(e) = self.core.commit(&i.bucket, &i.key, &manifest, |_| Ok(()), vec![Own { data, owner: owner.clone(), intent: written.intent }]).await {
+            self.abandon(&e, data, &owner).await;
             return Err(e);
         }
         Ok(S3Response::new(CopyObjectOutput {
@@ -796,7 +831,7 @@ impl S3 for Gateway {
                 cache_control: i.cache_control,
                 metadata: sorted(i.metadata),
             },
-            completing_ms: None,
+            completing: None,
         };
         self.core.kv.put(&layout::upload(&i.bucket, &i.key, id), records::encode(&record), Cond::Absent, Durability::Through).await?;
         Ok(S3Response::new(CreateMultipartUploadOutput {
@@ -825,6 +860,9 @@ impl S3 for Gateway {
         let base = layout::upload_prefix(&i.bucket);
         let prefix = i.prefix.clone().unwrap_or_default();
         let max = i.max_uploads.unwrap_or(MAX_LIST).clamp(0, MAX_LIST) as usize;
+        if prefix.len() > MAX_KEY_BYTES || i.key_marker.as_ref().is_some_and(|k| k.len() > MAX_KEY_BYTES) {
+            return Err(s3_error!(InvalidArgument, "a prefix or marker is at most {MAX_KEY_BYTES} bytes"));
+        }
         // After a key marker: that key's uploads after the upload-id marker, then later keys.
         let start = i.key_marker.as_ref().map(|k| {
             let mut s = bytes::BytesMut::from(&base[..]);
@@ -890,8 +928,8 @@ impl S3 for Gateway {
     async fn abort_multipart_upload(&self, req: S3Request<AbortMultipartUploadInput>) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
         let i = req.input;
         let (id, record, version) = self.upload(&i.bucket, &i.key, &i.upload_id).await?;
-        if let Some(at) = record.completing_ms {
-            if u128::from(records::now_ms().saturating_sub(at)) < self.core.grace.as_millis() {
+        if let Some(c) = &record.completing {
+            if u128::from(records::now_ms().saturating_sub(c.at_ms)) < self.core.grace.as_millis() {
                 return Err(s3_error!(InvalidRequest, "the upload is being completed"));
             }
         }
@@ -930,14 +968,30 @@ impl S3 for Gateway {
         }
         let (if_match, if_none_match) = (i.if_match.clone(), i.if_none_match.clone());
         check_write(self.manifest(&bucket, &key).await?.as_ref(), if_match.as_ref(), if_none_match.as_ref())?;
-        // Take the upload: from here no part changes and no abort gets in.
-        if record.completing_ms.is_none() {
-            record.completing_ms = Some(records::now_ms());
-            match self.core.kv.put(&layout::upload(&bucket, &key, id), records::encode(&record), Cond::Version(version), Durability::Through).await {
-                Ok(_) => {}
-                Err(KvError::Mismatch) => return Err(s3_error!(NoSuchUpload, "the upload was aborted or completed meanwhile")),
-                Err(e) => return Err(e.into()),
+        // Take the upload with a fresh mark by compare-and-swap: from then no part changes, and
+        // an abort (or the sweeper's cleanup of a stale completion) that read the record before
+        // fails. A retry of the same completion may take it again; another one may not.
+        let wanted: Vec<(u32, String)> = chosen.iter().map(|(n, p)| (*n, p.etag.clone())).collect();
+        if let Some(c) = &record.completing {
+            let fresh = u128::from(records::now_ms().saturating_sub(c.at_ms)) < self.core.grace.as_millis();
+            if fresh && c.parts != wanted {
+                return Err(s3_error!(InvalidRequest, "another completion of this upload, with other parts, is under way"));
             }
+        }
+        let before = record.completing.take();
+        record.completing = Some(records::Completing { at_ms: records::now_ms(), parts: wanted });
+        let upload_key = layout::upload(&bucket, &key, id);
+        let version = match self.core.kv.put(&upload_key, records::encode(&record), Cond::Version(version), Durability::Through).await {
+            Ok(v) => v,
+            Err(KvError::Mismatch) => return Err(s3_error!(NoSuchUpload, "the upload was aborted or completed meanwhile")),
+            Err(e) => return Err(e.into()),
+        };
+        // The chosen data is guarded as an upload's own: intents refreshed just before the swap.
+        let mut own = Vec::with_capacity(chosen.len());
+        for (n, p) in &chosen {
+            let owner = Owner { bucket: bucket.clone(), key: key.clone(), part: Some((id, *n)) };
+            let intent = self.core.put_intent(p.segment.data, &owner, None).await?;
+            own.push(Own { data: p.segment.data, owner, intent });
         }
         let mut md5s = Vec::with_capacity(chosen.len() * 16);
         for (_, p) in &chosen {
@@ -946,12 +1000,25 @@ impl S3 for Gateway {
         let mut h = s3s::crypto::Md5::new();
         h.update(&md5s);
         let etag = format!("{}-{}", hex(&h.finalize()), chosen.len());
-        let segments: Vec<Segment> = chosen.iter().map(|(_, p)| p.segment).filter(|s| s.size > 0).collect();
-        let manifest = Manifest { size: segments.iter().map(|s| s.size).sum(), etag, modified_ms: records::now_ms(), attributes: record.attributes.clone(), segments };
-        self.core.commit(&bucket, &key, &manifest, |old| check_write(old, if_match.as_ref(), if_none_match.as_ref()), Vec::new()).await?;
-        let keep: Vec<u32> = chosen.iter().map(|(n, _)| *n).collect();
-        Self::drop_parts(&self.core, &bucket, &key, id, &keep).await?;
-        self.core.kv.delete(&layout::upload(&bucket, &key, id), Cond::Any, Durability::Through).await?;
+        let segments: Vec<Segment> = chosen.iter().map(|(_, p)| p.segment).collect();
+        let size = segments.iter().map(|s| s.size).sum();
+        let manifest = Manifest { size, etag, modified_ms: records::now_ms(), attributes: record.attributes.clone(), segments };
+        let committed = self.core.commit(&bucket, &key, &manifest, |old| check_write(old, if_match.as_ref(), if_none_match.as_ref()), own).await;
+        if let Err(e) = committed {
+            // The upload is given back as it was (its parts still referenced by their records).
+            record.completing = before;
+            let _ = self.core.kv.put(&upload_key, records::encode(&record), Cond::Version(version), Durability::Through).await;
+            return Err(e);
+        }
+        // Part records go; data the object does not use (parts left out, parts uploaded again
+        // after the completion read them) is released.
+        for (n, k, p) in Self::parts_of(&self.core, id).await? {
+            if !manifest.references(p.segment.data) {
+                self.core.release(p.segment.data, &Owner { bucket: bucket.clone(), key: key.clone(), part: Some((id, n)) }).await?;
+            }
+            self.core.kv.delete(&k, Cond::Any, Durability::Through).await?;
+        }
+        let _ = self.core.kv.delete(&upload_key, Cond::Version(version), Durability::Through).await;
         Ok(S3Response::new(CompleteMultipartUploadOutput {
             bucket: Some(bucket.clone()),
             key: Some(key.clone()),
@@ -968,7 +1035,7 @@ impl Gateway {
         let i = req.input;
         let number = part_number(i.part_number)?;
         let (id, record, _) = self.upload(&i.bucket, &i.key, &i.upload_id).await?;
-        if record.completing_ms.is_some() {
+        if record.completing.is_some() {
             return Err(s3_error!(NoSuchUpload, "the upload is being completed"));
         }
         if i.content_length.is_some_and(|n| n as u64 > MAX_PART_BYTES) {
@@ -979,7 +1046,7 @@ impl Gateway {
         let owner = Owner { bucket: i.bucket.clone(), key: i.key.clone(), part: Some((id, number)) };
         let written = self.core.write_data(&owner, body, wanted.hasher(), MAX_PART_BYTES).await?;
         if let Err(e) = verify(&written, i.content_md5.as_deref(), wanted, trailers) {
-            self.core.discard(written.segment.data).await;
+            self.core.discard(written.segment.data, &owner).await;
             return Err(e);
         }
         let part = PartRecord { etag: hex(&written.md5), modified_ms: records::now_ms(), segment: written.segment };
@@ -1000,7 +1067,7 @@ impl Gateway {
         let i = req.input;
         let number = part_number(i.part_number)?;
         let (id, record, _) = self.upload(&i.bucket, &i.key, &i.upload_id).await?;
-        if record.completing_ms.is_some() {
+        if record.completing.is_some() {
             return Err(s3_error!(NoSuchUpload, "the upload is being completed"));
         }
         let cond = CopyConditions {
@@ -1094,13 +1161,15 @@ pub async fn finish_stale_completions(core: &Core) -> S3Result<u64> {
         for k in &keys {
             let Some(s) = core.kv.get(k).await? else { continue };
             let Ok(r) = records::decode::<UploadRecord>("upload", &s.value) else { continue };
-            let Some(at) = r.completing_ms else { continue };
-            if u128::from(records::now_ms().saturating_sub(at)) < core.grace.as_millis() {
+            let Some(c) = r.completing else { continue };
+            if u128::from(records::now_ms().saturating_sub(c.at_ms)) < core.grace.as_millis() {
                 continue;
             }
             let Some((bucket, key, id)) = upload_parts_of(k) else { continue };
-            Gateway::abort(core, &bucket, &key, id, s.version).await?;
-            finished += 1;
+            match Gateway::abort(core, &bucket, &key, id, s.version).await {
+                Ok(()) => finished += 1,
+                Err(e) => tracing::warn!(bucket, key, upload = %layout::upload_id_text(id), error = %e, "a stale completion was not cleaned up"),
+            }
         }
         match keys.last() {
             Some(last) if keys.len() == crate::objects::PAGE => from = layout::after(last),

@@ -68,7 +68,12 @@ pub async fn list(kv: &Kv, q: &Query<'_>, name_of: impl Fn(&[u8]) -> Option<Stri
     'scan: loop {
         let keys = kv.range(&from, &end, PAGE).await?;
         let exhausted = keys.len() < PAGE;
+        // Past a common prefix, the page's keys under it are skipped, not asked for again.
+        let mut jump: Option<Bytes> = None;
         for k in &keys {
+            if jump.as_ref().is_some_and(|j| k < j) {
+                continue;
+            }
             let Some(name) = k.strip_prefix(q.base).and_then(&name_of) else { continue };
             let group = q.delimiter.filter(|d| !d.is_empty()).and_then(|d| {
                 let rest = name.get(q.prefix.len()..)?;
@@ -76,7 +81,7 @@ pub async fn list(kv: &Kv, q: &Query<'_>, name_of: impl Fn(&[u8]) -> Option<Stri
             });
             match group {
                 Some(p) => {
-                    let jump = layout::after_prefix(&under(p.as_bytes()));
+                    jump = Some(layout::after_prefix(&under(p.as_bytes())));
                     if q.after.is_none_or(|m| p.as_str() > m) {
                         if out.items.len() == q.max {
                             out.truncated = true;
@@ -84,8 +89,6 @@ pub async fn list(kv: &Kv, q: &Query<'_>, name_of: impl Fn(&[u8]) -> Option<Stri
                         }
                         out.items.push(Item::Prefix(p));
                     }
-                    from = jump;
-                    continue 'scan;
                 }
                 None => {
                     if out.items.len() == q.max {
@@ -97,7 +100,12 @@ pub async fn list(kv: &Kv, q: &Query<'_>, name_of: impl Fn(&[u8]) -> Option<Stri
             }
         }
         match keys.last() {
-            Some(last) if !exhausted => from = layout::after(last),
+            Some(last) if !exhausted => {
+                from = layout::after(last);
+                if let Some(j) = jump {
+                    from = from.max(j);
+                }
+            }
             _ => break,
         }
     }

@@ -28,6 +28,8 @@ pub const PARALLEL_CHUNKS: usize = 4;
 pub const PREFETCH_CHUNKS: usize = 4;
 /// Keys a sweep or a deletion asks for at once.
 pub const PAGE: usize = 200;
+/// Intents written at once when an object with many segments is replaced.
+const RELEASES_AT_ONCE: usize = 16;
 /// Attempts to replace a manifest that other writers keep replacing under us.
 const COMMIT_ATTEMPTS: usize = 32;
 
@@ -38,6 +40,16 @@ pub struct Core {
     /// How long unreferenced data is kept: the longest a reader may stream an object that was
     /// replaced, and the longest an upload may stall between two pieces of its body.
     pub grace: Duration,
+}
+
+/// One chunk's write in flight.
+type ChunkPut<'a> = Pin<Box<dyn std::future::Future<Output = Result<Bytes, KvError>> + Send + 'a>>;
+
+/// Data a commit will reference, with its intent's owner and version.
+pub struct Own {
+    pub data: DataId,
+    pub owner: Owner,
+    pub intent: Bytes,
 }
 
 /// Data written by `write_data`, not yet referenced by any record.
@@ -82,13 +94,13 @@ impl From<records::RecordError> for S3Error {
 impl Core {
     /// Writes or refreshes the intent of `data`: with `version`, only if nobody (the sweeper)
     /// changed it since; returns its new version.
-    async fn put_intent(&self, data: DataId, owner: &Owner, version: Option<Bytes>) -> Result<Bytes, KvError> {
+    pub async fn put_intent(&self, data: DataId, owner: &Owner, version: Option<Bytes>) -> Result<Bytes, KvError> {
         let intent = Intent { touched_ms: records::now_ms(), owner: owner.clone(), doomed: false };
         let cond = version.map_or(Cond::Any, Cond::Version);
         self.kv.put(&layout::intent(data), records::encode(&intent), cond, Durability::Through).await
     }
 
-    async fn refresh(&self, data: DataId, owner: &Owner, version: &Bytes) -> S3Result<Bytes> {
+    pub async fn refresh(&self, data: DataId, owner: &Owner, version: &Bytes) -> S3Result<Bytes> {
         match self.put_intent(data, owner, Some(version.clone())).await {
             Ok(v) => Ok(v),
             Err(KvError::Mismatch) => Err(s3_error!(InternalError, "the upload stalled longer than the sweep grace ({:?}) and its data was collected", self.grace)),
@@ -102,6 +114,15 @@ impl Core {
         Ok(())
     }
 
+    /// `release` of many data ids, a few at a time (a multipart object has up to 10,000).
+    pub async fn release_all(&self, data: Vec<DataId>, owner: &Owner) -> S3Result<()> {
+        let mut marks = futures_util::stream::iter(data).map(|d| async move { self.release(d, owner).await }).buffer_unordered(RELEASES_AT_ONCE);
+        while let Some(r) = marks.next().await {
+            r?;
+        }
+        Ok(())
+    }
+
     /// Streams `body` into chunks of a new data id owned by `owner`. On failure the chunks
     /// written so far are deleted (or left to the sweeper if that fails too).
     pub async fn write_data(&self, owner: &Owner, body: StreamingBlob, mut hasher: s3s::checksum::ChecksumHasher, max: u64) -> S3Result<Written> {
@@ -109,13 +130,15 @@ impl Core {
         let mut version = self.put_intent(data, owner, None).await?;
         let mut md5 = s3s::crypto::Md5::new();
         let result = self.write_chunks(data, owner, &mut version, body, &mut md5, &mut hasher, max).await;
+        // (write_chunks waits for every chunk it sent, also when it fails: a chunk landing after
+        // the discard below would be left unaccounted for.)
         match result {
             Ok(size) => {
                 let segment = Segment { data, size, chunk: self.chunk as u32 };
                 Ok(Written { segment, md5: md5.finalize(), checksum: hasher.finalize(), intent: version })
             }
             Err(e) => {
-                self.discard(data).await;
+                self.discard(data, owner).await;
                 Err(e)
             }
         }
@@ -132,12 +155,39 @@ impl Core {
         hasher: &mut s3s::checksum::ChecksumHasher,
         max: u64,
     ) -> S3Result<u64> {
+        let mut in_flight: FuturesUnordered<ChunkPut<'_>> = FuturesUnordered::new();
+        let result = self.fill_chunks(data, owner, version, &mut body, md5, hasher, max, &mut in_flight).await;
+        // Every chunk sent has landed (or failed) before this returns.
+        let mut landed = Ok(());
+        while let Some(r) = in_flight.next().await {
+            if let Err(e) = r {
+                landed = Err(e);
+            }
+        }
+        let size = result?;
+        landed?;
+        // Chunks go to a drive written back; they are durable before anything references them.
+        self.kv.flush().await?;
+        Ok(size)
+    }
+
+    #[allow(clippy::too_many_arguments, reason = "one upload's state, threaded through its loop")]
+    async fn fill_chunks<'a>(
+        &'a self,
+        data: DataId,
+        owner: &Owner,
+        version: &mut Bytes,
+        body: &mut StreamingBlob,
+        md5: &mut s3s::crypto::Md5,
+        hasher: &mut s3s::checksum::ChecksumHasher,
+        max: u64,
+        in_flight: &mut FuturesUnordered<ChunkPut<'a>>,
+    ) -> S3Result<u64> {
         let refresh_every = self.grace / 4;
         let mut refreshed = Instant::now();
         let mut buf = BytesMut::new();
         let mut size: u64 = 0;
         let mut index: u32 = 0;
-        let mut in_flight = FuturesUnordered::new();
         let mut done = false;
         while !done {
             match body.next().await {
@@ -158,7 +208,7 @@ impl Core {
                 let value = buf.split_to(take).freeze();
                 let key = layout::chunk(data, index);
                 index = index.checked_add(1).ok_or_else(|| s3_error!(EntityTooLarge))?;
-                in_flight.push(async move { self.kv.put(&key, value, Cond::Any, Durability::Lazy).await });
+                in_flight.push(Box::pin(async move { self.kv.put(&key, value, Cond::Any, Durability::Lazy).await }));
                 while in_flight.len() >= PARALLEL_CHUNKS {
                     if let Some(r) = in_flight.next().await {
                         r?;
@@ -170,16 +220,17 @@ impl Core {
                 refreshed = Instant::now();
             }
         }
-        while let Some(r) = in_flight.next().await {
-            r?;
-        }
-        // Chunks go to a drive written back; they are durable before anything references them.
-        self.kv.flush().await?;
         Ok(size)
     }
 
-    /// Deletes the data of an upload that failed before any record referenced it.
-    pub async fn discard(&self, data: DataId) {
+    /// Deletes the data of an upload that failed before any record referenced it. The intent
+    /// is written again first: the sweeper may have taken it while the upload stalled.
+    pub async fn discard(&self, data: DataId, owner: &Owner) {
+        let marked = self.put_intent(data, owner, None).await;
+        if let Err(e) = marked.map_err(S3Error::from).and(Ok(())) {
+            tracing::warn!(data = %format!("{data:032x}"), error = %e, "an abandoned upload's data could not be marked");
+            return;
+        }
         if let Err(e) = self.collect(data, true).await {
             tracing::warn!(data = %format!("{data:032x}"), error = %e, "an abandoned upload's data is left to the sweeper");
         }
@@ -187,16 +238,16 @@ impl Core {
 
     /// Makes `manifest` the object `bucket/key` if `check` accepts the object it replaces
     /// (compare-and-swap on the manifest, retried while other writers race). `own`: the data
-    /// ids written for this manifest with their intents' versions, refreshed just before the
-    /// swap and dropped after it. The replaced object's data is released. Returns the old
-    /// manifest.
+    /// the manifest references with its intents, refreshed just before the swap (so data the
+    /// sweeper took is never referenced) and dropped after it. The replaced object's data is
+    /// released. Returns the old manifest.
     pub async fn commit(
         &self,
         bucket: &str,
         key: &str,
         manifest: &Manifest,
         check: impl Fn(Option<&Manifest>) -> S3Result<()>,
-        mut own: Vec<(DataId, Bytes)>,
+        mut own: Vec<Own>,
     ) -> S3Result<Option<Manifest>> {
         let object = layout::object(bucket, key);
         let owner = Owner { bucket: bucket.to_owned(), key: key.to_owned(), part: None };
@@ -208,21 +259,27 @@ impl Core {
                 None => None,
             };
             check(old.as_ref())?;
-            for (data, version) in &mut own {
-                *version = self.refresh(*data, &owner, version).await?;
+            let intents: Vec<(DataId, Owner, Bytes)> = own.iter().map(|o| (o.data, o.owner.clone(), o.intent.clone())).collect();
+            let refreshed: Vec<S3Result<Bytes>> = futures_util::stream::iter(intents)
+                .map(|(d, o, v)| async move { self.refresh(d, &o, &v).await })
+                .buffered(RELEASES_AT_ONCE)
+                .collect()
+                .await;
+            for (o, v) in own.iter_mut().zip(refreshed) {
+                o.intent = v?;
             }
             if let Some(old) = &old {
-                for s in old.segments.iter().filter(|s| !manifest.references(s.data)) {
-                    self.release(s.data, &owner).await?;
-                }
+                let gone: Vec<DataId> = old.segments.iter().map(|s| s.data).filter(|d| !manifest.references(*d)).collect();
+                self.release_all(gone, &owner).await?;
             }
             let cond = current.map_or(Cond::Absent, |s| Cond::Version(s.version));
             match self.kv.put(&object, value.clone(), cond, Durability::Through).await {
                 Ok(_) => {
-                    for (data, version) in own {
-                        // A failure leaves an intent the sweeper drops, seeing the data referenced.
-                        let _ = self.kv.delete(&layout::intent(data), Cond::Version(version), Durability::Through).await;
-                    }
+                    // A failure leaves an intent the sweeper drops, seeing the data referenced.
+                    let mut drops = futures_util::stream::iter(own)
+                        .map(|o| async move { self.kv.delete(&layout::intent(o.data), Cond::Version(o.intent), Durability::Through).await })
+                        .buffer_unordered(RELEASES_AT_ONCE);
+                    while drops.next().await.is_some() {}
                     return Ok(old);
                 }
                 Err(KvError::Mismatch) => continue,
@@ -244,9 +301,7 @@ impl Core {
             };
             let old = records::decode_manifest(&current.value)?;
             check(Some(&old))?;
-            for s in &old.segments {
-                self.release(s.data, &owner).await?;
-            }
+            self.release_all(old.segments.iter().map(|s| s.data).collect(), &owner).await?;
             match self.kv.delete(&object, Cond::Version(current.version), Durability::Through).await {
                 Ok(_) => return Ok(Some(old)),
                 Err(KvError::Mismatch) => continue,

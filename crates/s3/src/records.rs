@@ -72,9 +72,9 @@ impl Manifest {
     }
 
     pub fn check(&self) -> Result<(), RecordError> {
-        let total: u64 = self.segments.iter().map(|s| s.size).sum();
-        if total != self.size || self.segments.iter().any(|s| s.chunk == 0 && s.size > 0) {
-            return Err(RecordError { kind: "manifest", reason: format!("segments hold {total} bytes, the object {}", self.size) });
+        let total = self.segments.iter().try_fold(0u64, |t, s| t.checked_add(s.size));
+        if total != Some(self.size) || self.segments.iter().any(|s| s.chunk == 0 && s.size > 0) {
+            return Err(RecordError { kind: "manifest", reason: format!("segments hold {total:?} bytes, the object {}", self.size) });
         }
         Ok(())
     }
@@ -94,7 +94,14 @@ pub struct UploadRecord {
     /// Set when a CompleteMultipartUpload took the upload: no part may change after it, and an
     /// abort is refused until it is older than the sweep grace (a completion that crashed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub completing_ms: Option<u64>,
+    pub completing: Option<Completing>,
+}
+
+/// A completion under way: when it took the upload, and the parts (number, ETag) it chose.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Completing {
+    pub at_ms: u64,
+    pub parts: Vec<(u32, String)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
