@@ -154,6 +154,12 @@ check "s3 clients" "$logs/s3-clients.log" scripts/s3-clients.sh "$spindle"
 echo "== S3 gateway memory: 4 GiB up and down through a gateway over one drive, peak RSS under 512 MiB"
 check "s3 memory" "$logs/s3-memory.log" scripts/s3-memory.sh "$spindle" --gib 4 --limit-mib 512
 
+echo "== S3 benchmark smoke run (Spindle's gateway over one drive, single-node MinIO; PUT and GET)"
+check "s3 bench smoke" "$logs/s3-bench.log" scripts/bench-s3.sh --quick --spindle "$spindle" --out "$logs/s3-bench.md"
+
+echo "== archival workloads against the S3 gateway, smoke run"
+check "archive s3 smoke" "$logs/archive-s3.log" scripts/bench-archive.sh --quick --s3 --spindle "$spindle" --out "$logs/archive-s3.md"
+
 echo "== memory under large values, smoke run (one drive, one round)"
 check "memory bench smoke" "$logs/memory.log" scripts/bench-memory.sh --spindle "$spindle" --rounds 1 --count 20
 
