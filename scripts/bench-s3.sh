@@ -155,7 +155,7 @@ echo "$table"
 
 durability() {
   want minio && echo "- MinIO (\`minio --version\`: $minio_version; the script installs $minio_module), single node on one directory (its \"single drive\" mode): object data written with O_DIRECT and fdatasync before the answer, metadata (xl.meta, small objects inline) likewise synced; directory entries of renames not synced (MINIO_FS_OSYNC off, the default)."
-  want spindle && echo "- Spindle: \`spindle s3\` over one \`spindle drive\` (default engine), the gateway writing through the drive with WRITETHROUGH (each value synced before the drive answers). Server CPU is the gateway's plus the drive's."
+  want spindle && echo "- Spindle: \`spindle s3\` over one \`spindle drive\` (default engine), an object's chunks written back and made durable by one FLUSHALLDATA before its manifest is written through (WRITETHROUGH), so an acknowledged object is on disk whole. Server CPU is the gateway's plus the drive's."
   return 0
 }
 if [ -n "$results" ]; then
