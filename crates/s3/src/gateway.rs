@@ -10,7 +10,7 @@ use s3s::dto::*;
 use s3s::crypto::Checksum as _;
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result, S3};
 
-use crate::kv::{Cond, Durability, KvError};
+use crate::kv::{Cond, Durability, KvError, Pages};
 use crate::layout::{self, UploadId};
 use crate::listing::{self, Item, Query};
 use crate::objects::{Core, Own};
@@ -128,19 +128,15 @@ impl Gateway {
 
     /// An upload's part records, in number order.
     async fn parts_of(core: &Core, id: UploadId) -> S3Result<Vec<(u32, Bytes, PartRecord)>> {
-        let (mut from, end) = layout::parts(id, 0, u32::MAX);
+        let mut pages = Pages::new(layout::parts(id, 0, u32::MAX), crate::objects::PAGE);
         let mut parts = Vec::new();
-        loop {
-            let keys = core.kv.range(&from, &end, crate::objects::PAGE).await?;
+        while let Some(keys) = pages.next(&core.kv).await? {
             for k in &keys {
                 let (Some(n), Some(s)) = (layout::part_number(k), core.kv.get(k).await?) else { continue };
                 parts.push((n, k.clone(), records::decode("part", &s.value)?));
             }
-            match keys.last() {
-                Some(last) if keys.len() == crate::objects::PAGE => from = layout::after(last),
-                _ => return Ok(parts),
-            }
         }
+        Ok(parts)
     }
 
     /// Aborts an upload. Every part's data is released first, so that a crash at any point
@@ -580,19 +576,14 @@ impl S3 for Gateway {
     }
 
     async fn list_buckets(&self, _req: S3Request<ListBucketsInput>) -> S3Result<S3Response<ListBucketsOutput>> {
-        let (mut from, end) = layout::buckets();
+        let mut pages = Pages::new(layout::buckets(), crate::objects::PAGE);
         let mut buckets = Vec::new();
-        loop {
-            let keys = self.core.kv.range(&from, &end, crate::objects::PAGE).await?;
+        while let Some(keys) = pages.next(&self.core.kv).await? {
             for k in &keys {
                 let Some(name) = layout::bucket_name(k) else { continue };
                 let Some(s) = self.core.kv.get(k).await? else { continue };
                 let record: BucketRecord = records::decode("bucket", &s.value)?;
                 buckets.push(Bucket { name: Some(name.to_owned()), creation_date: Some(timestamp(record.created_ms)), bucket_region: None });
-            }
-            match keys.last() {
-                Some(last) if keys.len() == crate::objects::PAGE => from = layout::after(last),
-                _ => break,
             }
         }
         Ok(S3Response::new(ListBucketsOutput { buckets: Some(buckets), owner: Some(owner()), ..Default::default() }))
@@ -1154,10 +1145,9 @@ fn decode_token(token: &str) -> S3Result<String> {
 /// Completions that crashed after taking their upload: once older than the grace, their
 /// part records and upload record are cleaned away (the object keeps what it references).
 pub async fn finish_stale_completions(core: &Core) -> S3Result<u64> {
-    let (mut from, end) = layout::uploads();
+    let mut pages = Pages::new(layout::uploads(), crate::objects::PAGE);
     let mut finished = 0;
-    loop {
-        let keys = core.kv.range(&from, &end, crate::objects::PAGE).await?;
+    while let Some(keys) = pages.next(&core.kv).await? {
         for k in &keys {
             let Some(s) = core.kv.get(k).await? else { continue };
             let Ok(r) = records::decode::<UploadRecord>("upload", &s.value) else { continue };
@@ -1171,11 +1161,8 @@ pub async fn finish_stale_completions(core: &Core) -> S3Result<u64> {
                 Err(e) => tracing::warn!(bucket, key, upload = %layout::upload_id_text(id), error = %e, "a stale completion was not cleaned up"),
             }
         }
-        match keys.last() {
-            Some(last) if keys.len() == crate::objects::PAGE => from = layout::after(last),
-            _ => return Ok(finished),
-        }
     }
+    Ok(finished)
 }
 
 /// (bucket, key, upload id) of an upload record key.

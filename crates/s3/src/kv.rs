@@ -250,6 +250,39 @@ impl Kv {
     }
 }
 
+/// Walks the keys of `[start, end]` a page at a time, so a scan of many records never holds
+/// more than one page.
+pub struct Pages {
+    from: Bytes,
+    end: Bytes,
+    page: usize,
+    done: bool,
+}
+
+impl Pages {
+    pub fn new((start, end): (Bytes, Bytes), page: usize) -> Pages {
+        Pages { from: start, end, page, done: false }
+    }
+
+    /// The next page of keys; `None` once the range is walked.
+    pub async fn next(&mut self, kv: &Kv) -> Result<Option<Vec<Bytes>>, KvError> {
+        if self.done {
+            return Ok(None);
+        }
+        let keys = kv.range(&self.from, &self.end, self.page).await?;
+        match keys.last() {
+            Some(last) if keys.len() == self.page => {
+                // The smallest key after `last`.
+                let mut next = bytes::BytesMut::from(&last[..]);
+                next.extend_from_slice(&[0]);
+                self.from = next.freeze();
+            }
+            _ => self.done = true,
+        }
+        Ok((!keys.is_empty()).then_some(keys))
+    }
+}
+
 fn sync_of(d: Durability) -> Synchronization {
     match d {
         Durability::Lazy => Synchronization::Writeback,

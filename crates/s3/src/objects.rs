@@ -16,7 +16,7 @@ use futures_util::stream::{FuturesUnordered, Stream, StreamExt};
 use s3s::dto::StreamingBlob;
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Result};
 
-use crate::kv::{Cond, Durability, Kv, KvError};
+use crate::kv::{Cond, Durability, Kv, KvError, Pages};
 use crate::layout::{self, DataId};
 use crate::records::{self, Intent, Manifest, Owner, Segment};
 
@@ -378,10 +378,9 @@ impl Core {
 
     /// One pass of the sweeper over every intent; returns (intents seen, chunks deleted).
     pub async fn sweep(&self) -> S3Result<(u64, u64)> {
-        let (mut from, end) = layout::intents();
+        let mut pages = Pages::new(layout::intents(), PAGE);
         let (mut seen, mut deleted) = (0, 0);
-        loop {
-            let keys = self.kv.range(&from, &end, PAGE).await?;
+        while let Some(keys) = pages.next(&self.kv).await? {
             for k in &keys {
                 if let Some(data) = layout::intent_data(k) {
                     seen += 1;
@@ -390,10 +389,6 @@ impl Core {
                         Err(e) => tracing::warn!(data = %format!("{data:032x}"), error = %e, "sweep: intent not collected"),
                     }
                 }
-            }
-            match keys.last() {
-                Some(last) if keys.len() == PAGE => from = layout::after(last),
-                _ => break,
             }
         }
         Ok((seen, deleted))
