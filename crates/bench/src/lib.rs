@@ -94,8 +94,9 @@ pub struct BenchResult {
     pub ops_per_second: f64,
     pub megabytes_per_second: f64,
     pub latency_us: Percentiles,
-    /// CPU time (user + system) the bench process spent on the run. For a networked target
-    /// this is the load generator's own cost; for an in-process one it includes the store's.
+    /// CPU time (user + system) the bench process spent while the operations ran (the timed
+    /// window: connecting and opening come before it). For a networked target this is the
+    /// load generator's own cost; for an in-process one it includes the store's.
     pub bench_cpu_seconds: f64,
     /// Operations per second of bench CPU: the rate the load generator could drive with one
     /// core to itself (networked targets).
@@ -155,11 +156,26 @@ pub enum BenchError {
 /// server (`redis://HOST:PORT`: SET and GET), or LevelDB and RocksDB through their own
 /// libraries (`leveldb:DIR`, `rocksdb:DIR`: the paper's "LevelDB servers").
 pub async fn run(spec: BenchSpec) -> Result<BenchResult, BenchError> {
-    let cpu = process_cpu_seconds();
-    let mut result = run_on_target(spec).await?;
-    result.bench_cpu_seconds = (process_cpu_seconds() - cpu).max(0.0);
-    result.ops_per_bench_cpu_second = result.ops as f64 / result.bench_cpu_seconds.max(1e-6);
-    Ok(result)
+    run_on_target(spec).await
+}
+
+/// The timed window of a run: wall clock and the process's CPU time, both taken once the
+/// connections are up, so that a client's per-operation cost does not carry its setup (a
+/// cluster client's etcd connection and map load, a TLS handshake) spread over the count.
+pub(crate) struct Window {
+    started: Instant,
+    cpu: f64,
+}
+
+impl Window {
+    pub(crate) fn open() -> Window {
+        Window { cpu: process_cpu_seconds(), started: Instant::now() }
+    }
+
+    /// The wall time and the process's CPU seconds since `open`.
+    pub(crate) fn close(&self) -> (Duration, f64) {
+        (self.started.elapsed(), (process_cpu_seconds() - self.cpu).max(0.0))
+    }
 }
 
 /// User plus system CPU time of this process so far.
@@ -194,7 +210,7 @@ async fn run_on_target(spec: BenchSpec) -> Result<BenchResult, BenchError> {
         pipelines.push(Pipeline::connect(addr.as_str(), ClientConfig::default()).await?);
     }
     let shared = Arc::new(Work::new(spec.clone()));
-    let started = Instant::now();
+    let window = Window::open();
     let tasks: Vec<_> = pipelines.into_iter().map(|p| tokio::spawn(drive_connection(p, shared.clone()))).collect();
     let mut hist = new_histogram();
     let mut errors = 0;
@@ -215,7 +231,7 @@ async fn run_on_target(spec: BenchSpec) -> Result<BenchResult, BenchError> {
             }
         }
     }
-    Ok(summarize(spec, &hist, errors, started.elapsed()))
+    Ok(summarize(spec, &hist, errors, window.close()))
 }
 
 fn bins_10ms(hist: &Histogram<u64>) -> Vec<u64> {
@@ -227,8 +243,9 @@ fn bins_10ms(hist: &Histogram<u64>) -> Vec<u64> {
     bins
 }
 
-/// The result of `spec.count` operations that took `elapsed`.
-fn summarize(spec: BenchSpec, hist: &Histogram<u64>, errors: u64, elapsed: Duration) -> BenchResult {
+/// The result of `spec.count` operations that took `elapsed` and `cpu` seconds of this
+/// process's CPU (a [`Window`]'s figures).
+fn summarize(spec: BenchSpec, hist: &Histogram<u64>, errors: u64, (elapsed, cpu): (Duration, f64)) -> BenchResult {
     let seconds = elapsed.max(Duration::from_micros(1)).as_secs_f64();
     let ops = spec.count;
     BenchResult {
@@ -246,8 +263,8 @@ fn summarize(spec: BenchSpec, hist: &Histogram<u64>, errors: u64, elapsed: Durat
             max: hist.max(),
             mean: hist.mean(),
         },
-        bench_cpu_seconds: 0.0,
-        ops_per_bench_cpu_second: 0.0,
+        bench_cpu_seconds: cpu,
+        ops_per_bench_cpu_second: ops as f64 / cpu.max(1e-6),
         spec,
     }
 }
@@ -257,7 +274,7 @@ fn summarize(spec: BenchSpec, hist: &Histogram<u64>, errors: u64, elapsed: Durat
 /// timed window. For targets without a pipelined path (in-process engines, redis).
 async fn run_sessions(spec: BenchSpec, stores: Vec<Arc<dyn target::Store>>) -> Result<BenchResult, BenchError> {
     let work = Arc::new(Work::new(spec.clone()));
-    let started = Instant::now();
+    let window = Window::open();
     let handles: Vec<_> = (0..stores.len() * spec.depth)
         .map(|task| {
             let (work, store) = (work.clone(), stores[task % stores.len()].clone());
@@ -288,7 +305,7 @@ async fn run_sessions(spec: BenchSpec, stores: Vec<Arc<dyn target::Store>>) -> R
     if spec.operation == Operation::Put && spec.flush_at_end {
         stores[0].flush().await.map_err(BenchError::Invalid)?;
     }
-    Ok(summarize(spec, &hist, errors, started.elapsed()))
+    Ok(summarize(spec, &hist, errors, window.close()))
 }
 
 pub mod lsm_library;

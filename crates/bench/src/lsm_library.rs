@@ -19,7 +19,7 @@ use std::time::Instant;
 use libloading::Library;
 use spindle_client::Synchronization;
 
-use crate::{new_histogram, summarize, BenchError, BenchResult, BenchSpec, Operation, Work};
+use crate::{new_histogram, summarize, BenchError, BenchResult, BenchSpec, Operation, Window, Work};
 
 /// Which library a target names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -312,7 +312,7 @@ pub async fn run(kind: LsmKind, db: Arc<LsmDb>, spec: BenchSpec) -> Result<Bench
     let work = Arc::new(Work::new(spec.clone()));
     tokio::task::spawn_blocking(move || {
         let errors = Arc::new(AtomicU64::new(0));
-        let started = Instant::now();
+        let window = Window::open();
         let handles: Vec<_> = (0..threads)
             .map(|_| {
                 let (db, work, errors) = (db.clone(), work.clone(), errors.clone());
@@ -341,7 +341,7 @@ pub async fn run(kind: LsmKind, db: Arc<LsmDb>, spec: BenchSpec) -> Result<Bench
         if work.spec.operation == Operation::Put && work.spec.flush_at_end {
             db.sync().map_err(|e| lib_err(kind, e))?;
         }
-        Ok(summarize(work.spec.clone(), &hist, errors.load(Ordering::Relaxed), started.elapsed()))
+        Ok(summarize(work.spec.clone(), &hist, errors.load(Ordering::Relaxed), window.close()))
     })
     .await
     .map_err(|e| BenchError::Invalid(e.to_string()))?

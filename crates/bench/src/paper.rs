@@ -437,7 +437,7 @@ mod tests {
     fn median_run_takes_the_middle_and_the_spread() {
         let mk = |ops: f64| {
             let spec = BenchSpec::new("memory:", Operation::Get, 1, 1);
-            crate::summarize(spec, &crate::new_histogram(), 0, std::time::Duration::from_secs_f64(1.0 / ops))
+            crate::summarize(spec, &crate::new_histogram(), 0, (std::time::Duration::from_secs_f64(1.0 / ops), 0.0))
         };
         let (median, spread) = median_run(vec![mk(300.0), mk(100.0), mk(200.0)]);
         assert!((median.ops_per_second - 200.0).abs() < 1.0);

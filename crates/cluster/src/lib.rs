@@ -5,7 +5,8 @@
 //! one partition that readers see all or none of), `repair` anti-entropy for a partition,
 //! `coordinator` the elected process that watches drives and owns the map (`metrics` what it
 //! reports to Prometheus), `migrate` its moves of partitions between drives, `sweep` its
-//! removal of data drives no longer hold, `history` the checker of what clients saw.
+//! removal of data drives no longer hold, `history` the checker of what clients saw, `together`
+//! the few requests of one quorum polled in the task that waits for them.
 
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
@@ -25,6 +26,7 @@ pub mod replica;
 pub mod store;
 pub mod sweep;
 pub mod tag;
+pub mod together;
 
 pub use control::Control;
 pub use error::ClusterError;

@@ -17,7 +17,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use futures_util::stream::{FuturesUnordered, StreamExt};
 use parking_lot::{Mutex, RwLock};
 use spindle_client::{Client, ClientConfig, ClientError, StatusCode};
 
@@ -27,6 +26,7 @@ use crate::control::{Control, HealthState};
 use crate::map::{self, ClusterMap};
 use crate::replica::{self, BatchEntry, Held, Stored};
 use crate::tag::{Kind, Tag};
+use crate::together::Together;
 use crate::ClusterError;
 
 pub use crate::map::{MAX_KEY_LEN, MAX_VALUE_LEN};
@@ -380,7 +380,7 @@ impl Store {
             }
         };
         let mut waiting = order.into_iter().filter(|d| !first.contains(d)).collect::<Vec<_>>().into_iter();
-        let mut running = FuturesUnordered::new();
+        let mut running = Together::new();
         // Asked and not answered yet: the slow ones when the hedge fires.
         let mut in_flight = Vec::new();
         for drive in first {
