@@ -55,6 +55,10 @@ pub async fn run(a: S3Args) -> Result<(), Box<dyn std::error::Error>> {
     if a.sweep_grace_secs == 0 || a.sweep_interval_secs == 0 {
         return Err("--sweep-grace-secs and --sweep-interval-secs must be at least 1".into());
     }
+    // The gateway moves 1 MiB chunks as a drive moves values: the drive's allocator settings
+    // (large buffers reused, not faulted in afresh) and its trimmer (memory returned above a
+    // limit).
+    spindle_drive::memory::start();
     let kv = match (&a.cluster, a.drive) {
         (Some(url), _) => {
             let endpoints = etcd_endpoints(url)?;

@@ -22,6 +22,15 @@
 //! reuse: returning them early only moves the cost into page faults (pinning glibc's mmap
 //! threshold cost 15 % of 1 MiB puts and 35 % of 1 MiB gets that way). jemalloc also returns
 //! pages unused for [`DIRTY_DECAY_MS`] on its own background thread, not on a request's.
+//!
+//! **glibc's thresholds, fixed.** Left adaptive, glibc raises its mmap threshold to the size of
+//! the largest block freed (so 1 MiB values come from its heaps) and its trim threshold to
+//! twice that, so every heap top freed beyond 2 MiB went back to the kernel at once and came
+//! back as page faults, zeroed page by page: serving 64 MiB objects through the S3 gateway,
+//! faulting and zeroing pages was the largest cost after the socket copies in both the drive
+//! and the gateway. [`configure_allocator`] fixes the mmap threshold at
+//! [`MMAP_THRESHOLD_BYTES`] and the trim threshold at [`TRIM_THRESHOLD_BYTES`], leaving the
+//! return of memory to the trimmer above.
 
 // An allocator and the controls of two C allocators: unsafe by nature, each site with its SAFETY.
 #![allow(unsafe_code, reason = "a global allocator and jemalloc/glibc controls have no safe interface")]
@@ -98,6 +107,12 @@ pub const TRIM_INTERVAL: Duration = Duration::from_millis(250);
 pub const TRIM_ABOVE_BYTES: u64 = 512 * 1024 * 1024;
 /// How long jemalloc keeps freed pages before returning them on its own.
 pub const DIRTY_DECAY_MS: isize = 2_000;
+/// Allocations below this come from glibc's heaps, larger ones are mapped on their own: the
+/// largest threshold glibc takes (half its 64 MiB heap), above every value, frame and chunk.
+pub const MMAP_THRESHOLD_BYTES: usize = 32 * 1024 * 1024;
+/// A free top of a glibc heap larger than this goes back to the kernel at once (one heap is
+/// at most 64 MiB, so in practice only the trimmer returns memory, above its limit).
+pub const TRIM_THRESHOLD_BYTES: usize = 128 * 1024 * 1024;
 
 /// Configures the allocator and starts the background trimmer. The thread holds nothing and
 /// runs for the life of the process; calling this again does nothing.
@@ -115,8 +130,15 @@ pub fn start() {
 }
 
 /// Decay on jemalloc's own thread: without it, jemalloc returns pages from whichever thread
-/// happens to allocate, which here is a request's.
+/// happens to allocate, which here is a request's. glibc's thresholds fixed (module docs).
 fn configure_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt takes an int for both parameters and may be called at any time; a value
+    // it refuses leaves the parameter as it was.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES as libc::c_int);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES as libc::c_int);
+    }
     #[cfg(not(target_env = "msvc"))]
     // SAFETY: each control takes exactly the type written (ssize_t for the decay times, bool
     // for background_thread), and all may be set at any time.
