@@ -1078,7 +1078,7 @@ mod tests {
 
     /// The size of the future `op` returns, without running it.
     fn future_size<'a, Fut: std::future::Future>(_: impl FnOnce(&'a Store) -> Fut) -> usize {
-        std::mem::size_of::<Fut>()
+        size_of::<Fut>()
     }
 
     /// A get's or put's future is moved (and so copied) whole, by every caller that boxes it:
