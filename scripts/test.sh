@@ -82,17 +82,19 @@ count_surefire() {
 }
 
 status=0
+# Each section's heading says when it started, so a slow suite shows in the log.
+section() { echo "== $* [$((SECONDS / 60))m$((SECONDS % 60))s]"; }
 
 echo "== cargo test (workspace)"
 if ! cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$logs/cargo.log"; then status=1; fi
 count_cargo "$logs/cargo.log"
 
-echo "== Java interoperability (kinetic-client 0.8.0.4)"
+section "Java interoperability (kinetic-client 0.8.0.4)"
 cargo build --locked -p spindle-cli
 if ! scripts/java-interop.sh "$root/target/debug/spindle" 2>&1 | tee "$logs/java.log"; then status=1; fi
 count_surefire "$logs/java.log"
 
-echo "== the official YCSB client (site.ycsb:core:0.17.0) with Spindle's Java binding"
+section "the official YCSB client (site.ycsb:core:0.17.0) with Spindle's Java binding"
 if scripts/ycsb-java.sh "$root/target/debug/spindle" A E 2>&1 | tee "$logs/ycsb.log" | tail -5; [ "${PIPESTATUS[0]}" -eq 0 ]; then
   passed=$((passed + 1)); echo "ycsb java: ok"
 else
@@ -113,56 +115,53 @@ spindle=$root/target/debug/spindle
 
 check "vendored crates are upstream + patch queue" "$logs/vendor.log" scripts/check-vendor.sh
 check "no import cycle between the modules of any crate" "$logs/module-cycles.log" scripts/module-cycles.py
-echo "== the drive-only build (no bench lab) compiles"
-check "drive-only build" "$logs/drive-only.log" cargo check --locked -p spindle-cli --no-default-features
-
-echo "== clippy, warnings as errors: every crate and target, then the drive-only build"
+section "clippy, warnings as errors: every crate and target, then the drive-only build (no bench lab: it must compile and lint clean)"
 # The lints are the workspace's (Cargo.toml [workspace.lints]) plus each crate root's attributes.
 check "clippy" "$logs/clippy.log" cargo clippy --workspace --all-targets --locked -- -D warnings
 check "clippy drive-only build" "$logs/clippy-drive-only.log" cargo clippy --locked -p spindle-cli --no-default-features -- -D warnings
 
-echo "== directory-sync audit (strace): every entry the drive creates or renames is synced"
+section "directory-sync audit (strace): every entry the drive creates or renames is synced"
 check "fsync audit" "$logs/fsync-audit.log" scripts/fsync-audit.sh "$spindle"
 
-echo "== YCSB generators: Rust against YCSB's own"
+section "YCSB generators: Rust against YCSB's own"
 check "ycsb crosscheck" "$logs/crosscheck.log" scripts/ycsb-crosscheck.sh "$spindle"
 
-echo "== benchmark smoke run (Spindle, Java simulator, redis-server)"
+section "benchmark smoke run (Spindle, Java simulator, redis-server)"
 check "bench smoke" "$logs/bench.log" scripts/bench-compare.sh --quick --spindle "$spindle" --out "$logs/bench.md"
 
-echo "== the Kinetic paper's evaluation, smoke run (Spindle, simulator, redis, engine, LevelDB, RocksDB)"
+section "the Kinetic paper's evaluation, smoke run (Spindle, simulator, redis, engine, LevelDB, RocksDB)"
 check "paper bench smoke" "$logs/paper.log" scripts/bench-paper.sh --quick --spindle "$spindle" --out "$logs/paper"
 
-echo "== archival workloads smoke run (two drives, three envelopes)"
+section "archival workloads smoke run (two drives, three envelopes)"
 check "archive bench smoke" "$logs/archive.log" scripts/bench-archive.sh --quick --drives 2 --spindle "$spindle" --out "$logs/archive.md"
 
-echo "== ACT certification smoke run (a drive and a file on the same disk)"
+section "ACT certification smoke run (a drive and a file on the same disk)"
 check "act bench smoke" "$logs/act.log" scripts/bench-act.sh --quick --spindle "$spindle" --out "$logs/act.md"
 
-echo "== P2P benchmark smoke run (two drives, two Java simulators)"
+section "P2P benchmark smoke run (two drives, two Java simulators)"
 check "p2p bench smoke" "$logs/p2p.log" scripts/bench-p2p.sh --quick --spindle "$spindle"
 
-echo "== cluster against a lone drive, smoke run (etcd, three drives, a coordinator)"
+section "cluster against a lone drive, smoke run (etcd, three drives, a coordinator)"
 check "cluster bench smoke" "$logs/cluster-bench.log" scripts/bench-cluster.sh --spindle "$spindle" --drives 3 --count 200 --repeat 1 --ycsb AE --ycsb-records 200 --ycsb-operations 200
 
-echo "== live migration under load, smoke run (etcd, five drives, a coordinator; a join and a leave)"
+section "live migration under load, smoke run (etcd, five drives, a coordinator; a join and a leave)"
 check "migrate bench smoke" "$logs/migrate.log" scripts/bench-migrate.sh --spindle "$spindle" --records 2000 --rate 200 --partitions 32 --settle 2 --out "$logs/migrate.md"
 
-echo "== S3 gateway with real clients: awscli, s3cmd, rclone, boto3 (the gateway's suite), a gateway killed mid-upload"
+section "S3 gateway with real clients: awscli, s3cmd, rclone, boto3 (the gateway's suite), a gateway killed mid-upload"
 check "s3 clients" "$logs/s3-clients.log" scripts/s3-clients.sh "$spindle"
 
-echo "== S3 gateway memory: 4 GiB up and down through a gateway over one drive, peak RSS under 512 MiB"
+section "S3 gateway memory: 4 GiB up and down through a gateway over one drive, peak RSS under 512 MiB"
 check "s3 memory" "$logs/s3-memory.log" scripts/s3-memory.sh "$spindle" --gib 4 --limit-mib 512
 
-echo "== S3 benchmark smoke run (Spindle's gateway over one drive, single-node MinIO; PUT and GET)"
+section "S3 benchmark smoke run (Spindle's gateway over one drive, single-node MinIO; PUT and GET)"
 check "s3 bench smoke" "$logs/s3-bench.log" scripts/bench-s3.sh --quick --spindle "$spindle" --out "$logs/s3-bench.md"
 
-echo "== archival workloads against the S3 gateway, smoke run"
+section "archival workloads against the S3 gateway, smoke run"
 check "archive s3 smoke" "$logs/archive-s3.log" scripts/bench-archive.sh --quick --s3 --spindle "$spindle" --out "$logs/archive-s3.md"
 
-echo "== memory under large values, smoke run (one drive, one round)"
+section "memory under large values, smoke run (one drive, one round)"
 check "memory bench smoke" "$logs/memory.log" scripts/bench-memory.sh --spindle "$spindle" --rounds 1 --count 20
 
 echo
-echo "all suites: $passed passed, $failed failed"
+echo "all suites: $passed passed, $failed failed [$((SECONDS / 60))m$((SECONDS % 60))s]"
 exit $status
