@@ -1116,4 +1116,3 @@ mod tests {
         assert!(!q(&map, &["a", "b"]));
     }
 }
-

@@ -13,7 +13,7 @@ use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result, S3};
 use crate::kv::{Cond, Durability, KvError, Pages};
 use crate::layout::{self, UploadId};
 use crate::listing::{self, Item, Query};
-use crate::objects::{Core, Mark, Own};
+use crate::objects::{Core, Own};
 use crate::records::{self, Attributes, BucketRecord, Manifest, Owner, PartRecord, Segment, UploadRecord};
 
 /// S3's limits: a key's length, one PUT's size, a part's size and number, an object's size.
@@ -83,7 +83,7 @@ impl Gateway {
     }
 
     /// Stores a part's data under its record, releasing the data it replaces.
-    async fn commit_part(&self, bucket: &str, key: &str, id: UploadId, number: u32, record: &PartRecord, mut intent: Mark) -> S3Result<()> {
+    async fn commit_part(&self, bucket: &str, key: &str, id: UploadId, number: u32, record: &PartRecord, mut intent: Bytes) -> S3Result<()> {
         let owner = Owner { bucket: bucket.to_owned(), key: key.to_owned(), part: Some((id, number)) };
         let pkey = layout::part(id, number);
         let data = record.segment.data;
@@ -95,7 +95,7 @@ impl Gateway {
                 self.core.release(old.segment.data, &owner).await?;
             }
             // Data the sweeper took while the part stalled is never recorded.
-            intent = self.core.refresh_if_aged(data, &owner, intent).await?;
+            intent = self.core.refresh_before_swap(data, &owner, &intent).await?;
             let cond = current.map_or(Cond::Absent, |c| Cond::Version(c.version));
             match self.core.kv.put(&pkey, records::encode(record), cond, Durability::Through).await {
                 Ok(v) => {
@@ -113,7 +113,7 @@ impl Gateway {
         match self.core.kv.get(&layout::upload(bucket, key, id)).await? {
             Some(u) if records::decode::<UploadRecord>("upload", &u.value)?.completing.is_none() => {
                 // Lost in a crash, the intent is dropped by the sweeper (the data is referenced).
-                let _ = self.core.kv.delete(&layout::intent(data), Cond::Version(intent.version), Durability::Lazy).await;
+                let _ = self.core.kv.delete(&layout::intent(data), Cond::Version(intent), Durability::Lazy).await;
                 Ok(())
             }
             _ => {
@@ -982,7 +982,7 @@ impl S3 for Gateway {
         let mut own = Vec::with_capacity(chosen.len());
         for (n, p) in &chosen {
             let owner = Owner { bucket: bucket.clone(), key: key.clone(), part: Some((id, *n)) };
-            let intent = self.core.mark(p.segment.data, &owner).await?;
+            let intent = self.core.put_intent(p.segment.data, &owner, None).await?;
             own.push(Own { data: p.segment.data, owner, intent });
         }
         let mut md5s = Vec::with_capacity(chosen.len() * 16);

@@ -69,7 +69,9 @@ pub struct Stored {
 }
 
 /// How a write is made durable. Chunks may be written back (`Lazy`) as long as a `flush`
-/// precedes the write that makes them reachable; metadata is written through.
+/// precedes the write that makes them reachable; records are written through, except those a
+/// crash may lose without harm (an intent refreshed just before a swap, or dropped after it:
+/// the sweeper checks references before it dooms anything). The cluster writes through always.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
     Lazy,

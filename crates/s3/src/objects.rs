@@ -44,22 +44,11 @@ pub struct Core {
 /// One chunk's write in flight.
 type ChunkPut<'a> = Pin<Box<dyn std::future::Future<Output = Result<Bytes, KvError>> + Send + 'a>>;
 
-/// Data a commit will reference, with its intent's owner and mark.
+/// Data a commit will reference, with its intent's owner and version.
 pub struct Own {
     pub data: DataId,
     pub owner: Owner,
-    pub intent: Mark,
-}
-
-/// An intent as this gateway last stored it: its version, and when the write was sent (this
-/// process's monotonic clock). The sweeper dooms an intent only once its stored time is a whole
-/// grace old, so one stored less than a quarter of the grace ago needs no refresh before a swap
-/// (the same allowance for clock skew between gateways that refreshing every quarter of the
-/// grace during an upload makes).
-#[derive(Debug, Clone)]
-pub struct Mark {
-    pub version: Bytes,
-    pub at: Instant,
+    pub intent: Bytes,
 }
 
 /// Data written by `write_data`, not yet referenced by any record.
@@ -67,8 +56,8 @@ pub struct Written {
     pub segment: Segment,
     pub md5: [u8; 16],
     pub checksum: s3s::dto::Checksum,
-    /// The data's intent: the commit refreshes it if it has aged.
-    pub intent: Mark,
+    /// The version of the data's intent: the commit refreshes it.
+    pub intent: Bytes,
 }
 
 /// A request body that could not be read: cut short, or not what its signature covers.
@@ -105,22 +94,32 @@ impl Core {
     /// Writes or refreshes the intent of `data`: with `version`, only if nobody (the sweeper)
     /// changed it since; returns its new version.
     pub async fn put_intent(&self, data: DataId, owner: &Owner, version: Option<Bytes>) -> Result<Bytes, KvError> {
+        self.store_intent(data, owner, version, Durability::Through).await
+    }
+
+    async fn store_intent(&self, data: DataId, owner: &Owner, version: Option<Bytes>, durability: Durability) -> Result<Bytes, KvError> {
         let intent = Intent { touched_ms: records::now_ms(), owner: owner.clone(), doomed: false };
         let cond = version.map_or(Cond::Any, Cond::Version);
-        self.kv.put(&layout::intent(data), records::encode(&intent), cond, Durability::Through).await
+        self.kv.put(&layout::intent(data), records::encode(&intent), cond, durability).await
     }
 
-    /// A new intent for `data`, owned by `owner`.
-    pub async fn mark(&self, data: DataId, owner: &Owner) -> Result<Mark, KvError> {
-        let at = Instant::now();
-        Ok(Mark { version: self.put_intent(data, owner, None).await?, at })
+    /// Refreshes the intent of `data` during its upload, if nobody (the sweeper) changed it
+    /// since `version`; returns its new version.
+    pub async fn refresh(&self, data: DataId, owner: &Owner, version: &Bytes) -> S3Result<Bytes> {
+        self.refresh_with(data, owner, version, Durability::Through).await
     }
 
-    /// The intent of `data` stored again, if nobody (the sweeper) changed it since `mark`.
-    pub async fn refresh(&self, data: DataId, owner: &Owner, mark: &Mark) -> S3Result<Mark> {
-        let at = Instant::now();
-        match self.put_intent(data, owner, Some(mark.version.clone())).await {
-            Ok(version) => Ok(Mark { version, at }),
+    /// The refresh just before a swap that references `data`: its compare-and-swap proves the
+    /// sweeper has not doomed the intent, whatever the clocks say. Written back: if a crash
+    /// loses it, the swap that follows either reached the disk, and the sweeper finds the data
+    /// referenced before it would doom anything, or it did not, and the upload failed anyway.
+    pub async fn refresh_before_swap(&self, data: DataId, owner: &Owner, version: &Bytes) -> S3Result<Bytes> {
+        self.refresh_with(data, owner, version, Durability::Lazy).await
+    }
+
+    async fn refresh_with(&self, data: DataId, owner: &Owner, version: &Bytes, durability: Durability) -> S3Result<Bytes> {
+        match self.store_intent(data, owner, Some(version.clone()), durability).await {
+            Ok(v) => Ok(v),
             Err(KvError::Mismatch) => Err(s3_error!(InternalError, "the upload stalled longer than the sweep grace ({:?}) and its data was collected", self.grace)),
             Err(e) => Err(e.into()),
         }
@@ -130,15 +129,6 @@ impl Core {
     pub async fn release(&self, data: DataId, owner: &Owner) -> S3Result<()> {
         self.put_intent(data, owner, None).await?;
         Ok(())
-    }
-
-    /// `mark` as it is if it was stored less than a quarter of the grace ago (no sweeper can
-    /// have taken it), else refreshed: what a swap that references the data needs first.
-    pub async fn refresh_if_aged(&self, data: DataId, owner: &Owner, mark: Mark) -> S3Result<Mark> {
-        if mark.at.elapsed() < self.grace / 4 {
-            return Ok(mark);
-        }
-        self.refresh(data, owner, &mark).await
     }
 
     /// `release` of many data ids, a few at a time (a multipart object has up to 10,000).
@@ -154,15 +144,15 @@ impl Core {
     /// written so far are deleted (or left to the sweeper if that fails too).
     pub async fn write_data(&self, owner: &Owner, body: StreamingBlob, mut hasher: s3s::checksum::ChecksumHasher, max: u64) -> S3Result<Written> {
         let data: DataId = rand::random();
-        let mut mark = self.mark(data, owner).await?;
+        let mut version = self.put_intent(data, owner, None).await?;
         let mut md5 = md5_simd::Md5::new();
-        let result = self.write_chunks(data, owner, &mut mark, body, &mut md5, &mut hasher, max).await;
+        let result = self.write_chunks(data, owner, &mut version, body, &mut md5, &mut hasher, max).await;
         // (write_chunks waits for every chunk it sent, also when it fails: a chunk landing after
         // the discard below would be left unaccounted for.)
         match result {
             Ok(size) => {
                 let segment = Segment { data, size, chunk: self.chunk as u32 };
-                Ok(Written { segment, md5: md5.finalize(), checksum: hasher.finalize(), intent: mark })
+                Ok(Written { segment, md5: md5.finalize(), checksum: hasher.finalize(), intent: version })
             }
             Err(e) => {
                 self.discard(data, owner).await;
@@ -176,14 +166,14 @@ impl Core {
         &self,
         data: DataId,
         owner: &Owner,
-        mark: &mut Mark,
+        version: &mut Bytes,
         mut body: StreamingBlob,
         md5: &mut md5_simd::Md5,
         hasher: &mut s3s::checksum::ChecksumHasher,
         max: u64,
     ) -> S3Result<u64> {
         let mut in_flight: FuturesUnordered<ChunkPut<'_>> = FuturesUnordered::new();
-        let result = self.fill_chunks(data, owner, mark, &mut body, md5, hasher, max, &mut in_flight).await;
+        let result = self.fill_chunks(data, owner, version, &mut body, md5, hasher, max, &mut in_flight).await;
         // Every chunk sent has landed (or failed) before this returns.
         let mut landed = Ok(());
         while let Some(r) = in_flight.next().await {
@@ -203,7 +193,7 @@ impl Core {
         &'a self,
         data: DataId,
         owner: &Owner,
-        mark: &mut Mark,
+        version: &mut Bytes,
         body: &mut StreamingBlob,
         md5: &mut md5_simd::Md5,
         hasher: &mut s3s::checksum::ChecksumHasher,
@@ -211,6 +201,7 @@ impl Core {
         in_flight: &mut FuturesUnordered<ChunkPut<'a>>,
     ) -> S3Result<u64> {
         let refresh_every = self.grace / 4;
+        let mut refreshed = Instant::now();
         let mut buf = BytesMut::new();
         let mut size: u64 = 0;
         let mut index: u32 = 0;
@@ -241,8 +232,9 @@ impl Core {
                     }
                 }
             }
-            if mark.at.elapsed() >= refresh_every {
-                *mark = self.refresh(data, owner, mark).await?;
+            if refreshed.elapsed() >= refresh_every {
+                *version = self.refresh(data, owner, version).await?;
+                refreshed = Instant::now();
             }
         }
         Ok(size)
@@ -284,9 +276,9 @@ impl Core {
                 None => None,
             };
             check(old.as_ref())?;
-            let intents: Vec<(DataId, Owner, Mark)> = own.iter().map(|o| (o.data, o.owner.clone(), o.intent.clone())).collect();
-            let refreshed: Vec<S3Result<Mark>> = futures_util::stream::iter(intents)
-                .map(|(d, o, m)| async move { self.refresh_if_aged(d, &o, m).await })
+            let intents: Vec<(DataId, Owner, Bytes)> = own.iter().map(|o| (o.data, o.owner.clone(), o.intent.clone())).collect();
+            let refreshed: Vec<S3Result<Bytes>> = futures_util::stream::iter(intents)
+                .map(|(d, o, v)| async move { self.refresh_before_swap(d, &o, &v).await })
                 .buffered(RELEASES_AT_ONCE)
                 .collect()
                 .await;
@@ -303,7 +295,7 @@ impl Core {
                     // A failure, or a crash losing these written-back deletions, leaves an intent
                     // the sweeper drops, seeing the data referenced.
                     let mut drops = futures_util::stream::iter(own)
-                        .map(|o| async move { self.kv.delete(&layout::intent(o.data), Cond::Version(o.intent.version), Durability::Lazy).await })
+                        .map(|o| async move { self.kv.delete(&layout::intent(o.data), Cond::Version(o.intent), Durability::Lazy).await })
                         .buffer_unordered(RELEASES_AT_ONCE);
                     while drops.next().await.is_some() {}
                     return Ok(old);

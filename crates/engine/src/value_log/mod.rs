@@ -603,7 +603,6 @@ impl SegmentScan {
     }
 }
 
-
 /// `len` bytes of `file` at `offset`, read into a buffer the kernel fills without its being
 /// zeroed first: serving 1 MiB values, zeroing each fresh buffer (`vec![0; len]`) cost about a
 /// quarter of a drive's CPU. `UnexpectedEof` if the file ends before `len` bytes.
