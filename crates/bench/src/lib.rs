@@ -150,15 +150,6 @@ pub enum BenchError {
     Invalid(String),
 }
 
-/// Runs a put or get benchmark. `spec.target` is a Kinetic endpoint (`HOST:PORT` or
-/// `kinetic://HOST:PORT`), Spindle's engine in this process: `embedded:DIR` (on disk) or
-/// `memory:` (no storage), which shows what the protocol and the network cost, or a redis
-/// server (`redis://HOST:PORT`: SET and GET), or LevelDB and RocksDB through their own
-/// libraries (`leveldb:DIR`, `rocksdb:DIR`: the paper's "LevelDB servers").
-pub async fn run(spec: BenchSpec) -> Result<BenchResult, BenchError> {
-    run_on_target(spec).await
-}
-
 /// The timed window of a run: wall clock and the process's CPU time, both taken once the
 /// connections are up, so that a client's per-operation cost does not carry its setup (a
 /// cluster client's etcd connection and map load, a TLS handshake) spread over the count.
@@ -193,7 +184,12 @@ pub(crate) fn process_cpu_seconds() -> f64 {
     secs(usage.ru_utime) + secs(usage.ru_stime)
 }
 
-async fn run_on_target(spec: BenchSpec) -> Result<BenchResult, BenchError> {
+/// Runs a put or get benchmark. `spec.target` is a Kinetic endpoint (`HOST:PORT` or
+/// `kinetic://HOST:PORT`), Spindle's engine in this process: `embedded:DIR` (on disk) or
+/// `memory:` (no storage), which shows what the protocol and the network cost, or a redis
+/// server (`redis://HOST:PORT`: SET and GET), or LevelDB and RocksDB through their own
+/// libraries (`leveldb:DIR`, `rocksdb:DIR`: the paper's "LevelDB servers").
+pub async fn run(spec: BenchSpec) -> Result<BenchResult, BenchError> {
     if spec.connections == 0 || spec.depth == 0 || spec.key_size < 1 {
         return Err(BenchError::Invalid("connections, depth and key size must be at least 1".into()));
     }

@@ -290,6 +290,29 @@ fn a_damaged_logged_value_is_reported_and_its_segment_kept() {
     }
 }
 
+/// A segment cut short inside a value (a file truncated behind the drive's back) answers
+/// Corrupt for that value, not a short or padded one; values before the cut are unharmed.
+#[test]
+fn a_value_cut_short_by_a_truncated_segment_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = FjallEngine::open(gc_options(dir.path())).unwrap();
+    for k in 0..4 {
+        put(&engine, &format!("t{k}"), value("t", k, 20 * KIB), "1", true);
+    }
+    let segment = segments(dir.path()).pop().unwrap();
+    let bytes = std::fs::read(&segment).unwrap();
+    let head = b"t/3/";
+    let cut = bytes.windows(head.len()).position(|w| w == head).expect("t3's value") + 1000;
+    std::fs::OpenOptions::new().write(true).open(&segment).unwrap().set_len(cut as u64).unwrap();
+    match engine.get(b"t3") {
+        Err(Error::Corrupt { .. }) => {}
+        other => panic!("t3 after the cut: {:?}", other.map(|e| e.map(|e| e.value.len()))),
+    }
+    for k in 0..3 {
+        assert!(engine.get(format!("t{k}").as_bytes()).unwrap().unwrap().value == value("t", k, 20 * KIB));
+    }
+}
+
 /// An erase deletes every segment once the cleared index is durable; the store goes on.
 #[test]
 fn an_erase_deletes_the_log() {

@@ -273,12 +273,7 @@ impl Pages {
         }
         let keys = kv.range(&self.from, &self.end, self.page).await?;
         match keys.last() {
-            Some(last) if keys.len() == self.page => {
-                // The smallest key after `last`.
-                let mut next = bytes::BytesMut::from(&last[..]);
-                next.extend_from_slice(&[0]);
-                self.from = next.freeze();
-            }
+            Some(last) if keys.len() == self.page => self.from = crate::layout::after(last),
             _ => self.done = true,
         }
         Ok((!keys.is_empty()).then_some(keys))
