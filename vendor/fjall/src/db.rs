@@ -414,7 +414,10 @@ impl Database {
     ///
     /// Returns error, if an IO error occurred.
     pub fn persist(&self, mode: PersistMode) -> crate::Result<()> {
-        if self.is_poisoned.is_poisoned() {
+        // Spindle: a database that a full disk stopped still syncs its journal. The batches
+        // committed before the stop are with the OS and a reopening recovers them; a writer
+        // refused its sync here would be told its write failed, then see it come back.
+        if self.is_poisoned.is_poisoned() && !self.is_poisoned.by_full_disk() {
             return Err(crate::Error::Poisoned);
         }
 

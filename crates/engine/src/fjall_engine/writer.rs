@@ -195,6 +195,9 @@ pub(super) fn apply_writes(store: &Store, slots: &mut [Option<WriteRequest>]) {
         }
     }
     if waiting {
+        // Runs even if a flush worker's full disk stopped the database since the commit: the
+        // batch is in the journal and a reopening would recover it, so it is synced and
+        // acknowledged rather than refused (vendored fjall, 0012).
         let synced = store.db.persist(PersistMode::SyncData).map_err(Error::from);
         store.counters.syncs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         for (slot, result) in slots.iter_mut().zip(results) {
