@@ -10,6 +10,7 @@ mod gateway;
 mod kv;
 mod layout;
 mod listing;
+mod md5_lanes;
 mod objects;
 mod records;
 mod server;
@@ -18,6 +19,7 @@ use std::time::Duration;
 
 pub use auth::Keys;
 pub use kv::{Drive, Kv};
+pub use md5_lanes::{Md5Lanes, Md5Stream};
 pub use server::{serve, Config};
 
 #[derive(Debug, thiserror::Error)]

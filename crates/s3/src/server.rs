@@ -32,7 +32,7 @@ pub async fn serve(listener: TcpListener, config: Config, shutdown: impl Future<
         return Err(GatewayError::Invalid("the gateway needs at least one access key".into()));
     }
     let chunk = config.kv.max_value().await?;
-    let core = Arc::new(Core { kv: config.kv, chunk, grace: config.sweep_grace });
+    let core = Arc::new(Core { kv: config.kv, chunk, grace: config.sweep_grace, md5: crate::md5_lanes::Md5Lanes::start() });
     let sweeper = tokio::spawn(sweep_forever(core.clone(), config.sweep_interval));
     let service = {
         let mut b = S3ServiceBuilder::new(Gateway::new(core));
