@@ -11,6 +11,10 @@
 #   scripts/bench-s3.sh --spindle BIN [--quick] [--out FILE.md] [--results DIR]
 #       [--servers minio,spindle] [--duration 20s] [--concurrency 8]
 #
+# --servers may add minio-relay: the same MinIO reached through a TCP relay (`spindle bench
+# relay`), so with one more loopback hop, as Spindle's gateway reaches its drive; its CPU is
+# MinIO's plus the relay's.
+#
 # MinIO is taken from $MINIO_BIN, target/go-bin/minio, $HOME/go/bin/minio or PATH, and else
 # installed into target/go-bin with `go install` (about 2.5 minutes on 2 cores). --quick is a
 # smoke run of a few seconds per cell (1 MiB and 32 MiB objects, 2 workers). Writes the
@@ -80,7 +84,7 @@ find_minio() {
 }
 
 minio_pid= spindle_pids=
-if want minio; then
+if want minio || want minio-relay; then
   find_minio
   minio_port=$(free_port) minio_console=$(free_port)
   mkdir -p "$work/minio-data"
@@ -93,6 +97,14 @@ if want minio; then
   minio_pid=$server_pid
   minio_url=http://127.0.0.1:$minio_port
   minio_version=$("$minio_bin" --version 2>/dev/null | head -n 1 | sed 's/^minio version //')
+fi
+relay_pid=
+if want minio-relay; then
+  # It says where it listens on stderr: merged into the log start_server watches.
+  start_server minio-relay 'relaying on [^0-9]*127\.0\.0\.1:([0-9]+)' sh -c 'exec "$0" "$@" 2>&1' \
+    "$spindle_bin" bench relay --listen 127.0.0.1:0 --to "127.0.0.1:$minio_port"
+  relay_pid=$server_pid
+  relay_url=http://127.0.0.1:$server_match
 fi
 if want spindle; then
   "$spindle_bin" s3 --help >/dev/null 2>&1 || die "$spindle_bin has no 's3' command (the gateway): run with --servers minio"
@@ -107,11 +119,12 @@ if want spindle; then
 fi
 
 # Runs SERVER only: the other one paused.
-only_server() { # minio|spindle
+only_server() { # minio|minio-relay|spindle
   local p
-  for p in $minio_pid ${spindle_pids//,/ }; do kill -STOP "$p" 2>/dev/null || true; done
+  for p in $minio_pid $relay_pid ${spindle_pids//,/ }; do kill -STOP "$p" 2>/dev/null || true; done
   case $1 in
     minio) kill -CONT "$minio_pid" ;;
+    minio-relay) kill -CONT "$minio_pid" "$relay_pid" ;;
     spindle) for p in ${spindle_pids//,/ }; do kill -CONT "$p"; done ;;
   esac
 }
@@ -122,6 +135,7 @@ measure() { # SERVER OP SIZE
   local server=$1 op=$2 size=$3 url pids file
   case $server in
     minio) url=$minio_url pids=$minio_pid ;;
+    minio-relay) url=$relay_url pids=$minio_pid,$relay_pid ;;
     spindle) url=$spindle_url pids=$spindle_pids ;;
   esac
   file=$work/$server-$op-$size.json
@@ -142,8 +156,8 @@ started=$(date +%s)
 i=0
 for c in "${cells[@]}"; do
   read -r op size <<<"$c"
-  order=(minio spindle)
-  ((i % 2 == 1)) && order=(spindle minio)
+  order=(minio minio-relay spindle)
+  ((i % 2 == 1)) && order=(spindle minio-relay minio)
   for s in "${order[@]}"; do
     want "$s" && measure "$s" "$op" "$size"
   done
@@ -154,6 +168,7 @@ table=$("$spindle_bin" bench s3-compare --baseline minio "${files[@]}")
 echo "$table"
 
 durability() {
+  want minio-relay && echo "- minio-relay: the same MinIO behind \`spindle bench relay\` (a TCP relay through user space, 256 KiB copies each way), so with the loopback hop Spindle's gateway makes to its drive; its CPU is MinIO's plus the relay's."
   want minio && echo "- MinIO (\`minio --version\`: $minio_version; the script installs $minio_module), single node on one directory (its \"single drive\" mode): object data written with O_DIRECT and fdatasync before the answer, metadata (xl.meta, small objects inline) likewise synced; directory entries of renames not synced (MINIO_FS_OSYNC off, the default)."
   want spindle && echo "- Spindle: \`spindle s3\` over one \`spindle drive\` (default engine), an object's chunks written back and made durable by one FLUSHALLDATA before its manifest is written through (WRITETHROUGH), so an acknowledged object is on disk whole. Server CPU is the gateway's plus the drive's."
   return 0

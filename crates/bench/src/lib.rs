@@ -509,6 +509,7 @@ pub mod act;
 pub mod migrate;
 pub mod p2p;
 pub mod paper;
+pub mod relay;
 pub mod report;
 pub mod s3;
 pub mod ycsb;

@@ -32,6 +32,17 @@ pub enum BenchCommand {
     /// latency and time-to-first-byte percentiles, the server's CPU per MiB
     /// (scripts/bench-s3.sh: Spindle's gateway and MinIO side by side).
     S3(S3BenchArgs),
+    /// A TCP relay in front of a server, to measure what one more hop costs (the S3
+    /// benchmark's MinIO behind it has the hop Spindle's gateway makes to its drive). Prints
+    /// "relaying on ADDR" once it listens; runs until stopped.
+    Relay {
+        /// Where to listen (port 0: any free port)
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: std::net::SocketAddr,
+        /// The server every connection is relayed to
+        #[arg(long)]
+        to: std::net::SocketAddr,
+    },
     /// Side-by-side Markdown of `bench s3 --json` result files, each server's row and its ratio
     /// to the baseline's, per operation, object size and worker count.
     S3Compare {
@@ -348,6 +359,13 @@ async fn bench_s3(a: S3BenchArgs) -> CmdResult {
     Ok(())
 }
 
+async fn bench_relay(listen: std::net::SocketAddr, to: std::net::SocketAddr) -> CmdResult {
+    let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| format!("listening on {listen}: {e}"))?;
+    eprintln!("relaying on {} to {to}", listener.local_addr()?);
+    spindle_bench::relay::relay(listener, to).await?;
+    Ok(())
+}
+
 fn bench_s3_compare(results: &[std::path::PathBuf], baseline: &str) -> CmdResult {
     let mut views = Vec::new();
     for p in results {
@@ -374,6 +392,7 @@ pub async fn bench(cmd: BenchCommand) -> CmdResult {
         BenchCommand::Archive(cmd) => return crate::archive_cmds::run(cmd).await,
         BenchCommand::S3(a) => return bench_s3(a).await,
         BenchCommand::S3Compare { results, baseline } => return bench_s3_compare(&results, &baseline),
+        BenchCommand::Relay { listen, to } => return bench_relay(listen, to).await,
         BenchCommand::Act(cmd) => return crate::act_cmds::run(cmd).await,
         BenchCommand::Report { results, out } => {
             let files = spindle_bench::report::write_report(&results, &out)?;

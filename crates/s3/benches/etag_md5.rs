@@ -1,6 +1,7 @@
 //! The gateway's ETag hashing: 1 MiB chunks of eight uploads hashed one after another (one
 //! stream at a time, as a single MD5 must be), in md5-many's SIMD lanes, and through the
-//! gateway's hashing thread (`Md5Lanes`) from eight concurrent uploads of 8 MiB each.
+//! gateway's hashing thread (`Md5Lanes`) from eight concurrent uploads of 8 MiB each; and
+//! three chunks, fewer than the lanes, each way.
 //!
 //!   cargo bench -p spindle-s3 --bench etag_md5
 
@@ -34,6 +35,34 @@ fn etag_md5(c: &mut Criterion) {
         b.iter(|| {
             let mut states = [Md5State::new(); UPLOADS];
             let inputs: Vec<&[u8]> = data.iter().map(|d| &d[..]).collect();
+            engine.update_many(&mut states, &inputs);
+            black_box(states)
+        })
+    });
+    // Fewer chunks than lanes: md5-many's general path, and the same chunks with the empty
+    // lanes filled by copies (what the hashing thread does), against one after another.
+    g.throughput(Throughput::Bytes((3 * CHUNK) as u64));
+    g.bench_function("3 chunks, one stream after another", |b| {
+        b.iter(|| {
+            let mut states = [Md5State::new(); 3];
+            for (s, d) in states.iter_mut().zip(&data) {
+                s.update(d);
+            }
+            black_box(states)
+        })
+    });
+    g.bench_function("3 chunks in SIMD lanes, 5 lanes empty (update_many)", |b| {
+        b.iter(|| {
+            let mut states = [Md5State::new(); 3];
+            let inputs: Vec<&[u8]> = data[..3].iter().map(|d| &d[..]).collect();
+            engine.update_many(&mut states, &inputs);
+            black_box(states)
+        })
+    });
+    g.bench_function("3 chunks in SIMD lanes, 5 lanes filled with copies", |b| {
+        b.iter(|| {
+            let mut states = [Md5State::new(); UPLOADS];
+            let inputs: Vec<&[u8]> = (0..UPLOADS).map(|i| &data[i.min(2)][..]).collect();
             engine.update_many(&mut states, &inputs);
             black_box(states)
         })
