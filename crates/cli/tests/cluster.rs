@@ -225,32 +225,13 @@ fn versions_compare_and_swap_and_ordered_ranges() {
         // After a delete the key can be created again.
         store.put(b"a", Bytes::from_static(b"three"), Condition::Absent).await.unwrap();
 
-        // Unconditional puts: a new key, or one this client knows the version of, is stored in
-        // one round trip; a version it does not know (another client wrote since) is found out
-        // and the put stored all the same, over it.
-        let counts = |s: &Store| {
-            let c = s.write_counts();
-            (c.one_round_trip.load(std::sync::atomic::Ordering::Relaxed), c.retried.load(std::sync::atomic::Ordering::Relaxed))
-        };
+        // Unconditional puts of two clients in turn, each over a version it did not write:
+        // the last put wins.
         let other = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
-        let before = counts(&store);
-        store.put(b"fresh", Bytes::from_static(b"1"), Condition::None).await.unwrap();
-        store.put(b"fresh", Bytes::from_static(b"2"), Condition::None).await.unwrap();
-        assert_eq!(counts(&store), (before.0 + 2, before.1), "a new key, then the version this client wrote");
-        let v3 = other.put(b"fresh", Bytes::from_static(b"3"), Condition::None).await.unwrap();
-        assert_eq!(counts(&other), (0, 1), "the other client guessed the key new, and was wrong");
-        assert_eq!(store.get(b"fresh").await.unwrap().map(|v| (v.value, v.version)), Some((Bytes::from_static(b"3"), v3.clone())));
-        // That read taught the first client the version: one round trip again.
-        store.put(b"fresh", Bytes::from_static(b"4"), Condition::None).await.unwrap();
-        assert_eq!(counts(&store), (before.0 + 3, before.1));
-        // Stale versions on both sides, in turn: whichever way each put goes (a stale version
-        // can still be outranked by the tag it gives the put), the last put wins.
         for (i, client) in [&other, &store, &other, &store].into_iter().enumerate() {
             client.put(b"fresh", Bytes::from(format!("v{i}")), Condition::None).await.unwrap();
             assert_eq!(other.get(b"fresh").await.unwrap().unwrap().value, Bytes::from(format!("v{i}")));
         }
-        let (o, s) = (counts(&other), counts(&store));
-        assert_eq!((o.0 + o.1, s.0 + s.1), (3, before.0 + before.1 + 5), "each put counted once");
 
         // Keys scattered over partitions come back merged in order, across pages; deleted
         // ones do not.

@@ -413,6 +413,83 @@ fn a_read_during_a_move_leaves_what_it_returns_on_a_quorum_of_the_new_replicas()
     });
 }
 
+/// A put caught by the flip (O = d0 d1 d2 moving to N = d0 d1 d3 at epoch 5; the flip to
+/// epoch 6 fences the drives while the put's client still holds the move's map) is one write:
+/// a reader of the new epoch and a later put there, both while it is under way, must leave a
+/// history that linearizes. The one-round-trip try that puts once made stored the value on
+/// d0 and d2 under an epoch-5 tag, a reader returned it, a put of epoch 6 replaced it, and
+/// the try's retry at epoch 6, tagged again, brought the value back.
+#[test]
+fn a_put_caught_by_the_flip_is_one_write() {
+    use spindle_cluster::history::{check, Event, Op};
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path(), 1);
+    let drives: Vec<TestDrive> = (0..4).map(|_| TestDrive::start(&[])).collect();
+    runtime().block_on(async {
+        let control = control(&etcd.endpoints(), "caught").await;
+        let (map, raw) = one_partition_moving(&control, &drives).await;
+        let start = Instant::now();
+        let now = move || start.elapsed().as_micros() as u64;
+        let events = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let behind = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
+        let call = now();
+        behind.put(b"k", Bytes::from_static(&[0]), Condition::None).await.unwrap();
+        events.lock().push(Event { key: 0, op: Op::Write(Some(0)), call, ret: Some(now()) });
+        // The flip fences d1 and d3 first; its map reaches the put's client last.
+        for i in [1, 3] {
+            raw[i].set_cluster_version(6).await.unwrap();
+        }
+        let (put_events, call) = (events.clone(), now());
+        let put = tokio::spawn(async move {
+            behind.put(b"k", Bytes::from_static(&[1]), Condition::None).await.unwrap();
+            put_events.lock().push(Event { key: 0, op: Op::Write(Some(1)), call, ret: Some(now()) });
+        });
+        // Whatever the put stores on d0 and d2 meanwhile, then they are fenced too.
+        let key = spindle_cluster::map::drive_key(0, b"k");
+        let deadline = Instant::now() + Duration::from_millis(500);
+        while Instant::now() < deadline {
+            if raw[0].get(&key).await.unwrap().is_some_and(|e| e.value[..] == [1]) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        for i in [0, 2] {
+            raw[i].set_cluster_version(6).await.unwrap();
+        }
+        // Clients of the flipped map (under another cluster name until the put's own map
+        // flips): a read, a put over it, a read.
+        let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let mut flipped = map.clone();
+        flipped.placement = vec![ids(&["d0", "d1", "d3"])];
+        flipped.moving.clear();
+        flipped.epoch = 6;
+        let ahead_control = harness::control(&etcd.endpoints(), "caught-ahead").await;
+        ahead_control.init(&ClusterMap::new(1, 3, 2).unwrap()).await.unwrap();
+        let (_, revision) = ahead_control.load_map().await.unwrap();
+        assert!(ahead_control.replace_map(revision, &flipped).await.unwrap());
+        let ahead = Store::open(ahead_control, StoreConfig::default()).await.unwrap();
+        let read = async || {
+            let call = now();
+            let got = ahead.get(b"k").await.unwrap().map(|v| u64::from(v.value[0]));
+            events.lock().push(Event { key: 0, op: Op::Read(got), call, ret: Some(now()) });
+        };
+        read().await;
+        let call = now();
+        ahead.put(b"k", Bytes::from_static(&[2]), Condition::None).await.unwrap();
+        events.lock().push(Event { key: 0, op: Op::Write(Some(2)), call, ret: Some(now()) });
+        read().await;
+        // The flip reaches the put's client; the put completes; a last read.
+        let (_, revision) = control.load_map().await.unwrap();
+        assert!(control.replace_map(revision, &flipped).await.unwrap());
+        put.await.unwrap();
+        read().await;
+        let history = events.lock().clone();
+        if let Err(v) = check(&history) {
+            panic!("not linearizable: {v}");
+        }
+    });
+}
+
 /// A client still holding a move's map after the flip must not miss a key a client of the
 /// new epoch created on the new replicas: its read asks a quorum of the new set too, meets a
 /// drive fenced to the new epoch, and reloads the map. (O = d0 d1 d2 moving to N = d0 d1 d3 at

@@ -40,19 +40,6 @@ const STALE_VIEW_WAIT: Duration = Duration::from_secs(10);
 pub const HEDGE_AFTER: Duration = Duration::from_millis(50);
 /// How long a replica that failed, or was hedged around, is asked last.
 const SUSPECT_FOR: Duration = Duration::from_secs(1);
-/// Versions a client remembers (`Inner::versions`, about 40 bytes each); the memory is
-/// cleared when full.
-const MAX_REMEMBERED_VERSIONS: usize = 65_536;
-/// Seed of the hash the remembered versions are kept by.
-const VERSIONS_SEED: u64 = 0x5645_5253_494f_4e53;
-/// The score of the guess that a key this client has never seen is new (`Inner::fresh`):
-/// at most `FRESH_MAX`, each right guess +1, each wrong one −4; guessed at `FRESH_TRY` and
-/// above, and on every `FRESH_PROBE`-th unseen key whatever the score, so that a workload
-/// turning to new keys is noticed.
-const FRESH_MAX: u32 = 32;
-const FRESH_TRY: u32 = 8;
-const FRESH_PROBE: u32 = 16;
-
 /// A value and the version the cluster gave it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Versioned {
@@ -94,24 +81,6 @@ struct Inner {
     /// Low half: one per write, so that two concurrent writes of this client (which may pick
     /// the same counter) still get different tags.
     writes: std::sync::atomic::AtomicU32,
-    /// The tag this client last wrote or read for a drive key, by the key's hash (a 4 KiB key
-    /// costs no more than a short one; two keys sharing a hash only cost a wasted try): what
-    /// an unconditional put expects the replicas to hold, so that it can store in one round
-    /// trip (`write`).
-    versions: Mutex<HashMap<u64, Tag>>,
-    /// How well "a key never seen is new" has been guessing lately.
-    fresh: std::sync::atomic::AtomicU32,
-    unseen: std::sync::atomic::AtomicU32,
-    counts: WriteCounts,
-}
-
-/// How this client's unconditional puts went (`Store::write_counts`).
-#[derive(Debug, Default)]
-pub struct WriteCounts {
-    /// Stored in one round trip, as expected.
-    pub one_round_trip: std::sync::atomic::AtomicU64,
-    /// Tried in one round trip, found something newer, then read and stored.
-    pub retried: std::sync::atomic::AtomicU64,
 }
 
 /// A cluster client. Cheap to clone.
@@ -140,16 +109,8 @@ impl Store {
                 connections: Mutex::new(HashMap::new()),
                 writer: rand::random(),
                 writes: std::sync::atomic::AtomicU32::new(0),
-                versions: Mutex::new(HashMap::new()),
-                fresh: std::sync::atomic::AtomicU32::new(FRESH_MAX / 2),
-                unseen: std::sync::atomic::AtomicU32::new(0),
-                counts: WriteCounts::default(),
             }),
         })
-    }
-
-    pub fn write_counts(&self) -> &WriteCounts {
-        &self.inner.counts
     }
 
     pub fn map(&self) -> Arc<ClusterMap> {
@@ -355,7 +316,7 @@ impl Store {
                 r.extend(self.in_order(joining));
                 r
             }
-            (Some(_), Ask::All | Ask::AllUntilRefused) => self.in_order(map.writers_of(partition)),
+            (Some(_), Ask::All) => self.in_order(map.writers_of(partition)),
         };
         // Whether the answers so far make the quorum: `needed` of the replicas, and while the
         // partition moves, of the drives it moves to as well.
@@ -366,7 +327,7 @@ impl Store {
         // make the quorum (while the partition moves, each one that counts toward a set still
         // short of it).
         let first: Vec<String> = match mode {
-            Ask::All | Ask::AllUntilRefused => order.clone(),
+            Ask::All => order.clone(),
             Ask::Quorum => {
                 let mut picked: Vec<String> = Vec::new();
                 for d in &order {
@@ -430,10 +391,6 @@ impl Store {
             in_flight.retain(|d| *d != drive);
             match answer {
                 Ok(v) => got.push((drive, v)),
-                Err(e) if mode == Ask::AllUntilRefused && e.status() == Some(StatusCode::VersionMismatch) => {
-                    last_error = Some(format!("{drive}: {e}"));
-                    break;
-                }
                 Err(e) => {
                     if e.status() == Some(StatusCode::VersionFailure) {
                         stale = true;
@@ -502,10 +459,6 @@ impl Store {
         let value = answers.iter().find(|a| a.held.tag() == Some(newest)).and_then(|a| a.value.clone());
         let known: HashMap<String, Held> = answers.into_iter().map(|a| (a.drive, a.held)).collect();
         let value = self.settle(map, partition, &dkey, newest, value, with_value, known).await?;
-        // What a get read is worth remembering; a range's checks of every key it passes are not.
-        if with_value {
-            self.remember(&dkey, newest);
-        }
         if newest.is_tombstone() {
             return Ok(None);
         }
@@ -789,61 +742,18 @@ impl Store {
         (u64::from(self.inner.writer) << 32) | u64::from(seq)
     }
 
-    fn remember(&self, dkey: &Bytes, tag: Tag) {
-        let mut versions = self.inner.versions.lock();
-        if versions.len() >= MAX_REMEMBERED_VERSIONS {
-            versions.clear();
-        }
-        versions.insert(crate::placement::hash(dkey, VERSIONS_SEED), tag);
-    }
-
-    /// What an unconditional put may expect the replicas to hold without asking: the tag this
-    /// client last saw for the key, or, for a key it has not seen, nothing at all when that
-    /// guess has been right lately. `None`: ask first.
-    fn expectation(&self, dkey: &Bytes) -> Option<Held> {
-        use std::sync::atomic::Ordering::Relaxed;
-        if let Some(tag) = self.inner.versions.lock().get(&crate::placement::hash(dkey, VERSIONS_SEED)) {
-            return Some(Held::Entry { version: tag.encode(), tag: Some(*tag) });
-        }
-        let probe = self.inner.unseen.fetch_add(1, Relaxed).is_multiple_of(FRESH_PROBE);
-        (probe || self.inner.fresh.load(Relaxed) >= FRESH_TRY).then_some(Held::Absent)
-    }
-
-    fn guessed_fresh(&self, right: bool) {
-        use std::sync::atomic::Ordering::Relaxed;
-        let _ = self.inner.fresh.fetch_update(Relaxed, Relaxed, |f| Some(if right { (f + 1).min(FRESH_MAX) } else { f.saturating_sub(4) }));
-    }
-
     /// The ABD write: read quorum's newest tag, the condition checked against it, a newer tag
     /// stored on every replica, acknowledged by a write quorum.
     ///
-    /// An unconditional put first tries without the read: it expects the replicas to hold
-    /// what `expectation` says, tags the write as following that, and stores it with the same
-    /// compare-and-swap. If a write quorum took it (each replica holding the expected version,
-    /// or older, when it did), no write that had completed can have a newer tag (every
-    /// completed write is on a write quorum, which meets this one), so the write stands, in
-    /// one round trip. Otherwise (a replica held something newer) the write goes the usual
-    /// way, with a tag above every tag read, its own first try included. Conditional writes
-    /// always read first: a try that landed on some replicas would be a write that happened
-    /// although its condition is then reported to have failed.
+    /// Every write reads first, unconditional puts too. A put that stored a guessed tag
+    /// without the read (the tag this client last saw, plus one) could not be abandoned: once
+    /// its entry is on any replica a reader may return it, and a second tag for the same
+    /// value, above a write ordered after that read, brings the value back after it
+    /// (linearizability lost); nor can it always stand, for a write completed before the put
+    /// began may be newer. The put cannot tell these apart, so it does not guess.
     async fn write(&self, map: &Arc<ClusterMap>, key: &[u8], value: Bytes, kind: Kind, condition: &Condition) -> Result<Bytes, OpError> {
         let partition = map.partition_of(key);
         let dkey = map::drive_key(partition, key);
-        if kind == Kind::Value && *condition == Condition::None {
-            if let Some(expected) = self.expectation(&dkey) {
-                let tag = Tag::next(expected.tag().as_ref(), map.epoch, self.writer_id(), kind);
-                let landed = self.store_expecting(map, partition, &dkey, value.clone(), tag, expected.clone()).await?;
-                if expected == Held::Absent {
-                    self.guessed_fresh(landed);
-                }
-                if landed {
-                    self.inner.counts.one_round_trip.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    self.remember(&dkey, tag);
-                    return Ok(tag.encode());
-                }
-                self.inner.counts.retried.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-        }
         let k = dkey.clone();
         let answers = self
             .ask(map, partition, map.read_quorum(), Ask::Quorum, move |_, c| {
@@ -870,32 +780,7 @@ impl Store {
             async move { self.store(&map, partition, dkey, value, tag, known).await }
         })
         .await?;
-        self.remember(&dkey, tag);
         Ok(tag.encode())
-    }
-
-    /// The one-round-trip try of `write`: `tag` stored on every replica expecting it to hold
-    /// `expected` (or anything older); `true` once a write quorum took it. A replica that
-    /// holds this write's tag or a newer one does not count (a newer write may have
-    /// completed), nor does one that fails; the map having changed fails the whole write.
-    async fn store_expecting(&self, map: &Arc<ClusterMap>, partition: u32, dkey: &Bytes, value: Bytes, tag: Tag, expected: Held) -> Result<bool, OpError> {
-        let k = dkey.clone();
-        let answer = self
-            .ask(map, partition, usize::from(map.write_quorum), Ask::AllUntilRefused, move |_, c| {
-                let (k, value, expected) = (k.clone(), value.clone(), expected.clone());
-                async move {
-                    match replica::store_if_newer(&c, &k, value, tag, Some(expected)).await? {
-                        Stored::Written => Ok(()),
-                        Stored::Superseded => Err(ClientError::Status { code: StatusCode::VersionMismatch, message: "holds a newer write".into() }),
-                    }
-                }
-            })
-            .await;
-        match answer {
-            Ok(_) => Ok(true),
-            Err(OpError::StaleView) => Err(OpError::StaleView),
-            Err(_) => Ok(false),
-        }
     }
 
     /// Stores a tagged entry on every replica; returns once a write quorum holds it. Replicas
@@ -1047,9 +932,6 @@ enum Ask {
     Quorum,
     /// A write: all of them.
     All,
-    /// A write that gives up at the first VERSION_MISMATCH (a one-round-trip try, which
-    /// another way follows): a replica that hangs must not hold it up once it cannot count.
-    AllUntilRefused,
 }
 
 /// Why one attempt of an operation failed.
