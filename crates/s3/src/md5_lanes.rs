@@ -111,9 +111,13 @@ fn hash_in_passes(engine: Md5Many, inbox: &mpsc::Receiver<Msg>) {
 /// hashed into states that are thrown away.
 fn hash_pass(engine: Md5Many, states: &mut Vec<Md5State>, data: &[Bytes]) {
     let real = data.len();
-    if real == 1 {
-        states[0].update(&data[0]);
-        return;
+    match real {
+        0 => return,
+        1 => {
+            states[0].update(&data[0]);
+            return;
+        }
+        _ => {}
     }
     let width = if real <= MAX_LANES / 2 { MAX_LANES / 2 } else { MAX_LANES };
     let longest = (0..real).max_by_key(|&i| data[i].len()).unwrap_or(0);
@@ -247,6 +251,7 @@ mod tests {
     #[test]
     fn passes_of_every_width_hash_each_chunk_into_its_own_state() {
         let engine = Md5Many::new();
+        hash_pass(engine, &mut Vec::new(), &[]);
         for real in 1..=MAX_LANES {
             let heads: Vec<Vec<u8>> = (0..real).map(|i| vec![i as u8; i * 13]).collect();
             let data: Vec<Bytes> = (0..real).map(|i| Bytes::from((0..5000 + i * 997).map(|b| (b ^ i) as u8).collect::<Vec<u8>>())).collect();
