@@ -141,13 +141,19 @@ async fn run_drive(args: DriveArgs) -> Result<(), Box<dyn std::error::Error>> {
     let config = drive_config(&args)?;
     let data = config.data_dir.clone();
     let drive = spindle_drive::start(config).await?;
-    // Scripts and tests wait for this exact line (and read the port from it).
-    println!("spindle drive listening on {} tls {} (data in {})", drive.local_addr, drive.tls_addr, data.display());
+    // Scripts and tests wait for the first line (and read the port from it), often closing
+    // the pipe after it: the lines go out in one write, and a stdout nobody reads any more
+    // must not stop a drive that is serving.
+    let mut banner = format!("spindle drive listening on {} tls {} (data in {})\n", drive.local_addr, drive.tls_addr, data.display());
     if let Some(addr) = drive.metrics_addr {
-        println!("spindle drive metrics on http://{addr}/metrics");
+        banner.push_str(&format!("spindle drive metrics on http://{addr}/metrics\n"));
     }
     use std::io::Write;
-    std::io::stdout().flush()?;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(banner.as_bytes()).and_then(|()| out.flush()) {
+        tracing::warn!("stdout: {e}");
+    }
+    drop(out);
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}

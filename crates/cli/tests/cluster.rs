@@ -67,6 +67,10 @@ fn under_fault(etcd: &Etcd, cluster: &str, addrs: &[String], fault: impl FnOnce(
         phase(1).await;
         let before = rec.acknowledged.load(std::sync::atomic::Ordering::Relaxed);
         fault();
+        // Writes d1 cannot get late: a client that starts now never reaches it (a refused or
+        // unanswered connect is dropped), whereas what was queued on an open connection may
+        // still arrive when a partition heals. The repair must bring these.
+        let missed = missed_by(&control, "d1").await;
         phase(2).await;
         let during = rec.acknowledged.load(std::sync::atomic::Ordering::Relaxed) - before;
         assert!(during > 50, "only {during} operations acknowledged with one drive of four away");
@@ -95,6 +99,13 @@ fn under_fault(etcd: &Etcd, cluster: &str, addrs: &[String], fault: impl FnOnce(
         })
         .await;
         replicas_agree(&store, &by_id, keys).await.unwrap();
+        for key in &missed {
+            let (map, _) = control.load_map().await.unwrap();
+            let dk = spindle_cluster::map::drive_key(map.partition_of(key), key);
+            let config = spindle_client::ClientConfig { cluster_version: map.epoch as i64, ..Default::default() };
+            let d1 = spindle_client::Client::connect(by_id["d1"].as_str(), config).await.unwrap();
+            assert!(d1.get_metadata(&dk).await.unwrap().is_some(), "{} was not repaired onto d1", String::from_utf8_lossy(key));
+        }
         let m = until("the metrics to show d1 up", Duration::from_secs(5), async || {
             let m = read_metrics().await;
             (m.get(r#"spindle_coordinator_drive_up{drive="d1"}"#) == Some(&1.0)).then_some(m)
@@ -106,6 +117,18 @@ fn under_fault(etcd: &Etcd, cluster: &str, addrs: &[String], fault: impl FnOnce(
         phase(1).await;
         rec.check(cluster);
     });
+}
+
+/// Writes three keys whose partitions `drive` holds, through a client opened now (with no
+/// connection to `drive` yet), and returns them.
+async fn missed_by(control: &Control, drive: &str) -> Vec<Vec<u8>> {
+    let store = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
+    let map = store.map();
+    let keys: Vec<Vec<u8>> = (0..).map(|i| format!("missed-{i}").into_bytes()).filter(|k| map.replicas_of(map.partition_of(k)).iter().any(|d| d == drive)).take(3).collect();
+    for key in &keys {
+        store.put(key, Bytes::from_static(b"written while away"), Condition::None).await.unwrap();
+    }
+    keys
 }
 
 /// Network namespaces for drives: each drive alone in one, reached over a veth pair whose host
@@ -386,6 +409,69 @@ fn the_demo_cluster_serves_the_cluster_commands_and_stops_on_ctrl_c() {
     for addr in addrs.iter().chain([&etcd.trim_start_matches("http://").to_string()]) {
         assert!(std::net::TcpStream::connect(addr).is_err(), "{addr} still answers after the demo stopped");
     }
+}
+
+/// At R=1 a partition has one drive, and an unconditional put whose client knows what that
+/// drive holds is one request: a compare-and-swap with a tag above it. A guess another
+/// client's write made wrong is refused, and that put reads and writes the usual way.
+#[test]
+fn a_put_to_a_single_replica_is_one_request_when_its_guess_holds() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path(), 1);
+    let port = free_port();
+    let metrics: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let drive = TestDrive::start(&["--metrics-port", &port.to_string()]);
+    let _coordinator = coordinator(&etcd.endpoints(), "single", "c1");
+    // The data requests the drive has answered (the coordinator's probes are NOOPs and GETLOGs).
+    let requests = async move || {
+        let m = tokio::task::spawn_blocking(move || samples(&scrape(metrics))).await.unwrap();
+        let data = |name: &str| ["PUT", "GET", "GETVERSION"].iter().any(|t| name.starts_with(&format!("spindle_drive_requests_total{{type=\"{t}\",")));
+        m.iter().filter(|(name, _)| data(name)).map(|(_, v)| v).sum::<f64>()
+    };
+    runtime().block_on(async {
+        let control = control(&etcd.endpoints(), "single").await;
+        control.init(&ClusterMap::new(4, 1, 1).unwrap()).await.unwrap();
+        add_drives(&control, &[&drive]).await;
+        let a = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
+        let b = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
+        let value = |s: &str| Bytes::from(s.to_string());
+
+        // A new key, then overwrites of what this client wrote: one request each.
+        let before = requests().await;
+        for i in 0..5 {
+            a.put(b"k", value(&format!("a{i}")), Condition::None).await.unwrap();
+        }
+        assert_eq!(requests().await - before, 5.0, "five puts, five requests");
+        assert_eq!((a.write_counts().one_round_trip.load(Relaxed), a.write_counts().retried.load(Relaxed)), (5, 0));
+
+        // Another client, which has not seen the key, guesses it new: refused, then read and
+        // stored. Its value is the one read back.
+        b.put(b"k", value("b"), Condition::None).await.unwrap();
+        assert_eq!(b.write_counts().retried.load(Relaxed), 1);
+        assert_eq!(a.get(b"k").await.unwrap().unwrap().value, value("b"));
+        // The get taught `a` the version: its next put is one request again.
+        let before = requests().await;
+        let v = a.put(b"k", value("a5"), Condition::None).await.unwrap();
+        assert_eq!(requests().await - before, 1.0);
+        assert_eq!(b.get(b"k").await.unwrap().unwrap(), spindle_cluster::Versioned { value: value("a5"), version: v.clone() });
+
+        // A stale guess is refused whole: nothing of it is stored, and the put goes on by
+        // reading first.
+        b.put(b"k", value("b2"), Condition::None).await.unwrap();
+        b.put(b"k", value("b3"), Condition::None).await.unwrap();
+        a.put(b"k", value("a6"), Condition::None).await.unwrap();
+        assert_eq!(a.write_counts().retried.load(Relaxed), 1);
+        assert_eq!(b.get(b"k").await.unwrap().unwrap().value, value("a6"));
+        assert!(matches!(b.put(b"k", value("x"), Condition::Version(v)).await, Err(ClusterError::VersionMismatch { .. })));
+
+        // After a delete the remembered tombstone is what the next put expects.
+        assert!(a.delete(b"k", Condition::None).await.unwrap());
+        let before = requests().await;
+        a.put(b"k", value("a7"), Condition::None).await.unwrap();
+        assert_eq!(requests().await - before, 1.0);
+        assert_eq!(b.get(b"k").await.unwrap().unwrap().value, value("a7"));
+    });
 }
 
 /// Batches within one partition (keys sharing a hash tag): all of a batch or none, with its

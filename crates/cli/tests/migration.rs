@@ -176,6 +176,54 @@ fn drives_join_and_leave_under_load_and_nothing_is_lost() {
     });
 }
 
+/// At R=1 a put stores in one request while its partition does not move, and goes the
+/// usual way (read first, both sets written) while it does: partitions moving to a joining
+/// drive and off a leaving one under recorded load lose nothing, and the history linearizes.
+#[test]
+fn single_replica_partitions_move_under_load_and_nothing_is_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path(), 1);
+    let drives: Vec<TestDrive> = (0..3).map(|_| TestDrive::start(&[])).collect();
+    let addrs: Vec<String> = drives.iter().map(|d| d.addr.clone()).collect();
+    let args = ["--migrate-mib-s", "0", "--sweep-grace-ms", "300", "--sweep-interval-ms", "200"];
+    let _coordinator = coordinator_with(&etcd.endpoints(), "single", "c1", &args);
+    runtime().block_on(async {
+        let control = control(&etcd.endpoints(), "single").await;
+        control.init(&ClusterMap::new(8, 1, 1).unwrap()).await.unwrap();
+        add_addresses(&control, &addrs[..2]).await;
+        let store = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
+        let bulk = preload(&store, 200, 4096).await;
+        let rec = Recorder::new();
+        let clients = clients(&control, 4).await;
+        let load = Workload::start(&clients, &rec, KEYS);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+
+        control.request_change(&MemberChange::Add(member("d2", &addrs[2]))).await.unwrap();
+        until("d2 to hold partitions", Duration::from_secs(60), async || {
+            let (map, _) = control.load_map().await.ok()?;
+            (map.moving.is_empty() && map.placement.iter().any(|r| r.iter().any(|d| d == "d2"))).then_some(())
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        control.request_change(&MemberChange::Remove { id: "d0".into() }).await.unwrap();
+        until("d0 to be drained and dropped", Duration::from_secs(60), async || {
+            let (map, _) = control.load_map().await.ok()?;
+            (!map.members.contains_key("d0")).then_some(())
+        })
+        .await;
+        fully_replicated(&control).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        load.stop().await;
+
+        assert_no_errors(&rec);
+        rec.check("single");
+        all_there(&store, &bulk).await;
+        swept(&control).await;
+        let guessed: u64 = clients.iter().map(|c| c.write_counts().one_round_trip.load(std::sync::atomic::Ordering::Relaxed)).sum();
+        assert!(guessed > 0, "no put stored in one request");
+    });
+}
+
 #[test]
 fn a_failed_drive_is_replaced_and_caught_up_when_it_comes_back() {
     let dir = tempfile::tempdir().unwrap();

@@ -179,6 +179,11 @@ impl ClusterMap {
         out
     }
 
+    /// Whether one drive alone takes `partition`'s writes: one replica, not moving.
+    pub fn single_writer(&self, partition: u32) -> bool {
+        self.replicas_of(partition).len() == 1 && self.moving_to(partition).is_none()
+    }
+
     /// Whether `drive` holds (or is being given) any of `partition`'s data under this map.
     pub fn assigned(&self, drive: &str, partition: u32) -> bool {
         self.replicas_of(partition).iter().any(|d| d == drive) || self.moving_to(partition).is_some_and(|m| m.iter().any(|d| d == drive))

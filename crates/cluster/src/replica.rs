@@ -85,6 +85,24 @@ pub async fn store_if_newer(client: &Client, key: &[u8], value: Bytes, tag: Tag,
     Err(ClientError::Protocol(format!("the entry changed under {MAX_STORE_ROUNDS} compare-and-swap rounds in a row")))
 }
 
+/// Stores `value` under `tag` only if the replica holds exactly `expected`: one
+/// compare-and-swap, never repeated. `Stored::Superseded` when it held anything else (and
+/// then nothing was written).
+pub async fn store_expecting(client: &Client, key: &[u8], value: Bytes, tag: Tag, expected: &Held) -> Result<Stored, ClientError> {
+    let options = PutOptions {
+        db_version: expected.version(),
+        new_version: tag.encode(),
+        force: false,
+        sync: Synchronization::Writethrough,
+        ..PutOptions::default()
+    };
+    match client.put(key, value, options).await {
+        Ok(()) => Ok(Stored::Written),
+        Err(e) if e.is_version_mismatch() => Ok(Stored::Superseded),
+        Err(e) => Err(e),
+    }
+}
+
 /// What the replica holds for each of `keys` (requests pipelined on the connection).
 pub async fn held_many(client: &Client, keys: &[Bytes]) -> Result<Vec<Held>, ClientError> {
     try_join_all(keys.iter().map(|k| held(client, k))).await

@@ -40,6 +40,18 @@ const STALE_VIEW_WAIT: Duration = Duration::from_secs(10);
 pub const HEDGE_AFTER: Duration = Duration::from_millis(50);
 /// How long a replica that failed, or was hedged around, is asked last.
 const SUSPECT_FOR: Duration = Duration::from_secs(1);
+/// Versions a client remembers for single-replica partitions (`Inner::versions`, about 40
+/// bytes each); the memory is cleared when full.
+const MAX_REMEMBERED_VERSIONS: usize = 65_536;
+/// Seed of the hash the remembered versions are kept by.
+const VERSIONS_SEED: u64 = 0x5645_5253_494f_4e53;
+/// The score of the guess that a key this client has never seen is new (`Inner::fresh`):
+/// at most `FRESH_MAX`, each right guess +1, each wrong one −4; guessed at `FRESH_TRY` and
+/// above, and on every `FRESH_PROBE`-th unseen key whatever the score, so that a workload
+/// turning to new keys is noticed.
+const FRESH_MAX: u32 = 32;
+const FRESH_TRY: u32 = 8;
+const FRESH_PROBE: u32 = 16;
 /// A value and the version the cluster gave it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Versioned {
@@ -81,6 +93,26 @@ struct Inner {
     /// Low half: one per write, so that two concurrent writes of this client (which may pick
     /// the same counter) still get different tags.
     writes: std::sync::atomic::AtomicU32,
+    /// The tag this client last wrote or read for a drive key of a single-replica partition,
+    /// by the key's hash (a 4 KiB key costs no more than a short one; two keys sharing a hash
+    /// only cost a refused try): what an unconditional put expects the replica to hold, so
+    /// that it stores in one round trip (`write_single`).
+    versions: Mutex<HashMap<u64, Tag>>,
+    /// How well "a key never seen is new" has been guessing lately.
+    fresh: std::sync::atomic::AtomicU32,
+    unseen: std::sync::atomic::AtomicU32,
+    counts: WriteCounts,
+}
+
+/// How this client's unconditional puts to single-replica partitions went
+/// (`Store::write_counts`).
+#[derive(Debug, Default)]
+pub struct WriteCounts {
+    /// Stored in one round trip, as expected.
+    pub one_round_trip: std::sync::atomic::AtomicU64,
+    /// Refused (the replica held something else, nothing was written), then read and
+    /// stored.
+    pub retried: std::sync::atomic::AtomicU64,
 }
 
 /// A cluster client. Cheap to clone.
@@ -109,12 +141,20 @@ impl Store {
                 connections: Mutex::new(HashMap::new()),
                 writer: rand::random(),
                 writes: std::sync::atomic::AtomicU32::new(0),
+                versions: Mutex::new(HashMap::new()),
+                fresh: std::sync::atomic::AtomicU32::new(FRESH_MAX / 2),
+                unseen: std::sync::atomic::AtomicU32::new(0),
+                counts: WriteCounts::default(),
             }),
         })
     }
 
     pub fn map(&self) -> Arc<ClusterMap> {
         self.inner.map.read().clone()
+    }
+
+    pub fn write_counts(&self) -> &WriteCounts {
+        &self.inner.counts
     }
 
     pub fn control(&self) -> Control {
@@ -459,6 +499,10 @@ impl Store {
         let value = answers.iter().find(|a| a.held.tag() == Some(newest)).and_then(|a| a.value.clone());
         let known: HashMap<String, Held> = answers.into_iter().map(|a| (a.drive, a.held)).collect();
         let value = self.settle(map, partition, &dkey, newest, value, with_value, known).await?;
+        // What a get read is worth remembering; a range's checks of every key it passes are not.
+        if with_value && map.single_writer(partition) {
+            self.remember(&dkey, newest);
+        }
         if newest.is_tombstone() {
             return Ok(None);
         }
@@ -742,6 +786,65 @@ impl Store {
         (u64::from(self.inner.writer) << 32) | u64::from(seq)
     }
 
+    fn remember(&self, dkey: &Bytes, tag: Tag) {
+        let mut versions = self.inner.versions.lock();
+        if versions.len() >= MAX_REMEMBERED_VERSIONS {
+            versions.clear();
+        }
+        versions.insert(crate::placement::hash(dkey, VERSIONS_SEED), tag);
+    }
+
+    /// What an unconditional put may expect the replica to hold without asking: the tag this
+    /// client last saw for the key, or, for a key it has not seen, nothing at all when that
+    /// guess has been right lately. `None`: ask first.
+    fn expectation(&self, dkey: &Bytes) -> Option<Held> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if let Some(tag) = self.inner.versions.lock().get(&crate::placement::hash(dkey, VERSIONS_SEED)) {
+            return Some(Held::Entry { version: tag.encode(), tag: Some(*tag) });
+        }
+        let probe = self.inner.unseen.fetch_add(1, Relaxed).is_multiple_of(FRESH_PROBE);
+        (probe || self.inner.fresh.load(Relaxed) >= FRESH_TRY).then_some(Held::Absent)
+    }
+
+    fn guessed_fresh(&self, right: bool) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let _ = self.inner.fresh.fetch_update(Relaxed, Relaxed, |f| Some(if right { (f + 1).min(FRESH_MAX) } else { f.saturating_sub(4) }));
+    }
+
+    /// An unconditional put to a partition that one drive alone holds (R=1, not moving), in
+    /// one round trip when the guess of what it holds is right: a tag above the expected one
+    /// stored by compare-and-swap. `None`: refused, nothing written; the put reads and goes
+    /// the usual way.
+    ///
+    /// This is safe only with one replica. There a try either lands whole or, refused, leaves
+    /// nothing a reader could have returned, so the usual write after it is the put's only
+    /// effect; and the drive orders the try after every write it took before, with a higher
+    /// tag. With several replicas a try can land on some and not others, and neither keeping
+    /// it nor writing it again above later writes is right (`write`). A try that fails without
+    /// the drive's answer may have landed, so it is not made again: the put fails.
+    async fn write_single(&self, map: &Arc<ClusterMap>, partition: u32, dkey: &Bytes, value: &Bytes) -> Result<Option<Bytes>, OpError> {
+        let Some(expected) = self.expectation(dkey) else { return Ok(None) };
+        let tag = Tag::next(expected.tag().as_ref(), map.epoch, self.writer_id(), Kind::Value);
+        let (k, v, e) = (dkey.clone(), value.clone(), expected.clone());
+        let answers = self
+            .ask(map, partition, 1, Ask::All, move |_, c| {
+                let (k, v, e) = (k.clone(), v.clone(), e.clone());
+                async move { replica::store_expecting(&c, &k, v, tag, &e).await }
+            })
+            .await?;
+        let landed = answers.iter().any(|(_, s)| *s == Stored::Written);
+        if expected == Held::Absent {
+            self.guessed_fresh(landed);
+        }
+        let counter = if landed { &self.inner.counts.one_round_trip } else { &self.inner.counts.retried };
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if !landed {
+            return Ok(None);
+        }
+        self.remember(dkey, tag);
+        Ok(Some(tag.encode()))
+    }
+
     /// The ABD write: read quorum's newest tag, the condition checked against it, a newer tag
     /// stored on every replica, acknowledged by a write quorum.
     ///
@@ -754,6 +857,12 @@ impl Store {
     async fn write(&self, map: &Arc<ClusterMap>, key: &[u8], value: Bytes, kind: Kind, condition: &Condition) -> Result<Bytes, OpError> {
         let partition = map.partition_of(key);
         let dkey = map::drive_key(partition, key);
+        let single = map.single_writer(partition);
+        if single && kind == Kind::Value && *condition == Condition::None {
+            if let Some(version) = self.write_single(map, partition, &dkey, &value).await? {
+                return Ok(version);
+            }
+        }
         let k = dkey.clone();
         let answers = self
             .ask(map, partition, map.read_quorum(), Ask::Quorum, move |_, c| {
@@ -780,6 +889,9 @@ impl Store {
             async move { self.store(&map, partition, dkey, value, tag, known).await }
         })
         .await?;
+        if single {
+            self.remember(&dkey, tag);
+        }
         Ok(tag.encode())
     }
 
