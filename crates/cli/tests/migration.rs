@@ -98,6 +98,27 @@ async fn empty_drive(addr: &str) -> bool {
     c.get_key_range(all).await.unwrap().is_empty()
 }
 
+/// Asks for drive `id` at `addr` to join; returns the map once moves have made it hold
+/// partitions.
+async fn join(control: &Control, id: &str, addr: &str) -> ClusterMap {
+    control.request_change(&MemberChange::Add(member(id, addr))).await.unwrap();
+    until(&format!("{id} to hold partitions"), Duration::from_secs(60), async || {
+        let (map, _) = control.load_map().await.ok()?;
+        (map.moving.is_empty() && map.placement.iter().any(|r| r.iter().any(|d| d == id))).then_some(map)
+    })
+    .await
+}
+
+/// Asks for drive `id` to leave; returns once it is drained and dropped from the map.
+async fn leave(control: &Control, id: &str) {
+    control.request_change(&MemberChange::Remove { id: id.into() }).await.unwrap();
+    until(&format!("{id} to be drained and dropped"), Duration::from_secs(60), async || {
+        let (map, _) = control.load_map().await.ok()?;
+        (!map.members.contains_key(id)).then_some(())
+    })
+    .await;
+}
+
 /// Every key's newest write on every replica the map names, once the scrub has been round
 /// (a replica may miss a write acknowledged without it while drives are being fenced).
 async fn agree(store: &Store, control: &Control) {
@@ -138,12 +159,7 @@ fn drives_join_and_leave_under_load_and_nothing_is_lost() {
 
         // Join: d3's share moves to it while the clients go on.
         let before = control.load_map().await.unwrap().0.epoch;
-        control.request_change(&MemberChange::Add(member("d3", &addrs[3]))).await.unwrap();
-        let joined = until("d3 to hold partitions", Duration::from_secs(60), async || {
-            let (map, _) = control.load_map().await.ok()?;
-            (map.moving.is_empty() && map.placement.iter().any(|r| r.iter().any(|d| d == "d3"))).then_some(map)
-        })
-        .await;
+        let joined = join(&control, "d3", &addrs[3]).await;
         // The member change, the move's start and its flip: three epochs.
         assert!(joined.epoch >= before + 3, "epoch {} after {before}", joined.epoch);
         fully_replicated(&control).await;
@@ -153,12 +169,7 @@ fn drives_join_and_leave_under_load_and_nothing_is_lost() {
         tokio::time::sleep(Duration::from_millis(300)).await;
 
         // Leave: d0 is drained, swept and dropped.
-        control.request_change(&MemberChange::Remove { id: "d0".into() }).await.unwrap();
-        until("d0 to be drained and dropped", Duration::from_secs(60), async || {
-            let (map, _) = control.load_map().await.ok()?;
-            (!map.members.contains_key("d0")).then_some(())
-        })
-        .await;
+        leave(&control, "d0").await;
         let map = fully_replicated(&control).await;
         assert!(map.placement.iter().all(|r| !r.iter().any(|d| d == "d0")));
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -198,19 +209,9 @@ fn single_replica_partitions_move_under_load_and_nothing_is_lost() {
         let load = Workload::start(&clients, &rec, KEYS);
         tokio::time::sleep(Duration::from_millis(500)).await;
 
-        control.request_change(&MemberChange::Add(member("d2", &addrs[2]))).await.unwrap();
-        until("d2 to hold partitions", Duration::from_secs(60), async || {
-            let (map, _) = control.load_map().await.ok()?;
-            (map.moving.is_empty() && map.placement.iter().any(|r| r.iter().any(|d| d == "d2"))).then_some(())
-        })
-        .await;
+        join(&control, "d2", &addrs[2]).await;
         tokio::time::sleep(Duration::from_millis(300)).await;
-        control.request_change(&MemberChange::Remove { id: "d0".into() }).await.unwrap();
-        until("d0 to be drained and dropped", Duration::from_secs(60), async || {
-            let (map, _) = control.load_map().await.ok()?;
-            (!map.members.contains_key("d0")).then_some(())
-        })
-        .await;
+        leave(&control, "d0").await;
         fully_replicated(&control).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
         load.stop().await;
