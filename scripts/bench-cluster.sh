@@ -8,8 +8,11 @@
 # write is WRITETHROUGH on its replicas), at low load (1 connection x depth 1: latency and
 # client CPU per operation) and loaded (8 x 4: throughput; the loaded puts overwrite the keys
 # the first run wrote, from a new process that never saw their versions, and a last loaded
-# run, `insert`, puts new keys). Prints a Markdown table (and writes
-# it to OUT) with medians of REPEAT alternated rounds. With --ycsb LETTERS, YCSB's core
+# run, `insert`, puts new keys). Beside them, the floor under replication on the cluster's own
+# drives (`spindle bench` targets fanout: and fanout-read:, R of them: a put stored on all R and
+# answered at a majority, with no cluster logic; fanout-read first reads the version from R-W+1,
+# as a linearizable multi-writer put must). Prints Markdown tables (and writes them to OUT)
+# with medians of REPEAT alternated rounds. With --ycsb LETTERS, YCSB's core
 # workloads (load, then run; 8 threads, 1 KiB records) against the lone drive and the cluster of
 # --ycsb-drives drives (default: the largest size), also alternated, in a second table.
 #
@@ -91,14 +94,22 @@ for round in $(seq 1 "$repeat"); do
         replicas=$((n < 3 ? n : 3))
         "$spindle_bin" cluster init --etcd "$etcd_url" --partitions 64 --replicas "$replicas" --write-quorum $((replicas / 2 + 1)) >/dev/null
         start_server "coord$round-$n" 'coordinator .* (for) cluster' sh -c "exec '$spindle_bin' cluster coordinator --etcd $etcd_url 2>&1"
+        members=()
         for i in $(seq 1 "$n"); do
             start_drive "d$round-$n-$i" "$spindle_bin"
+            members+=("127.0.0.1:$drive_port")
             "$spindle_bin" cluster add-drive "d$i" "127.0.0.1:$drive_port" --etcd "$etcd_url" >/dev/null
         done
         # Alternate the lone drive and the cluster within the round.
         measure single "$n" "$lone"
         measure client "$n" "client:$lone"
         measure cluster "$n" "cluster:$etcd_url"
+        fanout=$(IFS=,; echo "${members[*]:0:$replicas}")
+        for label in fanout fanout-read; do
+            bench "$label" "$n" "$label:$fanout" put 1 1
+            bench "$label" "$n" "$label:$fanout" put 8 4
+            bench "$label" "$n" "$label:$fanout" get 8 4
+        done
         if [ -n "$ycsb" ] && [ "$n" = "${ycsb_drives:-${sizes[-1]}}" ]; then
             for w in $(echo "$ycsb" | grep -o .); do
                 log "round $round: YCSB $w on the lone drive and on $n drives"
@@ -134,6 +145,17 @@ for n in sorted({r["drives"] for r in rows}):
                   f"| {f('single', 'p50'):,.0f} / {f('client', 'p50'):,.0f} / {f('cluster', 'p50'):,.0f} "
                   f"| {f('client', 'p99'):,.0f} / {f('cluster', 'p99'):,.0f} | {f('cluster', 'p50') / f('client', 'p50'):.2f}× "
                   f"| {f('single', 'cpu_us'):.1f} / {f('client', 'cpu_us'):.1f} / {f('cluster', 'cpu_us'):.1f} | {f('cluster', 'cpu_us') / f('client', 'cpu_us'):.2f}× |")
+if any(r["label"] == "fanout" for r in rows):
+    print()
+    print("The floor under replication, on the cluster's first R drives, against the lone drive through the same client API: `fanout` stores on all R and answers at a majority; `fanout-read` reads the version from R − W + 1 first (what a linearizable multi-writer put cannot skip). ops/s, and ratio to the lone drive.")
+    print()
+    print("| drives | op | load | client | fanout | fanout-read | cluster | fanout ÷ client | fanout-read ÷ client | cluster ÷ client | cluster ÷ fanout-read |")
+    print("|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+    for n in sorted({r["drives"] for r in rows}):
+        for op, load in (("put", "1 x 1"), ("put", "8 x 4"), ("get", "8 x 4")):
+            f = lambda label: med(label, n, op, load, "ops")
+            c, fo, fr, cl = f("client"), f("fanout"), f("fanout-read"), f("cluster")
+            print(f"| {n} | {op} | {load} | {c:,.0f} | {fo:,.0f} | {fr:,.0f} | {cl:,.0f} | {fo/c:.2f}× | {fr/c:.2f}× | {cl/c:.2f}× | {cl/fr:.2f}× |")
 errors = sum(r["errors"] for r in rows)
 print()
 print(f"errors over all runs: {errors}")

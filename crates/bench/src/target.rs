@@ -8,7 +8,9 @@
 //! - `embedded:DIR` / `memory:`: Spindle's engine in this process (no protocol, no network);
 //! - `redis://HOST:PORT`: redis SET/GET over multiplexed connections (scans, which redis lacks
 //!   for plain keys, go through a sorted-set index of every key, as YCSB's redis binding does);
-//! - `leveldb:DIR` / `rocksdb:DIR`: the libraries in this process ([`crate::lsm_library`]).
+//! - `leveldb:DIR` / `rocksdb:DIR`: the libraries in this process ([`crate::lsm_library`]);
+//! - `fanout:A,B,C` / `fanout-read:A,B,C`: the floor under the cluster's replication, with no
+//!   cluster around it ([`FanoutStore`]).
 //!
 //! The put/get micro-benchmarks drive Kinetic endpoints through a leaner pipelined path (see
 //! `lib.rs`) so that the load generator is never what they measure; everything else uses this.
@@ -69,6 +71,21 @@ pub async fn connect(target: &str, sessions: usize, needs: Needs) -> Result<Vec<
         let store: Arc<dyn Store> = Arc::new(ClusterStore(store));
         return Ok(vec![store; sessions]);
     }
+    if let Some((read_first, list)) = target.strip_prefix("fanout:").map(|l| (false, l)).or_else(|| target.strip_prefix("fanout-read:").map(|l| (true, l))) {
+        let mut drives = Vec::new();
+        for addr in list.split(',').filter(|a| !a.is_empty()) {
+            let client = Client::connect(addr, ClientConfig::default()).await?;
+            // A cluster's drives are fenced to its epoch: speak theirs.
+            let theirs = client.sign_on().header.as_ref().and_then(|h| h.cluster_version).unwrap_or(0);
+            client.set_request_cluster_version(theirs);
+            drives.push(client);
+        }
+        if drives.is_empty() {
+            return Err(BenchError::Invalid(format!("{target}: no drives")));
+        }
+        let store: Arc<dyn Store> = Arc::new(FanoutStore { drives, read_first, behind: Arc::default() });
+        return Ok(vec![store; sessions]);
+    }
     if target.starts_with("redis://") {
         let client = redis::Client::open(target).map_err(redis_err)?;
         let mut out: Vec<Arc<dyn Store>> = Vec::with_capacity(sessions);
@@ -120,7 +137,7 @@ pub async fn settle(target: &str) -> Result<(), BenchError> {
 /// networked target.
 pub fn in_process(target: &str) -> Result<Option<InProcess>, BenchError> {
     static OPEN: OnceLock<Mutex<HashMap<String, InProcess>>> = OnceLock::new();
-    if is_kinetic(target) || target.starts_with("redis://") || target.starts_with("cluster:") || target.starts_with("client:") {
+    if is_kinetic(target) || target.starts_with("redis://") || target.starts_with("cluster:") || target.starts_with("client:") || is_fanout(target) {
         return Ok(None);
     }
     let mut open = OPEN.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
@@ -146,7 +163,12 @@ pub fn is_kinetic(target: &str) -> bool {
         || target.starts_with("redis://")
         || target.starts_with("cluster:")
         || target.starts_with("client:")
+        || is_fanout(target)
         || LsmKind::parse(target).is_some())
+}
+
+fn is_fanout(target: &str) -> bool {
+    target.starts_with("fanout:") || target.starts_with("fanout-read:")
 }
 
 fn cluster_err(e: impl std::fmt::Display) -> BenchError {
@@ -183,6 +205,121 @@ impl Store for ClusterStore {
                 "partitions": map.partitions, "replicas": map.replicas, "write_quorum": map.write_quorum,
             }))
         })
+    }
+}
+
+/// What R-way replication costs at the least, to set the cluster's figures against, on the same
+/// client connections (one per drive, shared by every session, as the cluster client's are): a
+/// put is stored (WRITETHROUGH, forced) on every drive and answered once a majority has it, the
+/// others finishing in the background; `fanout-read:` first reads the key's version from the
+/// smallest set that meets every majority (R − W + 1 drives), which a linearizable
+/// multi-writer put cannot do without. A get reads the value from one drive and the version
+/// from the rest of such a set. No map, no tags, no conditions, no repair: not a store anyone
+/// should use, only the work no replication can skip.
+struct FanoutStore {
+    drives: Vec<Client>,
+    read_first: bool,
+    /// Puts still finishing on the drives after their majority answered (`flush` waits).
+    behind: Arc<Behind>,
+}
+
+#[derive(Default)]
+struct Behind {
+    count: std::sync::atomic::AtomicUsize,
+    done: tokio::sync::Notify,
+}
+
+impl FanoutStore {
+    fn majority(&self) -> usize {
+        self.drives.len() / 2 + 1
+    }
+
+    /// The versions a read set holds for `key` (asked together).
+    async fn versions(&self, key: &[u8]) -> Result<(), String> {
+        let set = self.drives.len() - self.majority() + 1;
+        let mut asks: futures_util::stream::FuturesUnordered<_> = self.drives[..set].iter().map(|c| c.get_metadata(key)).collect();
+        while let Some(answer) = futures_util::StreamExt::next(&mut asks).await {
+            answer.map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+}
+
+impl Store for FanoutStore {
+    fn put(&self, key: Bytes, value: Bytes, sync: Synchronization) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            if self.read_first {
+                self.versions(&key).await?;
+            }
+            let mut puts: futures_util::stream::FuturesUnordered<_> = self
+                .drives
+                .iter()
+                .map(|c| {
+                    let (c, key, value) = (c.clone(), key.clone(), value.clone());
+                    async move { c.put(&key, value, PutOptions { force: true, sync, ..PutOptions::default() }).await }
+                })
+                .collect();
+            let mut stored = 0;
+            while let Some(answer) = futures_util::StreamExt::next(&mut puts).await {
+                answer.map_err(|e| e.to_string())?;
+                stored += 1;
+                if stored == self.majority() {
+                    break;
+                }
+            }
+            if !puts.is_empty() {
+                let behind = self.behind.clone();
+                behind.count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::spawn(async move {
+                    while futures_util::StreamExt::next(&mut puts).await.is_some() {}
+                    behind.count.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                    behind.done.notify_waiters();
+                });
+            }
+            Ok(())
+        })
+    }
+
+    fn get(&self, key: Bytes) -> StoreFuture<'_, Option<Bytes>> {
+        Box::pin(async move {
+            let (value, versions) = tokio::join!(self.drives[0].get(&key), async {
+                let set = self.drives.len() - self.majority() + 1;
+                for c in &self.drives[1..set] {
+                    c.get_metadata(&key).await.map_err(|e| e.to_string())?;
+                }
+                Ok::<(), String>(())
+            });
+            versions?;
+            Ok(value.map_err(|e| e.to_string())?.map(|e| e.value))
+        })
+    }
+
+    fn scan(&self, start: Bytes, count: usize) -> StoreFuture<'_, Vec<Bytes>> {
+        Box::pin(async move {
+            let max_returned = i32::try_from(count).unwrap_or(i32::MAX);
+            let q = RangeQuery { start, start_inclusive: true, end: Some(Bytes::from(vec![0xFF; 4096])), end_inclusive: true, max_returned, reverse: false };
+            self.drives[0].get_key_range(q).await.map_err(|e| e.to_string())
+        })
+    }
+
+    fn flush(&self) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            loop {
+                let done = self.behind.done.notified();
+                if self.behind.count.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+                    break;
+                }
+                done.await;
+            }
+            for c in &self.drives {
+                c.flush_all_data().await.map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        })
+    }
+
+    fn describe(&self) -> StoreFuture<'_, serde_json::Value> {
+        Box::pin(async move { Ok(serde_json::json!({"kind": "fanout", "drives": self.drives.len(), "write_quorum": self.majority(), "read_first": self.read_first})) })
     }
 }
 

@@ -32,6 +32,27 @@ fn put_and_get_run_against_every_kind_of_target() {
     assert_eq!(mem["errors"], 0);
 }
 
+/// The replication floor's targets store every put on each of their drives (a majority
+/// answers first, the rest finish behind it, and a flush waits for them) and read back what
+/// they stored.
+#[test]
+fn the_fanout_targets_store_on_every_drive() {
+    let drives: Vec<TestDrive> = (0..3).map(|_| TestDrive::start(&[])).collect();
+    let list = drives.iter().map(|d| d.addr.as_str()).collect::<Vec<_>>().join(",");
+    // Each kind with keys of its own length: the other's keys are not these.
+    for (kind, key_size) in [("fanout", "16"), ("fanout-read", "24")] {
+        let target = format!("{kind}:{list}");
+        let common = ["--count", "500", "--value-size", "1000", "--key-size", key_size, "--connections", "2", "--depth", "2"];
+        let put = bench(&[&["put", "--drive", &target, "--sync", "writethrough", "--flush"][..], &common[..]].concat());
+        assert_eq!((put["ops"].as_u64(), put["errors"].as_u64()), (Some(500), Some(0)), "{kind}");
+        assert_eq!(bench(&[&["get", "--drive", &target][..], &common[..]].concat())["errors"], 0, "{kind}");
+        for d in &drives {
+            let get = bench(&[&["get", "--drive", &d.addr][..], &common[..]].concat());
+            assert_eq!(get["errors"], 0, "{kind}: a key missing on {}", d.addr);
+        }
+    }
+}
+
 #[test]
 fn the_paper_micro_benchmarks_run_end_to_end() {
     let drive = TestDrive::start(&[]);

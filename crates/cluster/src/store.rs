@@ -897,11 +897,18 @@ impl Store {
 
     /// Stores a tagged entry on every replica; returns once a write quorum holds it. Replicas
     /// that answer later go on in the background.
+    ///
+    /// A replica that was not read is expected to hold the newest entry the others did (it
+    /// mostly does): its compare-and-swap goes out at once, and only a refused one reads what
+    /// it holds first. Exact compare-and-swap makes a wrong guess cost a round trip, never a
+    /// wrong store.
     async fn store(&self, map: &Arc<ClusterMap>, partition: u32, dkey: &Bytes, value: Bytes, tag: Tag, known: Arc<HashMap<String, Held>>) -> Result<(), OpError> {
         let k = dkey.clone();
+        let guess = known.values().max_by_key(|h| h.tag()).cloned();
         self.ask(map, partition, usize::from(map.write_quorum), Ask::All, move |drive, c| {
-            let (k, value, known) = (k.clone(), value.clone(), known.clone());
-            async move { replica::store_if_newer(&c, &k, value, tag, known.get(&drive).cloned()).await }
+            let (k, value) = (k.clone(), value.clone());
+            let expected = known.get(&drive).cloned().or_else(|| guess.clone());
+            async move { replica::store_if_newer(&c, &k, value, tag, expected).await }
         })
         .await
         .map(|_: Vec<(String, Stored)>| ())
