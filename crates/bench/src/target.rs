@@ -210,7 +210,7 @@ impl Store for ClusterStore {
 
 /// What R-way replication costs at the least, to set the cluster's figures against, on the same
 /// client connections (one per drive, shared by every session, as the cluster client's are): a
-/// put is stored (WRITETHROUGH, forced) on every drive and answered once a majority has it, the
+/// put is stored (forced, with the run's synchronization) on every drive and answered once a majority has it, the
 /// others finishing in the background; `fanout-read:` first reads the key's version from the
 /// smallest set that meets every majority (R − W + 1 drives), which a linearizable
 /// multi-writer put cannot do without. A get reads the value from one drive and the version

@@ -230,7 +230,9 @@ pub struct BenchArgs {
     /// rocksdb:DIR, rocksdb-blob:DIR: RocksDB with blob files), or a Spindle cluster
     /// (cluster:ETCD_URLS[#NAME]), or a Kinetic endpoint through the client's request API
     /// (client:HOST:PORT: the path a cluster client takes, where HOST:PORT alone gets the
-    /// load generator's raw pipeline)
+    /// load generator's raw pipeline), or the floor under replication on drives A,B,C
+    /// (fanout:A,B,C: each put on all, answered at a majority; fanout-read:A,B,C: the version
+    /// read from R-W+1 of them first)
     #[arg(long, default_value = "127.0.0.1:8123")]
     drive: String,
     #[arg(long, default_value_t = 10_000)]

@@ -474,6 +474,53 @@ fn a_put_to_a_single_replica_is_one_request_when_its_guess_holds() {
     });
 }
 
+/// A read that finds a newer write on only one replica of its quorum writes it back to a
+/// write quorum before answering, counting only replicas that hold it: here the write-back is
+/// refused by the other replica read (its ACL lets the cluster's identity read only), so it
+/// must be the replica the read did not ask that takes it, before the read returns.
+#[test]
+fn a_read_writes_back_to_replicas_that_really_take_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path(), 1);
+    let drives: Vec<TestDrive> = (0..3).map(|_| TestDrive::start(&[])).collect();
+    // No scrub during the test: it would repair what the read must.
+    let _coordinator = coordinator_with(&etcd.endpoints(), "writeback", "c1", &["--sweep-interval-ms", "600000"]);
+    runtime().block_on(async {
+        let control = control(&etcd.endpoints(), "writeback").await;
+        control.init(&ClusterMap::new(1, 3, 2).unwrap()).await.unwrap();
+        add_drives(&control, &drives.iter().collect::<Vec<_>>()).await;
+        let store = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
+        let v1 = store.put(b"k", Bytes::from_static(b"one"), Condition::None).await.unwrap();
+        let t1 = Tag::decode(&v1).unwrap();
+        let map = store.map();
+        let addr = |id: &str| map.members[id].addr.clone();
+        let order = map.replicas_of(0).to_vec();
+        let connect = async |id: &str| spindle_client::Client::connect(addr(id).as_str(), spindle_client::ClientConfig { cluster_version: map.epoch as i64, ..Default::default() }).await.unwrap();
+        let dk = spindle_cluster::map::drive_key(0, b"k");
+
+        // A write that reached only the first replica a read asks.
+        let t2 = Tag { counter: t1.counter + 1, writer: 42, ..t1 };
+        let first = connect(&order[0]).await;
+        let options = spindle_client::PutOptions { db_version: v1.clone(), new_version: t2.encode(), sync: spindle_client::Synchronization::Writethrough, ..Default::default() };
+        first.put(&dk, Bytes::from_static(b"two"), options).await.unwrap();
+        // The second replica a read asks can be read, not written.
+        let read_only = spindle_client::AclEntry {
+            identity: 1,
+            key: "asdfasdf".into(),
+            scopes: vec![spindle_client::AclScope { offset: 0, value: String::new(), permissions: vec!["READ".into(), "GETLOG".into()], tls_required: false }],
+            max_priority: None,
+        };
+        let second = drives.iter().find(|d| d.addr == addr(&order[1])).unwrap();
+        let config = spindle_client::ClientConfig { tls_trust: Some(second.data_dir().join("tls/cert.pem")), cluster_version: map.epoch as i64, ..Default::default() };
+        let tls = spindle_client::Client::connect(second.tls_addr.as_str(), config).await.unwrap();
+        tls.set_acl(vec![read_only.to_proto().unwrap()]).await.unwrap();
+
+        assert_eq!(store.get(b"k").await.unwrap().unwrap().value, Bytes::from_static(b"two"));
+        let third = connect(&order[2]).await.get_metadata(&dk).await.unwrap().unwrap();
+        assert_eq!(Tag::decode(&third.version), Some(t2), "the read answered before a write quorum held what it returned");
+    });
+}
+
 /// Batches within one partition (keys sharing a hash tag): all of a batch or none, with its
 /// conditions checked; refused across partitions; a batch a writer left on one replica only is
 /// written back whole by the first read that meets it, and copied whole by repair.

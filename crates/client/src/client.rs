@@ -124,6 +124,9 @@ struct Pending {
 #[derive(Clone)]
 pub struct Client {
     shared: Arc<Shared>,
+    /// The cluster version this handle's requests carry whatever the connection's says
+    /// (`at_cluster_version`).
+    pinned_version: Option<i64>,
 }
 
 impl Client {
@@ -142,7 +145,7 @@ impl Client {
         });
         tokio::spawn(write_loop(wr, queue));
         tokio::spawn(read_loop(rd, decoder, buf, shared.pending.clone(), shared.mac.clone()));
-        Ok(Client { shared })
+        Ok(Client { shared, pinned_version: None })
     }
 
     /// The unsolicited status the drive sent on connect (configuration, limits).
@@ -155,8 +158,18 @@ impl Client {
         self.shared.pending.lock().closed.is_some()
     }
 
-    /// The cluster version this connection's requests carry.
+    /// A handle on the same connection whose requests carry `version`, whatever
+    /// `set_request_cluster_version` says: an operation decided under one view of a cluster
+    /// must not be taken by a drive already fenced to the next.
+    pub fn at_cluster_version(&self, version: i64) -> Client {
+        Client { shared: self.shared.clone(), pinned_version: Some(version) }
+    }
+
+    /// The cluster version this handle's requests carry.
     pub fn cluster_version(&self) -> i64 {
+        if let Some(v) = self.pinned_version {
+            return v;
+        }
         self.shared.cluster_version.load(std::sync::atomic::Ordering::Acquire)
     }
 

@@ -174,21 +174,19 @@ impl Store {
             }
         };
         *self.inner.down.write() = down;
-        let epoch = map.epoch as i64;
-        let changed = self.inner.map.read().epoch != map.epoch;
+        // Open connections stay: each request carries the epoch of the map it was decided
+        // with (`connection`).
         *self.inner.map.write() = Arc::new(map);
-        if changed {
-            for c in self.inner.connections.lock().values() {
-                c.set_request_cluster_version(epoch);
-            }
-        }
         Ok(())
     }
 
+    /// The connection to `drive`, its requests carrying `map`'s epoch: an operation decided
+    /// under this map (its replicas, whether its partition moves) is refused by a drive
+    /// fenced to a later one, never taken under a view it did not decide with.
     async fn connection(&self, map: &ClusterMap, drive: &str) -> Result<Client, ClientError> {
         if let Some(c) = self.inner.connections.lock().get(drive) {
             if !c.is_closed() {
-                return Ok(c.clone());
+                return Ok(c.at_cluster_version(map.epoch as i64));
             }
         }
         let member = map.members.get(drive).ok_or_else(|| ClientError::Protocol(format!("drive {drive} is not in the map")))?;
@@ -198,7 +196,7 @@ impl Store {
             .await
             .map_err(|_| ClientError::Timeout(self.inner.config.connect_timeout))??;
         self.inner.connections.lock().insert(drive.to_string(), client.clone());
-        Ok(client)
+        Ok(client.at_cluster_version(map.epoch as i64))
     }
 
     /// A partition's replicas in the order to ask them: drives that answer well first, then
@@ -901,10 +899,11 @@ impl Store {
     /// A replica that was not read is expected to hold the newest entry the others did (it
     /// mostly does): its compare-and-swap goes out at once, and only a refused one reads what
     /// it holds first. Exact compare-and-swap makes a wrong guess cost a round trip, never a
-    /// wrong store.
+    /// wrong store. Only a guess below `tag` is used: one at or above it (a read writing back
+    /// the newest entry it found) would count that replica as holding it unasked.
     async fn store(&self, map: &Arc<ClusterMap>, partition: u32, dkey: &Bytes, value: Bytes, tag: Tag, known: Arc<HashMap<String, Held>>) -> Result<(), OpError> {
         let k = dkey.clone();
-        let guess = known.values().max_by_key(|h| h.tag()).cloned();
+        let guess = known.values().max_by_key(|h| h.tag()).filter(|h| h.tag().is_none_or(|t| t < tag)).cloned();
         self.ask(map, partition, usize::from(map.write_quorum), Ask::All, move |drive, c| {
             let (k, value) = (k.clone(), value.clone());
             let expected = known.get(&drive).cloned().or_else(|| guess.clone());
