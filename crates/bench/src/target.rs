@@ -72,18 +72,20 @@ pub async fn connect(target: &str, sessions: usize, needs: Needs) -> Result<Vec<
         return Ok(vec![store; sessions]);
     }
     if let Some((read_first, list)) = target.strip_prefix("fanout:").map(|l| (false, l)).or_else(|| target.strip_prefix("fanout-read:").map(|l| (true, l))) {
-        let mut drives = Vec::new();
+        let (mut drives, mut readers) = (Vec::new(), Vec::new());
         for addr in list.split(',').filter(|a| !a.is_empty()) {
-            let client = Client::connect(addr, ClientConfig::default()).await?;
-            // A cluster's drives are fenced to its epoch: speak theirs.
-            let theirs = client.sign_on().header.as_ref().and_then(|h| h.cluster_version).unwrap_or(0);
-            client.set_request_cluster_version(theirs);
-            drives.push(client);
+            for lane in [&mut drives, &mut readers] {
+                let client = Client::connect(addr, ClientConfig::default()).await?;
+                // A cluster's drives are fenced to its epoch: speak theirs.
+                let theirs = client.sign_on().header.as_ref().and_then(|h| h.cluster_version).unwrap_or(0);
+                client.set_request_cluster_version(theirs);
+                lane.push(client);
+            }
         }
         if drives.is_empty() {
             return Err(BenchError::Invalid(format!("{target}: no drives")));
         }
-        let store: Arc<dyn Store> = Arc::new(FanoutStore { drives, read_first, behind: Arc::default() });
+        let store: Arc<dyn Store> = Arc::new(FanoutStore { drives, readers, read_first, behind: Arc::default() });
         return Ok(vec![store; sessions]);
     }
     if target.starts_with("redis://") {
@@ -209,7 +211,8 @@ impl Store for ClusterStore {
 }
 
 /// What R-way replication costs at the least, to set the cluster's figures against, on the same
-/// client connections (one per drive, shared by every session, as the cluster client's are): a
+/// client connections (two per drive, one for writes and one for reads, shared by every
+/// session, as the cluster client's are): a
 /// put is stored (forced, with the run's synchronization) on every drive and answered once a majority has it, the
 /// others finishing in the background; `fanout-read:` first reads the key's version from the
 /// smallest set that meets every majority (R − W + 1 drives), which a linearizable
@@ -217,7 +220,11 @@ impl Store for ClusterStore {
 /// from the rest of such a set. No map, no tags, no conditions, no repair: not a store anyone
 /// should use, only the work no replication can skip.
 struct FanoutStore {
+    /// The connections puts go on.
     drives: Vec<Client>,
+    /// The connections reads go on (a drive holds a connection's reads until the writes sent
+    /// before them on it are applied).
+    readers: Vec<Client>,
     read_first: bool,
     /// Puts still finishing on the drives after their majority answered (`flush` waits).
     behind: Arc<Behind>,
@@ -237,7 +244,7 @@ impl FanoutStore {
     /// The versions a read set holds for `key` (asked together).
     async fn versions(&self, key: &[u8]) -> Result<(), String> {
         let set = self.drives.len() - self.majority() + 1;
-        let mut asks: futures_util::stream::FuturesUnordered<_> = self.drives[..set].iter().map(|c| c.get_metadata(key)).collect();
+        let mut asks: futures_util::stream::FuturesUnordered<_> = self.readers[..set].iter().map(|c| c.get_metadata(key)).collect();
         while let Some(answer) = futures_util::StreamExt::next(&mut asks).await {
             answer.map_err(|e| e.to_string())?;
         }
@@ -282,14 +289,10 @@ impl Store for FanoutStore {
 
     fn get(&self, key: Bytes) -> StoreFuture<'_, Option<Bytes>> {
         Box::pin(async move {
-            let (value, versions) = tokio::join!(self.drives[0].get(&key), async {
-                let set = self.drives.len() - self.majority() + 1;
-                for c in &self.drives[1..set] {
-                    c.get_metadata(&key).await.map_err(|e| e.to_string())?;
-                }
-                Ok::<(), String>(())
-            });
-            versions?;
+            let set = self.readers.len() - self.majority() + 1;
+            let versions = futures_util::future::try_join_all(self.readers[1..set].iter().map(|c| c.get_metadata(&key)));
+            let (value, versions) = tokio::join!(self.readers[0].get(&key), versions);
+            versions.map_err(|e| e.to_string())?;
             Ok(value.map_err(|e| e.to_string())?.map(|e| e.value))
         })
     }
@@ -298,7 +301,7 @@ impl Store for FanoutStore {
         Box::pin(async move {
             let max_returned = i32::try_from(count).unwrap_or(i32::MAX);
             let q = RangeQuery { start, start_inclusive: true, end: Some(Bytes::from(vec![0xFF; 4096])), end_inclusive: true, max_returned, reverse: false };
-            self.drives[0].get_key_range(q).await.map_err(|e| e.to_string())
+            self.readers[0].get_key_range(q).await.map_err(|e| e.to_string())
         })
     }
 

@@ -87,7 +87,8 @@ struct Inner {
     /// Drives that failed or were slow to answer this client lately, until when: tried after
     /// the others (but before those marked down).
     suspects: Mutex<HashMap<String, Instant>>,
-    connections: Mutex<HashMap<String, Client>>,
+    /// Each drive's connections, by `Lane`.
+    connections: Mutex<HashMap<String, [Option<Client>; 2]>>,
     /// High half of this client's writer ids: random, so that two clients do not share one.
     writer: u32,
     /// Low half: one per write, so that two concurrent writes of this client (which may pick
@@ -113,6 +114,18 @@ pub struct WriteCounts {
     /// Refused (the replica held something else, nothing was written), then read and
     /// stored.
     pub retried: std::sync::atomic::AtomicU64,
+}
+
+/// Which of its two connections to a drive a request takes. A drive answers a read only once
+/// the writes sent before it on the same connection are applied (Kinetic's order within a
+/// connection), and reads nothing more from that connection meanwhile: a version read queued
+/// behind other operations' WRITETHROUGH puts would wait for them, and the puts behind it
+/// would miss the drive's group commit. The cluster needs no order between its reads and
+/// writes in flight (a write counts once answered), so they go on separate connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Lane {
+    Reads,
+    Writes,
 }
 
 /// A cluster client. Cheap to clone.
@@ -183,8 +196,8 @@ impl Store {
     /// The connection to `drive`, its requests carrying `map`'s epoch: an operation decided
     /// under this map (its replicas, whether its partition moves) is refused by a drive
     /// fenced to a later one, never taken under a view it did not decide with.
-    async fn connection(&self, map: &ClusterMap, drive: &str) -> Result<Client, ClientError> {
-        if let Some(c) = self.inner.connections.lock().get(drive) {
+    async fn connection(&self, map: &ClusterMap, drive: &str, lane: Lane) -> Result<Client, ClientError> {
+        if let Some(Some(c)) = self.inner.connections.lock().get(drive).map(|lanes| &lanes[lane as usize]) {
             if !c.is_closed() {
                 return Ok(c.at_cluster_version(map.epoch as i64));
             }
@@ -195,7 +208,7 @@ impl Store {
         let client = tokio::time::timeout(self.inner.config.connect_timeout, connect)
             .await
             .map_err(|_| ClientError::Timeout(self.inner.config.connect_timeout))??;
-        self.inner.connections.lock().insert(drive.to_string(), client.clone());
+        self.inner.connections.lock().entry(drive.to_string()).or_default()[lane as usize] = Some(client.clone());
         Ok(client.at_cluster_version(map.epoch as i64))
     }
 
@@ -333,10 +346,11 @@ impl Store {
         F: Fn(String, Client) -> Fut + Clone + Send + Sync + 'static,
         Fut: std::future::Future<Output = Result<T, ClientError>> + Send + 'static,
     {
+        let lane = if mode == Ask::Quorum { Lane::Reads } else { Lane::Writes };
         let start = |drive: String| {
             let (store, map, ask) = (self.clone(), map.clone(), ask.clone());
             async move {
-                let answer = match store.connection(&map, &drive).await {
+                let answer = match store.connection(&map, &drive, lane).await {
                     Ok(c) => ask(drive.clone(), c).await,
                     Err(e) => Err(e),
                 };
@@ -585,7 +599,7 @@ impl Store {
         known: HashMap<String, Held>,
     ) -> Result<(), OpError> {
         let (members, _) = batch::decode_entry(entry).ok_or_else(|| undecodable(dkey))?;
-        let c = self.connection(map, holder).await.map_err(|e| OpError::from_client(holder, e))?;
+        let c = self.connection(map, holder, Lane::Writes).await.map_err(|e| OpError::from_client(holder, e))?;
         let mut entries: Vec<BatchEntry> = vec![(dkey.clone(), entry.clone(), tag)];
         let mut replaced = Vec::new();
         for member in members {
@@ -770,7 +784,7 @@ impl Store {
 
     /// The value of `tag` from `drive` (which answered that it holds it).
     async fn fetch(&self, map: &Arc<ClusterMap>, drive: &str, dkey: &Bytes, tag: Tag) -> Result<Bytes, OpError> {
-        let c = self.connection(map, drive).await.map_err(|e| OpError::from_client(drive, e))?;
+        let c = self.connection(map, drive, Lane::Reads).await.map_err(|e| OpError::from_client(drive, e))?;
         match c.get(dkey).await.map_err(|e| OpError::from_client(drive, e))? {
             Some(e) if Tag::decode(&e.metadata.version) == Some(tag) => Ok(e.value),
             // Overwritten since: a newer write is under way; reading again finds it.
