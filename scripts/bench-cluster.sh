@@ -9,9 +9,10 @@
 # client CPU per operation) and loaded (8 x 4: throughput; the loaded puts overwrite the keys
 # the first run wrote, from a new process that never saw their versions, and a last loaded
 # run, `insert`, puts new keys). Beside them, the floor under replication on the cluster's own
-# drives (`spindle bench` targets fanout: and fanout-read:, R of them: a put stored on all R and
-# answered at a majority, with no cluster logic; fanout-read first reads the version from R-W+1,
-# as a linearizable multi-writer put must). Prints Markdown tables (and writes them to OUT)
+# drives (`spindle bench` targets fanout: and fanout-read:, each key on R of them picked by its
+# hash, as placement spreads keys: a put stored on all R and answered at a majority, with no
+# cluster logic; fanout-read first reads the version from R-W+1, as a linearizable
+# multi-writer put must). Prints Markdown tables (and writes them to OUT)
 # with medians of REPEAT alternated rounds. With --ycsb LETTERS, YCSB's core
 # workloads (load, then run; 8 threads, 1 KiB records) against the lone drive and the cluster of
 # --ycsb-drives drives (default: the largest size), also alternated, in a second table.
@@ -104,7 +105,7 @@ for round in $(seq 1 "$repeat"); do
         measure single "$n" "$lone"
         measure client "$n" "client:$lone"
         measure cluster "$n" "cluster:$etcd_url"
-        fanout=$(IFS=,; echo "${members[*]:0:$replicas}")
+        fanout="$(IFS=,; echo "${members[*]}")@$replicas"
         for label in fanout fanout-read; do
             bench "$label" "$n" "$label:$fanout" put 1 1
             bench "$label" "$n" "$label:$fanout" put 8 4
@@ -147,7 +148,7 @@ for n in sorted({r["drives"] for r in rows}):
                   f"| {f('single', 'cpu_us'):.1f} / {f('client', 'cpu_us'):.1f} / {f('cluster', 'cpu_us'):.1f} | {f('cluster', 'cpu_us') / f('client', 'cpu_us'):.2f}× |")
 if any(r["label"] == "fanout" for r in rows):
     print()
-    print("The floor under replication, on the cluster's first R drives, against the lone drive through the same client API: `fanout` stores on all R and answers at a majority; `fanout-read` reads the version from R − W + 1 first (what a linearizable multi-writer put cannot skip). ops/s, and ratio to the lone drive.")
+    print("The floor under replication, on the cluster's drives (each key on R of them, picked by its hash), against the lone drive through the same client API: `fanout` stores on all R and answers at a majority; `fanout-read` reads the version from R − W + 1 first (what a linearizable multi-writer put cannot skip). ops/s, and ratio to the lone drive.")
     print()
     print("| drives | op | load | client | fanout | fanout-read | cluster | fanout ÷ client | fanout-read ÷ client | cluster ÷ client | cluster ÷ fanout-read |")
     print("|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")

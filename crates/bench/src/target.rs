@@ -71,7 +71,12 @@ pub async fn connect(target: &str, sessions: usize, needs: Needs) -> Result<Vec<
         let store: Arc<dyn Store> = Arc::new(ClusterStore(store));
         return Ok(vec![store; sessions]);
     }
-    if let Some((read_first, list)) = target.strip_prefix("fanout:").map(|l| (false, l)).or_else(|| target.strip_prefix("fanout-read:").map(|l| (true, l))) {
+    if let Some((read_first, spec)) = target.strip_prefix("fanout:").map(|l| (false, l)).or_else(|| target.strip_prefix("fanout-read:").map(|l| (true, l))) {
+        // A,B,C[@R]: each key on R of the drives (all of them by default).
+        let (list, replicas) = match spec.split_once('@') {
+            Some((list, r)) => (list, Some(r.parse::<usize>().map_err(|_| BenchError::Invalid(format!("{target}: @R must be a number")))?)),
+            None => (spec, None),
+        };
         let (mut drives, mut readers) = (Vec::new(), Vec::new());
         for addr in list.split(',').filter(|a| !a.is_empty()) {
             for lane in [&mut drives, &mut readers] {
@@ -82,10 +87,11 @@ pub async fn connect(target: &str, sessions: usize, needs: Needs) -> Result<Vec<
                 lane.push(client);
             }
         }
-        if drives.is_empty() {
-            return Err(BenchError::Invalid(format!("{target}: no drives")));
+        let replicas = replicas.unwrap_or(drives.len());
+        if replicas == 0 || replicas > drives.len() {
+            return Err(BenchError::Invalid(format!("{target}: R must be 1 to {} (the drives listed)", drives.len())));
         }
-        let store: Arc<dyn Store> = Arc::new(FanoutStore { drives, readers, read_first, behind: Arc::default() });
+        let store: Arc<dyn Store> = Arc::new(FanoutStore { drives, readers, replicas, read_first, behind: Arc::default() });
         return Ok(vec![store; sessions]);
     }
     if target.starts_with("redis://") {
@@ -225,6 +231,9 @@ struct FanoutStore {
     /// The connections reads go on (a drive holds a connection's reads until the writes sent
     /// before them on it are applied).
     readers: Vec<Client>,
+    /// Drives each key is on: R consecutive drives from one its hash picks, so that with more
+    /// drives than R the writes spread as the cluster's placement spreads them.
+    replicas: usize,
     read_first: bool,
     /// Puts still finishing on the drives after their majority answered (`flush` waits).
     behind: Arc<Behind>,
@@ -238,13 +247,20 @@ struct Behind {
 
 impl FanoutStore {
     fn majority(&self) -> usize {
-        self.drives.len() / 2 + 1
+        self.replicas / 2 + 1
+    }
+
+    /// The indices of the drives `key` is on, the first the one its reads ask for the value.
+    fn placed(&self, key: &[u8]) -> impl Iterator<Item = usize> + use<> {
+        let n = self.drives.len();
+        let first = (spindle_cluster::placement::hash(key, 0) % n as u64) as usize;
+        (0..self.replicas).map(move |i| (first + i) % n)
     }
 
     /// The versions a read set holds for `key` (asked together).
     async fn versions(&self, key: &[u8]) -> Result<(), String> {
-        let set = self.drives.len() - self.majority() + 1;
-        let mut asks: futures_util::stream::FuturesUnordered<_> = self.readers[..set].iter().map(|c| c.get_metadata(key)).collect();
+        let set = self.replicas - self.majority() + 1;
+        let mut asks: futures_util::stream::FuturesUnordered<_> = self.placed(key).take(set).map(|i| self.readers[i].get_metadata(key)).collect();
         while let Some(answer) = futures_util::StreamExt::next(&mut asks).await {
             answer.map_err(|e| e.to_string())?;
         }
@@ -259,10 +275,9 @@ impl Store for FanoutStore {
                 self.versions(&key).await?;
             }
             let mut puts: futures_util::stream::FuturesUnordered<_> = self
-                .drives
-                .iter()
-                .map(|c| {
-                    let (c, key, value) = (c.clone(), key.clone(), value.clone());
+                .placed(&key)
+                .map(|i| {
+                    let (c, key, value) = (self.drives[i].clone(), key.clone(), value.clone());
                     async move { c.put(&key, value, PutOptions { force: true, sync, ..PutOptions::default() }).await }
                 })
                 .collect();
@@ -289,9 +304,10 @@ impl Store for FanoutStore {
 
     fn get(&self, key: Bytes) -> StoreFuture<'_, Option<Bytes>> {
         Box::pin(async move {
-            let set = self.readers.len() - self.majority() + 1;
-            let versions = futures_util::future::try_join_all(self.readers[1..set].iter().map(|c| c.get_metadata(&key)));
-            let (value, versions) = tokio::join!(self.readers[0].get(&key), versions);
+            let set = self.replicas - self.majority() + 1;
+            let placed: Vec<usize> = self.placed(&key).take(set).collect();
+            let versions = futures_util::future::try_join_all(placed[1..].iter().map(|&i| self.readers[i].get_metadata(&key)));
+            let (value, versions) = tokio::join!(self.readers[placed[0]].get(&key), versions);
             versions.map_err(|e| e.to_string())?;
             Ok(value.map_err(|e| e.to_string())?.map(|e| e.value))
         })
@@ -322,7 +338,7 @@ impl Store for FanoutStore {
     }
 
     fn describe(&self) -> StoreFuture<'_, serde_json::Value> {
-        Box::pin(async move { Ok(serde_json::json!({"kind": "fanout", "drives": self.drives.len(), "write_quorum": self.majority(), "read_first": self.read_first})) })
+        Box::pin(async move { Ok(serde_json::json!({"kind": "fanout", "drives": self.drives.len(), "replicas": self.replicas, "write_quorum": self.majority(), "read_first": self.read_first})) })
     }
 }
 

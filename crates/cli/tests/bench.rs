@@ -53,6 +53,25 @@ fn the_fanout_targets_store_on_every_drive() {
     }
 }
 
+/// With @R each key goes to R of the drives, picked by its hash: every key is on exactly R.
+#[test]
+fn a_fanout_over_more_drives_than_replicas_puts_each_key_on_r_of_them() {
+    let drives: Vec<TestDrive> = (0..3).map(|_| TestDrive::start(&[])).collect();
+    let list = drives.iter().map(|d| d.addr.as_str()).collect::<Vec<_>>().join(",");
+    let target = format!("fanout-read:{list}@2");
+    let common = ["--count", "600", "--value-size", "100", "--connections", "2", "--depth", "2"];
+    let put = bench(&[&["put", "--drive", &target, "--flush"][..], &common[..]].concat());
+    assert_eq!((put["ops"].as_u64(), put["errors"].as_u64()), (Some(600), Some(0)));
+    assert_eq!(bench(&[&["get", "--drive", &target][..], &common[..]].concat())["errors"], 0);
+    let mut held = Vec::new();
+    for d in &drives {
+        let missing = bench(&[&["get", "--drive", &d.addr][..], &common[..]].concat())["errors"].as_u64().unwrap();
+        held.push(600 - missing);
+    }
+    assert_eq!(held.iter().sum::<u64>(), 1200, "each key on two drives: {held:?}");
+    assert!(held.iter().all(|&h| h > 200 && h < 600), "the keys spread over the drives: {held:?}");
+}
+
 #[test]
 fn the_paper_micro_benchmarks_run_end_to_end() {
     let drive = TestDrive::start(&[]);
