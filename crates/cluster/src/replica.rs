@@ -69,17 +69,9 @@ pub async fn store_if_newer(client: &Client, key: &[u8], value: Bytes, tag: Tag,
         if now.at_least(&tag) {
             return Ok(Stored::Superseded);
         }
-        let options = PutOptions {
-            db_version: now.version(),
-            new_version: tag.encode(),
-            force: false,
-            sync: Synchronization::Writethrough,
-            ..PutOptions::default()
-        };
-        match client.put(key, value.clone(), options).await {
-            Ok(()) => return Ok(Stored::Written),
-            Err(e) if e.is_version_mismatch() => continue,
-            Err(e) => return Err(e),
+        // Refused: the entry changed since it was read; read it again.
+        if store_expecting(client, key, value.clone(), tag, &now).await? == Stored::Written {
+            return Ok(Stored::Written);
         }
     }
     Err(ClientError::Protocol(format!("the entry changed under {MAX_STORE_ROUNDS} compare-and-swap rounds in a row")))
