@@ -348,3 +348,56 @@ fn a_value_replaced_within_its_own_batch_is_garbage_at_once() {
     assert!(engine.get(b"b1").unwrap().unwrap().value == value("b1", 2, 20 * KIB));
     assert_eq!(engine.get(b"b2").unwrap(), None);
 }
+
+/// Which pages of `path` are in the page cache (mincore over a read-only mapping).
+fn resident_pages(path: &Path) -> Vec<bool> {
+    use std::os::fd::AsRawFd;
+    let file = std::fs::File::open(path).unwrap();
+    let len = file.metadata().unwrap().len() as usize;
+    // SAFETY: a read-only mapping of a file nobody truncates meanwhile, unmapped before
+    // return; mincore writes one byte per page into a vector of that many.
+    #[allow(unsafe_code, reason = "mmap and mincore have no safe wrapper")]
+    unsafe {
+        let page = libc::sysconf(libc::_SC_PAGESIZE) as usize;
+        let addr = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, file.as_raw_fd(), 0);
+        assert_ne!(addr, libc::MAP_FAILED, "mmap {}", path.display());
+        let mut pages = vec![0u8; len.div_ceil(page)];
+        let rc = libc::mincore(addr, len, pages.as_mut_ptr());
+        libc::munmap(addr, len);
+        assert_eq!(rc, 0, "mincore: {}", std::io::Error::last_os_error());
+        pages.iter().map(|p| p & 1 == 1).collect()
+    }
+}
+
+fn share_resident(pages: &[bool]) -> f64 {
+    pages.iter().filter(|p| **p).count() as f64 / pages.len().max(1) as f64
+}
+
+#[test]
+fn synced_values_leave_the_page_cache_but_for_the_newest() {
+    // Under the target directory, not /tmp: on a tmpfs the page cache is the storage.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let engine = FjallEngine::open(FjallOptions::new(dir.path())).unwrap();
+    let tail = spindle_engine::value_log::CACHED_TAIL_BYTES as usize;
+    let count = 2 * tail / (1024 * KIB) + 16;
+    for i in 0..count {
+        put(&engine, &format!("big-{i:04}"), value("big", i as u64, 1024 * KIB), "v1", false);
+    }
+    engine.sync().unwrap();
+    let segment = segments(dir.path());
+    assert_eq!(segment.len(), 1, "one segment: {segment:?}");
+    let pages = resident_pages(&segment[0]);
+    let len = std::fs::metadata(&segment[0]).unwrap().len() as usize;
+    let per_page = len.div_ceil(pages.len());
+    // What is older than the cached tail (less a value's width of slack at the edge) is gone
+    // from memory; the newest half of the tail is still there.
+    let old = &pages[..(len - tail - 1024 * KIB) / per_page];
+    let newest = &pages[(len - tail / 2) / per_page..];
+    assert!(share_resident(old) < 0.05, "{:.2} of the synced older pages still cached", share_resident(old));
+    assert!(share_resident(newest) > 0.9, "only {:.2} of the newest pages cached", share_resident(newest));
+    // Dropped pages read back from the disk.
+    for i in 0..count {
+        let entry = engine.get(format!("big-{i:04}").as_bytes()).unwrap().unwrap();
+        assert_eq!(entry.value, value("big", i as u64, 1024 * KIB), "value {i}");
+    }
+}
