@@ -9,7 +9,10 @@
 # MinIO's process and for the gateway plus its drive.
 #
 #   scripts/bench-s3.sh --spindle BIN [--quick] [--out FILE.md] [--results DIR]
-#       [--servers minio,spindle] [--duration 20s] [--concurrency 8]
+#       [--servers minio,spindle] [--duration 20s] [--concurrency 8] [--settle 10]
+#
+# --settle S: before each measurement, sync and wait S seconds, so that no server pays for the
+# writes of the one measured before it (on a VM the host's cache drains behind the guest).
 #
 # --servers may add minio-relay: the same MinIO reached through a TCP relay (`spindle bench
 # relay`), so with one more loopback hop, as Spindle's gateway reaches its drive; its CPU is
@@ -24,7 +27,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 minio_module=github.com/minio/minio@v0.0.0-20260212201848-7aac2a2c5b7c
-spindle_bin= quick=0 out= results= servers=minio,spindle duration= concurrency=8
+spindle_bin= quick=0 out= results= servers=minio,spindle duration= concurrency=8 settle=
 while [ $# -gt 0 ]; do
   case $1 in
     --spindle) spindle_bin=$2; shift ;;
@@ -34,6 +37,7 @@ while [ $# -gt 0 ]; do
     --servers) servers=$2; shift ;;
     --duration) duration=$2; shift ;;
     --concurrency) concurrency=$2; shift ;;
+    --settle) settle=$2; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -56,14 +60,14 @@ access_key=spindlebench
 secret_key=$(python3 -c 'import secrets; print(secrets.token_hex(16))')
 
 if [ $quick = 1 ]; then
-  : "${duration:=2s}"
+  : "${duration:=2s}" "${settle:=0}"
   concurrency=2
   # A small prepared set keeps the GET cells' untimed uploads short; 32 MiB objects still go
   # up as multipart uploads of two parts.
   objects=(--objects 4)
   cells=("put 1MiB" "get 1MiB" "put 32MiB" "get 32MiB")
 else
-  : "${duration:=20s}"
+  : "${duration:=20s}" "${settle:=10}"
   objects=()
   cells=("put 1MiB" "get 1MiB" "put 64MiB" "get 64MiB")
 fi
@@ -140,6 +144,10 @@ measure() { # SERVER OP SIZE
   esac
   file=$work/$server-$op-$size.json
   only_server "$server"
+  # Each server starts on a disk at rest: what the one before wrote is synced, and the disk
+  # (on a VM, the host's cache behind it) is given a few seconds to write it out.
+  sync
+  sleep "$settle"
   log "$server: $op $size x $concurrency for $duration"
   if ! "$spindle_bin" bench s3 --endpoint "$url" --access-key "$access_key" --secret-key "$secret_key" \
     --label "$server" --op "$op" --size "$size" --concurrency "$concurrency" --duration "$duration" \
@@ -181,7 +189,7 @@ if [ -n "$out" ]; then
   {
     echo "# S3: Spindle's gateway and MinIO, $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo
-    echo "Reproduce: \`scripts/bench-s3.sh --spindle PATH$([ $quick = 1 ] && echo ' --quick') --servers $servers --duration $duration --concurrency $concurrency\` on a $(nproc)-core $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1) with $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo); every server on 127.0.0.1 with its data on $(df --output=source,fstype "$work" | tail -n 1 | tr -s ' ' ' '), the load generator (\`spindle bench s3\`) on the same $(nproc) cores. Per cell: $concurrency workers, each with its own keep-alive connection and one request in flight, for $duration; GET reads a prepared set ($([ $quick = 1 ] && echo "4 objects" || echo "about 1 GiB, at most 2500 objects")) uploaded before the clock starts, whole bodies; objects of 16 MiB and more go up as multipart uploads in 16 MiB parts (a 64 MiB object: 4 parts, one after the other). Requests are SigV4 presigned (payload unsigned) HTTP/1.1. The server not measured is paused. Took $(($(date +%s) - started)) s."
+    echo "Reproduce: \`scripts/bench-s3.sh --spindle PATH$([ $quick = 1 ] && echo ' --quick') --servers $servers --duration $duration --concurrency $concurrency --settle $settle\` on a $(nproc)-core $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1) with $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo); every server on 127.0.0.1 with its data on $(df --output=source,fstype "$work" | tail -n 1 | tr -s ' ' ' '), the load generator (\`spindle bench s3\`) on the same $(nproc) cores. Per cell: $concurrency workers, each with its own keep-alive connection and one request in flight, for $duration; GET reads a prepared set ($([ $quick = 1 ] && echo "4 objects" || echo "about 1 GiB, at most 2500 objects")) uploaded before the clock starts, whole bodies; objects of 16 MiB and more go up as multipart uploads in 16 MiB parts (a 64 MiB object: 4 parts, one after the other). Requests are SigV4 presigned (payload unsigned) HTTP/1.1. The server not measured is paused; before each measurement the disk is synced and left ${settle} s to settle. Took $(($(date +%s) - started)) s."
     echo
     durability
     echo

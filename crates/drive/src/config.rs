@@ -84,6 +84,10 @@ pub struct DriveConfig {
     /// Most bytes per second the value log's garbage collection copies (0: it only deletes
     /// segments nothing lives in; otherwise at least `MIN_GC_BYTES_PER_SEC`).
     pub gc_bytes_per_sec: u64,
+    /// Synced bytes of each value-log segment kept in the page cache, newest first; older ones
+    /// are dropped from it once durable (0: all of them; 18446744073709551615: none, left to
+    /// the kernel). Default `spindle_engine::value_log::CACHED_TAIL_BYTES` (64 MiB).
+    pub value_log_cached_bytes: u64,
     /// PEM certificate chain and private key for the TLS listener; a self-signed pair is
     /// generated in the data directory when neither is given.
     pub tls_cert: Option<PathBuf>,
@@ -172,6 +176,7 @@ impl Default for DriveConfig {
             memtable_bytes: 64 * 1024 * 1024,
             value_log_threshold_bytes: spindle_engine::DEFAULT_LOG_THRESHOLD as u32,
             gc_bytes_per_sec: spindle_engine::DEFAULT_GC_BYTES_PER_SEC,
+            value_log_cached_bytes: spindle_engine::value_log::CACHED_TAIL_BYTES,
             tls_cert: None,
             tls_key: None,
             max_inflight_write_bytes: DEFAULT_MAX_INFLIGHT_WRITE_BYTES,

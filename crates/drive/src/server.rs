@@ -82,6 +82,7 @@ pub async fn start(mut config: DriveConfig) -> Result<RunningDrive, DriveError> 
             options.salvage_journal = config.salvage_journal;
             options.log_threshold = config.value_log_threshold_bytes as usize;
             options.gc_bytes_per_sec = config.gc_bytes_per_sec;
+            options.log_cached_tail = config.value_log_cached_bytes;
             tokio::task::spawn_blocking(move || FjallEngine::open(options))
                 .await
                 .map_err(|e| DriveError::Io(std::io::Error::other(e.to_string())))??

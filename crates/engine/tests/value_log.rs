@@ -373,22 +373,29 @@ fn share_resident(pages: &[bool]) -> f64 {
     pages.iter().filter(|p| **p).count() as f64 / pages.len().max(1) as f64
 }
 
-#[test]
-fn synced_values_leave_the_page_cache_but_for_the_newest() {
-    // Under the target directory, not /tmp: on a tmpfs the page cache is the storage.
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let engine = FjallEngine::open(FjallOptions::new(dir.path())).unwrap();
-    let tail = spindle_engine::value_log::CACHED_TAIL_BYTES as usize;
-    let count = 2 * tail / (1024 * KIB) + 16;
+/// Puts `count` values of 1 MiB, written back, then syncs; returns the engine, the residency
+/// of its one segment's pages and how many bytes each stands for.
+fn synced_big_values(dir: &Path, cached_tail: u64, count: usize) -> (Arc<FjallEngine>, Vec<bool>, usize, usize) {
+    let engine = FjallEngine::open(FjallOptions { log_cached_tail: cached_tail, ..FjallOptions::new(dir) }).unwrap();
     for i in 0..count {
         put(&engine, &format!("big-{i:04}"), value("big", i as u64, 1024 * KIB), "v1", false);
     }
     engine.sync().unwrap();
-    let segment = segments(dir.path());
+    let segment = segments(dir);
     assert_eq!(segment.len(), 1, "one segment: {segment:?}");
     let pages = resident_pages(&segment[0]);
     let len = std::fs::metadata(&segment[0]).unwrap().len() as usize;
     let per_page = len.div_ceil(pages.len());
+    (engine, pages, len, per_page)
+}
+
+#[test]
+fn synced_values_leave_the_page_cache_but_for_the_newest() {
+    // Under the target directory, not /tmp: on a tmpfs the page cache is the storage.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let tail = spindle_engine::value_log::CACHED_TAIL_BYTES as usize;
+    let count = 2 * tail / (1024 * KIB) + 16;
+    let (engine, pages, len, per_page) = synced_big_values(dir.path(), tail as u64, count);
     // What is older than the cached tail (less a value's width of slack at the edge) is gone
     // from memory; the newest half of the tail is still there.
     let old = &pages[..(len - tail - 1024 * KIB) / per_page];
@@ -400,4 +407,13 @@ fn synced_values_leave_the_page_cache_but_for_the_newest() {
         let entry = engine.get(format!("big-{i:04}").as_bytes()).unwrap().unwrap();
         assert_eq!(entry.value, value("big", i as u64, 1024 * KIB), "value {i}");
     }
+}
+
+#[test]
+fn a_drive_may_keep_every_synced_value_cached() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // Twice the default tail: with the default, the older half would be dropped.
+    let count = 2 * spindle_engine::value_log::CACHED_TAIL_BYTES as usize / (1024 * KIB) + 16;
+    let (_engine, pages, _, _) = synced_big_values(dir.path(), u64::MAX, count);
+    assert!(share_resident(&pages) > 0.9, "only {:.2} of the pages cached", share_resident(&pages));
 }

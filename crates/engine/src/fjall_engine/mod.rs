@@ -82,6 +82,10 @@ pub struct FjallOptions {
     pub log_threshold: usize,
     /// Bytes a value log segment grows to before the next one is started.
     pub log_segment_bytes: u64,
+    /// Synced bytes of each value log segment kept in the page cache, newest first; older
+    /// ones are dropped from it (`value_log::CACHED_TAIL_BYTES`; 0 drops all once synced,
+    /// `u64::MAX` leaves them to the kernel).
+    pub log_cached_tail: u64,
     /// Garbage collection takes a segment once at least this share of it is garbage.
     pub gc_garbage_ratio: f64,
     /// Most bytes per second garbage collection copies (0: none; it still deletes segments
@@ -117,6 +121,7 @@ impl FjallOptions {
             salvage_journal: false,
             log_threshold: DEFAULT_LOG_THRESHOLD,
             log_segment_bytes: DEFAULT_LOG_SEGMENT_BYTES,
+            log_cached_tail: crate::value_log::CACHED_TAIL_BYTES,
             gc_garbage_ratio: DEFAULT_GC_GARBAGE_RATIO,
             gc_bytes_per_sec: DEFAULT_GC_BYTES_PER_SEC,
         }

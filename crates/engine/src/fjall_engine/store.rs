@@ -117,7 +117,7 @@ impl Store {
     /// record whose logged value a crash lost), then the database, which syncs the value log
     /// before every journal sync. Returns the check's notices with it.
     pub(super) fn open(options: &FjallOptions, counters: Arc<Counters>, salvage: bool) -> Result<(Store, Vec<String>)> {
-        let log = Arc::new(ValueLog::open(&options.path.join(crate::value_log::FOLDER), options.log_segment_bytes)?);
+        let log = Arc::new(ValueLog::open(&options.path.join(crate::value_log::FOLDER), options.log_segment_bytes, options.log_cached_tail)?);
         let index = log.index_keyspace()?;
         let mut judge = super::recovery::Judge::new(&log, index);
         let notices = crate::journal_check::check(&options.path, salvage, &mut |writes| judge.judge(writes))?;

@@ -48,7 +48,7 @@ pub const WRITE_BEHIND_BYTES: u64 = 1024 * 1024;
 /// the tables and index blocks every request reads, and each would take a fresh page where
 /// a dropped one can be taken again (on this project's VMs a page touched first costs
 /// microseconds: writes ran at a third of the speed). The newest values stay cached for the
-/// reads that follow writes most often.
+/// reads that follow writes most often. The default of `FjallOptions::log_cached_tail`.
 pub const CACHED_TAIL_BYTES: u64 = 64 * 1024 * 1024;
 
 /// What the log knows of one segment.
@@ -118,6 +118,8 @@ struct Handed {
 pub struct ValueLog {
     dir: PathBuf,
     segment_max: u64,
+    /// Synced bytes of a segment kept in the page cache, newest first (`CACHED_TAIL_BYTES`).
+    cached_tail: u64,
     /// The writer's appender.
     pub(crate) active: Mutex<Option<Appender>>,
     figures: Mutex<BTreeMap<u32, SegmentFigures>>,
@@ -179,9 +181,9 @@ fn segment_id(path: &Path) -> Option<u32> {
 
 impl ValueLog {
     /// Opens the log in `dir` (created, durably, if missing), with segments of up to
-    /// `segment_max` bytes. Segments found are sealed; their live bytes are unknown until a
-    /// census.
-    pub fn open(dir: &Path, segment_max: u64) -> Result<ValueLog> {
+    /// `segment_max` bytes, keeping the newest `cached_tail` synced bytes of each in the page
+    /// cache. Segments found are sealed; their live bytes are unknown until a census.
+    pub fn open(dir: &Path, segment_max: u64, cached_tail: u64) -> Result<ValueLog> {
         crate::dirsync::create_dir_all(dir)?;
         let mut figures = BTreeMap::new();
         for dirent in std::fs::read_dir(dir)? {
@@ -192,6 +194,7 @@ impl ValueLog {
         }
         let next = figures.keys().next_back().map_or(1, |id| id + 1);
         Ok(ValueLog {
+            cached_tail,
             dir: dir.to_path_buf(),
             segment_max: segment_max.max(SEGMENT_HEADER_LEN + 1),
             active: Mutex::new(None),
@@ -372,10 +375,10 @@ impl ValueLog {
         result
     }
 
-    /// Drops a synced segment's pages from the page cache but for its newest
-    /// `CACHED_TAIL_BYTES`.
+    /// Drops a synced segment's pages from the page cache but for its newest `cached_tail`
+    /// bytes.
     fn drop_behind(&self, id: u32, synced: &Handed) {
-        let keep_from = synced.upto.saturating_sub(CACHED_TAIL_BYTES);
+        let keep_from = synced.upto.saturating_sub(self.cached_tail);
         // A segment removed meanwhile has nothing left to drop.
         if keep_from == 0 || !self.figures.lock().contains_key(&id) {
             return;
