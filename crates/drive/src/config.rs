@@ -85,8 +85,9 @@ pub struct DriveConfig {
     /// segments nothing lives in; otherwise at least `MIN_GC_BYTES_PER_SEC`).
     pub gc_bytes_per_sec: u64,
     /// Synced bytes of each value-log segment kept in the page cache, newest first; older ones
-    /// are dropped from it once durable (0: all of them; 18446744073709551615: none, left to
-    /// the kernel). Default `spindle_engine::value_log::CACHED_TAIL_BYTES` (64 MiB).
+    /// are dropped from it once durable (0: all of them; a value at least the segment size,
+    /// 268435456, keeps them all, as the kernel would). Default
+    /// `spindle_engine::value_log::CACHED_TAIL_BYTES` (64 MiB).
     pub value_log_cached_bytes: u64,
     /// PEM certificate chain and private key for the TLS listener; a self-signed pair is
     /// generated in the data directory when neither is given.

@@ -373,14 +373,21 @@ fn share_resident(pages: &[bool]) -> f64 {
     pages.iter().filter(|p| **p).count() as f64 / pages.len().max(1) as f64
 }
 
+/// Puts `count` values of `len` bytes, each synced (`sync_each`) or written back and synced
+/// at the end.
+fn put_big_values(options: FjallOptions, count: usize, len: usize, sync_each: bool) -> Arc<FjallEngine> {
+    let engine = FjallEngine::open(options).unwrap();
+    for i in 0..count {
+        put(&engine, &format!("big-{i:04}"), value("big", i as u64, len), "v1", sync_each);
+    }
+    engine.sync().unwrap();
+    engine
+}
+
 /// Puts `count` values of 1 MiB, written back, then syncs; returns the engine, the residency
 /// of its one segment's pages and how many bytes each stands for.
 fn synced_big_values(dir: &Path, cached_tail: u64, count: usize) -> (Arc<FjallEngine>, Vec<bool>, usize, usize) {
-    let engine = FjallEngine::open(FjallOptions { log_cached_tail: cached_tail, ..FjallOptions::new(dir) }).unwrap();
-    for i in 0..count {
-        put(&engine, &format!("big-{i:04}"), value("big", i as u64, 1024 * KIB), "v1", false);
-    }
-    engine.sync().unwrap();
+    let engine = put_big_values(FjallOptions { log_cached_tail: cached_tail, ..FjallOptions::new(dir) }, count, 1024 * KIB, false);
     let segment = segments(dir);
     assert_eq!(segment.len(), 1, "one segment: {segment:?}");
     let pages = resident_pages(&segment[0]);
@@ -416,4 +423,43 @@ fn a_drive_may_keep_every_synced_value_cached() {
     let count = 2 * spindle_engine::value_log::CACHED_TAIL_BYTES as usize / (1024 * KIB) + 16;
     let (_engine, pages, _, _) = synced_big_values(dir.path(), u64::MAX, count);
     assert!(share_resident(&pages) > 0.9, "only {:.2} of the pages cached", share_resident(&pages));
+}
+
+#[test]
+fn values_synced_one_by_one_leave_the_page_cache_too() {
+    // Each put synced on its own: every sync drops only what the one before kept, from a page
+    // boundary, so nothing is left behind between the drops.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let tail = 4 * 1024 * KIB;
+    // Not a multiple of a page: a drop that started mid-page would leave that page cached on
+    // every sync, 4 % of these bytes.
+    let len = 100 * KIB;
+    let count = 3 * tail / len;
+    let options = FjallOptions { log_cached_tail: tail as u64, ..FjallOptions::new(dir.path()) };
+    let _engine = put_big_values(options, count, len, true);
+    let segment = segments(dir.path());
+    assert_eq!(segment.len(), 1, "one segment: {segment:?}");
+    let pages = resident_pages(&segment[0]);
+    let size = std::fs::metadata(&segment[0]).unwrap().len() as usize;
+    let per_page = size.div_ceil(pages.len());
+    let old = &pages[..(size - tail - 128 * KIB) / per_page];
+    assert!(share_resident(old) < 0.02, "{:.2} of the synced older pages still cached", share_resident(old));
+}
+
+#[test]
+fn a_full_segment_leaves_the_page_cache_whole_once_synced() {
+    // Segments of 8 MiB under the default 64 MiB tail: the sealed ones are dropped whole, the
+    // one being written stays.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let options = FjallOptions { log_segment_bytes: 8 * 1024 * 1024, ..FjallOptions::new(dir.path()) };
+    let _engine = put_big_values(options, 28, 1024 * KIB, false);
+    let mut found = segments(dir.path());
+    assert!(found.len() >= 4, "segments: {found:?}");
+    let active = found.pop().unwrap();
+    for sealed in &found {
+        let pages = resident_pages(sealed);
+        assert!(share_resident(&pages) < 0.05, "{}: {:.2} cached", sealed.display(), share_resident(&pages));
+    }
+    let pages = resident_pages(&active);
+    assert!(share_resident(&pages) > 0.9, "the segment being written: only {:.2} cached", share_resident(&pages));
 }

@@ -50,6 +50,8 @@ pub const WRITE_BEHIND_BYTES: u64 = 1024 * 1024;
 /// microseconds: writes ran at a third of the speed). The newest values stay cached for the
 /// reads that follow writes most often. The default of `FjallOptions::log_cached_tail`.
 pub const CACHED_TAIL_BYTES: u64 = 64 * 1024 * 1024;
+/// A multiple of every page size Linux runs with (4, 16 and 64 KiB).
+const PAGE_ALIGN: u64 = 64 * 1024;
 
 /// What the log knows of one segment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -87,7 +89,7 @@ pub struct Appender {
     /// Where the file ended at the last successful [`ValueLog::flush`]: a failed write or
     /// flush takes the file back here, dropping every record appended since.
     flushed: u64,
-    /// Where the disk was last asked to start writing from (`WRITE_BEHIND_BYTES`).
+    /// Where the last range the disk was asked to start writing ended (`WRITE_BEHIND_BYTES`).
     behind: u64,
     /// The log's erase count when this appender was made (see [`ValueLog::erases`]).
     epoch: u64,
@@ -109,10 +111,12 @@ struct Dirty {
     folder: bool,
 }
 
-/// A segment with bytes handed to the OS: a handle to sync it with, and how far it reaches.
+/// A segment with bytes handed to the OS: a handle to sync it with, how far it reaches, and
+/// whether it is sealed (nothing more will be appended: none of it needs to stay cached).
 struct Handed {
     file: Arc<File>,
     upto: u64,
+    sealed: bool,
 }
 
 pub struct ValueLog {
@@ -128,8 +132,9 @@ pub struct ValueLog {
     /// Where each segment's pages may still be cached from (`CACHED_TAIL_BYTES`).
     cached_from: Mutex<HashMap<u32, u64>>,
     /// Held through a whole sync: a second sync must not return while the first is still
-    /// making durable what it took from `dirty`.
-    syncing: Mutex<()>,
+    /// making durable what it took from `dirty`. Holds the first sync failure, if one failed:
+    /// every later sync fails with it (see `sync`).
+    syncing: Mutex<Option<String>>,
     /// Readers hold it shared from the index snapshot that gave them a pointer until they have
     /// read the value; a segment is deleted under it held exclusively. A collected segment's
     /// records already point elsewhere, so only a reader whose snapshot is older than that
@@ -202,7 +207,7 @@ impl ValueLog {
             open_files: Mutex::new(HashMap::new()),
             dirty: Mutex::new(Dirty::default()),
             cached_from: Mutex::new(HashMap::new()),
-            syncing: Mutex::new(()),
+            syncing: Mutex::new(None),
             gate: parking_lot::RwLock::new(()),
             next_id: std::sync::atomic::AtomicU32::new(next),
             erases: std::sync::atomic::AtomicU64::new(0),
@@ -249,7 +254,7 @@ impl ValueLog {
         {
             let mut dirty = self.dirty.lock();
             dirty.folder = true;
-            dirty.files.insert(id, Handed { file: sync_handle.clone(), upto: SEGMENT_HEADER_LEN });
+            dirty.files.insert(id, Handed { file: sync_handle.clone(), upto: SEGMENT_HEADER_LEN, sealed: false });
         }
         self.figures.lock().insert(id, SegmentFigures { bytes: SEGMENT_HEADER_LEN, live: 0, censused: true, damaged: false });
         Ok(Appender {
@@ -278,7 +283,7 @@ impl ValueLog {
             if app.broken || self.is_stale(app) {
                 *appender = None;
             } else if full {
-                self.flush(app)?;
+                self.seal(app)?;
                 *appender = None;
             }
         }
@@ -340,7 +345,7 @@ impl ValueLog {
             return Err(e.into());
         }
         appender.flushed = appender.len;
-        let handed = Handed { file: appender.sync_handle.clone(), upto: appender.flushed };
+        let handed = Handed { file: appender.sync_handle.clone(), upto: appender.flushed, sealed: false };
         self.dirty.lock().files.entry(appender.id).and_modify(|h| h.upto = h.upto.max(handed.upto)).or_insert(handed);
         if appender.flushed.saturating_sub(appender.behind) >= WRITE_BEHIND_BYTES {
             advise(&appender.sync_handle, appender.behind, appender.flushed - appender.behind, Pages::StartWriting);
@@ -349,10 +354,28 @@ impl ValueLog {
         Ok(())
     }
 
+    /// Hands the last of a segment to the OS: after its next sync, none of it stays cached.
+    fn seal(&self, appender: &mut Appender) -> Result<()> {
+        self.flush(appender)?;
+        if let Some(handed) = self.dirty.lock().files.get_mut(&appender.id) {
+            handed.sealed = true;
+        }
+        Ok(())
+    }
+
     /// Makes every byte handed to the OS so far durable: the segments written since the last
     /// sync, then the folder if segments were created. Runs before every journal sync.
+    ///
+    /// Once a sync has failed, every later one fails the same way, until the store is opened
+    /// again: Linux reports a failed writeback once per file, and marks the pages it could not
+    /// write clean, so a second fdatasync would succeed over bytes that never reached the disk
+    /// and the journal would then claim them. (Through the journal's hook a failure already
+    /// stops the database; the collector's own syncs only reported it.)
     pub fn sync(&self) -> std::io::Result<()> {
-        let _one_at_a_time = self.syncing.lock();
+        let mut failed = self.syncing.lock();
+        if let Some(first) = &*failed {
+            return Err(std::io::Error::other(format!("an earlier sync of the value log failed ({first}); reopen the store")));
+        }
         let taken = std::mem::take(&mut *self.dirty.lock());
         let mut result = Ok(());
         for (id, handed) in &taken.files {
@@ -364,8 +387,9 @@ impl ValueLog {
         if taken.folder {
             result = result.and_then(|()| crate::dirsync::sync_dir(&self.dir));
         }
-        if result.is_err() {
-            // Still owed: the next sync tries again (a failed fsync also stops the database).
+        if let Err(e) = &result {
+            *failed = Some(e.to_string());
+            // Still owed, should the failure ever be cleared.
             let mut dirty = self.dirty.lock();
             dirty.folder |= taken.folder;
             for (id, handed) in taken.files {
@@ -376,9 +400,12 @@ impl ValueLog {
     }
 
     /// Drops a synced segment's pages from the page cache but for its newest `cached_tail`
-    /// bytes.
+    /// bytes, or all of them once it is sealed (unless the tail covers whole segments); from a
+    /// page boundary: the kernel keeps a page only partly advised, and the next call would
+    /// start past it.
     fn drop_behind(&self, id: u32, synced: &Handed) {
-        let keep_from = synced.upto.saturating_sub(self.cached_tail);
+        let tail = if synced.sealed && self.cached_tail < self.segment_max { 0 } else { self.cached_tail };
+        let keep_from = synced.upto.saturating_sub(tail) / PAGE_ALIGN * PAGE_ALIGN;
         // A segment removed meanwhile has nothing left to drop.
         if keep_from == 0 || !self.figures.lock().contains_key(&id) {
             return;
@@ -547,7 +574,7 @@ impl ValueLog {
     /// collected.
     pub fn seal_active(&self) -> Result<()> {
         if let Some(mut app) = self.active.lock().take() {
-            self.flush(&mut app)?;
+            self.seal(&mut app)?;
         }
         Ok(())
     }
