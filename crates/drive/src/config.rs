@@ -432,6 +432,7 @@ mod tests {
             memtable_bytes = 1048576
             value_log_threshold_bytes = 8192
             gc_bytes_per_sec = 2097152
+            value_log_cached_bytes = 1048576
             tls_cert = "/etc/spindle/cert.pem"
             tls_key = "/etc/spindle/key.pem"
             max_inflight_write_bytes = 1048576
