@@ -369,6 +369,16 @@ fn resident_pages(path: &Path) -> Vec<bool> {
     }
 }
 
+/// The one segment under `dir`: residency of its pages, its length and bytes per page.
+fn one_segment_pages(dir: &Path) -> (Vec<bool>, usize, usize) {
+    let segment = segments(dir);
+    assert_eq!(segment.len(), 1, "one segment: {segment:?}");
+    let pages = resident_pages(&segment[0]);
+    let len = std::fs::metadata(&segment[0]).unwrap().len() as usize;
+    let per_page = len.div_ceil(pages.len());
+    (pages, len, per_page)
+}
+
 fn share_resident(pages: &[bool]) -> f64 {
     pages.iter().filter(|p| **p).count() as f64 / pages.len().max(1) as f64
 }
@@ -388,11 +398,7 @@ fn put_big_values(options: FjallOptions, count: usize, len: usize, sync_each: bo
 /// of its one segment's pages and how many bytes each stands for.
 fn synced_big_values(dir: &Path, cached_tail: u64, count: usize) -> (Arc<FjallEngine>, Vec<bool>, usize, usize) {
     let engine = put_big_values(FjallOptions { log_cached_tail: cached_tail, ..FjallOptions::new(dir) }, count, 1024 * KIB, false);
-    let segment = segments(dir);
-    assert_eq!(segment.len(), 1, "one segment: {segment:?}");
-    let pages = resident_pages(&segment[0]);
-    let len = std::fs::metadata(&segment[0]).unwrap().len() as usize;
-    let per_page = len.div_ceil(pages.len());
+    let (pages, len, per_page) = one_segment_pages(dir);
     (engine, pages, len, per_page)
 }
 
@@ -437,11 +443,7 @@ fn values_synced_one_by_one_leave_the_page_cache_too() {
     let count = 3 * tail / len;
     let options = FjallOptions { log_cached_tail: tail as u64, ..FjallOptions::new(dir.path()) };
     let _engine = put_big_values(options, count, len, true);
-    let segment = segments(dir.path());
-    assert_eq!(segment.len(), 1, "one segment: {segment:?}");
-    let pages = resident_pages(&segment[0]);
-    let size = std::fs::metadata(&segment[0]).unwrap().len() as usize;
-    let per_page = size.div_ceil(pages.len());
+    let (pages, size, per_page) = one_segment_pages(dir.path());
     let old = &pages[..(size - tail - 128 * KIB) / per_page];
     assert!(share_resident(old) < 0.02, "{:.2} of the synced older pages still cached", share_resident(old));
 }

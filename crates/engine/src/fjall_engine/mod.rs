@@ -83,8 +83,8 @@ pub struct FjallOptions {
     /// Bytes a value log segment grows to before the next one is started.
     pub log_segment_bytes: u64,
     /// Synced bytes of each value log segment kept in the page cache, newest first; older
-    /// ones are dropped from it (`value_log::CACHED_TAIL_BYTES`; 0 drops all once synced,
-    /// `u64::MAX` leaves them to the kernel).
+    /// ones are dropped from it (`value_log::CACHED_TAIL_BYTES`; 0 drops all once synced, at
+    /// least `log_segment_bytes` leaves them all to the kernel).
     pub log_cached_tail: u64,
     /// Garbage collection takes a segment once at least this share of it is garbage.
     pub gc_garbage_ratio: f64,
