@@ -154,7 +154,7 @@ fn drives_join_and_leave_under_load_and_nothing_is_lost() {
         let store = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
         let bulk = preload(&store, 300, 8192).await;
         let rec = Recorder::new();
-        let load = Workload::start(&clients(&control, 4).await, &rec, KEYS);
+        let load = Workload::mixed(&clients(&control, 4 + CONDITIONAL_CLIENTS).await, CONDITIONAL_CLIENTS, &rec, KEYS);
         tokio::time::sleep(Duration::from_millis(500)).await;
 
         // Join: d3's share moves to it while the clients go on.
@@ -240,7 +240,7 @@ fn a_failed_drive_is_replaced_and_caught_up_when_it_comes_back() {
         let store = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
         let bulk = preload(&store, 200, 4096).await;
         let rec = Recorder::new();
-        let load = Workload::start(&clients(&control, 4).await, &rec, KEYS);
+        let load = Workload::mixed(&clients(&control, 4 + CONDITIONAL_CLIENTS).await, CONDITIONAL_CLIENTS, &rec, KEYS);
         tokio::time::sleep(Duration::from_millis(500)).await;
 
         drives[1].kill();
@@ -290,7 +290,7 @@ fn a_move_survives_its_coordinator_crashing_at_every_phase() {
         let store = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
         let bulk = preload(&store, 200, 4096).await;
         let rec = Recorder::new();
-        let load = Workload::start(&clients(&control, 4).await, &rec, KEYS);
+        let load = Workload::mixed(&clients(&control, 4 + CONDITIONAL_CLIENTS).await, CONDITIONAL_CLIENTS, &rec, KEYS);
         let changes = [
             MemberChange::Add(member("d3", &addrs[3])),
             MemberChange::Remove { id: "d3".into() },
@@ -356,7 +356,7 @@ fn a_throttled_move_survives_its_source_and_target_dying_and_shows_progress() {
         let store = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
         let bulk = preload(&store, 300, 8192).await;
         let rec = Recorder::new();
-        let load = Workload::start(&clients(&control, 4).await, &rec, KEYS);
+        let load = Workload::mixed(&clients(&control, 4 + CONDITIONAL_CLIENTS).await, CONDITIONAL_CLIENTS, &rec, KEYS);
 
         let started = Instant::now();
         control.request_change(&MemberChange::Add(member("d3", &addrs[3]))).await.unwrap();

@@ -18,6 +18,10 @@ pub enum ClusterError {
     /// keep it, and a later read may or may not see it.
     #[error("partition {partition}: {reached} of the {needed} replicas needed answered ({last_error})")]
     NoQuorum { partition: u32, needed: usize, reached: usize, last_error: String },
+    /// Some replicas took the write and the rest had taken a racing write or round first: its
+    /// outcome is unknown, as with `NoQuorum` (a reader or a round may yet make it stand).
+    #[error("partition {partition}: the write raced another one and its outcome is unknown (read the key to see)")]
+    Contended { partition: u32 },
     /// A compare-and-swap found another version (or none, or one when none was expected).
     #[error("version mismatch: the key's version is {}", describe(.current))]
     VersionMismatch { current: Option<bytes::Bytes> },

@@ -1,7 +1,8 @@
 //! The history checker: what clients saw, checked for per-key linearizability.
 //!
 //! Clients under faults record each operation's invocation and response times and outcome.
-//! Every write stores a value unique in the history; a write whose outcome is unknown (the
+//! Every write stores a value unique in the history, so a compare-and-swap on the version a
+//! read returned is one on that read's value; a write whose outcome is unknown (the
 //! client gave up or the quorum failed) may have taken effect at any moment after its
 //! invocation, or never. Per key (linearizability is compositional), a depth-first search in
 //! the manner of Wing and Gong, with Lowe's memoisation of (operations done, register state),
@@ -19,6 +20,11 @@ pub enum Op {
     Write(Value),
     /// A read and what it returned.
     Read(Value),
+    /// A compare-and-swap that took effect (or, unknown, may have): the register held
+    /// `expect` and then `new` (a conditional delete writes `None`; "if absent" expects it).
+    Cas { expect: Value, new: Value },
+    /// A compare-and-swap refused: the register did not hold `expect` at its moment.
+    Refused { expect: Value },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,6 +106,10 @@ fn search(events: &[Event], done: &[u64], state: Value, seen: &mut HashSet<(Vec<
             Op::Write(v) => v,
             Op::Read(v) if v == state => state,
             Op::Read(_) => continue,
+            Op::Cas { expect, new } if expect == state => new,
+            Op::Cas { .. } => continue,
+            Op::Refused { expect } if expect != state => state,
+            Op::Refused { .. } => continue,
         };
         let mut placed = done.to_vec();
         placed[i / 64] |= 1 << (i % 64);
@@ -155,6 +165,32 @@ mod tests {
         assert!(check(&[w(Some(1), 0, None), r(Some(1), 1, 2), r(None, 3, 4)]).is_err());
         // It cannot take effect before it was called.
         assert!(check(&[r(Some(1), 0, 1), w(Some(1), 2, None)]).is_err());
+    }
+
+    fn cas(expect: Value, new: Value, call: u64, ret: Option<u64>) -> Event {
+        Event { key: 1, op: Op::Cas { expect, new }, call, ret }
+    }
+    fn refused(expect: Value, call: u64, ret: u64) -> Event {
+        Event { key: 1, op: Op::Refused { expect }, call, ret: Some(ret) }
+    }
+
+    #[test]
+    fn compare_and_swap_needs_its_expected_value() {
+        assert!(check(&[w(Some(1), 0, Some(1)), cas(Some(1), Some(2), 2, Some(3)), r(Some(2), 4, 5)]).is_ok());
+        assert!(check(&[w(Some(1), 0, Some(1)), cas(Some(7), Some(2), 2, Some(3))]).is_err());
+        // The race the cluster once lost: "if absent" and a put, both acknowledged, overlapping;
+        // the conditional one cannot come second, so reads may not keep its value.
+        let race = [cas(None, Some(2), 0, Some(10)), w(Some(1), 1, Some(11)), r(Some(2), 12, 13)];
+        assert!(check(&race).is_err());
+        let fine = [cas(None, Some(2), 0, Some(10)), w(Some(1), 1, Some(11)), r(Some(1), 12, 13)];
+        assert!(check(&fine).is_ok());
+        // Two compare-and-swaps from one value cannot both succeed.
+        let both = [w(Some(1), 0, Some(1)), cas(Some(1), Some(2), 2, Some(10)), cas(Some(1), Some(3), 3, Some(11))];
+        assert!(check(&both).is_err());
+        // A refusal needs another value at its moment; an unknown one may or may not happen.
+        assert!(check(&[w(Some(1), 0, Some(1)), refused(Some(1), 2, 3)]).is_err());
+        assert!(check(&[w(Some(1), 0, Some(1)), refused(None, 2, 3), cas(Some(1), None, 4, None), r(None, 5, 6)]).is_ok());
+        assert!(check(&[w(Some(1), 0, Some(1)), cas(Some(5), None, 4, None), r(None, 5, 6)]).is_err());
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod migrate;
 pub mod placement;
 pub mod repair;
+pub mod stamp;
 pub mod replica;
 pub mod store;
 pub mod sweep;

@@ -12,6 +12,7 @@ use spindle_client::{Client, ClientError};
 
 use crate::map;
 use crate::replica::{self, Held};
+use crate::stamp::{Stamp, NOTHING};
 use crate::tag::Tag;
 
 /// Repairs `partition` over `replicas` (drive id and connection; unreachable ones left out).
@@ -29,7 +30,7 @@ pub async fn repair_partition(partition: u32, replicas: &[(String, Client)]) -> 
         let held = try_join_all(replicas.iter().map(|(_, c)| replica::held_many(c, &dkeys))).await?;
         for (i, key) in dkeys.iter().enumerate() {
             let per_replica: BTreeMap<&str, Held> = replicas.iter().zip(&held).map(|((id, _), h)| (id.as_str(), h[i].clone())).collect();
-            let mut tags = per_replica.values().map(Held::tag);
+            let mut tags = per_replica.values().map(Held::order);
             let first = tags.next().flatten();
             if first.is_some() && tags.all(|t| t == first) {
                 continue;
@@ -43,25 +44,28 @@ pub async fn repair_partition(partition: u32, replicas: &[(String, Client)]) -> 
     }
 }
 
-/// Brings one drive key to its newest tag on every replica; returns the copies made. A
-/// batch's entry is copied with the rest of its batch, atomically, as readers write it back.
+/// Brings one drive key to its newest write on every replica; returns the copies made: a
+/// late accept of that write under the ballot it holds, taken only by replicas that stand
+/// below it. A batch's entry is copied with the rest of its batch, atomically, as readers
+/// write it back.
 async fn repair_key(partition: u32, key: &Bytes, replicas: &[(String, Client)], held: BTreeMap<&str, Held>) -> Result<u64, ClientError> {
-    let Some(newest) = held.values().filter_map(Held::tag).max() else { return Ok(0) };
-    let Some((_, source)) = replicas.iter().find(|(id, _)| held[id.as_str()].tag() == Some(newest)) else { return Ok(0) };
-    let lacking: Vec<&(String, Client)> = replicas.iter().filter(|(id, _)| held[id.as_str()].tag() != Some(newest)).collect();
+    let Some(newest) = held.values().filter_map(|h| h.stamp().filter(|s| s.identity != NOTHING)).max_by_key(Stamp::order) else { return Ok(0) };
+    let holds = |id: &str| held[id].holds(newest.identity, newest.ballot);
+    let Some((_, source)) = replicas.iter().find(|(id, _)| holds(id)) else { return Ok(0) };
+    let lacking: Vec<&(String, Client)> = replicas.iter().filter(|(id, _)| !holds(id)).collect();
     if lacking.is_empty() {
         return Ok(0);
     }
     let Some(entry) = source.get(key).await? else { return Ok(0) };
-    if Tag::decode(&entry.metadata.version) != Some(newest) {
+    if !Held::from_version(entry.metadata.version.clone()).holds(newest.identity, newest.ballot) {
         // Overwritten meanwhile by a newer write, which reaches every replica itself.
         return Ok(0);
     }
     let mut copied = 0;
-    if newest.is_batch() {
-        let Some(entries) = batch_of(partition, source, key, newest, &entry.value).await? else { return Ok(0) };
+    if newest.identity.is_batch() {
+        let Some(entries) = batch_of(partition, source, key, newest.identity, &entry.value).await? else { return Ok(0) };
         for (_, c) in lacking {
-            if replica::store_batch_if_newer(c, &entries, None).await? == replica::Stored::Written {
+            if replica::accept_batch(c, &entries, newest.ballot, None).await? == replica::Answer::Yes {
                 copied += 1;
             }
         }
@@ -69,7 +73,7 @@ async fn repair_key(partition: u32, key: &Bytes, replicas: &[(String, Client)], 
     }
     for (id, c) in lacking {
         let known = held.get(id.as_str()).cloned();
-        if replica::store_if_newer(c, key, entry.value.clone(), newest, known).await? == replica::Stored::Written {
+        if replica::accept(c, key, entry.value.clone(), newest.identity, newest.ballot, known).await? == replica::Answer::Yes {
             copied += 1;
         }
     }
@@ -90,8 +94,8 @@ async fn batch_of(partition: u32, source: &Client, key: &Bytes, tag: Tag, value:
             continue;
         }
         match source.get(&mkey).await? {
-            Some(e) => match Tag::decode(&e.metadata.version) {
-                Some(t) if t.same_write(&tag) => entries.push((mkey, e.value, t)),
+            Some(e) => match Stamp::decode(&e.metadata.version) {
+                Some(s) if s.identity.same_write(&tag) => entries.push((mkey, e.value, s.identity)),
                 _ => return Ok(None),
             },
             None => return Ok(None),

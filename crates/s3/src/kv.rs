@@ -41,7 +41,12 @@ impl From<ClusterError> for KvError {
     fn from(e: ClusterError) -> Self {
         match e {
             ClusterError::VersionMismatch { .. } => KvError::Mismatch,
-            ClusterError::NoQuorum { .. } | ClusterError::Timeout(_) | ClusterError::Drive { .. } | ClusterError::GaveUp(_) | ClusterError::Etcd(_) => {
+            ClusterError::NoQuorum { .. }
+            | ClusterError::Contended { .. }
+            | ClusterError::Timeout(_)
+            | ClusterError::Drive { .. }
+            | ClusterError::GaveUp(_)
+            | ClusterError::Etcd(_) => {
                 KvError::Unavailable(e.to_string())
             }
             other => KvError::Failed(other.to_string()),

@@ -12,10 +12,12 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use spindle_cluster::control::{HealthState, MemberChange};
 use spindle_cluster::history::{Event, Op};
-use spindle_cluster::tag::Tag;
 use spindle_cluster::{Condition, Control, Member, Store};
 
 use crate::common::{spindle_bin, TestDrive};
+
+/// Clients doing compare-and-swaps beside the unconditional ones in the fault tests.
+pub const CONDITIONAL_CLIENTS: usize = 2;
 
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
@@ -173,6 +175,8 @@ pub struct Recorder {
     pub acknowledged: std::sync::atomic::AtomicU64,
     /// Operations that returned an error to the client, and the last such error.
     pub errors: std::sync::atomic::AtomicU64,
+    /// Writes whose outcome a race left unknown (`ClusterError::Contended`).
+    pub contended: std::sync::atomic::AtomicU64,
     pub last_error: Mutex<Option<String>>,
 }
 
@@ -183,11 +187,18 @@ impl Recorder {
             events: Mutex::new(Vec::new()),
             acknowledged: Default::default(),
             errors: Default::default(),
+            contended: Default::default(),
             last_error: Mutex::new(None),
         })
     }
 
+    /// An error seen by a client. A write that raced another and may or may not have taken
+    /// effect is recorded as unknown but is not an error of availability.
     fn failed(&self, e: &spindle_cluster::ClusterError) {
+        if matches!(e, spindle_cluster::ClusterError::Contended { .. }) {
+            self.contended.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return;
+        }
         self.errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         *self.last_error.lock() = Some(e.to_string());
     }
@@ -260,6 +271,52 @@ pub async fn client_loop(store: Store, rec: Arc<Recorder>, id: u64, keys: u64, s
     }
 }
 
+/// A client doing only compare-and-swaps: each reads a key, then puts a new value or deletes
+/// it on the version it read ("if absent" when it read nothing). Recorded as what the
+/// register held: a refusal says it held something else at the moment, an error that the
+/// write may or may not have happened.
+pub async fn conditional_loop(store: Store, rec: Arc<Recorder>, id: u64, keys: u64, stop: Arc<std::sync::atomic::AtomicBool>) {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::from_os_rng();
+    let mut n = 0u64;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let key = rng.random_range(0..keys);
+        let k = format!("key-{key}");
+        let call = rec.now();
+        let read = match store.get(k.as_bytes()).await {
+            Ok(v) => v,
+            Err(e) => {
+                rec.failed(&e);
+                continue;
+            }
+        };
+        let expect = read.as_ref().map(|v| u64::from_be_bytes(v.value[..].try_into().expect("8-byte values")));
+        rec.events.lock().push(Event { key, op: Op::Read(expect), call, ret: Some(rec.now()) });
+        rec.acknowledged.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let condition = read.map_or(Condition::Absent, |v| Condition::Version(v.version));
+        let call = rec.now();
+        let (new, result) = if expect.is_some() && rng.random_range(0..4) == 0 {
+            (None, store.delete(k.as_bytes(), condition).await.map(drop))
+        } else {
+            n += 1;
+            let v = (id << 32) | n;
+            (Some(v), store.put(k.as_bytes(), Bytes::from(v.to_be_bytes().to_vec()), condition).await.map(drop))
+        };
+        let event = match result {
+            Ok(()) => Event { key, op: Op::Cas { expect, new }, call, ret: Some(rec.now()) },
+            Err(spindle_cluster::ClusterError::VersionMismatch { .. }) => Event { key, op: Op::Refused { expect }, call, ret: Some(rec.now()) },
+            Err(e) => {
+                rec.failed(&e);
+                Event { key, op: Op::Cas { expect, new }, call, ret: None }
+            }
+        };
+        if event.ret.is_some() {
+            rec.acknowledged.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        rec.events.lock().push(event);
+    }
+}
+
 /// Every key's newest tag is on every replica the map names for it.
 pub async fn replicas_agree(store: &Store, drives: &BTreeMap<String, String>, keys: u64) -> Result<(), String> {
     store.refresh().await.map_err(|e| e.to_string())?;
@@ -272,7 +329,8 @@ pub async fn replicas_agree(store: &Store, drives: &BTreeMap<String, String>, ke
         for d in map.replicas_of(p) {
             let config = spindle_client::ClientConfig { cluster_version: map.epoch as i64, ..Default::default() };
             let c = spindle_client::Client::connect(drives[d].as_str(), config).await.map_err(|e| e.to_string())?;
-            tags.push((d.clone(), c.get_metadata(&dk).await.map_err(|e| e.to_string())?.and_then(|m| Tag::decode(&m.version))));
+            let stamp = c.get_metadata(&dk).await.map_err(|e| e.to_string())?.and_then(|m| spindle_cluster::stamp::Stamp::decode(&m.version));
+            tags.push((d.clone(), stamp.map(|s| (s.identity, s.ballot))));
         }
         if tags.windows(2).any(|w| w[0].1 != w[1].1) {
             return Err(format!("{k}: replicas differ: {tags:?}"));
@@ -290,8 +348,22 @@ pub struct Workload {
 
 impl Workload {
     pub fn start(clients: &[Store], rec: &Arc<Recorder>, keys: u64) -> Workload {
+        Workload::mixed(clients, 0, rec, keys)
+    }
+
+    /// The last `conditional` of `clients` do compare-and-swaps (`conditional_loop`), the
+    /// others unconditional puts, deletes and reads.
+    pub fn mixed(clients: &[Store], conditional: usize, rec: &Arc<Recorder>, keys: u64) -> Workload {
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let tasks = clients.iter().enumerate().map(|(i, c)| tokio::spawn(client_loop(c.clone(), rec.clone(), i as u64 + 1, keys, stop.clone()))).collect();
+        let plain = clients.len().saturating_sub(conditional);
+        let tasks = clients
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let (c, rec, id, stop) = (c.clone(), rec.clone(), i as u64 + 1, stop.clone());
+                if i < plain { tokio::spawn(client_loop(c, rec, id, keys, stop)) } else { tokio::spawn(conditional_loop(c, rec, id, keys, stop)) }
+            })
+            .collect();
         Workload { stop, tasks }
     }
 

@@ -1,0 +1,140 @@
+use super::*;
+
+impl Store {
+
+    /// Writes `ops` atomically: readers see all of them or none (batch.rs). Every key must
+    /// be in one partition (a key's hash tag, `{...}`, puts related keys together); each
+    /// operation's condition is checked against what a read quorum holds. Returns each
+    /// operation's new version.
+    pub async fn batch(&self, ops: Vec<BatchOp>) -> Result<Vec<Bytes>, ClusterError> {
+        if ops.is_empty() || ops.len() > MAX_BATCH_OPS {
+            return Err(ClusterError::Invalid(format!("a batch holds 1 to {MAX_BATCH_OPS} operations, not {}", ops.len())));
+        }
+        let keys: Vec<&Bytes> = ops.iter().map(BatchOp::key).collect();
+        for k in &keys {
+            Self::check_key(k)?;
+        }
+        let mut distinct = keys.clone();
+        distinct.sort();
+        distinct.dedup();
+        if distinct.len() != keys.len() {
+            return Err(ClusterError::Invalid("a batch names each key once".into()));
+        }
+        let header = batch::header_len(&keys);
+        for op in &ops {
+            let len = header + op.value().len();
+            if len > MAX_VALUE_LEN {
+                return Err(ClusterError::ValueTooLarge { len: op.value().len(), max: MAX_VALUE_LEN.saturating_sub(header) });
+            }
+        }
+        let ops = &ops;
+        self.with_map(|map| async move { self.batch_in(&map, ops).await }).await
+    }
+
+    async fn batch_in(&self, map: &Arc<ClusterMap>, ops: &[BatchOp]) -> Result<Vec<Bytes>, OpError> {
+        let partition = map.partition_of(ops[0].key());
+        if let Some(other) = ops.iter().find(|op| map.partition_of(op.key()) != partition) {
+            return Err(OpError::Failed(ClusterError::Invalid(format!(
+                "a batch's keys must share one partition: {:?} is in {partition}, {:?} in {} (give them one hash tag, {{...}})",
+                String::from_utf8_lossy(ops[0].key()),
+                String::from_utf8_lossy(other.key()),
+                map.partition_of(other.key())
+            ))));
+        }
+        let dkeys: Arc<Vec<Bytes>> = Arc::new(ops.iter().map(|op| map::drive_key(partition, op.key())).collect());
+        let conditional = ops.iter().any(|op| *op.condition() != Condition::None);
+        let (ballot, known) = if conditional { self.prepare_batch(map, partition, ops, &dkeys).await? } else { self.positions(map, partition, &dkeys).await? };
+        let tag = ballot.with_kind(Kind::BatchValue);
+        let members: Vec<&Bytes> = ops.iter().map(BatchOp::key).collect();
+        let entries: Vec<BatchEntry> = ops
+            .iter()
+            .zip(dkeys.iter())
+            .map(|(op, dkey)| {
+                let kind = if op.is_delete() { Kind::BatchTombstone } else { Kind::BatchValue };
+                (dkey.clone(), batch::encode_entry(&members, op.value()), tag.with_kind(kind))
+            })
+            .collect();
+        let versions = entries.iter().map(|(_, _, t)| t.encode()).collect();
+        let known = Arc::new(known);
+        let entries = Arc::new(entries);
+        self.decided(map, |map| {
+            let (entries, known) = (entries.clone(), known.clone());
+            async move {
+                let answers = self
+                    .ask_where(&map, partition, usize::from(map.write_quorum), Ask::All, |a| *a == Answer::Yes, move |drive, c| {
+                        let (entries, known) = (entries.clone(), known.clone());
+                        async move { replica::accept_batch(&c, &entries, tag, known.get(&drive).cloned()).await }
+                    })
+                    .await?;
+                self.judge(&map, partition, answers, Judged::Write)
+            }
+        })
+        .await?;
+        Ok(versions)
+    }
+
+    /// An unconditional batch's tag: above every position a read quorum shows for any of its
+    /// keys (as an unconditional put's), with what each replica read held.
+    async fn positions(&self, map: &Arc<ClusterMap>, partition: u32, dkeys: &Arc<Vec<Bytes>>) -> Result<(Tag, HashMap<String, Vec<Held>>), OpError> {
+        let k = dkeys.clone();
+        let answers = self
+            .ask(map, partition, map.read_quorum(), Ask::Quorum, move |_, c| {
+                let k = k.clone();
+                async move { replica::held_many(&c, &k).await }
+            })
+            .await?;
+        let top = answers.iter().flat_map(|(_, h)| h.iter().filter_map(Held::stamp)).map(|s| s.position()).max();
+        Ok((Tag::next(top.as_ref(), map.epoch, self.writer_id(), Kind::BatchValue), answers.into_iter().collect()))
+    }
+
+    /// A conditional batch's prepare, as a round's (`round`) over all of its keys at once:
+    /// a read quorum promises the ballot for every key, each key's current write is the
+    /// highest they accepted, and every operation's condition is checked against it (one
+    /// refusal refuses all). A current write not yet on a write quorum is settled by a read
+    /// first, and the batch decides again. Returns the ballot and what each promising replica
+    /// holds after its promise.
+    async fn prepare_batch(&self, map: &Arc<ClusterMap>, partition: u32, ops: &[BatchOp], dkeys: &Arc<Vec<Bytes>>) -> Result<(Tag, HashMap<String, Vec<Held>>), OpError> {
+        let quorum = map.read_quorum();
+        let moving = map.moving_to(partition).is_some();
+        let k = dkeys.clone();
+        let read = self
+            .ask(map, partition, quorum, Ask::Quorum, move |_, c| {
+                let k = k.clone();
+                async move { replica::held_many_with_values(&c, &k).await }
+            })
+            .await?;
+        let top = read.iter().flat_map(|(_, h)| h.iter().filter_map(|(h, _)| h.stamp())).map(|s| s.position()).max();
+        let ballot = Tag::next(top.as_ref(), map.epoch, self.writer_id(), Kind::BatchValue);
+        let known: Arc<HashMap<String, Vec<(Held, Bytes)>>> = Arc::new(read.into_iter().collect());
+        let k = dkeys.clone();
+        let promised = self
+            .ask_where(map, partition, quorum, Ask::Quorum, Option::is_some, move |drive, c| {
+                let (k, known) = (k.clone(), known.get(&drive).cloned());
+                async move { replica::promise_many(&c, &k, ballot, known).await }
+            })
+            .await?;
+        let promised: Vec<(String, Vec<Held>)> = promised.into_iter().filter_map(|(d, p)| p.map(|h| (d, h.into_iter().map(|(h, _)| h).collect()))).collect();
+        if !quorum_met(map, partition, quorum, moving, promised.iter().map(|(d, _)| d)) {
+            return Err(OpError::Changed);
+        }
+        for (i, op) in ops.iter().enumerate() {
+            let current = promised.iter().filter_map(|(_, h)| h[i].stamp().filter(|s| s.identity != NOTHING)).max_by_key(Stamp::order);
+            if let Some(s) = current {
+                let holders = promised.iter().filter(|(_, h)| h[i].holds(s.identity, s.ballot)).map(|(d, _)| d);
+                if !joint_quorum(map, partition, usize::from(map.write_quorum), holders) {
+                    self.settle_key(map, op.key().clone()).await?;
+                    return Err(OpError::Changed);
+                }
+            }
+            let live = current.map(|s| s.identity).filter(|t| !t.is_tombstone());
+            if !op.condition().admits(live) {
+                return Err(OpError::Failed(ClusterError::VersionMismatch { current: live.map(|t| t.encode()) }));
+            }
+        }
+        let after = promised
+            .into_iter()
+            .map(|(d, held)| (d, held.iter().map(|h| Held::from_version(h.stamp().unwrap_or(Stamp::plain(NOTHING)).with_promise(ballot).encode())).collect()))
+            .collect();
+        Ok((ballot, after))
+    }
+}

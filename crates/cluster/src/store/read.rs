@@ -1,0 +1,195 @@
+use super::*;
+
+impl Store {
+    /// The ABD read: the newest write among a read quorum (by ballot), made to stand on a
+    /// write quorum first if fewer hold it (`settle`). `None` for an absent or deleted key.
+    pub(super) async fn read(&self, map: &Arc<ClusterMap>, key: &[u8], with_value: bool) -> Result<Option<Versioned>, OpError> {
+        let partition = map.partition_of(key);
+        let dkey = map::drive_key(partition, key);
+        let first = self.replicas(map, partition).into_iter().next();
+        let k = dkey.clone();
+        let answers = self
+            .ask(map, partition, map.read_quorum(), Ask::Quorum, move |drive, c| {
+                let k = k.clone();
+                // One replica sends the value; the others only their versions.
+                let full = with_value && Some(&drive) == first.as_ref();
+                async move {
+                    if full {
+                        Ok(match c.get(&k).await? {
+                            None => ReadAnswer { drive, held: Held::Absent, value: None },
+                            Some(e) => ReadAnswer { drive, held: Held::from_version(e.metadata.version), value: Some(e.value) },
+                        })
+                    } else {
+                        Ok(ReadAnswer { drive, held: replica::held(&c, &k).await?, value: None })
+                    }
+                }
+            })
+            .await?;
+        let answers: Vec<ReadAnswer> = answers.into_iter().map(|(_, a)| a).collect();
+        let newest = answers.iter().filter_map(|a| a.held.stamp().filter(|s| s.identity != NOTHING)).max_by_key(Stamp::order);
+        let Some(newest) = newest else {
+            // Nothing tagged in a read quorum: no acknowledged write (entries without a tag
+            // were not written through the cluster and are not its data).
+            return Ok(None);
+        };
+        let value = answers.iter().find(|a| a.held.holds(newest.identity, newest.ballot)).and_then(|a| a.value.clone());
+        let known: HashMap<String, Held> = answers.into_iter().map(|a| (a.drive, a.held)).collect();
+        let (identity, value) = self.settle(map, partition, key, &dkey, newest, value, with_value, known).await?;
+        if identity == NOTHING {
+            return Ok(None);
+        }
+        // What a get read is worth remembering; a range's checks of every key it passes are not.
+        if with_value && map.single_writer(partition) {
+            self.remember(&dkey, identity);
+        }
+        if identity.is_tombstone() {
+            return Ok(None);
+        }
+        let value = match value {
+            // A batch's entry carries its members before the value.
+            Some(entry) if identity.is_batch() => batch::decode_entry(&entry).map(|(_, v)| v).ok_or_else(|| undecodable(&dkey))?,
+            Some(v) => v,
+            // Not asked for (a range's check of the key).
+            None => Bytes::new(),
+        };
+        Ok(Some(Versioned { value, version: identity.encode() }))
+    }
+
+    /// What makes a read's answer stand: unless a write quorum already holds `newest`, it is
+    /// accepted again under its own ballot by every replica that has not moved past it (ABD's
+    /// second phase, as a late accept of the round that wrote it), so no later read can return
+    /// anything older. Where too many replicas stand above that ballot (a round's promise), a
+    /// round of this read's own makes the key's current write chosen, which may be another:
+    /// the write that stands is returned, with its value (`value` if the read brought it,
+    /// else fetched from a holder) when it was written back or `with_value` asks for it.
+    #[allow(clippy::too_many_arguments, reason = "one read's state, passed once from two callers")]
+    pub(super) async fn settle(
+        &self,
+        map: &Arc<ClusterMap>,
+        partition: u32,
+        key: &[u8],
+        dkey: &Bytes,
+        newest: Stamp,
+        value: Option<Bytes>,
+        with_value: bool,
+        known: HashMap<String, Held>,
+    ) -> Result<(Tag, Option<Bytes>), OpError> {
+        let tag = newest.identity;
+        let holders: Vec<String> = known.iter().filter(|(_, h)| h.holds(tag, newest.ballot)).map(|(d, _)| d.clone()).collect();
+        // While the partition moves, the newest must be on a write quorum of the drives it
+        // moves to as well: else the flip could leave it on too few of them, and a read after
+        // it return something older than this one did.
+        let write_back = !joint_quorum(map, partition, usize::from(map.write_quorum), holders.iter());
+        let mut value = value;
+        // A batch's tombstone has a value too: its members, needed to write the batch back.
+        if value.is_none() && (with_value || write_back) && (!tag.is_tombstone() || tag.is_batch()) {
+            value = Some(self.fetch_any(map, &holders, dkey, newest).await?);
+        }
+        if write_back && tag.is_batch() {
+            let entry = value.clone().unwrap_or_default();
+            // From the first holder that answers (one may have died since the read).
+            let mut last = None;
+            for holder in &holders {
+                match self.write_back_batch(map, partition, holder, dkey, newest, &entry, known.clone()).await {
+                    Err(e) if unanswered(&e) => {
+                        self.suspect(holder);
+                        last = Some(e);
+                    }
+                    done => {
+                        done?;
+                        last = None;
+                        break;
+                    }
+                }
+            }
+            if let Some(e) = last {
+                return Err(e);
+            }
+        } else if write_back {
+            let stored = self.store(map, partition, dkey, value.clone().unwrap_or_default(), tag, newest.ballot, Arc::new(known), Judged::Settle).await;
+            if let Err(OpError::Changed) = stored {
+                // Refused by a write quorum: a round decides what stands.
+                return match self.round(map, key, dkey, Proposal::Learn).await? {
+                    Outcome::Current { identity, value } => Ok((identity, Some(value))),
+                    Outcome::Wrote(_) => Err(OpError::Changed),
+                };
+            }
+            stored?;
+        }
+        Ok((tag, value))
+    }
+
+    /// Writes the batch whose entry for `dkey` is `entry` (tagged `tag`, read from `holder`)
+    /// back to a write quorum, whole: each member's entry of the same write, as `holder` has
+    /// it (a replica stores a batch all at once, so it has every member at this write or a
+    /// newer one, which leaves that member out), stored atomically on each replica. A member
+    /// left out for a newer write is first read as any key is (its newer write settled on a
+    /// write quorum, its own batch whole), so that it holds that write or a newer one on a
+    /// quorum whatever became of the writer: left out unsettled, a reader of it could still
+    /// get the value from before this batch after this read returned the batch.
+    #[allow(clippy::too_many_arguments, reason = "one read's state, as settle has it")]
+    async fn write_back_batch(
+        &self,
+        map: &Arc<ClusterMap>,
+        partition: u32,
+        holder: &str,
+        dkey: &Bytes,
+        newest: Stamp,
+        entry: &Bytes,
+        known: HashMap<String, Held>,
+    ) -> Result<(), OpError> {
+        let tag = newest.identity;
+        let (members, _) = batch::decode_entry(entry).ok_or_else(|| undecodable(dkey))?;
+        let c = self.connection(map, holder, Lane::Writes).await.map_err(|e| OpError::from_client(holder, e))?;
+        let mut entries: Vec<BatchEntry> = vec![(dkey.clone(), entry.clone(), tag)];
+        let mut replaced = Vec::new();
+        for member in members {
+            let mkey = map::drive_key(partition, &member);
+            if mkey == *dkey {
+                continue;
+            }
+            match c.get(&mkey).await.map_err(|e| OpError::from_client(holder, e))? {
+                Some(e) => match Stamp::decode(&e.metadata.version) {
+                    Some(s) if s.identity.same_write(&tag) => entries.push((mkey, e.value, s.identity)),
+                    // Replaced by a newer write since: settled below, then left out.
+                    Some(s) if s.ballot > newest.ballot => replaced.push(member),
+                    // The holder no longer has the batch whole (overwritten under the read, or
+                    // a copy of one key alone): read again.
+                    _ => return Err(OpError::Changed),
+                },
+                None => return Err(OpError::Changed),
+            }
+        }
+        for member in replaced {
+            // Tags only grow along this recursion (each newer than the batch that led to it).
+            self.settle_key(map, member).await?;
+        }
+        // What each replica held is known for `dkey` only: the store reads the rest.
+        let known = Arc::new(known);
+        let entries = Arc::new(entries);
+        let ballot = newest.ballot;
+        let answers = self
+            .ask_where(map, partition, usize::from(map.write_quorum), Ask::All, |a| *a == Answer::Yes, move |drive, c| {
+                let (entries, known) = (entries.clone(), known.clone());
+                async move {
+                    let known = match known.get(&drive) {
+                        Some(h) if entries.len() == 1 => Some(vec![h.clone()]),
+                        _ => None,
+                    };
+                    replica::accept_batch(&c, &entries, ballot, known).await
+                }
+            })
+            .await?;
+        // Refused by a write quorum (a round's promise on a member): read again.
+        self.judge(map, partition, answers, Judged::Settle)
+    }
+
+    /// A read of `key` for what it settles (boxed: reads and batch write-backs recurse).
+    pub(super) fn settle_key<'a>(
+        &'a self,
+        map: &'a Arc<ClusterMap>,
+        key: Bytes,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), OpError>> + Send + 'a>> {
+        Box::pin(async move { self.read(map, &key, false).await.map(drop) })
+    }
+}
