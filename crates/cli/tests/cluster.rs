@@ -18,7 +18,7 @@ use bytes::Bytes;
 use common::{runtime, samples, scrape, spindle_bin, TestDrive};
 use parking_lot::Mutex;
 use spindle_cluster::control::{HealthState, MemberChange};
-use spindle_cluster::history::Op;
+use spindle_cluster::history::{Event, Op};
 use spindle_cluster::tag::Tag;
 use spindle_cluster::{ClusterError, ClusterMap, Condition, Control, Member, Store, StoreConfig};
 
@@ -53,7 +53,7 @@ fn compare_and_swap_is_linearizable_against_unconditional_writes() {
         for _ in 0..6 {
             clients.push(Store::open(control.clone(), StoreConfig::default()).await.unwrap());
         }
-        let keys = 3;
+        let keys = 6;
         // No fault: three clients of unconditional writes and reads, three of compare-and-swaps.
         let rec = Recorder::new();
         let load = Workload::mixed(&clients, 3, &rec, keys);
@@ -61,6 +61,18 @@ fn compare_and_swap_is_linearizable_against_unconditional_writes() {
         load.stop().await;
         rec.check("cas-race");
         let succeeded = |rec: &Recorder| rec.events.lock().iter().filter(|e| matches!(e.op, Op::Cas { .. }) && e.ret.is_some()).count();
+        {
+            let events = rec.events.lock();
+            let count = |f: &dyn Fn(&Event) -> bool| events.iter().filter(|e| f(e)).count();
+            eprintln!(
+                "no fault: puts and deletes {} ({} unknown), compare-and-swaps {} ({} unknown, {} refused)",
+                count(&|e| matches!(e.op, Op::Write(_))),
+                count(&|e| matches!(e.op, Op::Write(_)) && e.ret.is_none()),
+                count(&|e| matches!(e.op, Op::Cas { .. } | Op::Refused { .. })),
+                count(&|e| matches!(e.op, Op::Cas { .. }) && e.ret.is_none()),
+                count(&|e| matches!(e.op, Op::Refused { .. })),
+            );
+        }
         let mut before = succeeded(&rec);
         assert!(before > 20, "only {before} compare-and-swaps succeeded");
         let (errors, last) = rec.errors();

@@ -78,13 +78,23 @@ pub async fn held_with_value(client: &Client, key: &[u8]) -> Result<(Held, Bytes
     })
 }
 
-/// A replica's answer to an accept or a promise.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A replica's answer to an accept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Answer {
-    /// It holds the write (accept), or promised (then with what it held before, and its value).
+    /// It holds the write.
     Yes,
-    /// It stands at or above the ballot: it will never take it.
+    /// It holds a newer write and never promised above the ballot (`Stamp::covers`): it
+    /// counts as if it had taken the write before the newer one.
+    Covered,
+    /// It promised above the ballot: it will never take it.
     No,
+}
+
+impl Answer {
+    /// Whether the answer counts toward the accept's quorum.
+    pub fn counts(&self) -> bool {
+        matches!(self, Answer::Yes | Answer::Covered)
+    }
 }
 
 /// The old name of an accept's outcome, kept for repair and tests: `Written` for `Yes`.
@@ -95,11 +105,10 @@ pub enum Stored {
 }
 
 /// Accepts `value` as the write `identity` under `ballot`, unless the replica stands at or
-/// above that ballot (`Answer::No`, nothing written). `Yes` too when it already holds that
-/// write at that ballot or later. `known`: what the replica held when last read.
+/// above that ballot (`Covered` or `No`, nothing written). `Yes` too when it already holds
+/// that write at that ballot or later. `known`: what the replica held when last read.
 pub async fn accept(client: &Client, key: &[u8], value: Bytes, identity: Tag, ballot: Tag, known: Option<Held>) -> Result<Answer, ClientError> {
     let mut current = known;
-    let new = Stamp::accepted(identity, ballot);
     for _ in 0..MAX_STORE_ROUNDS {
         let now = match current.take() {
             Some(h) => h,
@@ -108,10 +117,14 @@ pub async fn accept(client: &Client, key: &[u8], value: Bytes, identity: Tag, ba
         if now.holds(identity, ballot) {
             return Ok(Answer::Yes);
         }
-        if !now.acceptor().admits(ballot) {
+        let acceptor = now.acceptor();
+        if acceptor.covers(ballot) {
+            return Ok(Answer::Covered);
+        }
+        if !acceptor.admits(ballot) {
             return Ok(Answer::No);
         }
-        if put_expecting(client, key, value.clone(), &now, new).await? {
+        if put_expecting(client, key, value.clone(), &now, acceptor.accept(identity, ballot)).await? {
             return Ok(Answer::Yes);
         }
     }
@@ -161,7 +174,7 @@ async fn put_expecting(client: &Client, key: &[u8], value: Bytes, expected: &Hel
 pub async fn store_if_newer(client: &Client, key: &[u8], value: Bytes, tag: Tag, known: Option<Held>) -> Result<Stored, ClientError> {
     Ok(match accept(client, key, value, tag, tag, known).await? {
         Answer::Yes => Stored::Written,
-        Answer::No => Stored::Superseded,
+        Answer::Covered | Answer::No => Stored::Superseded,
     })
 }
 
@@ -182,8 +195,9 @@ pub type BatchEntry = (Bytes, Bytes, Tag);
 
 /// Accepts a batch's entries on one replica under `ballot` with one Kinetic batch,
 /// atomically: all of them, or none when the replica stands at or above the ballot for any
-/// of its keys (`No`). Keys already holding their entry are left as they are. `known`: what
-/// the replica held for each entry's key when last read.
+/// of its keys (`No`; `Covered` when it holds a newer write for every key it would not take
+/// and never promised above the ballot for any). Keys already holding their entry are left
+/// as they are. `known`: what the replica held for each entry's key when last read.
 pub async fn accept_batch(client: &Client, entries: &[BatchEntry], ballot: Tag, known: Option<Vec<Held>>) -> Result<Answer, ClientError> {
     let keys: Vec<Bytes> = entries.iter().map(|(k, _, _)| k.clone()).collect();
     let mut current = known;
@@ -197,11 +211,14 @@ pub async fn accept_batch(client: &Client, entries: &[BatchEntry], ballot: Tag, 
             return Ok(Answer::Yes);
         }
         if due.iter().any(|(_, held)| !held.acceptor().admits(ballot)) {
-            return Ok(Answer::No);
+            // A batch is one write: it counts as covered only where no key of it could be
+            // taken alone, and no key promised above it.
+            let covered = due.iter().all(|(_, held)| held.acceptor().covers(ballot));
+            return Ok(if covered { Answer::Covered } else { Answer::No });
         }
         let mut batch = client.start_batch().await?;
         for ((key, value, tag), held) in due {
-            let new = Stamp::accepted(*tag, ballot).encode();
+            let new = held.acceptor().accept(*tag, ballot).encode();
             let options = PutOptions { db_version: held.version(), new_version: new, force: false, ..PutOptions::default() };
             if let Err(e) = batch.put(key, value.clone(), options) {
                 let _ = batch.abort().await;
@@ -222,7 +239,7 @@ pub async fn store_batch_if_newer(client: &Client, entries: &[BatchEntry], known
     let Some((_, _, tag)) = entries.first() else { return Ok(Stored::Superseded) };
     Ok(match accept_batch(client, entries, *tag, known).await? {
         Answer::Yes => Stored::Written,
-        Answer::No => Stored::Superseded,
+        Answer::Covered | Answer::No => Stored::Superseded,
     })
 }
 

@@ -5,8 +5,11 @@
 //! Ballots and identities are tags. An unconditional write is accepted under its own tag
 //! (ballot = identity), and so is a conditional write; a later round that makes an accepted
 //! write chosen accepts it again under its own, higher ballot and keeps its identity. The
-//! common entry (no promise, ballot = identity) is stored as the 25-byte tag alone, as every
-//! entry was before conditional writes took part in Paxos; the rest take 76 bytes.
+//! promise is the highest the replica ever made for the key, kept when it accepts a write
+//! above it: whether a replica ever promised above a write's ballot decides whether a newer
+//! write it holds may stand for that write (`Stamp::covers`). The common entry (no promise
+//! ever, ballot = identity) is stored as the 25-byte tag alone, as every entry was before
+//! conditional writes took part in Paxos; the rest take 76 bytes.
 
 use bytes::Bytes;
 
@@ -20,6 +23,9 @@ const EXTENDED_LEN: usize = 1 + 3 * TAG_LEN;
 /// The identity of "no write accepted": the entry a promise leaves on a key that held
 /// nothing. A tombstone below every real tag, so readers take it for an absent key.
 pub const NOTHING: Tag = Tag { epoch: 0, counter: 0, writer: 0, kind: Kind::Tombstone };
+/// The promise field of an extended stamp that never promised (a real ballot's counter is 1
+/// or more).
+const NO_PROMISE: Tag = Tag { epoch: 0, counter: 0, writer: 0, kind: Kind::Value };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Stamp {
@@ -27,7 +33,7 @@ pub struct Stamp {
     pub identity: Tag,
     /// The ballot it was accepted under (kind always `Value`: ballots order by rank only).
     pub ballot: Tag,
-    /// The highest ballot promised above `ballot`, if any.
+    /// The highest ballot this replica ever promised for the key, if it promised one.
     pub promise: Option<Tag>,
 }
 
@@ -42,9 +48,9 @@ impl Stamp {
         Stamp { identity, ballot: ballot_of(identity), promise: None }
     }
 
-    /// `identity` accepted under `ballot`.
-    pub fn accepted(identity: Tag, ballot: Tag) -> Stamp {
-        Stamp { identity, ballot: ballot_of(ballot), promise: None }
+    /// `identity` accepted under `ballot` by a replica that stood at `self`: the promise stays.
+    pub fn accept(&self, identity: Tag, ballot: Tag) -> Stamp {
+        Stamp { identity, ballot: ballot_of(ballot), promise: self.promise }
     }
 
     /// The replica's place in ballot order: nothing below it may be accepted any more.
@@ -69,6 +75,17 @@ impl Stamp {
         self.ballot < ballot && self.promise.is_none_or(|p| p <= ballot)
     }
 
+    /// Whether a write under `ballot` that this replica refused may count it as if it had
+    /// taken it and then the newer write it holds (as ABD counts a replica holding a newer
+    /// tag): it holds a write accepted above the ballot and never promised above it. Then no
+    /// round above the ballot prepared here before the refusal, so any round that prepares
+    /// here later sees the newer write, and none can build on a write older than this one
+    /// with a ballot above it (design.md, "Conditional writes").
+    pub fn covers(&self, ballot: Tag) -> bool {
+        let ballot = ballot_of(ballot);
+        self.ballot > ballot && self.promise.is_none_or(|p| p < ballot)
+    }
+
     /// Whether the replica may promise `ballot`: nothing at or above it accepted or promised.
     pub fn may_promise(&self, ballot: Tag) -> bool {
         self.position() < ballot_of(ballot)
@@ -86,7 +103,7 @@ impl Stamp {
         out.push(EXTENDED);
         out.extend_from_slice(&self.identity.encode());
         out.extend_from_slice(&self.ballot.encode());
-        out.extend_from_slice(&self.promise.unwrap_or(self.ballot).encode());
+        out.extend_from_slice(&self.promise.unwrap_or(NO_PROMISE).encode());
         Bytes::from(out)
     }
 
@@ -101,7 +118,7 @@ impl Stamp {
         let part = |i: usize| Tag::decode(&bytes[1 + i * TAG_LEN..1 + (i + 1) * TAG_LEN]);
         let (identity, ballot, promise) = (part(0)?, part(1)?, part(2)?);
         let ballot = ballot_of(ballot);
-        Some(Stamp { identity, ballot, promise: (promise > ballot).then_some(ballot_of(promise)) })
+        Some(Stamp { identity, ballot, promise: (promise != NO_PROMISE).then_some(ballot_of(promise)) })
     }
 }
 
@@ -122,7 +139,7 @@ mod tests {
     fn stamp() -> impl Strategy<Value = Stamp> {
         (tag(), tag(), proptest::option::of(tag())).prop_map(|(identity, ballot, promise)| {
             let ballot = ballot_of(ballot.max(identity));
-            Stamp { identity, ballot, promise: promise.map(ballot_of).filter(|p| *p > ballot) }
+            Stamp { identity, ballot, promise: promise.map(ballot_of).filter(|p| *p != NO_PROMISE) }
         })
     }
 
@@ -146,6 +163,11 @@ mod tests {
             }
             if s.admits(b) {
                 prop_assert!(ballot_of(b) >= s.position());
+            }
+            // A replica never both takes a ballot and stands for it with a newer write.
+            prop_assert!(!(s.admits(b) && s.covers(b)));
+            if s.covers(b) {
+                prop_assert!(s.promise.is_none_or(|p| p < ballot_of(b)));
             }
         }
 

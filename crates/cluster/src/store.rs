@@ -42,6 +42,11 @@ mod write;
 
 /// Attempts of one operation: each retry follows a map change or a value overwritten under a read.
 const MAX_ATTEMPTS: usize = 8;
+/// The longest pause after an attempt that lost a race, in microseconds, doubled with each
+/// attempt (up to 64 times).
+const CHANGED_BACKOFF_MICROS: u64 = 500;
+/// The top bit of an unconditional write's writer id (`Store::round_id`).
+const UNCONDITIONAL: u64 = 1 << 63;
 /// Longest a client waits for drives to be fenced to the epoch of the map it read.
 const STALE_VIEW_WAIT: Duration = Duration::from_secs(10);
 /// Default of `StoreConfig::hedge_after`: loopback answers come in well under a millisecond,
@@ -282,7 +287,13 @@ impl Store {
                         attempts += 1;
                     }
                 }
-                Err(OpError::Changed) => attempts += 1,
+                Err(OpError::Changed) => {
+                    attempts += 1;
+                    // Another write or round won the race: a pause of random length, longer
+                    // each time, so that racing clients stop meeting in step.
+                    let most = CHANGED_BACKOFF_MICROS << attempts.min(6);
+                    tokio::time::sleep(Duration::from_micros(rand::random_range(0..most))).await;
+                }
                 Err(OpError::Failed(e)) => return Err(e),
             }
         }
@@ -393,7 +404,14 @@ impl Store {
     /// A new writer id: this client's, and this write's.
     fn writer_id(&self) -> u64 {
         let seq = self.inner.writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        (u64::from(self.inner.writer) << 32) | u64::from(seq)
+        (u64::from(self.inner.writer) << 32) | u64::from(seq) | UNCONDITIONAL
+    }
+
+    /// A new writer id for a round's ballot: below an unconditional write's of the same
+    /// counter, so that a put racing a round from the same newest write lands above the
+    /// round's promise and the round, not the put, tries again.
+    fn round_id(&self) -> u64 {
+        self.writer_id() & !UNCONDITIONAL
     }
 }
 

@@ -61,7 +61,7 @@ impl Store {
             let (entries, known) = (entries.clone(), known.clone());
             async move {
                 let answers = self
-                    .ask_where(&map, partition, usize::from(map.write_quorum), Ask::All, |a| *a == Answer::Yes, move |drive, c| {
+                    .ask_where(&map, partition, usize::from(map.write_quorum), Ask::All, Answer::counts, move |drive, c| {
                         let (entries, known) = (entries.clone(), known.clone());
                         async move { replica::accept_batch(&c, &entries, tag, known.get(&drive).cloned()).await }
                     })
@@ -104,7 +104,7 @@ impl Store {
             })
             .await?;
         let top = read.iter().flat_map(|(_, h)| h.iter().filter_map(|(h, _)| h.stamp())).map(|s| s.position()).max();
-        let ballot = Tag::next(top.as_ref(), map.epoch, self.writer_id(), Kind::BatchValue);
+        let ballot = Tag::next(top.as_ref(), map.epoch, self.round_id(), Kind::BatchValue);
         let known: Arc<HashMap<String, Vec<(Held, Bytes)>>> = Arc::new(read.into_iter().collect());
         let k = dkeys.clone();
         let promised = self

@@ -169,7 +169,7 @@ impl Store {
         let entries = Arc::new(entries);
         let ballot = newest.ballot;
         let answers = self
-            .ask_where(map, partition, usize::from(map.write_quorum), Ask::All, |a| *a == Answer::Yes, move |drive, c| {
+            .ask_where(map, partition, usize::from(map.write_quorum), Ask::All, Answer::counts, move |drive, c| {
                 let (entries, known) = (entries.clone(), known.clone());
                 async move {
                     let known = match known.get(&drive) {

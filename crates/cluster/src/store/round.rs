@@ -15,9 +15,6 @@
 
 use super::*;
 
-/// Longest pause, in microseconds, before a round whose prepare lost to another's tries again.
-const ROUND_BACKOFF_MICROS: u64 = 5_000;
-
 /// What a round does with the key's current write.
 pub(super) enum Proposal<'a> {
     /// Make the current write chosen and return it (a read that met one not yet on a write
@@ -55,7 +52,7 @@ impl Store {
             Proposal::Write { kind, .. } => *kind,
             Proposal::Learn => Kind::Value,
         };
-        let ballot = Tag::next(top.as_ref(), map.epoch, self.writer_id(), kind);
+        let ballot = Tag::next(top.as_ref(), map.epoch, self.round_id(), kind);
         let known: Arc<HashMap<String, (Held, Bytes)>> = Arc::new(read.into_iter().collect());
         let k = dkey.clone();
         let promised = self
@@ -66,9 +63,8 @@ impl Store {
             .await?;
         let promised: Vec<(String, Held, Bytes)> = promised.into_iter().filter_map(|(d, p)| p.map(|(h, v)| (d, h, v))).collect();
         if !quorum_met(map, partition, quorum, moving, promised.iter().map(|(d, _, _)| d)) {
-            // A higher ballot stands on too many replicas: another round is under way. A pause
-            // of random length keeps two rounds from refusing each other in step.
-            tokio::time::sleep(Duration::from_micros(rand::random_range(0..ROUND_BACKOFF_MICROS))).await;
+            // A higher ballot stands on too many replicas: another round is under way (the
+            // caller pauses before it tries again).
             return Err(OpError::Changed);
         }
         // The current write: the highest any promising replica accepted.
@@ -104,7 +100,7 @@ impl Store {
             let (k, value, after) = (k.clone(), value.clone(), after.clone());
             async move {
                 let answers = self
-                    .ask_where(&map, partition, usize::from(map.write_quorum), Ask::All, |a| *a == Answer::Yes, move |drive, c| {
+                    .ask_where(&map, partition, usize::from(map.write_quorum), Ask::All, Answer::counts, move |drive, c| {
                         let (k, value, known) = (k.clone(), value.clone(), after.get(&drive).cloned());
                         async move { replica::accept(&c, &k, value, write, ballot, known).await }
                     })
@@ -116,20 +112,20 @@ impl Store {
         Ok(if write == identity { Outcome::Current { identity, value } } else { Outcome::Wrote(write) })
     }
 
-    /// Whether an accept was chosen: `Ok` when a write quorum took it. When every replica
-    /// refused it, it is nowhere, and the caller may decide again (`Changed`). When some took
+    /// Whether an accept was chosen: `Ok` when a write quorum took it or covers it (`Answer`).
+    /// When no replica took it, it is nowhere, and the caller may decide again (`Changed`). When some took
     /// it and the rest refused, it may yet be chosen by another's hand (a reader writing it
     /// back, a round that finds it the newest): a write's outcome is then unknown, as it is
     /// when replicas did not answer; a write-back (`Settle`) may go on with a round of its own.
     pub(super) fn judge(&self, map: &ClusterMap, partition: u32, answers: Vec<(String, Answer)>, of: Judged) -> Result<(), OpError> {
         let moving = map.moving_to(partition).is_some();
         let w = usize::from(map.write_quorum);
-        let yes = || answers.iter().filter(|(_, a)| *a == Answer::Yes).map(|(d, _)| d);
-        if quorum_met(map, partition, w, moving, yes()) {
+        if quorum_met(map, partition, w, moving, answers.iter().filter(|(_, a)| a.counts()).map(|(d, _)| d)) {
             return Ok(());
         }
         let all_answered = answers.len() == map.writers_of(partition).len();
-        let reached = yes().count();
+        // Replicas that hold the write itself: with none, it is nowhere.
+        let reached = answers.iter().filter(|(_, a)| *a == Answer::Yes).count();
         if all_answered && (reached == 0 || of == Judged::Settle) {
             return Err(OpError::Changed);
         }

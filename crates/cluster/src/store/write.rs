@@ -148,7 +148,7 @@ impl Store {
         let k = dkey.clone();
         let guess = known.values().max_by_key(|h| h.stamp().map(|s| s.position())).filter(|h| h.stamp().is_none_or(|s| s.admits(ballot))).cloned();
         let answers = self
-            .ask_where(map, partition, usize::from(map.write_quorum), Ask::All, |a| *a == Answer::Yes, move |drive, c| {
+            .ask_where(map, partition, usize::from(map.write_quorum), Ask::All, Answer::counts, move |drive, c| {
                 let (k, value) = (k.clone(), value.clone());
                 let expected = known.get(&drive).cloned().or_else(|| guess.clone());
                 async move { replica::accept(&c, &k, value, identity, ballot, expected).await }
