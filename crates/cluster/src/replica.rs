@@ -81,8 +81,10 @@ pub async fn held_with_value(client: &Client, key: &[u8]) -> Result<(Held, Bytes
 /// A replica's answer to an accept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Answer {
-    /// It holds the write.
+    /// It took the write.
     Yes,
+    /// It held the write already (another's write-back, or an earlier try).
+    Held,
     /// It holds a newer write and never promised above the ballot (`Stamp::covers`): it
     /// counts as if it had taken the write before the newer one.
     Covered,
@@ -93,7 +95,7 @@ pub enum Answer {
 impl Answer {
     /// Whether the answer counts toward the accept's quorum.
     pub fn counts(&self) -> bool {
-        matches!(self, Answer::Yes | Answer::Covered)
+        matches!(self, Answer::Yes | Answer::Held | Answer::Covered)
     }
 }
 
@@ -115,7 +117,7 @@ pub async fn accept(client: &Client, key: &[u8], value: Bytes, identity: Tag, ba
             None => held(client, key).await?,
         };
         if now.holds(identity, ballot) {
-            return Ok(Answer::Yes);
+            return Ok(Answer::Held);
         }
         let acceptor = now.acceptor();
         if acceptor.covers(ballot) {
@@ -174,15 +176,15 @@ async fn put_expecting(client: &Client, key: &[u8], value: Bytes, expected: &Hel
 pub async fn store_if_newer(client: &Client, key: &[u8], value: Bytes, tag: Tag, known: Option<Held>) -> Result<Stored, ClientError> {
     Ok(match accept(client, key, value, tag, tag, known).await? {
         Answer::Yes => Stored::Written,
-        Answer::Covered | Answer::No => Stored::Superseded,
+        Answer::Held | Answer::Covered | Answer::No => Stored::Superseded,
     })
 }
 
-/// Stores `value` under `tag` only if the replica holds exactly `expected`: one
+/// Stores `value` under `stamp` only if the replica holds exactly `expected`: one
 /// compare-and-swap, never repeated. `Stored::Superseded` when it held anything else (and
-/// then nothing was written).
-pub async fn store_expecting(client: &Client, key: &[u8], value: Bytes, tag: Tag, expected: &Held) -> Result<Stored, ClientError> {
-    Ok(if put_expecting(client, key, value, expected, Stamp::plain(tag)).await? { Stored::Written } else { Stored::Superseded })
+/// then nothing was written). The caller makes `stamp` keep `expected`'s promise.
+pub async fn store_expecting(client: &Client, key: &[u8], value: Bytes, stamp: Stamp, expected: &Held) -> Result<Stored, ClientError> {
+    Ok(if put_expecting(client, key, value, expected, stamp).await? { Stored::Written } else { Stored::Superseded })
 }
 
 /// What the replica holds for each of `keys` (requests pipelined on the connection).
@@ -208,7 +210,7 @@ pub async fn accept_batch(client: &Client, entries: &[BatchEntry], ballot: Tag, 
         };
         let due: Vec<(&BatchEntry, &Held)> = entries.iter().zip(&now).filter(|((_, _, tag), held)| !held.holds(*tag, ballot)).collect();
         if due.is_empty() {
-            return Ok(Answer::Yes);
+            return Ok(Answer::Held);
         }
         if due.iter().any(|(_, held)| !held.acceptor().admits(ballot)) {
             // A batch is one write: it counts as covered only where no key of it could be
@@ -239,7 +241,7 @@ pub async fn store_batch_if_newer(client: &Client, entries: &[BatchEntry], known
     let Some((_, _, tag)) = entries.first() else { return Ok(Stored::Superseded) };
     Ok(match accept_batch(client, entries, *tag, known).await? {
         Answer::Yes => Stored::Written,
-        Answer::Covered | Answer::No => Stored::Superseded,
+        Answer::Held | Answer::Covered | Answer::No => Stored::Superseded,
     })
 }
 

@@ -54,7 +54,7 @@ const STALE_VIEW_WAIT: Duration = Duration::from_secs(10);
 pub const HEDGE_AFTER: Duration = Duration::from_millis(50);
 /// How long a replica that failed, or was hedged around, is asked last.
 const SUSPECT_FOR: Duration = Duration::from_secs(1);
-/// Versions a client remembers for single-replica partitions (`Inner::versions`, about 40
+/// Versions a client remembers for single-replica partitions (`Inner::versions`, about 100
 /// bytes each); the memory is cleared when full.
 const MAX_REMEMBERED_VERSIONS: usize = 65_536;
 /// Seed of the hash the remembered versions are kept by.
@@ -112,7 +112,7 @@ struct Inner {
     /// by the key's hash (a 4 KiB key costs no more than a short one; two keys sharing a hash
     /// only cost a refused try): what an unconditional put expects the replica to hold, so
     /// that it stores in one round trip (`write_single`).
-    versions: Mutex<HashMap<u64, Tag>>,
+    versions: Mutex<HashMap<u64, Stamp>>,
     /// How well "a key never seen is new" has been guessing lately.
     fresh: std::sync::atomic::AtomicU32,
     unseen: std::sync::atomic::AtomicU32,

@@ -39,8 +39,8 @@ impl Store {
             return Ok(None);
         }
         // What a get read is worth remembering; a range's checks of every key it passes are not.
-        if with_value && map.single_writer(partition) {
-            self.remember(&dkey, identity);
+        if with_value && map.single_writer(partition) && identity == newest.identity {
+            self.remember(&dkey, newest);
         }
         if identity.is_tombstone() {
             return Ok(None);

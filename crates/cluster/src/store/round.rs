@@ -125,7 +125,7 @@ impl Store {
         }
         let all_answered = answers.len() == map.writers_of(partition).len();
         // Replicas that hold the write itself: with none, it is nowhere.
-        let reached = answers.iter().filter(|(_, a)| *a == Answer::Yes).count();
+        let reached = answers.iter().filter(|(_, a)| matches!(a, Answer::Yes | Answer::Held)).count();
         if all_answered && (reached == 0 || of == Judged::Settle) {
             return Err(OpError::Changed);
         }

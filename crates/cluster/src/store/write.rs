@@ -2,21 +2,22 @@ use super::*;
 
 impl Store {
 
-    pub(super) fn remember(&self, dkey: &Bytes, tag: Tag) {
+    /// What the single replica of `dkey`'s partition was last seen holding.
+    pub(super) fn remember(&self, dkey: &Bytes, stamp: Stamp) {
         let mut versions = self.inner.versions.lock();
         if versions.len() >= MAX_REMEMBERED_VERSIONS {
             versions.clear();
         }
-        versions.insert(crate::placement::hash(dkey, VERSIONS_SEED), tag);
+        versions.insert(crate::placement::hash(dkey, VERSIONS_SEED), stamp);
     }
 
-    /// What an unconditional put may expect the replica to hold without asking: the tag this
+    /// What an unconditional put may expect the replica to hold without asking: the stamp this
     /// client last saw for the key, or, for a key it has not seen, nothing at all when that
     /// guess has been right lately. `None`: ask first.
     fn expectation(&self, dkey: &Bytes) -> Option<Held> {
         use std::sync::atomic::Ordering::Relaxed;
-        if let Some(tag) = self.inner.versions.lock().get(&crate::placement::hash(dkey, VERSIONS_SEED)) {
-            return Some(Held::from_version(tag.encode()));
+        if let Some(stamp) = self.inner.versions.lock().get(&crate::placement::hash(dkey, VERSIONS_SEED)) {
+            return Some(Held::from_version(stamp.encode()));
         }
         let probe = self.inner.unseen.fetch_add(1, Relaxed).is_multiple_of(FRESH_PROBE);
         (probe || self.inner.fresh.load(Relaxed) >= FRESH_TRY).then_some(Held::Absent)
@@ -40,12 +41,15 @@ impl Store {
     /// the drive's answer may have landed, so it is not made again: the put fails.
     async fn write_single(&self, map: &Arc<ClusterMap>, partition: u32, dkey: &Bytes, value: &Bytes) -> Result<Option<Bytes>, OpError> {
         let Some(expected) = self.expectation(dkey) else { return Ok(None) };
-        let tag = Tag::next(expected.tag().as_ref(), map.epoch, self.writer_id(), Kind::Value);
+        // Above the replica's promise too, which the new entry keeps.
+        let acceptor = expected.stamp().unwrap_or(Stamp::plain(NOTHING));
+        let tag = Tag::next(Some(&acceptor.position()), map.epoch, self.writer_id(), Kind::Value);
+        let stamp = acceptor.accept(tag, tag);
         let (k, v, e) = (dkey.clone(), value.clone(), expected.clone());
         let answers = self
             .ask(map, partition, 1, Ask::All, move |_, c| {
                 let (k, v, e) = (k.clone(), v.clone(), e.clone());
-                async move { replica::store_expecting(&c, &k, v, tag, &e).await }
+                async move { replica::store_expecting(&c, &k, v, stamp, &e).await }
             })
             .await?;
         let landed = answers.iter().any(|(_, s)| *s == Stored::Written);
@@ -57,7 +61,7 @@ impl Store {
         if !landed {
             return Ok(None);
         }
-        self.remember(dkey, tag);
+        self.remember(dkey, stamp);
         Ok(Some(tag.encode()))
     }
 
@@ -121,7 +125,9 @@ impl Store {
         })
         .await?;
         if single {
-            self.remember(&dkey, tag);
+            // What the one replica holds now, as far as its read showed.
+            let before = known.values().next().and_then(Held::stamp).unwrap_or(Stamp::plain(NOTHING));
+            self.remember(&dkey, before.accept(tag, tag));
         }
         Ok(tag.encode())
     }
