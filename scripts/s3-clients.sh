@@ -9,7 +9,8 @@
 #   s3cmd   mb, put (one multipart), get, ls, la, info, del, rb;
 #   rclone  copy, ls, lsf, check (MD5 against ETags), sync, delete, purge, one multipart file;
 #   boto3   tests/s3/test_behaviour.py: the gateway's suite of S3 behaviours;
-#   crash   tests/s3/test_crash.py: a gateway SIGKILLed mid-upload, restarted, swept.
+#   crash   tests/s3/test_crash.py: a gateway SIGKILLed mid-upload, restarted, swept;
+#   races   tests/s3/test_races.py: racing PUT/DELETE/copy/complete of one key, swept meanwhile.
 # Prints "NAME: ok" or "NAME: FAILED" per client, then "s3 clients: N passed, N failed", and
 # exits nonzero on any failure. Everything it starts is stopped on exit, failure and interrupt.
 #
@@ -335,7 +336,7 @@ rclone_checks() {
 }
 
 export S3_ENDPOINT=$endpoint S3_ACCESS_KEY=$access_key S3_SECRET_KEY=$secret_key S3_REGION=$region
-export SPINDLE_BIN=$spindle_bin S3_CRASH_DRIVE=$crash_drive
+export SPINDLE_BIN=$spindle_bin S3_CRASH_DRIVE=$crash_drive S3_ETCD=$etcd_url
 pytest_suite() { # PYTEST_ARGS...
     (cd "$root/tests/s3" && python -m pytest -p no:cacheprovider -q -rfE --durations=8 "$@")
 }
@@ -368,6 +369,7 @@ run_client s3cmd s3cmd_checks
 run_client rclone rclone_checks
 run_client boto3 pytest_suite test_behaviour.py test_crash.py::test_client_abandoning_an_upload
 run_client crash pytest_suite test_crash.py::test_gateway_killed_mid_upload
+run_client races pytest_suite test_races.py
 
 if kill -0 "${server_pids[@]}" 2>/dev/null; then :; else
     log "a server exited during the run"

@@ -113,10 +113,11 @@ impl Store {
     }
 
     /// Whether an accept was chosen: `Ok` when a write quorum took it or covers it (`Answer`).
-    /// When no replica took it, it is nowhere, and the caller may decide again (`Changed`). When some took
-    /// it and the rest refused, it may yet be chosen by another's hand (a reader writing it
-    /// back, a round that finds it the newest): a write's outcome is then unknown, as it is
-    /// when replicas did not answer; a write-back (`Settle`) may go on with a round of its own.
+    /// When every replica answered and none took it, it is nowhere, and the caller may decide
+    /// again (`Changed`). When some took it and others refused it, it may yet be chosen by
+    /// another's hand (a reader writing it back, a round that finds it the newest): a write's
+    /// outcome is then unknown (`Contended`), as it is when replicas did not answer
+    /// (`NoQuorum`). A write-back (`Settle`) that was refused goes on with a round of its own.
     pub(super) fn judge(&self, map: &ClusterMap, partition: u32, answers: Vec<(String, Answer)>, of: Judged) -> Result<(), OpError> {
         let moving = map.moving_to(partition).is_some();
         let w = usize::from(map.write_quorum);
@@ -126,10 +127,13 @@ impl Store {
         let all_answered = answers.len() == map.writers_of(partition).len();
         // Replicas that hold the write itself: with none, it is nowhere.
         let reached = answers.iter().filter(|(_, a)| matches!(a, Answer::Yes | Answer::Held)).count();
-        if all_answered && (reached == 0 || of == Judged::Settle) {
+        let refused = answers.iter().any(|(_, a)| *a == Answer::No);
+        if (all_answered && reached == 0) || (of == Judged::Settle && (all_answered || refused)) {
             return Err(OpError::Changed);
         }
-        if all_answered {
+        // A replica refused it for a higher ballot: it raced another write or round (whether
+        // or not every replica answered).
+        if refused {
             return Err(OpError::Failed(ClusterError::Contended { partition }));
         }
         Err(OpError::Failed(ClusterError::NoQuorum { partition, needed: w, reached, last_error: "replicas did not answer the accept".into() }))
