@@ -105,6 +105,15 @@ for round in $(seq 1 "$repeat"); do
         measure single "$n" "$lone"
         measure client "$n" "client:$lone"
         measure cluster "$n" "cluster:$etcd_url"
+        # Conditional puts beside them: new keys "if absent" (one round each), and overwrites of
+        # keys another process wrote (refused "if absent", then on the version the refusal named:
+        # two rounds, as a client that did not know the version pays).
+        # Each run of new keys takes a key length of its own, so that its keys are new.
+        bench cluster "$n" "cluster:$etcd_url" put 1 1 new --key-size 22
+        bench cluster-cas "$n" "cluster-cas:$etcd_url" put 1 1 new --key-size 23
+        bench cluster "$n" "cluster:$etcd_url" put 8 4 new --key-size 24
+        bench cluster-cas "$n" "cluster-cas:$etcd_url" put 8 4 new --key-size 25
+        bench cluster-cas "$n" "cluster-cas:$etcd_url" put 8 4 put
         fanout="$(IFS=,; echo "${members[*]}")@$replicas"
         for label in fanout fanout-read; do
             bench "$label" "$n" "$label:$fanout" put 1 1
@@ -157,6 +166,17 @@ if any(r["label"] == "fanout" for r in rows):
             f = lambda label: med(label, n, op, load, "ops")
             c, fo, fr, cl = f("client"), f("fanout"), f("fanout-read"), f("cluster")
             print(f"| {n} | {op} | {load} | {c:,.0f} | {fo:,.0f} | {fr:,.0f} | {cl:,.0f} | {fo/c:.2f}× | {fr/c:.2f}× | {cl/c:.2f}× | {cl/fr:.2f}× |")
+if any(r["label"] == "cluster-cas" for r in rows):
+    print()
+    print("Conditional puts against unconditional ones on the same cluster, same round: `new` keys (\"if absent\": one round of read, prepare and accept, against a put's read and accept), `put` overwrites of keys another process wrote (refused, then on the version named: two rounds). ops/s, p50 µs and client CPU µs per put.")
+    print()
+    print("| drives | op | load | put ops/s | conditional ops/s | ratio | put p50 | conditional p50 | put CPU | conditional CPU |")
+    print("|--:|---|---|--:|--:|--:|--:|--:|--:|--:|")
+    for n in sorted({r["drives"] for r in rows}):
+        for op, load in (("new", "1 x 1"), ("new", "8 x 4"), ("put", "8 x 4")):
+            f = lambda label, field: med(label, n, op, load, field)
+            u, c = f("cluster", "ops"), f("cluster-cas", "ops")
+            print(f"| {n} | {op} | {load} | {u:,.0f} | {c:,.0f} | {c/u:.2f}× | {f('cluster', 'p50'):,.0f} | {f('cluster-cas', 'p50'):,.0f} | {f('cluster', 'cpu_us'):.1f} | {f('cluster-cas', 'cpu_us'):.1f} |")
 errors = sum(r["errors"] for r in rows)
 print()
 print(f"errors over all runs: {errors}")

@@ -62,13 +62,14 @@ pub async fn connect(target: &str, sessions: usize, needs: Needs) -> Result<Vec<
         };
         return Ok(vec![store; sessions]);
     }
-    if let Some(spec) = target.strip_prefix("cluster:") {
+    let cluster = target.strip_prefix("cluster:").map(|s| (s, false)).or_else(|| target.strip_prefix("cluster-cas:").map(|s| (s, true)));
+    if let Some((spec, conditional)) = cluster {
         // cluster:ETCD_URLS[#NAME]: one cluster client shared by every session (it keeps one
-        // pipelined connection per drive).
+        // pipelined connection per drive). cluster-cas: every put is a compare-and-swap.
         let (endpoints, name) = spec.split_once('#').unwrap_or((spec, "spindle"));
         let control = spindle_cluster::Control::connect(endpoints, name).await.map_err(cluster_err)?;
         let store = spindle_cluster::Store::open(control, spindle_cluster::StoreConfig::default()).await.map_err(cluster_err)?;
-        let store: Arc<dyn Store> = Arc::new(ClusterStore(store));
+        let store: Arc<dyn Store> = Arc::new(ClusterStore { store, conditional });
         return Ok(vec![store; sessions]);
     }
     if let Some((read_first, spec)) = target.strip_prefix("fanout:").map(|l| (false, l)).or_else(|| target.strip_prefix("fanout-read:").map(|l| (true, l))) {
@@ -145,7 +146,7 @@ pub async fn settle(target: &str) -> Result<(), BenchError> {
 /// networked target.
 pub fn in_process(target: &str) -> Result<Option<InProcess>, BenchError> {
     static OPEN: OnceLock<Mutex<HashMap<String, InProcess>>> = OnceLock::new();
-    if is_kinetic(target) || target.starts_with("redis://") || target.starts_with("cluster:") || target.starts_with("client:") || is_fanout(target) {
+    if is_kinetic(target) || target.starts_with("redis://") || target.starts_with("cluster:") || target.starts_with("cluster-cas:") || target.starts_with("client:") || is_fanout(target) {
         return Ok(None);
     }
     let mut open = OPEN.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
@@ -170,6 +171,7 @@ pub fn is_kinetic(target: &str) -> bool {
         || target == "memory:"
         || target.starts_with("redis://")
         || target.starts_with("cluster:")
+        || target.starts_with("cluster-cas:")
         || target.starts_with("client:")
         || is_fanout(target)
         || LsmKind::parse(target).is_some())
@@ -184,20 +186,38 @@ fn cluster_err(e: impl std::fmt::Display) -> BenchError {
 }
 
 /// A Spindle cluster through its client: quorum writes (always WRITETHROUGH on every replica:
-/// the cluster acknowledges only durable writes) and quorum reads.
-struct ClusterStore(spindle_cluster::Store);
+/// the cluster acknowledges only durable writes) and quorum reads. `conditional`: each put is
+/// a compare-and-swap, "if absent" first and, on a key that exists, on the version the
+/// refusal names (a second round).
+struct ClusterStore {
+    store: spindle_cluster::Store,
+    conditional: bool,
+}
+
+/// Compare-and-swap tries of one conditional bench put (each refusal names the newer version).
+const CAS_TRIES: usize = 4;
 
 impl Store for ClusterStore {
     fn put(&self, key: Bytes, value: Bytes, _sync: Synchronization) -> StoreFuture<'_, ()> {
-        Box::pin(async move { self.0.put(&key, value, spindle_cluster::Condition::None).await.map(drop).map_err(|e| e.to_string()) })
+        use spindle_cluster::{ClusterError, Condition};
+        Box::pin(async move {
+            let mut condition = if self.conditional { Condition::Absent } else { Condition::None };
+            for _ in 0..CAS_TRIES {
+                match self.store.put(&key, value.clone(), condition).await {
+                    Err(ClusterError::VersionMismatch { current }) => condition = current.map_or(Condition::Absent, Condition::Version),
+                    done => return done.map(drop).map_err(|e| e.to_string()),
+                }
+            }
+            Err(format!("the key changed under {CAS_TRIES} compare-and-swaps in a row"))
+        })
     }
 
     fn get(&self, key: Bytes) -> StoreFuture<'_, Option<Bytes>> {
-        Box::pin(async move { Ok(self.0.get(&key).await.map_err(|e| e.to_string())?.map(|v| v.value)) })
+        Box::pin(async move { Ok(self.store.get(&key).await.map_err(|e| e.to_string())?.map(|v| v.value)) })
     }
 
     fn scan(&self, start: Bytes, count: usize) -> StoreFuture<'_, Vec<Bytes>> {
-        Box::pin(async move { self.0.range(&start, None, count).await.map_err(|e| e.to_string()) })
+        Box::pin(async move { self.store.range(&start, None, count).await.map_err(|e| e.to_string()) })
     }
 
     fn flush(&self) -> StoreFuture<'_, ()> {
@@ -207,7 +227,7 @@ impl Store for ClusterStore {
 
     fn describe(&self) -> StoreFuture<'_, serde_json::Value> {
         Box::pin(async move {
-            let map = self.0.map();
+            let map = self.store.map();
             Ok(serde_json::json!({
                 "kind": "spindle-cluster", "epoch": map.epoch, "drives": map.members.len(),
                 "partitions": map.partitions, "replicas": map.replicas, "write_quorum": map.write_quorum,

@@ -193,11 +193,11 @@ impl From<LogArg> for LogType {
     }
 }
 
-fn text(b: &[u8]) -> String {
+pub(crate) fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-fn print_json(v: serde_json::Value) {
+pub(crate) fn print_json(v: serde_json::Value) {
     println!("{}", serde_json::to_string_pretty(&v).expect("JSON values serialise"));
 }
 

@@ -129,6 +129,9 @@ pub enum ClusterCommand {
         end: Option<String>,
         #[arg(long, default_value_t = 100)]
         max: usize,
+        /// {"keys": [...]} instead of one key a line (a key's bytes may hold a newline).
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         etcd: Etcd,
     },
@@ -265,10 +268,14 @@ pub async fn run(cmd: ClusterCommand) -> CmdResult {
                 }
             }
         }
-        ClusterCommand::Range { start, end, max, etcd } => {
+        ClusterCommand::Range { start, end, max, json, etcd } => {
             let keys = etcd.store().await?.range(start.as_bytes(), end.as_deref().map(str::as_bytes), max).await?;
-            for k in keys {
-                println!("{}", String::from_utf8_lossy(&k));
+            if json {
+                crate::client_cmds::print_json(json!({"keys": keys.iter().map(|k| crate::client_cmds::text(k)).collect::<Vec<_>>()}));
+            } else {
+                for k in keys {
+                    println!("{}", String::from_utf8_lossy(&k));
+                }
             }
         }
         ClusterCommand::Coordinator {

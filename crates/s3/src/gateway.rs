@@ -256,7 +256,7 @@ impl Gateway {
         };
         let committed = self
             .core
-            .commit(&bucket, &key, &manifest, |old| check_write(old, if_match.as_ref(), if_none_match.as_ref()), vec![Own { data, owner: owner.clone(), intent: written.intent.clone() }])
+            .commit(&bucket, &key, &manifest, |old| check_write(old, if_match.as_ref(), if_none_match.as_ref()), if_match.is_some() || if_none_match.is_some(), vec![Own { data, owner: owner.clone(), intent: written.intent.clone() }])
             .await;
         if let Err(e) = committed {
             self.abandon(&e, data, &owner).await;
@@ -652,10 +652,15 @@ impl S3 for Gateway {
         self.bucket_exists(&i.bucket).await?;
         let if_match = i.if_match.clone();
         self.core
-            .remove(&i.bucket, &i.key, |old| match (&if_match, old) {
-                (Some(c), Some(m)) if !etag_matches(m, c) => Err(s3_error!(PreconditionFailed, "If-Match does not match the object's ETag")),
-                _ => Ok(()),
-            })
+            .remove(
+                &i.bucket,
+                &i.key,
+                |old| match (&if_match, old) {
+                    (Some(c), Some(m)) if !etag_matches(m, c) => Err(s3_error!(PreconditionFailed, "If-Match does not match the object's ETag")),
+                    _ => Ok(()),
+                },
+                if_match.is_some(),
+            )
             .await?;
         Ok(S3Response::new(DeleteObjectOutput::default()))
     }
@@ -672,7 +677,7 @@ impl S3 for Gateway {
         let results: Vec<(String, S3Result<()>)> = stream::iter(i.delete.objects)
             .map(|o| async move {
                 let r = match check_key(&o.key) {
-                    Ok(()) => self.core.remove(bucket, &o.key, |_| Ok(())).await.map(|_| ()),
+                    Ok(()) => self.core.remove(bucket, &o.key, |_| Ok(()), false).await.map(|_| ()),
                     Err(e) => Err(e),
                 };
                 (o.key, r)
@@ -732,7 +737,7 @@ impl S3 for Gateway {
         let written = self.core.write_data(&owner, body, Default::default(), MAX_PUT_BYTES).await?;
         let data = written.segment.data;
         let manifest = Manifest { size: written.segment.size, etag: hex(&written.md5), modified_ms: records::now_ms(), attributes, segments: segments_of(written.segment) };
-        if let Err(e) = self.core.commit(&i.bucket, &i.key, &manifest, |_| Ok(()), vec![Own { data, owner: owner.clone(), intent: written.intent }]).await {
+        if let Err(e) = self.core.commit(&i.bucket, &i.key, &manifest, |_| Ok(()), false, vec![Own { data, owner: owner.clone(), intent: written.intent }]).await {
             self.abandon(&e, data, &owner).await;
             return Err(e);
         }
@@ -995,7 +1000,8 @@ impl S3 for Gateway {
         let segments: Vec<Segment> = chosen.iter().map(|(_, p)| p.segment).collect();
         let size = segments.iter().map(|s| s.size).sum();
         let manifest = Manifest { size, etag, modified_ms: records::now_ms(), attributes: record.attributes.clone(), segments };
-        let committed = self.core.commit(&bucket, &key, &manifest, |old| check_write(old, if_match.as_ref(), if_none_match.as_ref()), own).await;
+        let conditional = if_match.is_some() || if_none_match.is_some();
+        let committed = self.core.commit(&bucket, &key, &manifest, |old| check_write(old, if_match.as_ref(), if_none_match.as_ref()), conditional, own).await;
         if let Err(e) = committed {
             // The upload is given back as it was (its parts still referenced by their records).
             record.completing = before;

@@ -30,6 +30,10 @@ pub enum KvError {
     /// The precondition did not hold.
     #[error("version mismatch")]
     Mismatch,
+    /// The write raced another and some replicas took it: whether it took effect is known
+    /// only by reading again (`Core::commit`).
+    #[error("store contended: {0}")]
+    Contended(String),
     /// The store could not be reached or did not reach a quorum: try again later.
     #[error("store unavailable: {0}")]
     Unavailable(String),
@@ -41,8 +45,8 @@ impl From<ClusterError> for KvError {
     fn from(e: ClusterError) -> Self {
         match e {
             ClusterError::VersionMismatch { .. } => KvError::Mismatch,
+            ClusterError::Contended { .. } => KvError::Contended(e.to_string()),
             ClusterError::NoQuorum { .. }
-            | ClusterError::Contended { .. }
             | ClusterError::Timeout(_)
             | ClusterError::Drive { .. }
             | ClusterError::GaveUp(_)

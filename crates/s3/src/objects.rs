@@ -81,7 +81,7 @@ fn internal(e: impl std::fmt::Display) -> S3Error {
 impl From<KvError> for S3Error {
     fn from(e: KvError) -> Self {
         match e {
-            KvError::Unavailable(m) => s3_error!(ServiceUnavailable, "{m}"),
+            KvError::Unavailable(m) | KvError::Contended(m) => s3_error!(ServiceUnavailable, "{m}"),
             other => internal(other),
         }
     }
@@ -261,19 +261,42 @@ impl Core {
     /// the manifest references with its intents, refreshed just before the swap (so data the
     /// sweeper took is never referenced) and dropped after it. The replaced object's data is
     /// released. Returns the old manifest.
+    ///
+    /// A swap that raced another (`KvError::Contended`: some replicas took it) is settled by
+    /// reading the object again: ours there, it took effect; the version it replaced still
+    /// there, it is tried again (a try that finds ours took effect); another write there,
+    /// ours never will: an unconditional write took effect just before that one (or did
+    /// and was replaced by it, which no reader can tell apart), and a conditional one
+    /// (`conditional`: If-Match, If-None-Match) cannot say whether its condition held then,
+    /// and answers 503.
     pub async fn commit(
         &self,
         bucket: &str,
         key: &str,
         manifest: &Manifest,
         check: impl Fn(Option<&Manifest>) -> S3Result<()>,
+        conditional: bool,
         mut own: Vec<Own>,
     ) -> S3Result<Option<Manifest>> {
         let object = layout::object(bucket, key);
         let owner = Owner { bucket: bucket.to_owned(), key: key.to_owned(), part: None };
         let value = records::encode(manifest);
+        // The version a swap that raced was made on, and the object it replaced.
+        let mut raced: Option<(Option<Bytes>, Option<Manifest>)> = None;
         for _ in 0..COMMIT_ATTEMPTS {
             let current = self.kv.get(&object).await?;
+            if let Some((based, replaced)) = raced.take() {
+                match &current {
+                    Some(s) if s.value == value => return Ok(replaced),
+                    now if now.as_ref().map(|s| &s.version) != based.as_ref() => {
+                        if conditional {
+                            return Err(s3_error!(ServiceUnavailable, "the write raced another and its condition cannot be known to have held; read the object"));
+                        }
+                        return Ok(replaced);
+                    }
+                    _ => {}
+                }
+            }
             let old = match &current {
                 Some(s) => Some(records::decode_manifest(&s.value)?),
                 None => None,
@@ -292,6 +315,7 @@ impl Core {
                 let gone: Vec<DataId> = old.segments.iter().map(|s| s.data).filter(|d| !manifest.references(*d)).collect();
                 self.release_all(gone, &owner).await?;
             }
+            let based = current.as_ref().map(|s| s.version.clone());
             let cond = current.map_or(Cond::Absent, |s| Cond::Version(s.version));
             match self.kv.put(&object, value.clone(), cond, Durability::Through).await {
                 Ok(_) => {
@@ -304,6 +328,7 @@ impl Core {
                     return Ok(old);
                 }
                 Err(KvError::Mismatch) => continue,
+                Err(KvError::Contended(_)) => raced = Some((based, old)),
                 Err(e) => return Err(e.into()),
             }
         }
@@ -311,21 +336,33 @@ impl Core {
     }
 
     /// Deletes the object `bucket/key` if `check` accepts it; its data is released. `None`
-    /// when there was no object.
-    pub async fn remove(&self, bucket: &str, key: &str, check: impl Fn(Option<&Manifest>) -> S3Result<()>) -> S3Result<Option<Manifest>> {
+    /// when there was no object. A delete that raced another write is settled as `commit`
+    /// settles a swap.
+    pub async fn remove(&self, bucket: &str, key: &str, check: impl Fn(Option<&Manifest>) -> S3Result<()>, conditional: bool) -> S3Result<Option<Manifest>> {
         let object = layout::object(bucket, key);
         let owner = Owner { bucket: bucket.to_owned(), key: key.to_owned(), part: None };
+        let mut raced: Option<(Bytes, Manifest)> = None;
         for _ in 0..COMMIT_ATTEMPTS {
-            let Some(current) = self.kv.get(&object).await? else {
+            let current = self.kv.get(&object).await?;
+            if let Some((based, removed)) = raced.take() {
+                if current.as_ref().map(|s| &s.version) != Some(&based) {
+                    if conditional && current.is_some() {
+                        return Err(s3_error!(ServiceUnavailable, "the delete raced another write and its condition cannot be known to have held; read the object"));
+                    }
+                    return Ok(Some(removed));
+                }
+            }
+            let Some(current) = current else {
                 check(None)?;
                 return Ok(None);
             };
             let old = records::decode_manifest(&current.value)?;
             check(Some(&old))?;
             self.release_all(old.segments.iter().map(|s| s.data).collect(), &owner).await?;
-            match self.kv.delete(&object, Cond::Version(current.version), Durability::Through).await {
+            match self.kv.delete(&object, Cond::Version(current.version.clone()), Durability::Through).await {
                 Ok(_) => return Ok(Some(old)),
                 Err(KvError::Mismatch) => continue,
+                Err(KvError::Contended(_)) => raced = Some((current.version, old)),
                 Err(e) => return Err(e.into()),
             }
         }
