@@ -122,16 +122,14 @@ pub enum ClusterCommand {
         #[command(flatten)]
         etcd: Etcd,
     },
-    /// Keys from START to END (both included), in order.
+    /// Keys from START to END (both included), in order; with --json as {"keys": [...]} (a
+    /// key's bytes may hold a newline).
     Range {
         #[arg(default_value = "")]
         start: String,
         end: Option<String>,
         #[arg(long, default_value_t = 100)]
         max: usize,
-        /// {"keys": [...]} instead of one key a line (a key's bytes may hold a newline).
-        #[arg(long)]
-        json: bool,
         #[command(flatten)]
         etcd: Etcd,
     },
@@ -268,9 +266,9 @@ pub async fn run(cmd: ClusterCommand) -> CmdResult {
                 }
             }
         }
-        ClusterCommand::Range { start, end, max, json, etcd } => {
+        ClusterCommand::Range { start, end, max, etcd } => {
             let keys = etcd.store().await?.range(start.as_bytes(), end.as_deref().map(str::as_bytes), max).await?;
-            if json {
+            if etcd.json {
                 crate::client_cmds::print_json(json!({"keys": keys.iter().map(|k| crate::client_cmds::text(k)).collect::<Vec<_>>()}));
             } else {
                 for k in keys {

@@ -207,6 +207,15 @@ fn main() {
 mod tests {
     use super::*;
 
+    /// Every subcommand's arguments are well formed (clap checks a command only when it is
+    /// parsed: a name used twice, as a flattened group's flag and a command's own, would
+    /// panic at run time).
+    #[test]
+    fn every_command_line_is_well_formed() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+
     fn drive_args(args: &[&str]) -> DriveArgs {
         match Cli::try_parse_from(["spindle", "drive"].iter().chain(args)).unwrap().command {
             Command::Drive(args) => args,
