@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(frame meta_record drive_raw drive_commands settings journal s3_records)
+[ ${#targets[@]} -gt 0 ] || targets=(frame meta_record drive_raw drive_commands settings journal s3_records cluster_entries)
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 export RUSTC_BOOTSTRAP=1
 for t in "${targets[@]}"; do

@@ -34,3 +34,16 @@ pub use error::ClusterError;
 pub use map::{ClusterMap, Member};
 pub use batch::BatchOp;
 pub use store::{Condition, Store, StoreConfig, Versioned};
+
+/// Decodes `bytes` as everything a replica's entry may hold (a version as a stamp, a value as a
+/// batch entry), checking that what decodes encodes back the same: the fuzz target's and the
+/// corpus replay's entry point. Never panics on any input.
+pub fn decode_untrusted(bytes: &[u8]) {
+    if let Some(s) = stamp::Stamp::decode(bytes) {
+        assert_eq!(stamp::Stamp::decode(&s.encode()), Some(s), "a decoded stamp encodes back to the same");
+    }
+    if let Some(t) = tag::Tag::decode(bytes) {
+        assert_eq!(&t.encode()[..], bytes, "a decoded tag encodes back to the same bytes");
+    }
+    let _ = batch::decode_entry(&bytes::Bytes::copy_from_slice(bytes));
+}
