@@ -225,12 +225,17 @@ impl Recorder {
 }
 
 pub async fn client_loop(store: Store, rec: Arc<Recorder>, id: u64, keys: u64, stop: Arc<std::sync::atomic::AtomicBool>) {
+    named_client_loop(store, rec, id, keys, stop, |k| format!("key-{k}")).await
+}
+
+/// `client_loop` over the keys `name` gives the numbers 0..`keys`.
+pub async fn named_client_loop(store: Store, rec: Arc<Recorder>, id: u64, keys: u64, stop: Arc<std::sync::atomic::AtomicBool>, name: fn(u64) -> String) {
     use rand::{Rng, SeedableRng};
     let mut rng = rand::rngs::StdRng::from_os_rng();
     let mut n = 0u64;
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
         let key = rng.random_range(0..keys);
-        let k = format!("key-{key}");
+        let k = name(key);
         let call = rec.now();
         let roll = rng.random_range(0..10);
         let event = if roll < 4 {
