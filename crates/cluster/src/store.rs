@@ -353,14 +353,21 @@ impl Store {
     /// now false, a delete of a key "not there") a write that took effect. An entry tagged in
     /// the old epoch and acknowledged in the new one is ordered before every write of the new
     /// epoch, with which it was concurrent.
-    async fn decided<T, F, Fut>(&self, map: &Arc<ClusterMap>, store: F) -> Result<T, OpError>
+    async fn decided<T, F, Fut>(&self, map: &Arc<ClusterMap>, partition: u32, of: Judged, store: F) -> Result<T, OpError>
     where
         F: Fn(Arc<ClusterMap>) -> Fut,
         Fut: std::future::Future<Output = Result<T, OpError>>,
     {
+        let decision = map.clone();
         let mut map = map.clone();
         let mut attempts = 0;
         let mut waited = Duration::ZERO;
+        // Whether a try ended in a refused epoch: it may have landed on some replicas first.
+        let mut retried = false;
+        let unknown = || match of {
+            Judged::Write => OpError::Failed(ClusterError::Contended { partition }),
+            Judged::Settle => OpError::Changed,
+        };
         while attempts < MAX_ATTEMPTS {
             match store(map.clone()).await {
                 Err(OpError::StaleView) => {
@@ -368,7 +375,13 @@ impl Store {
                         attempts += 1;
                     }
                     map = self.map();
+                    retried = true;
+                    if !carries(&decision, &map, partition) {
+                        return Err(unknown());
+                    }
                 }
+                // "Nowhere" is this try's verdict only: an earlier one may have landed.
+                Err(OpError::Changed) if retried => return Err(unknown()),
                 done => return done,
             }
         }
@@ -404,7 +417,8 @@ impl Store {
     /// A new writer id: this client's, and this write's.
     fn writer_id(&self) -> u64 {
         let seq = self.inner.writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        (u64::from(self.inner.writer) << 32) | u64::from(seq) | UNCONDITIONAL
+        // The random half keeps clear of the top bit, which says what kind of write it is.
+        (u64::from(self.inner.writer & !(1 << 31)) << 32) | u64::from(seq) | UNCONDITIONAL
     }
 
     /// A new writer id for a round's ballot: below an unconditional write's of the same
@@ -436,6 +450,16 @@ fn quorum_met<'a>(map: &ClusterMap, partition: u32, needed: usize, moving: bool,
 fn joint_quorum<'a>(map: &ClusterMap, partition: u32, needed: usize, drives: impl Iterator<Item = &'a String> + Clone) -> bool {
     let of = |set: &[String]| drives.clone().filter(|d| set.contains(d)).count() >= needed.min(set.len().max(1));
     of(map.replicas_of(partition)) && map.moving_to(partition).is_none_or(of)
+}
+
+/// Whether a write decided under `decision` (its read or prepare asked quorums of that map's
+/// replica sets) may have its accept carried to `now`: only where every write quorum of `now`
+/// includes one of a set it asked, whose replicas hold the promises and writes it was decided
+/// against. A partition that moved to drives the decision never asked (they hold what the
+/// move copied, without the promises) cannot take it.
+fn carries(decision: &ClusterMap, now: &ClusterMap, partition: u32) -> bool {
+    let replicas = now.replicas_of(partition);
+    replicas == decision.replicas_of(partition) || decision.moving_to(partition).is_some_and(|to| to == replicas)
 }
 
 /// A cluster entry whose batch header does not decode: not written by this cluster's code.

@@ -57,7 +57,7 @@ impl Store {
         let versions = entries.iter().map(|(_, _, t)| t.encode()).collect();
         let known = Arc::new(known);
         let entries = Arc::new(entries);
-        self.decided(map, |map| {
+        self.decided(map, partition, Judged::Write, |map| {
             let (entries, known) = (entries.clone(), known.clone());
             async move {
                 let answers = self

@@ -96,7 +96,7 @@ impl Store {
                 .collect(),
         );
         let k = dkey.clone();
-        self.decided(map, |map| {
+        self.decided(map, partition, if write == identity { Judged::Settle } else { Judged::Write }, |map| {
             let (k, value, after) = (k.clone(), value.clone(), after.clone());
             async move {
                 let answers = self

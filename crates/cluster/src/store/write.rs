@@ -119,7 +119,7 @@ impl Store {
         }
         let tag = Tag::next(top.as_ref(), map.epoch, self.writer_id(), kind);
         let known = Arc::new(known);
-        self.decided(map, |map| {
+        self.decided(map, partition, Judged::Write, |map| {
             let (dkey, value, known) = (&dkey, value.clone(), known.clone());
             async move { self.store(&map, partition, dkey, value, tag, tag, known, Judged::Write).await }
         })
