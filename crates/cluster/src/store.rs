@@ -530,6 +530,22 @@ mod tests {
     }
 
     #[test]
+    fn a_write_is_carried_only_to_maps_whose_quorums_meet_a_set_it_asked() {
+        let mut old = ClusterMap::new(1, 3, 2).unwrap();
+        old.placement = vec![ids(&["a", "b", "c"])];
+        let mut joint = old.clone();
+        joint.moving.insert(0, ids(&["a", "b", "d"]));
+        let mut flipped = old.clone();
+        flipped.placement = vec![ids(&["a", "b", "d"])];
+        // Fenced with nothing moved, or into a move (the old set still makes every quorum).
+        assert!(carries(&old, &old, 0) && carries(&old, &joint, 0));
+        // Decided during the move: the drives it moved to were asked too.
+        assert!(carries(&joint, &flipped, 0) && carries(&joint, &old, 0));
+        // Decided before the move, after its flip: d never promised anything it was asked.
+        assert!(!carries(&old, &flipped, 0));
+    }
+
+    #[test]
     fn a_moving_partition_needs_a_quorum_of_both_sets() {
         let mut map = ClusterMap::new(1, 3, 2).unwrap();
         map.placement = vec![ids(&["a", "b", "c"])];
