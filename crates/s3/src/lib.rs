@@ -14,6 +14,7 @@ mod md5_lanes;
 mod objects;
 mod records;
 mod server;
+mod sweeper;
 
 use std::time::Duration;
 

@@ -1,0 +1,97 @@
+//! The sweeper's side of `Core`: data that no record references any more (a replaced or
+//! deleted object's, a crashed or abandoned upload's) is deleted once its intent is older than
+//! the grace, chunks first, then the intent that accounts for them.
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use s3s::S3Result;
+
+use crate::kv::{Cond, Durability, KvError, Pages};
+use crate::layout::{self, DataId};
+use crate::objects::{Core, PAGE};
+use crate::records::{self, Intent, Owner};
+
+impl Core {
+    /// Whether any record still references `data`.
+    async fn referenced(&self, owner: &Owner, data: DataId) -> S3Result<bool> {
+        if let Some(s) = self.kv.get(&layout::object(&owner.bucket, &owner.key)).await? {
+            match records::decode_manifest(&s.value) {
+                Ok(m) if m.references(data) => return Ok(true),
+                Ok(_) => {}
+                // Data of an unreadable manifest is kept: an operator may still repair it.
+                Err(_) => return Ok(true),
+            }
+        }
+        if let Some((upload, number)) = owner.part {
+            if self.kv.get(&layout::upload(&owner.bucket, &owner.key, upload)).await?.is_some() {
+                if let Some(p) = self.kv.get(&layout::part(upload, number)).await? {
+                    let part: records::PartRecord = records::decode("part", &p.value)?;
+                    if part.segment.data == data {
+                        return Ok(true);
+                    }
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// The sweeper's step for one data id: drops the intent of referenced data, deletes the
+    /// chunks of unreferenced data whose intent is older than the grace (any age with `now`),
+    /// then its intent. Returns the chunks deleted.
+    pub async fn collect(&self, data: DataId, now: bool) -> S3Result<u64> {
+        let key = layout::intent(data);
+        let Some(stored) = self.kv.get(&key).await? else { return Ok(0) };
+        let intent: Intent = records::decode("intent", &stored.value)?;
+        if !intent.doomed {
+            let age = records::now_ms().saturating_sub(intent.touched_ms);
+            if !now && u128::from(age) < self.grace.as_millis() {
+                return Ok(0);
+            }
+            if self.referenced(&intent.owner, data).await? {
+                let _ = self.kv.delete(&key, Cond::Version(stored.version), Durability::Through).await;
+                return Ok(0);
+            }
+            let doomed = Intent { doomed: true, ..intent };
+            match self.kv.put(&key, records::encode(&doomed), Cond::Version(stored.version), Durability::Through).await {
+                Ok(_) => {}
+                // Refreshed meanwhile: an upload is alive after all.
+                Err(KvError::Mismatch) => return Ok(0),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let (start, end) = layout::chunks(data);
+        let mut deleted = 0;
+        loop {
+            let keys = self.kv.range(&start, &end, PAGE).await?;
+            if keys.is_empty() {
+                break;
+            }
+            let mut deletes: FuturesUnordered<_> = keys.iter().map(|k| self.kv.delete(k, Cond::Any, Durability::Lazy)).collect();
+            while let Some(r) = deletes.next().await {
+                r?;
+                deleted += 1;
+            }
+        }
+        // The deletions are durable before the intent that accounts for the chunks goes.
+        self.kv.flush().await?;
+        self.kv.delete(&key, Cond::Any, Durability::Through).await?;
+        Ok(deleted)
+    }
+
+    /// One pass of the sweeper over every intent; returns (intents seen, chunks deleted).
+    pub async fn sweep(&self) -> S3Result<(u64, u64)> {
+        let mut pages = Pages::new(layout::intents(), PAGE);
+        let (mut seen, mut deleted) = (0, 0);
+        while let Some(keys) = pages.next(&self.kv).await? {
+            for k in &keys {
+                if let Some(data) = layout::intent_data(k) {
+                    seen += 1;
+                    match self.collect(data, false).await {
+                        Ok(n) => deleted += n,
+                        Err(e) => tracing::warn!(data = %format!("{data:032x}"), error = %e, "sweep: intent not collected"),
+                    }
+                }
+            }
+        }
+        Ok((seen, deleted))
+    }
+}
