@@ -45,6 +45,11 @@ impl Held {
         self.stamp().filter(|s| s.identity != NOTHING).map(|s| s.order())
     }
 
+    /// What the replica holds once it has promised `ballot` (what `promise` writes).
+    pub fn promised(&self, ballot: Tag) -> Held {
+        Held::from_version(self.acceptor().with_promise(ballot).encode())
+    }
+
     /// What the replica stands at as an acceptor: nothing for an absent or foreign entry.
     fn acceptor(&self) -> Stamp {
         self.stamp().unwrap_or(Stamp::plain(NOTHING))

@@ -133,7 +133,7 @@ impl Store {
         }
         let after = promised
             .into_iter()
-            .map(|(d, held)| (d, held.iter().map(|h| Held::from_version(h.stamp().unwrap_or(Stamp::plain(NOTHING)).with_promise(ballot).encode())).collect()))
+            .map(|(d, held)| (d, held.iter().map(|h| h.promised(ballot)).collect()))
             .collect();
         Ok((ballot, after))
     }

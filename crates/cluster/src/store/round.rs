@@ -92,7 +92,7 @@ impl Store {
         let after: Arc<HashMap<String, Held>> = Arc::new(
             promised
                 .iter()
-                .map(|(d, h, _)| (d.clone(), Held::from_version(h.stamp().unwrap_or(Stamp::plain(NOTHING)).with_promise(ballot).encode())))
+                .map(|(d, h, _)| (d.clone(), h.promised(ballot)))
                 .collect(),
         );
         let k = dkey.clone();
