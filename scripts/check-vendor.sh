@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks that each vendored crate (vendor/fjall, vendor/lsm-tree) is exactly its pristine release
+# Checks that each vendored crate (vendor/fjall, vendor/lsm-tree, vendor/etcd-client) is exactly its pristine release
 # (vendor/patches/UPSTREAM) plus its patch queue (vendor/patches/<crate>/NNNN-*.patch, applied
 # in order with `git apply`), byte for byte, and that each patch says why it exists. Exit status
 # 1, with the differing files listed, if not.

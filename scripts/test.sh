@@ -51,9 +51,11 @@ command -v fusermount3 >/dev/null || need_apt fuse3
 [ -e /dev/fuse ] || modprobe fuse 2>/dev/null || true
 command -v strace >/dev/null || need_apt strace
 # The cluster: its control plane is etcd (Debian's etcd-server, started by the tests
-# themselves); the etcd client crate compiles etcd's .proto files with protoc at build time.
+# themselves).
 command -v etcd >/dev/null || need_apt etcd-server
-command -v protoc >/dev/null || need_apt protobuf-compiler
+# Nothing builds with protoc (the .proto files are compiled by protox, etcd's too: vendor/
+# etcd-client): every build below has PROTOC pointing nowhere, as on a fresh machine.
+export PROTOC=/nonexistent/protoc
 command -v ip >/dev/null || need_apt iproute2
 # Without /dev/fuse the power-loss tests would skip; here they must run (or fail).
 export SPINDLE_REQUIRE_FUSE=1
@@ -119,6 +121,17 @@ section "clippy, warnings as errors: every crate and target, then the drive-only
 # The lints are the workspace's (Cargo.toml [workspace.lints]) plus each crate root's attributes.
 check "clippy" "$logs/clippy.log" cargo clippy --workspace --all-targets --locked -- -D warnings
 check "clippy drive-only build" "$logs/clippy-drive-only.log" cargo clippy --locked -p spindle-cli --no-default-features -- -D warnings
+# The drive-only build links neither the cluster's etcd/gRPC stack nor the S3 gateway's crates.
+drive_only_tree() {
+  local tree
+  tree=$(cargo tree --locked -p spindle-cli --no-default-features -e normal,build --prefix none) || return 1
+  if grep -E '^(spindle-cluster|spindle-s3|spindle-bench|etcd-client|tonic|s3s) ' <<<"$tree"; then
+    echo "the drive-only build links the crates above"
+    return 1
+  fi
+  echo "drive-only build: $(sort -u <<<"$tree" | wc -l) crates, none of the cluster's, the gateway's or the lab's"
+}
+check "drive-only build links no cluster, gateway or lab crate" "$logs/drive-only-tree.log" drive_only_tree
 
 section "directory-sync audit (strace): every entry the drive creates or renames is synced"
 check "fsync audit" "$logs/fsync-audit.log" scripts/fsync-audit.sh "$spindle"

@@ -2,8 +2,9 @@
 
 #![forbid(unsafe_code)]
 
-// The bench lab's commands, built with the default `lab` feature; a drive built without it
-// (`--no-default-features`) links none of the lab's crates.
+// The bench lab's commands, built with the default `lab` feature, and the cluster's and the
+// gateway's, with the default `cluster` feature; a drive built without them
+// (`--no-default-features`) links none of their crates.
 #[cfg(feature = "lab")]
 mod act_cmds;
 mod admin_cmds;
@@ -12,7 +13,9 @@ mod archive_cmds;
 #[cfg(feature = "lab")]
 mod bench_cmds;
 mod client_cmds;
+#[cfg(feature = "cluster")]
 mod cluster_cmds;
+#[cfg(feature = "cluster")]
 mod s3_cmds;
 #[cfg(feature = "lab")]
 mod json_file;
@@ -28,7 +31,8 @@ use spindle_drive::DriveConfig;
 #[derive(Parser)]
 #[command(name = "spindle", version)]
 #[cfg_attr(feature = "lab", command(about = "A Kinetic key-value drive, its client and its bench lab"))]
-#[cfg_attr(not(feature = "lab"), command(about = "A Kinetic key-value drive and its client (built without the bench lab)"))]
+#[cfg_attr(all(feature = "cluster", not(feature = "lab")), command(about = "A Kinetic key-value drive, its client and its cluster (built without the bench lab)"))]
+#[cfg_attr(not(feature = "cluster"), command(about = "A Kinetic key-value drive and its client (built without the cluster and the bench lab)"))]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -45,9 +49,11 @@ enum Command {
     #[command(subcommand)]
     Bench(bench_cmds::BenchCommand),
     /// Many drives as one store: create, change, inspect and use a cluster; run its coordinator.
+    #[cfg(feature = "cluster")]
     #[command(subcommand)]
     Cluster(cluster_cmds::ClusterCommand),
     /// Serve the S3 API over a cluster (--cluster etcd://...) or one drive (--drive HOST:PORT).
+    #[cfg(feature = "cluster")]
     S3(s3_cmds::S3Args),
     /// Administer a drive: ACLs, PINs, lock/erase, cluster version, power (TLS for security).
     #[command(subcommand)]
@@ -191,7 +197,9 @@ fn main() {
             #[cfg(feature = "lab")]
             Command::Bench(cmd) => bench_cmds::bench(cmd).await,
             Command::Admin(cmd) => admin_cmds::run(cmd).await,
+            #[cfg(feature = "cluster")]
             Command::Cluster(cmd) => cluster_cmds::run(cmd).await,
+            #[cfg(feature = "cluster")]
             Command::S3(args) => s3_cmds::run(args).await,
             #[cfg(feature = "lab")]
             Command::Plan(args) => plan_cmds::run(args),
