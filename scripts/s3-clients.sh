@@ -10,7 +10,9 @@
 #   rclone  copy, ls, lsf, check (MD5 against ETags), sync, delete, purge, one multipart file;
 #   boto3   tests/s3/test_behaviour.py: the gateway's suite of S3 behaviours;
 #   crash   tests/s3/test_crash.py: a gateway SIGKILLed mid-upload, restarted, swept;
-#   races   tests/s3/test_races.py: racing PUT/DELETE/copy/complete of one key, swept meanwhile.
+#   races   tests/s3/test_races.py: racing PUT/DELETE/copy/complete of one key, swept meanwhile;
+#   hostile tests/s3/test_hostile.py: trickling, flooding, oversize and stalled clients against
+#           gateways with small limits, and HTTPS with a certificate renewed in place.
 # Prints "NAME: ok" or "NAME: FAILED" per client, then "s3 clients: N passed, N failed", and
 # exits nonzero on any failure. Everything it starts is stopped on exit, failure and interrupt.
 #
@@ -23,7 +25,7 @@ log() { echo "s3-clients: $*" >&2; }
 die() { log "$*"; exit 1; }
 install_only=0
 [[ $# -eq 2 && $2 == --install-only ]] && install_only=1 && set -- "$1"
-[[ $# -eq 1 && $1 != -* ]] || { sed -n '2,18p' "$0" >&2; exit 2; }
+[[ $# -eq 1 && $1 != -* ]] || { sed -n '2,21p' "$0" >&2; exit 2; }
 spindle_bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 [[ -x $spindle_bin ]] || die "$1 is not an executable"
 
@@ -370,6 +372,7 @@ run_client rclone rclone_checks
 run_client boto3 pytest_suite test_behaviour.py test_crash.py::test_client_abandoning_an_upload
 run_client crash pytest_suite test_crash.py::test_gateway_killed_mid_upload
 run_client races pytest_suite test_races.py
+run_client hostile pytest_suite test_hostile.py
 
 if kill -0 "${server_pids[@]}" 2>/dev/null; then :; else
     log "a server exited during the run"

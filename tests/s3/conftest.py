@@ -6,9 +6,16 @@ S3_ENDPOINT (http://127.0.0.1:PORT), S3_ACCESS_KEY, S3_SECRET_KEY and optionally
 (default us-east-1). A missing variable is an error, not a reason to skip.
 """
 
+import contextlib
 import hashlib
 import os
 import random
+import shlex
+import signal
+import socket
+import subprocess
+import tempfile
+import time
 import uuid
 
 import boto3
@@ -46,10 +53,11 @@ def client_config(**overrides):
     return Config(**settings)
 
 
-def make_client(access_key=ACCESS_KEY, secret_key=SECRET_KEY, endpoint=ENDPOINT, **config):
+def make_client(access_key=ACCESS_KEY, secret_key=SECRET_KEY, endpoint=ENDPOINT, verify=None, **config):
     return boto3.client(
         "s3",
         endpoint_url=endpoint,
+        verify=verify,
         aws_access_key_id=access_key,
         aws_secret_access_key=secret_key,
         region_name=REGION,
@@ -127,3 +135,45 @@ def other_bucket(s3):
     s3.create_bucket(Bucket=name)
     yield name
     remove_bucket(s3, name)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def own_gateway(*flags, scheme="http"):
+    """A `spindle s3` of the test's own over the suite's cluster (SPINDLE_BIN, S3_ETCD), with
+    FLAGS; yields (endpoint, port, process, log reader) and stops it after."""
+    spindle, etcd = os.environ.get("SPINDLE_BIN"), os.environ.get("S3_ETCD")
+    assert spindle and etcd, "SPINDLE_BIN and S3_ETCD must name the spindle binary and the cluster's etcd"
+    port = free_port()
+    log = tempfile.NamedTemporaryFile(prefix="s3-gateway-", suffix=".log", delete=False)
+    command = [
+        spindle, "s3", "--cluster", "etcd://" + etcd.removeprefix("http://"), "--listen", f"127.0.0.1:{port}",
+        "--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY, *flags,
+    ]
+    process = subprocess.Popen(command, stdout=log, stderr=log)
+
+    def output():
+        with open(log.name, errors="replace") as f:
+            return f.read()
+
+    try:
+        deadline = time.monotonic() + 60
+        while f"listening on 127.0.0.1:{port}" not in output():
+            assert process.poll() is None, f"the gateway exited: {shlex.join(command)}\n{output()}"
+            assert time.monotonic() < deadline, f"the gateway is not listening after 60 s\n{output()}"
+            time.sleep(0.1)
+        yield f"{scheme}://127.0.0.1:{port}", port, process, output
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
+        os.unlink(log.name)

@@ -17,10 +17,7 @@ import hashlib
 import json
 import os
 import random
-import shlex
-import signal
 import subprocess
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -28,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from botocore.exceptions import ClientError
 
-from conftest import ACCESS_KEY, MIB, SECRET_KEY, make_client, md5_hex, payload, unique_bucket_name
+from conftest import MIB, make_client, md5_hex, own_gateway, payload, unique_bucket_name
 
 SPINDLE_BIN = os.environ.get("SPINDLE_BIN")
 ETCD = os.environ.get("S3_ETCD")
@@ -37,46 +34,11 @@ LEAK_WAIT_SECONDS = 300
 KEY = "contested"
 
 
-def free_port():
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def gateway():
     """A `spindle s3` over the suite's cluster with a one-second sweep grace, stopped after."""
-    assert SPINDLE_BIN and ETCD, "SPINDLE_BIN and S3_ETCD must name the spindle binary and the cluster's etcd"
-    port = free_port()
-    log = tempfile.NamedTemporaryFile(prefix="s3-races-gateway-", suffix=".log", delete=False)
-    command = [
-        SPINDLE_BIN, "s3", "--cluster", "etcd://" + ETCD.removeprefix("http://"), "--listen", f"127.0.0.1:{port}",
-        "--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY, "--sweep-grace-secs", "1", "--sweep-interval-secs", "1",
-    ]
-    process = subprocess.Popen(command, stdout=log, stderr=log)
-
-    def output():
-        with open(log.name, errors="replace") as f:
-            return f.read()
-
-    try:
-        deadline = time.monotonic() + 60
-        while f"listening on 127.0.0.1:{port}" not in output():
-            assert process.poll() is None, f"the gateway exited: {shlex.join(command)}\n{output()}"
-            assert time.monotonic() < deadline, f"the gateway is not listening after 60 s\n{output()}"
-            time.sleep(0.1)
-        yield make_client(endpoint=f"http://127.0.0.1:{port}"), output
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=10)
-        os.unlink(log.name)
+    with own_gateway("--sweep-grace-secs", "1", "--sweep-interval-secs", "1") as (endpoint, _, _, output):
+        yield make_client(endpoint=endpoint), output
 
 
 def store_keys():

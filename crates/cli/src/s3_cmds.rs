@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use spindle_client::ClientConfig;
 use spindle_cluster::{Control, Store, StoreConfig};
-use spindle_s3::{Config, Drive, Keys, Kv};
+use spindle_s3::{CertFiles, Config, Drive, Keys, Kv, Limits};
 
 #[derive(clap::Args)]
 #[command(group = clap::ArgGroup::new("store").required(true).args(["cluster", "drive"]))]
@@ -39,6 +39,29 @@ pub struct S3Args {
     /// How often the sweeper looks for such data
     #[arg(long, default_value_t = spindle_s3::SWEEP_INTERVAL.as_secs())]
     sweep_interval_secs: u64,
+    /// Serve HTTPS with this certificate chain (PEM, with --tls-key); a renewed file is taken
+    /// without a restart
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM)
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Connections held at most
+    #[arg(long, default_value_t = spindle_s3::admission::MAX_CONNECTIONS)]
+    max_connections: usize,
+    /// Of those, kept for connections that have sent a signed request: others cannot take them
+    #[arg(long, default_value_t = spindle_s3::admission::RESERVED_FOR_PROVEN)]
+    reserved_connections: usize,
+    /// Connections one client address may hold before it sends a signed request
+    #[arg(long, default_value_t = spindle_s3::admission::UNPROVEN_PER_ADDRESS)]
+    unproven_per_address: usize,
+    /// A request's headers must arrive within this; an idle connection is closed after it
+    #[arg(long, default_value_t = spindle_s3::admission::HEADER_TIMEOUT.as_secs())]
+    header_timeout_secs: u64,
+    /// A request body that sends nothing, or a client that reads nothing of a response, for
+    /// this long loses its connection
+    #[arg(long, default_value_t = spindle_s3::admission::STALL_TIMEOUT.as_secs())]
+    stall_timeout_secs: u64,
 }
 
 pub async fn run(a: S3Args) -> Result<(), Box<dyn std::error::Error>> {
@@ -68,14 +91,34 @@ pub async fn run(a: S3Args) -> Result<(), Box<dyn std::error::Error>> {
         (None, Some(addr)) => Kv::Drive(Drive::connect(addr, ClientConfig::default()).await.map_err(|e| format!("drive {addr}: {e}"))?),
         (None, None) => unreachable!("clap requires --cluster or --drive"),
     };
+    let limits = Limits {
+        max_connections: a.max_connections,
+        reserved_for_proven: a.reserved_connections,
+        unproven_per_address: a.unproven_per_address,
+        header_timeout: Duration::from_secs(a.header_timeout_secs),
+        stall_timeout: Duration::from_secs(a.stall_timeout_secs),
+        ..Limits::default()
+    };
+    limits.check()?;
+    let tls = match (a.tls_cert, a.tls_key) {
+        (Some(cert), Some(key)) => Some(CertFiles { cert, key }),
+        _ => None,
+    };
+    // A certificate that does not load stops the gateway before it says it listens.
+    if let Some(files) = &tls {
+        files.load()?;
+    }
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let listener = tokio::net::TcpListener::bind(a.listen).await.map_err(|e| format!("{}: {e}", a.listen))?;
-    eprintln!("S3 gateway listening on {}", listener.local_addr()?);
     let config = Config {
         kv,
         keys,
         sweep_grace: Duration::from_secs(a.sweep_grace_secs),
         sweep_interval: Duration::from_secs(a.sweep_interval_secs),
+        limits,
+        tls,
     };
+    eprintln!("S3 gateway listening on {} ({scheme})", listener.local_addr()?);
     spindle_s3::serve(listener, config, crate::cluster_cmds::stop_signal()).await?;
     Ok(())
 }

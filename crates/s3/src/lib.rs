@@ -5,6 +5,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod admission;
 mod auth;
 mod gateway;
 mod kv;
@@ -14,14 +15,18 @@ mod md5_lanes;
 mod objects;
 mod records;
 mod server;
+mod stall;
 mod sweeper;
+mod tls;
 
 use std::time::Duration;
 
+pub use admission::Limits;
 pub use auth::Keys;
 pub use kv::{Drive, Kv};
 pub use md5_lanes::{Md5Lanes, Md5Stream};
 pub use server::{serve, Config};
+pub use tls::CertFiles;
 
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {

@@ -1,22 +1,36 @@
-//! The gateway's HTTP server and its sweeper.
+//! The gateway's HTTP server (HTTP/1.1, plain or TLS) and its sweeper.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto::Builder as ConnBuilder;
-use s3s::service::S3ServiceBuilder;
-use tokio::net::TcpListener;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use s3s::service::{S3Service, S3ServiceBuilder};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::TlsAcceptor;
 
+use crate::admission::{Admission, Limits, Refusal, Ticket, MAX_HEADERS, MAX_HEAD_BYTES, MAX_XML_BODY};
 use crate::auth::Keys;
 use crate::gateway::{self, Gateway};
 use crate::kv::Kv;
 use crate::objects::Core;
+use crate::stall::{Stalling, Watched};
+use crate::tls::CertFiles;
 use crate::GatewayError;
 
 /// How long a shutdown waits for requests in progress.
 const DRAIN: Duration = Duration::from_secs(10);
+/// Each connection's read buffer grows to at most this (hyper's default is about 400 KiB):
+/// with `MAX_CONNECTIONS` open it bounds what sockets can hold of the gateway's memory.
+const CONNECTION_BUFFER: usize = 128 * 1024;
+/// Refusals answered at once (each a short write, or a handshake and a short write); more are
+/// closed without an answer.
+const REFUSALS_AT_ONCE: usize = 64;
 
 pub struct Config {
     pub kv: Kv,
@@ -24,6 +38,9 @@ pub struct Config {
     /// Unreferenced data is kept this long (`objects::Core::grace`).
     pub sweep_grace: Duration,
     pub sweep_interval: Duration,
+    pub limits: Limits,
+    /// HTTPS with this certificate and key (reloaded when they change); plain HTTP without.
+    pub tls: Option<CertFiles>,
 }
 
 /// Serves S3 on `listener` until `shutdown` resolves, then lets requests in progress finish.
@@ -31,6 +48,8 @@ pub async fn serve(listener: TcpListener, config: Config, shutdown: impl Future<
     if config.keys.is_empty() {
         return Err(GatewayError::Invalid("the gateway needs at least one access key".into()));
     }
+    config.limits.check().map_err(GatewayError::Invalid)?;
+    let tls = config.tls.map(crate::tls::acceptor).transpose()?;
     let chunk = config.kv.max_value().await?;
     let core = Arc::new(Core { kv: config.kv, chunk, grace: config.sweep_grace, md5: crate::md5_lanes::Md5Lanes::start() });
     let sweeper = tokio::spawn(sweep_forever(core.clone(), config.sweep_interval));
@@ -39,13 +58,21 @@ pub async fn serve(listener: TcpListener, config: Config, shutdown: impl Future<
         b.set_auth(config.keys);
         b.build()
     };
-    let http = ConnBuilder::new(TokioExecutor::new());
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let admission = Admission::new(config.limits);
+    let mut http = http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(admission.limits().header_timeout)
+        .max_headers(MAX_HEADERS)
+        .max_header_size(MAX_HEAD_BYTES)
+        .max_buf_size(CONNECTION_BUFFER);
+    let http = Arc::new(http);
+    let refusals = Arc::new(tokio::sync::Semaphore::new(REFUSALS_AT_ONCE));
+    let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        let socket = tokio::select! {
+        let (socket, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((socket, _)) => socket,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of descriptors and the like: pause rather than spin.
                     tracing::warn!(error = %e, "accept failed");
@@ -56,11 +83,23 @@ pub async fn serve(listener: TcpListener, config: Config, shutdown: impl Future<
             () = &mut shutdown => break,
         };
         let _ = socket.set_nodelay(true);
-        let conn = http.serve_connection(TokioIo::new(socket), service.clone());
-        let conn = graceful.watch(conn.into_owned());
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
+        match admission.admit(peer.ip()) {
+            Ok(ticket) => {
+                let c = Connection { service: service.clone(), http: http.clone(), ticket, watcher: graceful.watcher(), stall: admission.limits().stall_timeout };
+                tokio::spawn(c.run(socket, tls.clone(), admission.limits().handshake_timeout));
+            }
+            Err(refusal) => {
+                let (open, unproven) = admission.counts();
+                tracing::debug!(%peer, ?refusal, open, unproven, "connection refused");
+                let Ok(turn) = refusals.clone().try_acquire_owned() else { continue };
+                let handshake = admission.limits().handshake_timeout;
+                let tls = tls.clone();
+                tokio::spawn(async move {
+                    refuse(socket, tls, refusal, handshake).await;
+                    drop(turn);
+                });
+            }
+        }
     }
     sweeper.abort();
     tokio::select! {
@@ -68,6 +107,125 @@ pub async fn serve(listener: TcpListener, config: Config, shutdown: impl Future<
         () = tokio::time::sleep(DRAIN) => tracing::warn!("requests still running after {DRAIN:?}: stopped"),
     }
     Ok(())
+}
+
+/// One admitted connection.
+struct Connection {
+    service: S3Service,
+    http: Arc<http1::Builder>,
+    ticket: Ticket,
+    watcher: Watcher,
+    stall: Duration,
+}
+
+impl Connection {
+    async fn run(self, socket: TcpStream, tls: Option<TlsAcceptor>, handshake: Duration) {
+        match tls {
+            None => self.serve(socket).await,
+            Some(acceptor) => {
+                let accepted = tokio::select! {
+                    accepted = tokio::time::timeout(handshake, acceptor.accept(socket)) => accepted,
+                    () = self.ticket.evicted() => return,
+                };
+                match accepted {
+                    Ok(Ok(stream)) => self.serve(stream).await,
+                    Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                    Err(_) => tracing::debug!("TLS handshake timed out"),
+                }
+            }
+        }
+    }
+
+    async fn serve<T: AsyncRead + AsyncWrite + Unpin + Send + 'static>(self, io: T) {
+        let Connection { service, http, ticket, watcher, stall } = self;
+        let ticket = Arc::new(ticket);
+        let proof = ticket.clone();
+        let svc = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+            let signed = is_signed(&req);
+            // XML bodies are read whole by s3s: past the limit it would answer 500 (it does
+            // not recognise the limit's own error), so the limit is ours and answered 400.
+            let exceeded = Arc::new(AtomicBool::new(false));
+            let xml = xml_bodied(&req);
+            let req = req.map(|body| {
+                let body = Stalling::new(body, stall);
+                s3s::Body::http_body(if xml { body.limited(MAX_XML_BODY, exceeded.clone()) } else { body })
+            });
+            let (service, proof) = (service.clone(), proof.clone());
+            async move {
+                let mut answer = service.call(req).await;
+                if exceeded.load(Ordering::Relaxed) {
+                    answer = Ok(too_large());
+                }
+                // A signature s3s accepted: anything but 403 (a request it refuses for its
+                // signature or key never gets further).
+                if signed && answer.as_ref().is_ok_and(|r| r.status() != hyper::StatusCode::FORBIDDEN) {
+                    proof.prove();
+                }
+                answer
+            }
+        });
+        let conn = watcher.watch(http.serve_connection(TokioIo::new(Watched::new(io, stall)), svc));
+        tokio::select! {
+            served = conn => if let Err(e) = served {
+                tracing::debug!(error = %e, "connection ended");
+            },
+            () = ticket.evicted() => tracing::debug!("unproven connection closed to make room"),
+        }
+    }
+}
+
+/// Whether a request's body is an XML (or JSON) document s3s reads whole: every POST, and PUTs
+/// of a bucket's or an object's subresource. Object and part data are streamed.
+fn xml_bodied<B>(req: &hyper::Request<B>) -> bool {
+    const SUBRESOURCES: [&str; 14] =
+        ["acl", "tagging", "cors", "lifecycle", "versioning", "policy", "notification", "replication", "encryption", "website", "logging", "ownershipControls", "publicAccessBlock", "object-lock"];
+    match *req.method() {
+        hyper::Method::POST => true,
+        hyper::Method::PUT => req.uri().query().is_some_and(|q| q.split('&').any(|pair| SUBRESOURCES.contains(&pair.split('=').next().unwrap_or("")))),
+        _ => false,
+    }
+}
+
+/// The answer to an XML body over `MAX_XML_BODY`.
+fn too_large() -> s3s::HttpResponse {
+    let body = format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>MaxMessageLengthExceeded</Code><Message>Your request was too big: an XML body is at most {MAX_XML_BODY} bytes.</Message></Error>");
+    let mut answer = hyper::Response::new(s3s::Body::from(body));
+    *answer.status_mut() = hyper::StatusCode::BAD_REQUEST;
+    answer.headers_mut().insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/xml"));
+    answer.headers_mut().insert(hyper::header::CONNECTION, hyper::header::HeaderValue::from_static("close"));
+    answer
+}
+
+/// Whether a request carries a signature (header or presigned query) rather than none.
+fn is_signed<B>(req: &hyper::Request<B>) -> bool {
+    req.headers().contains_key(hyper::header::AUTHORIZATION) || req.uri().query().is_some_and(|q| q.contains("X-Amz-Signature=") || q.contains("Signature="))
+}
+
+/// Answers a connection that was not admitted with a 503 SlowDown, inside TLS if the gateway
+/// serves TLS (a plaintext answer would reach the client's TLS stack as garbage).
+async fn refuse(socket: TcpStream, tls: Option<TlsAcceptor>, refusal: Refusal, handshake: Duration) {
+    let message = match refusal {
+        Refusal::Full => "The gateway has as many connections as it takes; retry later.",
+        Refusal::Address => "This address holds as many unauthenticated connections as one address may; retry later.",
+    };
+    let body = format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>SlowDown</Code><Message>{message}</Message></Error>");
+    let answer = format!("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n{body}", body.len());
+    let write = async {
+        match tls {
+            None => {
+                let mut s = socket;
+                let _ = s.write_all(answer.as_bytes()).await;
+                let _ = s.shutdown().await;
+            }
+            Some(acceptor) => {
+                if let Ok(mut s) = acceptor.accept(socket).await {
+                    let _ = s.write_all(answer.as_bytes()).await;
+                    let _ = s.shutdown().await;
+                }
+            }
+        }
+    };
+    let _ = tokio::time::timeout(handshake, write).await;
 }
 
 async fn sweep_forever(core: Arc<Core>, every: Duration) {
