@@ -2,42 +2,19 @@
 //! coordinator, or start a whole one on loopback (`demo`).
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::io::Write;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use bytes::Bytes;
-use clap::{Args, Subcommand};
+use clap::Subcommand;
 use serde_json::json;
 use spindle_cluster::control::{HealthState, MemberChange};
 use spindle_cluster::coordinator::{self, CoordinatorConfig};
-use spindle_cluster::{BatchOp, ClusterMap, Condition, Control, Member, Store, StoreConfig};
+use spindle_cluster::{BatchOp, ClusterMap, Condition, Member};
 
 use crate::client_cmds::CmdResult;
-
-#[derive(Args, Clone)]
-pub struct Etcd {
-    /// etcd client URLs, comma-separated
-    #[arg(long, env = "SPINDLE_ETCD", default_value = "http://127.0.0.1:2379", global = true)]
-    etcd: String,
-    /// Name of the cluster (several may share one etcd)
-    #[arg(long, env = "SPINDLE_CLUSTER", default_value = "spindle", global = true)]
-    cluster: String,
-    /// Machine-readable output
-    #[arg(long, global = true)]
-    json: bool,
-}
-
-impl Etcd {
-    async fn control(&self) -> Result<Control, Box<dyn std::error::Error>> {
-        Ok(Control::connect(&self.etcd, &self.cluster).await.map_err(|e| format!("{}: {e}", self.etcd))?)
-    }
-
-    async fn store(&self) -> Result<Store, Box<dyn std::error::Error>> {
-        Ok(Store::open(self.control().await?, StoreConfig::default()).await?)
-    }
-}
+use crate::cluster_access::{serve_metrics, stop_signal, wait_for, Etcd};
 
 #[derive(Subcommand)]
 pub enum ClusterCommand {
@@ -71,6 +48,19 @@ pub enum ClusterCommand {
         /// Failure domain (host, rack): replicas avoid sharing one
         #[arg(long)]
         domain: Option<String>,
+        #[command(flatten)]
+        provision: crate::cluster_secure::ProvisionArgs,
+        #[command(flatten)]
+        etcd: Etcd,
+    },
+    /// Issue a drive's TLS certificate from a secured cluster's CA (--credentials DIR)
+    IssueCert {
+        /// The drive's IP addresses and DNS names (each one clients reach it by)
+        #[arg(long = "name", required = true)]
+        names: Vec<String>,
+        /// Directory to write cert.pem and key.pem to
+        #[arg(long)]
+        out: PathBuf,
         #[command(flatten)]
         etcd: Etcd,
     },
@@ -199,14 +189,26 @@ fn hex(b: &[u8]) -> String {
 pub async fn run(cmd: ClusterCommand) -> CmdResult {
     match cmd {
         ClusterCommand::Init { partitions, replicas, write_quorum, etcd } => {
-            let map = ClusterMap::new(partitions, replicas, write_quorum)?;
+            let mut map = ClusterMap::new(partitions, replicas, write_quorum)?;
+            let secured = match &etcd.credentials {
+                Some(dir) => Some(crate::cluster_secure::secure_map(&mut map, &etcd.cluster, dir)?),
+                None => None,
+            };
             etcd.control().await?.init(&map).await?;
             println!("cluster {:?}: {partitions} partitions, {replicas} replicas, writes acknowledged by {write_quorum}", etcd.cluster);
+            if let Some(s) = secured {
+                println!("{s}");
+            }
         }
-        ClusterCommand::AddDrive { id, addr, tls_port, capacity, weight, domain, etcd } => {
+        ClusterCommand::IssueCert { names, out, etcd } => crate::cluster_secure::issue_cert(etcd.credentials.as_deref(), &names, &out)?,
+        ClusterCommand::AddDrive { id, addr, tls_port, capacity, weight, domain, provision, etcd } => {
             let weight = weight.unwrap_or(if capacity > 0 { capacity as f64 / (1u64 << 30) as f64 } else { 1.0 });
-            let member = Member { id: id.clone(), addr, tls_port, capacity, weight, domain, leaving: false };
             let control = etcd.control().await?;
+            let (map, _) = control.load_map().await?;
+            if let Some(done) = crate::cluster_secure::provision_drive(&etcd, &map, &addr, &provision).await? {
+                println!("{done}");
+            }
+            let member = Member { id: id.clone(), addr, tls_port, capacity, weight, domain, leaving: false };
             control.request_change(&MemberChange::Add(member)).await?;
             let map = wait_for(&control, |m| m.members.get(&id).is_some_and(|m| !m.leaving), Duration::from_secs(30)).await?;
             println!(
@@ -305,6 +307,8 @@ pub async fn run(cmd: ClusterCommand) -> CmdResult {
                 config.name = n;
             }
             let control = etcd.control().await?;
+            let (map, _) = control.load_map().await?;
+            config.client = etcd.client_config(&map, config.client.timeout)?;
             eprintln!("coordinator {} for cluster {:?} on {}", config.name, etcd.cluster, etcd.etcd);
             let endpoint = match metrics {
                 Some(addr) => {
@@ -319,48 +323,9 @@ pub async fn run(cmd: ClusterCommand) -> CmdResult {
                 e.stop().await;
             }
         }
-        ClusterCommand::Demo { drives, data, check } => demo(drives, &data, check).await?,
+        ClusterCommand::Demo { drives, data, check } => crate::cluster_demo::demo(drives, &data, check).await?,
     }
     Ok(())
-}
-
-/// The coordinator's `/metrics` on `addr`.
-async fn serve_metrics(config: &CoordinatorConfig, addr: std::net::SocketAddr) -> Result<spindle_metrics::Endpoint, Box<dyn std::error::Error>> {
-    let mut registry = spindle_metrics::Registry::default();
-    registry.register_collector(Box::new(config.metrics.clone()));
-    Ok(spindle_metrics::serve(addr, std::sync::Arc::new(registry)).await?)
-}
-
-/// Ctrl-C or SIGTERM.
-pub(crate) async fn stop_signal() {
-    let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) else {
-        let _ = tokio::signal::ctrl_c().await;
-        return;
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
-}
-
-/// Waits (up to `limit`) for the coordinator to have committed a map that passes `done`.
-async fn wait_for(control: &Control, done: impl Fn(&ClusterMap) -> bool, limit: Duration) -> Result<ClusterMap, Box<dyn std::error::Error>> {
-    let start = std::time::Instant::now();
-    loop {
-        let (map, _) = control.load_map().await?;
-        if done(&map) {
-            return Ok(map);
-        }
-        if start.elapsed() >= limit {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let (_, leader) = control.coordinators().await?;
-    Err(match leader {
-        None => "no coordinator is running: the change waits in etcd until one is (spindle cluster coordinator)".into(),
-        Some(l) => format!("coordinator {l} has not finished the change within {limit:?} (spindle cluster status shows where it is)").into(),
-    })
 }
 
 async fn status(etcd: &Etcd) -> CmdResult {
@@ -442,165 +407,4 @@ async fn status(etcd: &Etcd) -> CmdResult {
         println!("  partitions per drive after the move: {}", to.join(", "));
     }
     Ok(())
-}
-
-/// A port free on loopback now (the OS picks; the listener is closed before it is used).
-fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-/// Children of the demo, killed when it ends however it ends.
-struct Children(Vec<std::process::Child>);
-
-impl Drop for Children {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            // SIGTERM first: drives make acknowledged writes durable on the way out.
-            let _ = std::process::Command::new("kill").arg(c.id().to_string()).status();
-        }
-        for c in &mut self.0 {
-            for _ in 0..100 {
-                if matches!(c.try_wait(), Ok(Some(_))) {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-async fn demo(drives: usize, data: &Path, check: bool) -> CmdResult {
-    if drives == 0 || drives > 64 {
-        return Err("--drives must be 1..=64".into());
-    }
-    std::fs::create_dir_all(data)?;
-    let mut children = Children(Vec::new());
-    // etcd keeps its ports across demo runs on one folder (its data names its peer address).
-    let ports_file = data.join("etcd-ports");
-    let remembered_ports = std::fs::read_to_string(&ports_file).ok().and_then(|s| {
-        let mut it = s.split_whitespace().map(|p| p.parse::<u16>().ok());
-        Some((it.next()??, it.next()??))
-    });
-    let (client_port, peer_port) = match remembered_ports {
-        Some(p) if data.join("etcd").exists() => p,
-        _ => (free_port()?, free_port()?),
-    };
-    std::fs::write(&ports_file, format!("{client_port} {peer_port}\n"))?;
-    let etcd_url = format!("http://127.0.0.1:{client_port}");
-    let peer = format!("http://127.0.0.1:{peer_port}");
-    let etcd_log = std::fs::File::create(data.join("etcd.log"))?;
-    children.0.push(
-        std::process::Command::new("etcd")
-            .args(["--name", "demo", "--data-dir"])
-            .arg(data.join("etcd"))
-            .args(["--listen-client-urls", &etcd_url, "--advertise-client-urls", &etcd_url])
-            .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer])
-            .args(["--initial-cluster", &format!("demo={peer}")])
-            .stdout(Stdio::null())
-            .stderr(etcd_log)
-            .spawn()
-            .map_err(|e| format!("starting etcd (Debian package etcd-server): {e}"))?,
-    );
-    let control = connect_when_up(&etcd_url).await?;
-    let fresh = control.load_map().await.is_err();
-    if fresh {
-        control.init(&ClusterMap::new(64, 3.min(drives as u8), (3.min(drives as u8) / 2) + 1)?).await?;
-    }
-    // A demo started again on its folder starts each drive at the address the map remembers.
-    let remembered = control.load_map().await?.0;
-    let exe = std::env::current_exe()?;
-    let mut addrs = Vec::new();
-    // Kept open: a drive writing to a closed stdout would fail.
-    let mut outputs = Vec::new();
-    let mut metrics_urls = Vec::new();
-    for i in 0..drives {
-        let port = remembered.members.get(&format!("drive-{i}")).and_then(|m| m.addr.rsplit(':').next()?.parse::<u16>().ok()).unwrap_or(0);
-        let mut child = std::process::Command::new(&exe)
-            .args(["drive", "--port", &port.to_string(), "--tls-port", "0", "--metrics-port", "0", "--data"])
-            .arg(data.join(format!("drive-{i}")))
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(data.join(format!("drive-{i}.log")))?)
-            .spawn()?;
-        let out = child.stdout.take().ok_or("drive stdout")?;
-        children.0.push(child);
-        let mut line = String::new();
-        let mut out = BufReader::new(out);
-        out.read_line(&mut line)?;
-        let addr = line.split_whitespace().nth(4).ok_or_else(|| format!("drive {i} did not start (see {}): {line:?}", data.join(format!("drive-{i}.log")).display()))?.to_string();
-        // "spindle drive metrics on http://ADDR/metrics"
-        let mut metrics_line = String::new();
-        out.read_line(&mut metrics_line)?;
-        metrics_urls.push(metrics_line.split_whitespace().nth(4).unwrap_or("none").to_string());
-        outputs.push(out);
-        addrs.push(addr);
-    }
-    let config = CoordinatorConfig { name: "demo-coordinator".into(), ..CoordinatorConfig::default() };
-    let coordinator_metrics = serve_metrics(&config, std::net::SocketAddr::from(([127, 0, 0, 1], 0))).await?;
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let coordinator = tokio::spawn(coordinator::run(control.clone(), config, async {
-        let _ = stop_rx.await;
-    }));
-    // Drives get new ports at each start: the members' addresses follow.
-    let (map, _) = control.load_map().await?;
-    for (i, addr) in addrs.iter().enumerate() {
-        let id = format!("drive-{i}");
-        let known = map.members.get(&id);
-        if known.is_some_and(|m| &m.addr == addr) {
-            continue;
-        }
-        // A member known at another address takes the new one (an update, not a move).
-        let member = Member { id: id.clone(), addr: addr.clone(), tls_port: None, capacity: 0, weight: 1.0, domain: None, leaving: false };
-        control.request_change(&MemberChange::Add(member)).await?;
-        let a = addr.clone();
-        wait_for(&control, |m| m.members.get(&id).is_some_and(|m| m.addr == a), Duration::from_secs(30)).await?;
-    }
-    // Ready once every partition is placed on as many drives as it can have.
-    let full = |m: &ClusterMap| {
-        let n = m.members.values().filter(|d| !d.leaving).count().min(usize::from(m.replicas));
-        m.moving.is_empty() && m.placement.iter().all(|r| r.len() == n)
-    };
-    wait_for(&control, full, Duration::from_secs(60)).await?;
-    println!("spindle cluster demo: {drives} drives, etcd at {etcd_url}, data in {}", data.display());
-    println!("  export SPINDLE_ETCD={etcd_url}");
-    println!("  spindle cluster status;  spindle cluster put hello world;  spindle cluster get hello");
-    println!("Prometheus metrics (docs/metrics.md): coordinator http://{}/metrics", coordinator_metrics.local_addr);
-    for (i, url) in metrics_urls.iter().enumerate() {
-        println!("  drive-{i} {url}");
-    }
-    println!("Ctrl-C stops the cluster.");
-    std::io::stdout().flush()?;
-    if !check {
-        stop_signal().await;
-    } else {
-        // Wait until every drive is up, then end: the check is that it came up.
-        for _ in 0..200 {
-            let health = control.health().await?;
-            if health.values().filter(|h| h.state == HealthState::Up).count() == drives {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-    let _ = stop_tx.send(());
-    let _ = coordinator.await;
-    coordinator_metrics.stop().await;
-    drop(children);
-    Ok(())
-}
-
-async fn connect_when_up(url: &str) -> Result<Control, Box<dyn std::error::Error>> {
-    let mut last = String::new();
-    for _ in 0..100 {
-        match Control::connect(url, "spindle").await {
-            Ok(c) => match c.coordinators().await {
-                Ok(_) => return Ok(c),
-                Err(e) => last = e.to_string(),
-            },
-            Err(e) => last = e.to_string(),
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Err(format!("etcd at {url} did not come up: {last}").into())
 }

@@ -14,7 +14,13 @@ mod archive_cmds;
 mod bench_cmds;
 mod client_cmds;
 #[cfg(feature = "cluster")]
+mod cluster_access;
+#[cfg(feature = "cluster")]
 mod cluster_cmds;
+#[cfg(feature = "cluster")]
+mod cluster_demo;
+#[cfg(feature = "cluster")]
+mod cluster_secure;
 #[cfg(feature = "cluster")]
 mod s3_cmds;
 #[cfg(feature = "lab")]
@@ -109,6 +115,10 @@ struct DriveArgs {
     /// PEM private key for the TLS listener
     #[arg(long, requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// Certificates (PEM) trusted when this drive pushes to a peer over TLS: a secured
+    /// cluster's ca.pem
+    #[arg(long)]
+    p2p_tls_trust: Option<PathBuf>,
     /// Start with factory settings (default identity, no PINs) if the stored settings are
     /// missing or damaged, instead of refusing to start; a lost identity is replaced by a new one.
     #[arg(long)]

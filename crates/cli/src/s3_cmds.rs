@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use spindle_client::ClientConfig;
-use spindle_cluster::{Control, Store, StoreConfig};
+use spindle_cluster::Control;
 use spindle_s3::{CertFiles, Config, Drive, Keys, Kv, Limits};
 
 #[derive(clap::Args)]
@@ -17,6 +17,9 @@ pub struct S3Args {
     /// Name of the cluster in etcd
     #[arg(long, default_value = "spindle")]
     cluster_name: String,
+    /// A secured cluster's credentials directory (identity.json, ca.pem)
+    #[arg(long, env = "SPINDLE_CREDENTIALS", requires = "cluster")]
+    credentials: Option<PathBuf>,
     /// One Kinetic drive as the store: HOST:PORT
     #[arg(long)]
     drive: Option<SocketAddr>,
@@ -86,7 +89,7 @@ pub async fn run(a: S3Args) -> Result<(), Box<dyn std::error::Error>> {
         (Some(url), _) => {
             let endpoints = etcd_endpoints(url)?;
             let control = Control::connect(&endpoints, &a.cluster_name).await.map_err(|e| format!("{url}: {e}"))?;
-            Kv::Cluster(Store::open(control, StoreConfig::default()).await?)
+            Kv::Cluster(crate::cluster_access::open_store(control, &a.cluster_name, a.credentials.as_deref()).await?)
         }
         (None, Some(addr)) => Kv::Drive(Drive::connect(addr, ClientConfig::default()).await.map_err(|e| format!("drive {addr}: {e}"))?),
         (None, None) => unreachable!("clap requires --cluster or --drive"),
@@ -119,7 +122,7 @@ pub async fn run(a: S3Args) -> Result<(), Box<dyn std::error::Error>> {
         tls,
     };
     eprintln!("S3 gateway listening on {} ({scheme})", listener.local_addr()?);
-    spindle_s3::serve(listener, config, crate::cluster_cmds::stop_signal()).await?;
+    spindle_s3::serve(listener, config, crate::cluster_access::stop_signal()).await?;
     Ok(())
 }
 

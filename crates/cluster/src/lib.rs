@@ -15,6 +15,8 @@ pub mod batch;
 mod condition;
 pub mod control;
 pub mod coordinator;
+pub mod provision;
+pub mod credentials;
 mod error;
 pub mod history;
 pub mod map;
@@ -30,6 +32,7 @@ pub mod tag;
 pub mod together;
 
 pub use control::Control;
+pub use credentials::Credentials;
 pub use error::ClusterError;
 pub use map::{ClusterMap, Member};
 pub use batch::BatchOp;

@@ -98,6 +98,12 @@ pub struct ClusterMap {
     /// to both sets, acknowledged once a write quorum of each holds them (migrate.rs).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub moving: BTreeMap<u32, Vec<String>>,
+    /// A secured cluster (`init --credentials`): its identity's number and its CA's
+    /// fingerprint (never the key). Every connection to its drives, pushes between drives
+    /// included, is TLS checked against that CA, as that identity; members' addresses are
+    /// their drives' TLS ports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security: Option<crate::credentials::Fingerprint>,
 }
 
 impl ClusterMap {
@@ -127,6 +133,7 @@ impl ClusterMap {
             placement: vec![Vec::new(); partitions as usize],
             hash_tags: true,
             moving: BTreeMap::new(),
+            security: None,
         })
     }
 

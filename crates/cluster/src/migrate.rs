@@ -130,7 +130,7 @@ pub async fn copy_partition(map: &ClusterMap, partition: u32, movers: &Movers) -
     sources.rotate_left(turn);
     let mut copied = Copied::default();
     for target in joining {
-        let peer = peer_of(&map.members[target])?;
+        let peer = peer_of(&map.members[target], map.security.is_some())?;
         let mut last_error = None;
         for source in &sources {
             let lock = &movers.push_locks[*source];
@@ -164,10 +164,10 @@ pub async fn copy_partition(map: &ClusterMap, partition: u32, movers: &Movers) -
 }
 
 /// Where a member's drive takes pushes.
-fn peer_of(member: &Member) -> Result<Peer, ClusterError> {
+fn peer_of(member: &Member, tls: bool) -> Result<Peer, ClusterError> {
     let bad = || ClusterError::Invalid(format!("drive {}: address {:?} is not HOST:PORT", member.id, member.addr));
     let (host, port) = member.addr.rsplit_once(':').ok_or_else(bad)?;
-    Ok(Peer { host: host.trim_start_matches('[').trim_end_matches(']').to_string(), port: port.parse().map_err(|_| bad())?, tls: false })
+    Ok(Peer { host: host.trim_start_matches('[').trim_end_matches(']').to_string(), port: port.parse().map_err(|_| bad())?, tls })
 }
 
 /// Has `source` push every entry of `partition` that `target` lacks, a page of keys at a time.
@@ -262,9 +262,10 @@ mod tests {
     #[test]
     fn peers_are_read_from_member_addresses() {
         let m = Member { id: "d".into(), addr: "10.1.2.3:8123".into(), tls_port: None, capacity: 0, weight: 1.0, domain: None, leaving: false };
-        assert_eq!(peer_of(&m).unwrap(), Peer { host: "10.1.2.3".into(), port: 8123, tls: false });
+        assert_eq!(peer_of(&m, false).unwrap(), Peer { host: "10.1.2.3".into(), port: 8123, tls: false });
+        assert!(peer_of(&m, true).unwrap().tls);
         let m6 = Member { addr: "[::1]:9".into(), ..m.clone() };
-        assert_eq!(peer_of(&m6).unwrap().host, "::1");
-        assert!(peer_of(&Member { addr: "nohost".into(), ..m }).is_err());
+        assert_eq!(peer_of(&m6, false).unwrap().host, "::1");
+        assert!(peer_of(&Member { addr: "nohost".into(), ..m }, false).is_err());
     }
 }

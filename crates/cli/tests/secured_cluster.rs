@@ -1,0 +1,143 @@
+//! A secured cluster with real processes: `cluster init --credentials` makes its identity and
+//! CA, drives serve certificates from `cluster issue-cert`, `add-drive` provisions each over
+//! TLS (the factory identity removed, the cluster's identity TLS-only). Checked: a recorded
+//! workload stays linearizable while a drive joins (its partitions pushed drive to drive over
+//! TLS); the factory identity, the cluster's identity over plain TCP, a command without the
+//! credentials and one with another cluster's are all refused; a drive serving another
+//! cluster's certificate is refused by add-drive; adding a provisioned drive again changes
+//! nothing.
+
+mod common;
+#[path = "common/cluster.rs"]
+mod harness;
+
+use std::path::Path;
+use std::process::{Command as Process, Output};
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::{runtime, spindle_bin, TestDrive};
+use harness::*;
+use spindle_client::{Client, ClientConfig, ClientError, PutOptions};
+use spindle_cluster::{Credentials, Store, StoreConfig};
+
+const KEYS: u64 = 16;
+
+fn spindle(args: &[&str], etcd: &str, credentials: Option<&Path>) -> Output {
+    let mut c = Process::new(spindle_bin());
+    c.args(args).args(["--etcd", etcd, "--cluster", "secure"]).env_remove("SPINDLE_CREDENTIALS");
+    if let Some(dir) = credentials {
+        c.arg("--credentials").arg(dir);
+    }
+    c.output().unwrap()
+}
+
+fn ok(out: Output, what: &str) -> String {
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{what} failed: {text}");
+    text
+}
+
+fn refused(out: Output, what: &str) -> String {
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "{what} was not refused: {text}");
+    text
+}
+
+/// A drive serving a certificate of `creds`' CA for 127.0.0.1, trusting it for pushes.
+fn secured_drive(creds: &Credentials, dir: &Path) -> TestDrive {
+    let (cert, key) = creds.issue(&["127.0.0.1".into()], dir).unwrap();
+    let (cert, key, ca) = (cert.to_str().unwrap().to_owned(), key.to_str().unwrap().to_owned(), creds.ca_path().to_str().unwrap().to_owned());
+    TestDrive::start(&["--tls-cert", &cert, "--tls-key", &key, "--p2p-tls-trust", &ca])
+}
+
+#[test]
+fn a_secured_cluster_is_closed_to_strangers_and_moves_data_over_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path(), 1);
+    let url = etcd.endpoints();
+    let rt = runtime();
+    rt.block_on(control(&url, "secure"));
+    let creds_dir = dir.path().join("creds");
+    let text = ok(spindle(&["cluster", "init", "--partitions", "16"], &url, Some(&creds_dir)), "init");
+    assert!(text.contains("secured"), "{text}");
+    let creds = Credentials::load(&creds_dir).unwrap();
+    // The secret is in the credentials, never in etcd.
+    rt.block_on(async {
+        let control = control(&url, "secure").await;
+        let (map, _) = control.load_map().await.unwrap();
+        assert_eq!(map.security, Some(creds.fingerprint().unwrap()));
+        assert!(!serde_json::to_string(&map).unwrap().contains(&creds.hmac_key));
+    });
+    let creds_arg = creds_dir.to_str().unwrap();
+    let _coordinator = coordinator_with(&url, "secure", "c1", &["--credentials", creds_arg]);
+
+    let drives: Vec<TestDrive> = (0..4).map(|i| secured_drive(&creds, &dir.path().join(format!("cert{i}")))).collect();
+    for (i, d) in drives.iter().take(3).enumerate() {
+        let text = ok(spindle(&["cluster", "add-drive", &format!("d{i}"), &d.tls_addr], &url, Some(&creds_dir)), "add-drive");
+        assert!(text.contains("provisioned") && text.contains("factory identity removed"), "{text}");
+    }
+    // Again: already provisioned, nothing changes.
+    let text = ok(spindle(&["cluster", "add-drive", "d0", &drives[0].tls_addr], &url, Some(&creds_dir)), "add-drive again");
+    assert!(text.contains("already takes the cluster's identity"), "{text}");
+
+    // A drive of another cluster (its certificate from another CA) is refused.
+    let stranger = Credentials::generate(&dir.path().join("other"), "other").unwrap();
+    let foreign = secured_drive(&stranger, &dir.path().join("foreign-cert"));
+    let text = refused(spindle(&["cluster", "add-drive", "dx", &foreign.tls_addr], &url, Some(&creds_dir)), "add-drive of a foreign drive");
+    assert!(text.contains("not issued by cluster \"secure\"'s CA"), "{text}");
+    // Commands without the credentials, or with another cluster's, are refused.
+    let text = refused(spindle(&["cluster", "get", "k"], &url, None), "get without credentials");
+    assert!(text.contains("is secured"), "{text}");
+    let text = refused(spindle(&["cluster", "get", "k"], &url, Some(&dir.path().join("other"))), "get with another cluster's credentials");
+    assert!(text.contains("not cluster \"secure\"'s credentials"), "{text}");
+
+    rt.block_on(async {
+        let control = control(&url, "secure").await;
+        settled(&control).await;
+        let config = || StoreConfig { client: creds.client_config(Duration::from_secs(5)), ..StoreConfig::default() };
+        let mut stores = Vec::new();
+        for _ in 0..3 {
+            stores.push(Store::open(control.clone(), config()).await.unwrap());
+        }
+        stores[0].put(b"hello", Bytes::from_static(b"world"), spindle_cluster::Condition::None).await.unwrap();
+
+        // The drives refuse strangers: the factory identity is gone, and the cluster's own
+        // identity is refused over plain TCP.
+        for d in &drives[..3] {
+            let factory = Client::connect(d.addr.as_str(), ClientConfig::default()).await;
+            let put = match factory {
+                Ok(c) => c.put(b"x", Bytes::from_static(b"y"), PutOptions::default()).await.map(drop),
+                Err(e) => Err(e),
+            };
+            assert!(put.is_err(), "drive {} took a write from the factory identity", d.addr);
+            let plain = ClientConfig { tls_trust: None, ..creds.client_config(Duration::from_secs(5)) };
+            let c = Client::connect(d.addr.as_str(), plain).await.unwrap();
+            let got = c.get(b"anything").await;
+            assert!(matches!(&got, Err(ClientError::Status { .. })), "drive {} served the cluster's identity over plain TCP: {got:?}", d.addr);
+        }
+
+        // A drive joins under a recorded workload: its partitions are pushed drive to drive
+        // over TLS, and no acknowledged write is lost.
+        let rec = Recorder::new();
+        let work = Workload::mixed(&stores, 1, &rec, KEYS);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let out = tokio::task::spawn_blocking({
+            let (url, creds_dir, addr) = (url.clone(), creds_dir.clone(), drives[3].tls_addr.clone());
+            move || spindle(&["cluster", "add-drive", "d3", &addr], &url, Some(&creds_dir))
+        })
+        .await
+        .unwrap();
+        ok(out, "add-drive d3");
+        let map = until("the new drive to hold partitions", Duration::from_secs(120), async || {
+            let (map, _) = control.load_map().await.ok()?;
+            let held = map.placement.iter().filter(|r| r.iter().any(|d| d == "d3")).count();
+            (held > 0 && map.moving.is_empty()).then_some(map)
+        })
+        .await;
+        work.stop().await;
+        rec.check("secured-join");
+        assert!(map.placement.iter().all(|r| r.len() == 3));
+        assert_eq!(stores[0].get(b"hello").await.unwrap().map(|v| v.value), Some(Bytes::from_static(b"world")));
+    });
+}

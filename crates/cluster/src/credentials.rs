@@ -1,0 +1,243 @@
+//! The cluster's own credentials: a Kinetic identity and HMAC key that every drive of the
+//! cluster holds (installed by `provision`, usable only over TLS), and a certificate authority
+//! whose certificates the drives serve and every connection to a drive is checked against.
+//!
+//! They live in a directory the operator keeps and hands out (never in etcd: the map records
+//! only the identity's number and the CA certificate's SHA-256, to tell credentials of another
+//! cluster):
+//! - `identity.json` — `{"cluster": NAME, "identity": N, "hmac_key": "..."}`: the secret coordinators,
+//!   gateways and clients need (mode 0600);
+//! - `ca.pem` — the CA certificate (public: drives' `p2p_tls_trust`, clients' trust);
+//! - `ca-key.pem` — the CA's private key (mode 0600): needed only to issue drive certificates
+//!   (`issue`), so it can stay on the operator's machine.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bytes::Bytes;
+use rand::RngCore;
+use rcgen::{BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+use serde::{Deserialize, Serialize};
+use spindle_client::ClientConfig;
+
+use crate::ClusterError;
+
+pub const IDENTITY_FILE: &str = "identity.json";
+pub const CA_FILE: &str = "ca.pem";
+pub const CA_KEY_FILE: &str = "ca-key.pem";
+/// Cluster identities are drawn from here up: far from the factory identity 1 and the small
+/// numbers operators give administrators.
+const IDENTITY_BASE: i64 = 1 << 40;
+/// Random bytes in an HMAC key (hex-encoded: Kinetic clients treat keys as text).
+const HMAC_KEY_BYTES: usize = 32;
+/// Validity of the CA and of drive certificates (rotated well before: docs/security.md).
+const CA_DAYS: i64 = 3650;
+const DRIVE_DAYS: i64 = 825;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct IdentityFile {
+    cluster: String,
+    identity: i64,
+    hmac_key: String,
+}
+
+/// What the map records of the credentials: public, enough to tell another cluster's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fingerprint {
+    pub identity: i64,
+    /// SHA-256 of the CA certificate (DER), hex.
+    pub ca_sha256: String,
+}
+
+/// A cluster's credentials, as loaded from their directory.
+#[derive(Clone)]
+pub struct Credentials {
+    pub dir: PathBuf,
+    /// The cluster's name (its CA's name carries it).
+    pub cluster: String,
+    pub identity: i64,
+    pub hmac_key: String,
+    pub ca_pem: String,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The key is never printed.
+        f.debug_struct("Credentials").field("dir", &self.dir).field("cluster", &self.cluster).field("identity", &self.identity).finish_non_exhaustive()
+    }
+}
+
+fn invalid(path: &Path, e: impl std::fmt::Display) -> ClusterError {
+    ClusterError::Invalid(format!("{}: {e}", path.display()))
+}
+
+/// Writes `text` to `path` readable by its owner only (a secret), refusing to replace a file.
+fn write_secret(path: &Path, text: &str) -> Result<(), ClusterError> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut f = options.open(path).map_err(|e| invalid(path, e))?;
+    f.write_all(text.as_bytes()).and_then(|()| f.sync_all()).map_err(|e| invalid(path, e))
+}
+
+fn ca_params(cluster: &str) -> Result<CertificateParams, ClusterError> {
+    let mut params = CertificateParams::new(Vec::<String>::new()).map_err(|e| ClusterError::Invalid(e.to_string()))?;
+    let mut name = DistinguishedName::new();
+    name.push(DnType::OrganizationName, "Spindle");
+    name.push(DnType::CommonName, format!("Spindle cluster {cluster} CA"));
+    params.distinguished_name = name;
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    Ok(params)
+}
+
+impl Credentials {
+    /// New credentials for `cluster` in `dir` (created; existing files are never replaced).
+    pub fn generate(dir: &Path, cluster: &str) -> Result<Credentials, ClusterError> {
+        std::fs::create_dir_all(dir).map_err(|e| invalid(dir, e))?;
+        let mut raw = [0u8; HMAC_KEY_BYTES];
+        rand::rng().fill_bytes(&mut raw);
+        let hmac_key: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+        let identity = IDENTITY_BASE + i64::from(rand::random::<u32>());
+        let key = KeyPair::generate().map_err(|e| ClusterError::Invalid(e.to_string()))?;
+        let mut params = ca_params(cluster)?;
+        params.not_before = time_now();
+        params.not_after = params.not_before + time_days(CA_DAYS);
+        let cert = params.self_signed(&key).map_err(|e| ClusterError::Invalid(e.to_string()))?;
+        write_secret(&dir.join(CA_KEY_FILE), &key.serialize_pem())?;
+        std::fs::write(dir.join(CA_FILE), cert.pem()).map_err(|e| invalid(&dir.join(CA_FILE), e))?;
+        let file = IdentityFile { cluster: cluster.to_string(), identity, hmac_key: hmac_key.clone() };
+        let text = serde_json::to_string_pretty(&file).map_err(|e| ClusterError::Invalid(e.to_string()))?;
+        write_secret(&dir.join(IDENTITY_FILE), &text)?;
+        Ok(Credentials { dir: dir.to_path_buf(), cluster: cluster.to_string(), identity, hmac_key, ca_pem: cert.pem() })
+    }
+
+    /// The credentials in `dir` (`identity.json` and `ca.pem`).
+    pub fn load(dir: &Path) -> Result<Credentials, ClusterError> {
+        let path = dir.join(IDENTITY_FILE);
+        let text = std::fs::read_to_string(&path).map_err(|e| invalid(&path, e))?;
+        let file: IdentityFile = serde_json::from_str(&text).map_err(|e| invalid(&path, e))?;
+        if file.hmac_key.is_empty() {
+            return Err(invalid(&path, "no HMAC key"));
+        }
+        let ca = dir.join(CA_FILE);
+        let ca_pem = std::fs::read_to_string(&ca).map_err(|e| invalid(&ca, e))?;
+        Ok(Credentials { dir: dir.to_path_buf(), cluster: file.cluster, identity: file.identity, hmac_key: file.hmac_key, ca_pem })
+    }
+
+    pub fn ca_path(&self) -> PathBuf {
+        self.dir.join(CA_FILE)
+    }
+
+    /// What the map keeps of these credentials.
+    pub fn fingerprint(&self) -> Result<Fingerprint, ClusterError> {
+        use rustls_pki_types::pem::PemObject;
+        use sha2::Digest;
+        let der = rustls_pki_types::CertificateDer::from_pem_slice(self.ca_pem.as_bytes()).map_err(|e| invalid(&self.ca_path(), e))?;
+        let digest = sha2::Sha256::digest(der.as_ref());
+        Ok(Fingerprint { identity: self.identity, ca_sha256: digest.iter().map(|b| format!("{b:02x}")).collect() })
+    }
+
+    /// How the cluster connects to its drives: as its identity, over TLS, trusting its CA.
+    pub fn client_config(&self, timeout: Duration) -> ClientConfig {
+        ClientConfig {
+            identity: self.identity,
+            hmac_key: Bytes::from(self.hmac_key.clone()),
+            cluster_version: 0,
+            timeout,
+            tls_trust: Some(self.ca_path()),
+        }
+    }
+
+    /// A certificate and key for a drive reachable at `names` (IP addresses or DNS names),
+    /// issued by the CA (its key read from `ca-key.pem`), written to `out` as `cert.pem` (the
+    /// drive's, then the CA's) and `key.pem` (mode 0600): the drive's `tls_cert` and `tls_key`.
+    pub fn issue(&self, names: &[String], out: &Path) -> Result<(PathBuf, PathBuf), ClusterError> {
+        if names.is_empty() {
+            return Err(ClusterError::Invalid("a drive certificate needs at least one IP address or DNS name".into()));
+        }
+        let ca_key_path = self.dir.join(CA_KEY_FILE);
+        let ca_key_pem = std::fs::read_to_string(&ca_key_path).map_err(|e| invalid(&ca_key_path, e))?;
+        let ca_key = KeyPair::from_pem(&ca_key_pem).map_err(|e| invalid(&ca_key_path, e))?;
+        let issuer = Issuer::new(ca_params(&self.cluster)?, ca_key);
+        let mut params = CertificateParams::new(names.to_vec()).map_err(|e| ClusterError::Invalid(format!("drive names {names:?}: {e}")))?;
+        let mut name = DistinguishedName::new();
+        name.push(DnType::OrganizationName, "Spindle");
+        name.push(DnType::CommonName, format!("Spindle drive {}", names[0]));
+        params.distinguished_name = name;
+        params.not_before = time_now();
+        params.not_after = params.not_before + time_days(DRIVE_DAYS);
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+        let key = KeyPair::generate().map_err(|e| ClusterError::Invalid(e.to_string()))?;
+        let cert = params.signed_by(&key, &issuer).map_err(|e| ClusterError::Invalid(e.to_string()))?;
+        std::fs::create_dir_all(out).map_err(|e| invalid(out, e))?;
+        let (cert_path, key_path) = (out.join("cert.pem"), out.join("key.pem"));
+        std::fs::write(&cert_path, format!("{}{}", cert.pem(), self.ca_pem)).map_err(|e| invalid(&cert_path, e))?;
+        if key_path.exists() {
+            std::fs::remove_file(&key_path).map_err(|e| invalid(&key_path, e))?;
+        }
+        write_secret(&key_path, &key.serialize_pem())?;
+        Ok((cert_path, key_path))
+    }
+}
+
+fn time_now() -> time::OffsetDateTime {
+    time::OffsetDateTime::now_utc()
+}
+
+fn time_days(days: i64) -> time::Duration {
+    time::Duration::days(days)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Generated credentials load back, keep their secrets to their owner, and issue drive
+    /// certificates that chain to the CA (checked by rustls as a client would).
+    #[test]
+    fn credentials_round_trip_and_issue_certificates_the_ca_verifies() {
+        let dir = tempfile::tempdir().unwrap();
+        let made = Credentials::generate(dir.path(), "prod").unwrap();
+        let loaded = Credentials::load(dir.path()).unwrap();
+        assert_eq!((loaded.identity, &loaded.hmac_key, &loaded.cluster), (made.identity, &made.hmac_key, &made.cluster));
+        assert_eq!(made.fingerprint().unwrap(), loaded.fingerprint().unwrap());
+        assert!(!format!("{loaded:?}").contains(&loaded.hmac_key), "the key is never printed");
+        #[cfg(unix)]
+        for secret in [IDENTITY_FILE, CA_KEY_FILE] {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(dir.path().join(secret)).unwrap().permissions().mode();
+            assert_eq!(mode & 0o077, 0, "{secret} is readable by others");
+        }
+        // Generating again over existing credentials is refused, never overwriting.
+        assert!(Credentials::generate(dir.path(), "prod").is_err());
+
+        let out = dir.path().join("d1");
+        let (cert, _key) = loaded.issue(&["127.0.0.1".into(), "drive1.example".into()], &out).unwrap();
+        use rustls::client::danger::ServerCertVerifier;
+        use rustls_pki_types::pem::PemObject;
+        let chain: Vec<_> = rustls_pki_types::CertificateDer::pem_file_iter(&cert).unwrap().map(Result::unwrap).collect();
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(rustls_pki_types::CertificateDer::from_pem_slice(loaded.ca_pem.as_bytes()).unwrap()).unwrap();
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(std::sync::Arc::new(roots), provider).build().unwrap();
+        let now = rustls_pki_types::UnixTime::now();
+        for name in ["127.0.0.1", "drive1.example"] {
+            let name = rustls_pki_types::ServerName::try_from(name).unwrap();
+            assert!(verifier.verify_server_cert(&chain[0], &chain[1..], &name, &[], now).is_ok(), "{name:?}");
+        }
+        let other = rustls_pki_types::ServerName::try_from("10.9.9.9").unwrap();
+        assert!(verifier.verify_server_cert(&chain[0], &chain[1..], &other, &[], now).is_err());
+
+        // Another cluster's CA does not verify this cluster's drives.
+        let stranger = Credentials::generate(&dir.path().join("other"), "other").unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(rustls_pki_types::CertificateDer::from_pem_slice(stranger.ca_pem.as_bytes()).unwrap()).unwrap();
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(std::sync::Arc::new(roots), provider).build().unwrap();
+        let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
+        assert!(verifier.verify_server_cert(&chain[0], &chain[1..], &name, &[], now).is_err());
+    }
+}
