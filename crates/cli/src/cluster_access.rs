@@ -29,7 +29,7 @@ pub struct Etcd {
 
 impl Etcd {
     pub async fn control(&self) -> Result<Control, Box<dyn std::error::Error>> {
-        Ok(Control::connect(&self.etcd, &self.cluster).await.map_err(|e| format!("{}: {e}", self.etcd))?)
+        connect(&self.etcd, &self.cluster, self.credentials.as_deref()).await
     }
 
     /// The credentials of the cluster `map` describes: none for an open cluster, those given
@@ -50,6 +50,18 @@ impl Etcd {
         let control = self.control().await?;
         open_store(control, &self.cluster, self.credentials.as_deref()).await
     }
+}
+
+/// The cluster's etcd: over TLS (checked against the credentials' CA) when the endpoints are
+/// `https://`, as the cluster's etcd user when the credentials hold one.
+pub async fn connect(endpoints: &str, cluster: &str, credentials: Option<&std::path::Path>) -> Result<Control, Box<dyn std::error::Error>> {
+    let tls = endpoints.split(',').any(|e| e.trim().starts_with("https://"));
+    let access = match credentials {
+        Some(dir) => Credentials::load(dir)?.etcd_access(tls)?,
+        None if tls => return Err(format!("{endpoints}: an https etcd needs the cluster's credentials (its ca.pem): --credentials DIR").into()),
+        None => Default::default(),
+    };
+    Ok(Control::connect_with(endpoints, cluster, access).await.map_err(|e| format!("{endpoints}: {e}"))?)
 }
 
 /// The credentials for `map`'s cluster named `cluster`, from `dir` if given.

@@ -53,6 +53,20 @@ pub enum ClusterCommand {
         #[command(flatten)]
         etcd: Etcd,
     },
+    /// Make a cluster's credentials (identity, HMAC key, CA) in --credentials DIR
+    NewCredentials {
+        #[command(flatten)]
+        etcd: Etcd,
+    },
+    /// Give the cluster its own etcd user (its prefix only) and have etcd enforce users
+    SecureEtcd {
+        /// etcd's root password, if etcd enforces users already (else one is made and kept
+        /// in the credentials directory)
+        #[arg(long, env = "SPINDLE_ETCD_ROOT_PASSWORD", hide_env_values = true)]
+        root_password: Option<String>,
+        #[command(flatten)]
+        etcd: Etcd,
+    },
     /// Issue a drive's TLS certificate from a secured cluster's CA (--credentials DIR)
     IssueCert {
         /// The drive's IP addresses and DNS names (each one clients reach it by)
@@ -200,6 +214,8 @@ pub async fn run(cmd: ClusterCommand) -> CmdResult {
                 println!("{s}");
             }
         }
+        ClusterCommand::NewCredentials { etcd } => crate::cluster_secure::new_credentials(etcd.credentials.as_deref(), &etcd.cluster)?,
+        ClusterCommand::SecureEtcd { root_password, etcd } => crate::cluster_secure::secure_etcd(&etcd, root_password).await?,
         ClusterCommand::IssueCert { names, out, etcd } => crate::cluster_secure::issue_cert(etcd.credentials.as_deref(), &names, &out)?,
         ClusterCommand::AddDrive { id, addr, tls_port, capacity, weight, domain, provision, etcd } => {
             let weight = weight.unwrap_or(if capacity > 0 { capacity as f64 / (1u64 << 30) as f64 } else { 1.0 });

@@ -61,7 +61,7 @@ pub fn issue_cert(dir: Option<&Path>, names: &[String], out: &Path) -> Result<()
     let creds = Credentials::load(dir)?;
     let (cert, key) = creds.issue(names, out)?;
     println!(
-        "{} and {} for {}: the drive's tls_cert and tls_key; its p2p_tls_trust is {}",
+        "{} and {} for {}: a drive's tls_cert and tls_key (its p2p_tls_trust is {}), or an etcd member's --cert-file and --key-file",
         cert.display(),
         key.display(),
         names.join(", "),
@@ -90,4 +90,30 @@ pub async fn provision_drive(etcd: &Etcd, map: &ClusterMap, addr: &str, how: &Pr
             if how.keep_factory_identity { ", factory identity kept" } else { ", factory identity removed" }
         ),
     }))
+}
+
+/// `new-credentials`: a cluster's credentials, before anything else (an etcd secured with
+/// them needs them before `init`).
+pub fn new_credentials(dir: Option<&Path>, cluster: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let dir = dir.ok_or("give the directory to make the credentials in (--credentials DIR)")?;
+    let creds = Credentials::generate(dir, cluster)?;
+    println!("cluster {cluster:?}: identity {} and its CA in {} (identity.json and ca-key.pem are secrets)", creds.identity, dir.display());
+    Ok(())
+}
+
+/// `secure-etcd`: the cluster's etcd user, with access to its prefix only, and authentication
+/// enabled; the passwords kept in the credentials directory.
+pub async fn secure_etcd(etcd: &Etcd, root_password: Option<String>) -> Result<(), Box<dyn std::error::Error>> {
+    use spindle_cluster::credentials::{ETCD_ROOT_FILE, ETCD_USER_FILE};
+    let dir = etcd.credentials.as_deref().ok_or("give the cluster's credentials directory (--credentials DIR)")?;
+    let creds = Credentials::load(dir)?;
+    let tls = etcd.etcd.split(',').any(|e| e.trim().starts_with("https://"));
+    let root = root_password.unwrap_or_else(Credentials::new_password);
+    let password = Credentials::new_password();
+    spindle_cluster::etcd_auth::secure(&etcd.etcd, tls.then(|| creds.ca_pem.clone()), &etcd.cluster, &password, &root).await?;
+    creds.save_etcd_user(ETCD_ROOT_FILE, "root", &root)?;
+    let user = spindle_cluster::etcd_auth::user_of(&etcd.cluster);
+    creds.save_etcd_user(ETCD_USER_FILE, &user, &password)?;
+    println!("etcd enforces users now: cluster {:?} is etcd user {user:?}, allowed its prefix only (passwords in {})", etcd.cluster, dir.display());
+    Ok(())
 }

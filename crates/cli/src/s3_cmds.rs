@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use spindle_client::ClientConfig;
-use spindle_cluster::Control;
 use spindle_s3::{CertFiles, Config, Drive, Keys, Kv, Limits};
 
 #[derive(clap::Args)]
@@ -88,7 +87,7 @@ pub async fn run(a: S3Args) -> Result<(), Box<dyn std::error::Error>> {
     let kv = match (&a.cluster, a.drive) {
         (Some(url), _) => {
             let endpoints = etcd_endpoints(url)?;
-            let control = Control::connect(&endpoints, &a.cluster_name).await.map_err(|e| format!("{url}: {e}"))?;
+            let control = crate::cluster_access::connect(&endpoints, &a.cluster_name, a.credentials.as_deref()).await?;
             Kv::Cluster(crate::cluster_access::open_store(control, &a.cluster_name, a.credentials.as_deref()).await?)
         }
         (None, Some(addr)) => Kv::Drive(Drive::connect(addr, ClientConfig::default()).await.map_err(|e| format!("drive {addr}: {e}"))?),
@@ -126,13 +125,17 @@ pub async fn run(a: S3Args) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// `etcd://a:2379,b:2379` as the etcd client's endpoint list.
+/// `etcd://a:2379,b:2379` (or `etcds://`, over TLS) as the etcd client's endpoint list.
 fn etcd_endpoints(url: &str) -> Result<String, String> {
-    let hosts = url.strip_prefix("etcd://").ok_or_else(|| format!("{url}: expected etcd://HOST:PORT[,HOST:PORT...]"))?;
+    let (scheme, hosts) = match (url.strip_prefix("etcds://"), url.strip_prefix("etcd://")) {
+        (Some(hosts), _) => ("https", hosts),
+        (None, Some(hosts)) => ("http", hosts),
+        _ => return Err(format!("{url}: expected etcd://HOST:PORT[,HOST:PORT...] (or etcds:// for TLS)")),
+    };
     if hosts.is_empty() {
         return Err(format!("{url}: no etcd host"));
     }
-    Ok(hosts.split(',').map(|h| format!("http://{h}")).collect::<Vec<_>>().join(","))
+    Ok(hosts.split(',').map(|h| format!("{scheme}://{h}")).collect::<Vec<_>>().join(","))
 }
 
 #[cfg(test)]
@@ -142,5 +145,6 @@ mod tests {
         assert_eq!(super::etcd_endpoints("etcd://127.0.0.1:2379").unwrap(), "http://127.0.0.1:2379");
         assert_eq!(super::etcd_endpoints("etcd://a:1,b:2").unwrap(), "http://a:1,http://b:2");
         assert!(super::etcd_endpoints("http://a:1").is_err());
+        assert_eq!(super::etcd_endpoints("etcds://a:1,b:2").unwrap(), "https://a:1,https://b:2");
     }
 }

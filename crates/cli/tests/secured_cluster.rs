@@ -2,7 +2,8 @@
 //! CA, drives serve certificates from `cluster issue-cert`, `add-drive` provisions each over
 //! TLS (the factory identity removed, the cluster's identity TLS-only). Checked: a recorded
 //! workload stays linearizable while a drive joins (its partitions pushed drive to drive over
-//! TLS); the factory identity, the cluster's identity over plain TCP, a command without the
+//! TLS); etcd serves only over TLS and only the cluster's own user (`secure-etcd`), another
+//! cluster's user seeing nothing of it; the factory identity, the cluster's identity over plain TCP, a command without the
 //! credentials and one with another cluster's are all refused; a drive serving another
 //! cluster's certificate is refused by add-drive; adding a provisioned drive again changes
 //! nothing.
@@ -19,13 +20,16 @@ use bytes::Bytes;
 use common::{runtime, spindle_bin, TestDrive};
 use harness::*;
 use spindle_client::{Client, ClientConfig, ClientError, PutOptions};
-use spindle_cluster::{Credentials, Store, StoreConfig};
+use spindle_cluster::{Control, Credentials, Store, StoreConfig};
 
 const KEYS: u64 = 16;
 
 fn spindle(args: &[&str], etcd: &str, credentials: Option<&Path>) -> Output {
     let mut c = Process::new(spindle_bin());
-    c.args(args).args(["--etcd", etcd, "--cluster", "secure"]).env_remove("SPINDLE_CREDENTIALS");
+    c.args(args).args(["--etcd", etcd]).env_remove("SPINDLE_CREDENTIALS");
+    if !args.contains(&"--cluster") {
+        c.args(["--cluster", "secure"]);
+    }
     if let Some(dir) = credentials {
         c.arg("--credentials").arg(dir);
     }
@@ -51,24 +55,90 @@ fn secured_drive(creds: &Credentials, dir: &Path) -> TestDrive {
     TestDrive::start(&["--tls-cert", &cert, "--tls-key", &key, "--p2p-tls-trust", &ca])
 }
 
+/// A one-member etcd serving `https://` with a certificate from `creds`' CA.
+fn tls_etcd(dir: &Path, creds: &Credentials) -> (Proc, String) {
+    let (cert, key) = creds.issue(&["127.0.0.1".into()], &dir.join("etcd-cert")).unwrap();
+    let (client, peer) = (free_port(), free_port());
+    let url = format!("https://127.0.0.1:{client}");
+    let peer_url = format!("http://127.0.0.1:{peer}");
+    let child = Process::new("etcd")
+        .args(["--name", "e0", "--data-dir"])
+        .arg(dir.join("etcd"))
+        .args(["--listen-client-urls", &url, "--advertise-client-urls", &url])
+        .args(["--listen-peer-urls", &peer_url, "--initial-advertise-peer-urls", &peer_url, "--initial-cluster", &format!("e0={peer_url}")])
+        .arg("--cert-file")
+        .arg(cert)
+        .arg("--key-file")
+        .arg(key)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("etcd (Debian package etcd-server) must be installed");
+    (Proc(Some(child)), url)
+}
+
+/// The cluster's etcd as its credentials reach it (TLS, its own user).
+async fn secured_control(url: &str, cluster: &str, creds: &Credentials) -> Result<Control, spindle_cluster::ClusterError> {
+    Control::connect_with(url, cluster, creds.etcd_access(true).unwrap()).await
+}
+
 #[test]
 fn a_secured_cluster_is_closed_to_strangers_and_moves_data_over_tls() {
     let dir = tempfile::tempdir().unwrap();
-    let etcd = Etcd::start(dir.path(), 1);
-    let url = etcd.endpoints();
-    let rt = runtime();
-    rt.block_on(control(&url, "secure"));
     let creds_dir = dir.path().join("creds");
+    ok(spindle(&["cluster", "new-credentials"], "", Some(&creds_dir)), "new-credentials");
+    let creds = Credentials::load(&creds_dir).unwrap();
+    let (_etcd, url) = tls_etcd(dir.path(), &creds);
+    let rt = runtime();
+    rt.block_on(until("etcd over TLS", Duration::from_secs(30), async || secured_control(&url, "secure", &creds).await.ok()));
+    ok(spindle(&["cluster", "secure-etcd"], &url, Some(&creds_dir)), "secure-etcd");
     let text = ok(spindle(&["cluster", "init", "--partitions", "16"], &url, Some(&creds_dir)), "init");
     assert!(text.contains("secured"), "{text}");
     let creds = Credentials::load(&creds_dir).unwrap();
-    // The secret is in the credentials, never in etcd.
     rt.block_on(async {
-        let control = control(&url, "secure").await;
+        let control = secured_control(&url, "secure", &creds).await.unwrap();
         let (map, _) = control.load_map().await.unwrap();
         assert_eq!(map.security, Some(creds.fingerprint().unwrap()));
+        // The secrets are in the credentials, never in etcd.
         assert!(!serde_json::to_string(&map).unwrap().contains(&creds.hmac_key));
+        // etcd refuses a client without a user, and another cluster's user sees nothing of
+        // this cluster.
+        let anonymous = spindle_cluster::control::EtcdAccess { ca_pem: Some(creds.ca_pem.clone()), user: None };
+        let refused = match Control::connect_with(&url, "secure", anonymous).await {
+            Ok(c) => c.load_map().await.is_err(),
+            Err(_) => true,
+        };
+        assert!(refused, "etcd served a client without a user");
     });
+    let other_dir = dir.path().join("other-creds");
+    ok(spindle(&["cluster", "new-credentials", "--cluster", "other"], "", Some(&other_dir)), "other's credentials");
+    std::fs::copy(creds_dir.join("ca.pem"), other_dir.join("ca.pem")).unwrap();
+    let root: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(creds_dir.join("etcd-root.json")).unwrap()).unwrap();
+    let out = Process::new(spindle_bin())
+        .args(["cluster", "secure-etcd", "--etcd", &url, "--cluster", "other", "--credentials"])
+        .arg(&other_dir)
+        .env("SPINDLE_ETCD_ROOT_PASSWORD", root["password"].as_str().unwrap())
+        .output()
+        .unwrap();
+    ok(out, "secure-etcd for another cluster");
+    rt.block_on(async {
+        let other = Credentials::load(&other_dir).unwrap();
+        let refused = match secured_control(&url, "secure", &other).await {
+            Ok(c) => c.load_map().await.is_err(),
+            Err(_) => true,
+        };
+        assert!(refused, "another cluster's etcd user read this cluster's map");
+    });
+    // An identity that is not the cluster's, even with access to its etcd, is refused before
+    // any drive is reached.
+    let mixed = dir.path().join("mixed");
+    std::fs::create_dir(&mixed).unwrap();
+    std::fs::copy(other_dir.join("identity.json"), mixed.join("identity.json")).unwrap();
+    for f in ["ca.pem", "etcd.json"] {
+        std::fs::copy(creds_dir.join(f), mixed.join(f)).unwrap();
+    }
+    let text = refused(spindle(&["cluster", "get", "k"], &url, Some(&mixed)), "get with another identity");
+    assert!(text.contains("not cluster \"secure\"'s credentials"), "{text}");
     let creds_arg = creds_dir.to_str().unwrap();
     let _coordinator = coordinator_with(&url, "secure", "c1", &["--credentials", creds_arg]);
 
@@ -88,12 +158,13 @@ fn a_secured_cluster_is_closed_to_strangers_and_moves_data_over_tls() {
     assert!(text.contains("not issued by cluster \"secure\"'s CA"), "{text}");
     // Commands without the credentials, or with another cluster's, are refused.
     let text = refused(spindle(&["cluster", "get", "k"], &url, None), "get without credentials");
-    assert!(text.contains("is secured"), "{text}");
+    assert!(text.contains("needs the cluster's credentials"), "{text}");
+    // (Another cluster's credentials: its CA does not vouch for this etcd.)
     let text = refused(spindle(&["cluster", "get", "k"], &url, Some(&dir.path().join("other"))), "get with another cluster's credentials");
-    assert!(text.contains("not cluster \"secure\"'s credentials"), "{text}");
+    assert!(text.contains("UnknownIssuer"), "{text}");
 
     rt.block_on(async {
-        let control = control(&url, "secure").await;
+        let control = secured_control(&url, "secure", &creds).await.unwrap();
         settled(&control).await;
         let config = || StoreConfig { client: creds.client_config(Duration::from_secs(5)), ..StoreConfig::default() };
         let mut stores = Vec::new();

@@ -79,6 +79,8 @@ pub fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
+pub use crate::etcd_auth::EtcdAccess;
+
 /// A connection to the cluster's etcd: to one member at a time, chosen among the endpoints
 /// given; [`Control::reconnect`] moves to another that answers when it fails. (A channel
 /// balanced over all endpoints kept sending some requests to a dead member.)
@@ -88,6 +90,7 @@ pub struct Control {
     endpoints: Vec<String>,
     prefix: String,
     name: String,
+    access: EtcdAccess,
 }
 
 /// How long one etcd member gets to answer before the next is tried.
@@ -96,6 +99,11 @@ const MEMBER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 impl Control {
     /// `endpoints`: etcd client URLs, comma-separated (`http://127.0.0.1:2379,...`).
     pub async fn connect(endpoints: &str, cluster: &str) -> Result<Control, ClusterError> {
+        Control::connect_with(endpoints, cluster, EtcdAccess::default()).await
+    }
+
+    /// As `connect`, over TLS and as a user when `access` says so.
+    pub async fn connect_with(endpoints: &str, cluster: &str, access: EtcdAccess) -> Result<Control, ClusterError> {
         if cluster.is_empty() || cluster.contains('/') {
             return Err(ClusterError::Invalid(format!("cluster name {cluster:?}: must be non-empty, without '/'")));
         }
@@ -105,14 +113,14 @@ impl Control {
             return Err(ClusterError::Invalid("no etcd endpoint given".into()));
         }
         let prefix = format!("/spindle/{cluster}/");
-        let etcd = live_member(&list, &prefix).await?;
-        Ok(Control { etcd, endpoints: list, prefix, name: cluster.to_string() })
+        let etcd = live_member(&list, &prefix, &access).await?;
+        Ok(Control { etcd, endpoints: list, prefix, name: cluster.to_string(), access })
     }
 
     /// The same cluster through a member that answers now (the first of the endpoints, in a
     /// random order, that serves a read).
     pub async fn reconnect(&self) -> Result<Control, ClusterError> {
-        let etcd = live_member(&self.endpoints, &self.prefix).await?;
+        let etcd = live_member(&self.endpoints, &self.prefix, &self.access).await?;
         Ok(Control { etcd, ..self.clone() })
     }
 
@@ -275,14 +283,12 @@ pub(crate) fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, Cl
 }
 
 /// A client of one etcd member that serves a read of `prefix` within [`MEMBER_TIMEOUT`].
-async fn live_member(endpoints: &[String], prefix: &str) -> Result<Client, ClusterError> {
+async fn live_member(endpoints: &[String], prefix: &str, access: &EtcdAccess) -> Result<Client, ClusterError> {
     let start = rand::random_range(0..endpoints.len());
     let mut last = None;
     for i in 0..endpoints.len() {
         let endpoint = &endpoints[(start + i) % endpoints.len()];
-        let options = etcd_client::ConnectOptions::new()
-            .with_connect_timeout(MEMBER_TIMEOUT)
-            .with_timeout(std::time::Duration::from_secs(5));
+        let options = access.options(MEMBER_TIMEOUT);
         let attempt = async {
             let mut c = Client::connect([endpoint.as_str()], Some(options)).await?;
             // A linearizable read: a member cut off from the others' quorum does not serve it.

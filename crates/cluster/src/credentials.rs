@@ -25,6 +25,9 @@ use crate::ClusterError;
 pub const IDENTITY_FILE: &str = "identity.json";
 pub const CA_FILE: &str = "ca.pem";
 pub const CA_KEY_FILE: &str = "ca-key.pem";
+/// The cluster's etcd user (`cluster secure-etcd`), and etcd's root, both secrets.
+pub const ETCD_USER_FILE: &str = "etcd.json";
+pub const ETCD_ROOT_FILE: &str = "etcd-root.json";
 /// Cluster identities are drawn from here up: far from the factory identity 1 and the small
 /// numbers operators give administrators.
 const IDENTITY_BASE: i64 = 1 << 40;
@@ -33,6 +36,12 @@ const HMAC_KEY_BYTES: usize = 32;
 /// Validity of the CA and of drive certificates (rotated well before: docs/security.md).
 const CA_DAYS: i64 = 3650;
 const DRIVE_DAYS: i64 = 825;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct EtcdUserFile {
+    user: String,
+    password: String,
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct IdentityFile {
@@ -125,6 +134,39 @@ impl Credentials {
         let ca = dir.join(CA_FILE);
         let ca_pem = std::fs::read_to_string(&ca).map_err(|e| invalid(&ca, e))?;
         Ok(Credentials { dir: dir.to_path_buf(), cluster: file.cluster, identity: file.identity, hmac_key: file.hmac_key, ca_pem })
+    }
+
+    /// How to reach the cluster's etcd: as its user if `cluster secure-etcd` made one, and
+    /// over TLS checked against the CA when `tls` (the endpoints are `https://`).
+    pub fn etcd_access(&self, tls: bool) -> Result<crate::etcd_auth::EtcdAccess, ClusterError> {
+        let path = self.dir.join(ETCD_USER_FILE);
+        let user = match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                let f: EtcdUserFile = serde_json::from_str(&text).map_err(|e| invalid(&path, e))?;
+                Some((f.user, f.password))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(invalid(&path, e)),
+        };
+        Ok(crate::etcd_auth::EtcdAccess { ca_pem: tls.then(|| self.ca_pem.clone()), user })
+    }
+
+    /// Records an etcd user (`file`: `ETCD_USER_FILE` or `ETCD_ROOT_FILE`), readable by its
+    /// owner only.
+    pub fn save_etcd_user(&self, file: &str, user: &str, password: &str) -> Result<(), ClusterError> {
+        let text = serde_json::to_string_pretty(&EtcdUserFile { user: user.into(), password: password.into() }).map_err(|e| ClusterError::Invalid(e.to_string()))?;
+        let path = self.dir.join(file);
+        if path.exists() {
+            std::fs::remove_file(&path).map_err(|e| invalid(&path, e))?;
+        }
+        write_secret(&path, &text)
+    }
+
+    /// A random password for an etcd user.
+    pub fn new_password() -> String {
+        let mut raw = [0u8; 24];
+        rand::rng().fill_bytes(&mut raw);
+        raw.iter().map(|b| format!("{b:02x}")).collect()
     }
 
     pub fn ca_path(&self) -> PathBuf {

@@ -17,6 +17,7 @@ pub mod control;
 pub mod coordinator;
 pub mod provision;
 pub mod credentials;
+pub mod etcd_auth;
 mod error;
 pub mod history;
 pub mod map;
