@@ -178,6 +178,10 @@ pub enum ClusterCommand {
         /// Exit once the cluster is up (for scripts: everything is stopped again)
         #[arg(long, hide = true)]
         check: bool,
+        /// Run it open, as before secured clusters: drives take the factory identity over
+        /// plain TCP and etcd serves anyone (secured by default)
+        #[arg(long)]
+        insecure: bool,
     },
 }
 
@@ -339,7 +343,7 @@ pub async fn run(cmd: ClusterCommand) -> CmdResult {
                 e.stop().await;
             }
         }
-        ClusterCommand::Demo { drives, data, check } => crate::cluster_demo::demo(drives, &data, check).await?,
+        ClusterCommand::Demo { drives, data, check, insecure } => crate::cluster_demo::demo(drives, &data, check, insecure).await?,
     }
     Ok(())
 }

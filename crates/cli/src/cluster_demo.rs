@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use spindle_cluster::control::{HealthState, MemberChange};
 use spindle_cluster::coordinator::{self, CoordinatorConfig};
-use spindle_cluster::{ClusterMap, Control, Member};
+use spindle_cluster::control::EtcdAccess;
+use spindle_cluster::{ClusterMap, Control, Credentials, Member};
 
 use crate::client_cmds::CmdResult;
 use crate::cluster_access::{serve_metrics, stop_signal, wait_for};
@@ -40,11 +41,23 @@ impl Drop for Children {
     }
 }
 
-pub async fn demo(drives: usize, data: &Path, check: bool) -> CmdResult {
+pub async fn demo(drives: usize, data: &Path, check: bool, insecure: bool) -> CmdResult {
     if drives == 0 || drives > 64 {
         return Err("--drives must be 1..=64".into());
     }
     std::fs::create_dir_all(data)?;
+    // Secured unless asked not to (or the folder holds an open demo from before): the
+    // cluster's credentials and CA, etcd over TLS with the cluster's own user, drives with
+    // certificates from the CA, provisioned (docs/design.md, "Secured clusters").
+    let creds_dir = data.join("credentials");
+    let open_before = data.join("etcd").exists() && !creds_dir.exists();
+    let creds = if insecure || open_before {
+        None
+    } else if creds_dir.join(spindle_cluster::credentials::IDENTITY_FILE).exists() {
+        Some(Credentials::load(&creds_dir)?)
+    } else {
+        Some(Credentials::generate(&creds_dir, "spindle")?)
+    };
     let mut children = Children(Vec::new());
     // etcd keeps its ports across demo runs on one folder (its data names its peer address).
     let ports_file = data.join("etcd-ports");
@@ -57,25 +70,42 @@ pub async fn demo(drives: usize, data: &Path, check: bool) -> CmdResult {
         _ => (free_port()?, free_port()?),
     };
     std::fs::write(&ports_file, format!("{client_port} {peer_port}\n"))?;
-    let etcd_url = format!("http://127.0.0.1:{client_port}");
+    let scheme = if creds.is_some() { "https" } else { "http" };
+    let etcd_url = format!("{scheme}://127.0.0.1:{client_port}");
     let peer = format!("http://127.0.0.1:{peer_port}");
     let etcd_log = std::fs::File::create(data.join("etcd.log"))?;
-    children.0.push(
-        std::process::Command::new("etcd")
-            .args(["--name", "demo", "--data-dir"])
-            .arg(data.join("etcd"))
-            .args(["--listen-client-urls", &etcd_url, "--advertise-client-urls", &etcd_url])
-            .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer])
-            .args(["--initial-cluster", &format!("demo={peer}")])
-            .stdout(Stdio::null())
-            .stderr(etcd_log)
-            .spawn()
-            .map_err(|e| format!("starting etcd (Debian package etcd-server): {e}"))?,
-    );
-    let control = connect_when_up(&etcd_url).await?;
+    let mut etcd = std::process::Command::new("etcd");
+    etcd.args(["--name", "demo", "--data-dir"])
+        .arg(data.join("etcd"))
+        .args(["--listen-client-urls", &etcd_url, "--advertise-client-urls", &etcd_url])
+        .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer])
+        .args(["--initial-cluster", &format!("demo={peer}")]);
+    if let Some(c) = &creds {
+        let (cert, key) = c.issue(&["127.0.0.1".into()], &data.join("etcd-cert"))?;
+        etcd.arg("--cert-file").arg(cert).arg("--key-file").arg(key);
+    }
+    children.0.push(etcd.stdout(Stdio::null()).stderr(etcd_log).spawn().map_err(|e| format!("starting etcd (Debian package etcd-server): {e}"))?);
+    let access = match &creds {
+        Some(c) => c.etcd_access(true)?,
+        None => Default::default(),
+    };
+    let mut control = connect_when_up(&etcd_url, access.clone()).await?;
+    if let Some(c) = creds.as_ref().filter(|_| access.user.is_none()) {
+        // A fresh secured demo: the cluster's etcd user, then etcd enforces users.
+        let password = Credentials::new_password();
+        let root = Credentials::new_password();
+        spindle_cluster::etcd_auth::secure(&etcd_url, Some(c.ca_pem.clone()), "spindle", &password, &root).await?;
+        c.save_etcd_user(spindle_cluster::credentials::ETCD_ROOT_FILE, "root", &root)?;
+        c.save_etcd_user(spindle_cluster::credentials::ETCD_USER_FILE, &spindle_cluster::etcd_auth::user_of("spindle"), &password)?;
+        control = connect_when_up(&etcd_url, c.etcd_access(true)?).await?;
+    }
     let fresh = control.load_map().await.is_err();
     if fresh {
-        control.init(&ClusterMap::new(64, 3.min(drives as u8), (3.min(drives as u8) / 2) + 1)?).await?;
+        let mut map = ClusterMap::new(64, 3.min(drives as u8), (3.min(drives as u8) / 2) + 1)?;
+        if let Some(c) = &creds {
+            map.security = Some(c.fingerprint()?);
+        }
+        control.init(&map).await?;
     }
     // A demo started again on its folder starts each drive at the address the map remembers.
     let remembered = control.load_map().await?.0;
@@ -85,10 +115,19 @@ pub async fn demo(drives: usize, data: &Path, check: bool) -> CmdResult {
     let mut outputs = Vec::new();
     let mut metrics_urls = Vec::new();
     for i in 0..drives {
+        // The member's address is the drive's plain port, or its TLS port in a secured demo.
         let port = remembered.members.get(&format!("drive-{i}")).and_then(|m| m.addr.rsplit(':').next()?.parse::<u16>().ok()).unwrap_or(0);
-        let mut child = std::process::Command::new(&exe)
-            .args(["drive", "--port", &port.to_string(), "--tls-port", "0", "--metrics-port", "0", "--data"])
-            .arg(data.join(format!("drive-{i}")))
+        let (plain_port, tls_port) = if creds.is_some() { (0, port) } else { (port, 0) };
+        let mut command = std::process::Command::new(&exe);
+        command
+            .args(["drive", "--port", &plain_port.to_string(), "--tls-port", &tls_port.to_string(), "--metrics-port", "0", "--data"])
+            .arg(data.join(format!("drive-{i}")));
+        if let Some(c) = &creds {
+            let cert_dir = data.join(format!("drive-{i}-cert"));
+            let (cert, key) = if cert_dir.join("cert.pem").exists() { (cert_dir.join("cert.pem"), cert_dir.join("key.pem")) } else { c.issue(&["127.0.0.1".into()], &cert_dir)? };
+            command.arg("--tls-cert").arg(cert).arg("--tls-key").arg(key).arg("--p2p-tls-trust").arg(c.ca_path());
+        }
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(data.join(format!("drive-{i}.log")))?)
             .spawn()?;
@@ -97,7 +136,12 @@ pub async fn demo(drives: usize, data: &Path, check: bool) -> CmdResult {
         let mut line = String::new();
         let mut out = BufReader::new(out);
         out.read_line(&mut line)?;
-        let addr = line.split_whitespace().nth(4).ok_or_else(|| format!("drive {i} did not start (see {}): {line:?}", data.join(format!("drive-{i}.log")).display()))?.to_string();
+        // "spindle drive listening on ADDR tls TLS-ADDR (data in ...)"
+        let word = if creds.is_some() { 6 } else { 4 };
+        let addr = line.split_whitespace().nth(word).ok_or_else(|| format!("drive {i} did not start (see {}): {line:?}", data.join(format!("drive-{i}.log")).display()))?.to_string();
+        if let Some(c) = &creds {
+            spindle_cluster::provision::provision(&addr, "spindle", c, &Default::default()).await?;
+        }
         // "spindle drive metrics on http://ADDR/metrics"
         let mut metrics_line = String::new();
         out.read_line(&mut metrics_line)?;
@@ -105,7 +149,10 @@ pub async fn demo(drives: usize, data: &Path, check: bool) -> CmdResult {
         outputs.push(out);
         addrs.push(addr);
     }
-    let config = CoordinatorConfig { name: "demo-coordinator".into(), ..CoordinatorConfig::default() };
+    let mut config = CoordinatorConfig { name: "demo-coordinator".into(), ..CoordinatorConfig::default() };
+    if let Some(c) = &creds {
+        config.client = c.client_config(config.client.timeout);
+    }
     let coordinator_metrics = serve_metrics(&config, std::net::SocketAddr::from(([127, 0, 0, 1], 0))).await?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let coordinator = tokio::spawn(coordinator::run(control.clone(), config, async {
@@ -133,6 +180,10 @@ pub async fn demo(drives: usize, data: &Path, check: bool) -> CmdResult {
     wait_for(&control, full, Duration::from_secs(60)).await?;
     println!("spindle cluster demo: {drives} drives, etcd at {etcd_url}, data in {}", data.display());
     println!("  export SPINDLE_ETCD={etcd_url}");
+    match &creds {
+        Some(_) => println!("  export SPINDLE_CREDENTIALS={}    # secured: TLS everywhere, the cluster's own identity and etcd user", creds_dir.display()),
+        None => println!("  (not secured: drives take the factory identity over plain TCP, etcd serves anyone)"),
+    }
     println!("  spindle cluster status;  spindle cluster put hello world;  spindle cluster get hello");
     println!("Prometheus metrics (docs/metrics.md): coordinator http://{}/metrics", coordinator_metrics.local_addr);
     for (i, url) in metrics_urls.iter().enumerate() {
@@ -159,10 +210,10 @@ pub async fn demo(drives: usize, data: &Path, check: bool) -> CmdResult {
     Ok(())
 }
 
-async fn connect_when_up(url: &str) -> Result<Control, Box<dyn std::error::Error>> {
+async fn connect_when_up(url: &str, access: EtcdAccess) -> Result<Control, Box<dyn std::error::Error>> {
     let mut last = String::new();
     for _ in 0..100 {
-        match Control::connect(url, "spindle").await {
+        match Control::connect_with(url, "spindle", access.clone()).await {
             Ok(c) => match c.coordinators().await {
                 Ok(_) => return Ok(c),
                 Err(e) => last = e.to_string(),

@@ -520,6 +520,10 @@ fn the_demo_cluster_serves_the_cluster_commands_and_stops_on_ctrl_c() {
             break url.to_string();
         }
     };
+    // Secured by default: etcd over TLS, and the credentials every command needs.
+    assert!(etcd.starts_with("https://"), "{etcd}");
+    let line = lines.next().expect("the demo ended before it was up").unwrap();
+    let credentials = line.trim().strip_prefix("export SPINDLE_CREDENTIALS=").expect("the demo's credentials").split_whitespace().next().unwrap().to_string();
     // Then the metrics endpoints: the coordinator's, and each drive's.
     let mut metrics = Vec::new();
     loop {
@@ -536,7 +540,7 @@ fn the_demo_cluster_serves_the_cluster_commands_and_stops_on_ctrl_c() {
     // drives and etcd it started (SIGKILL would leave them running).
     let guard = Interrupted(Proc(Some(demo)));
     let run = |args: &[&str]| {
-        let out = Process::new(spindle_bin()).args(["cluster"]).args(args).args(["--etcd", &etcd]).output().unwrap();
+        let out = Process::new(spindle_bin()).args(["cluster"]).args(args).args(["--etcd", &etcd, "--credentials", &credentials]).output().unwrap();
         (out.status.success(), String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr))
     };
     assert!(run(&["put", "hello", "world"]).0);
@@ -573,7 +577,7 @@ fn the_demo_cluster_serves_the_cluster_commands_and_stops_on_ctrl_c() {
     assert!(Process::new("kill").args(["-INT", &pid.to_string()]).status().unwrap().success());
     let code = demo.0 .0.take().unwrap().wait().unwrap();
     assert!(code.success(), "the demo exited with {code}");
-    for addr in addrs.iter().chain([&etcd.trim_start_matches("http://").to_string()]) {
+    for addr in addrs.iter().chain([&etcd.trim_start_matches("https://").to_string()]) {
         assert!(std::net::TcpStream::connect(addr).is_err(), "{addr} still answers after the demo stopped");
     }
 }
