@@ -67,6 +67,16 @@ pub enum ClusterCommand {
         #[command(flatten)]
         etcd: Etcd,
     },
+    /// Move a secured cluster to a new identity and HMAC key without stopping it: `begin`,
+    /// restart what reaches the drives with the new key one at a time, then `finish`
+    RotateKey {
+        step: crate::cluster_secure::RotationStep,
+        /// Keep the factory identity on the drives, with this key
+        #[arg(long, env = "SPINDLE_FACTORY_KEY", hide_env_values = true)]
+        keep_factory_key: Option<String>,
+        #[command(flatten)]
+        etcd: Etcd,
+    },
     /// Issue a drive's TLS certificate from a secured cluster's CA (--credentials DIR)
     IssueCert {
         /// The drive's IP addresses and DNS names (each one clients reach it by)
@@ -220,6 +230,7 @@ pub async fn run(cmd: ClusterCommand) -> CmdResult {
         }
         ClusterCommand::NewCredentials { etcd } => crate::cluster_secure::new_credentials(etcd.credentials.as_deref(), &etcd.cluster)?,
         ClusterCommand::SecureEtcd { root_password, etcd } => crate::cluster_secure::secure_etcd(&etcd, root_password).await?,
+        ClusterCommand::RotateKey { step, keep_factory_key, etcd } => crate::cluster_secure::rotate_key(&etcd, step, keep_factory_key).await?,
         ClusterCommand::IssueCert { names, out, etcd } => crate::cluster_secure::issue_cert(etcd.credentials.as_deref(), &names, &out)?,
         ClusterCommand::AddDrive { id, addr, tls_port, capacity, weight, domain, provision, etcd } => {
             let weight = weight.unwrap_or(if capacity > 0 { capacity as f64 / (1u64 << 30) as f64 } else { 1.0 });

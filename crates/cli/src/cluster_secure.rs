@@ -117,3 +117,61 @@ pub async fn secure_etcd(etcd: &Etcd, root_password: Option<String>) -> Result<(
     println!("etcd enforces users now: cluster {:?} is etcd user {user:?}, allowed its prefix only (passwords in {})", etcd.cluster, dir.display());
     Ok(())
 }
+
+/// The step of a key rotation `rotate-key` takes.
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum RotationStep {
+    /// A new identity and key: every drive takes both; the map admits both
+    Begin,
+    /// Only the new identity: every drive drops the old one; the map forgets it
+    Finish,
+}
+
+/// `rotate-key begin|finish`: moves the cluster to a new identity and HMAC key without
+/// stopping it. Between the steps, every process that reaches the drives is restarted, one at
+/// a time, with the new `identity.json` (`identity.next.json` of the credentials directory).
+pub async fn rotate_key(etcd: &Etcd, step: RotationStep, keep_factory_key: Option<String>) -> Result<(), Box<dyn std::error::Error>> {
+    let control = etcd.control().await?;
+    let (map, _) = control.load_map().await?;
+    let creds = etcd.credentials_for(&map)?.ok_or("rotate-key is for a secured cluster")?;
+    let timeout = std::time::Duration::from_secs(10);
+    let next = match step {
+        RotationStep::Begin => creds.begin_rotation()?,
+        RotationStep::Finish => creds.next()?.ok_or("no rotation in progress: run `rotate-key begin` first")?,
+    };
+    let identities = match step {
+        RotationStep::Begin => vec![(creds.identity, creds.hmac_key.clone()), (next.identity, next.hmac_key.clone())],
+        RotationStep::Finish => vec![(next.identity, next.hmac_key.clone())],
+    };
+    for member in map.members.values() {
+        provision::set_cluster_acl(&member.addr, &creds, &identities, keep_factory_key.clone(), timeout).await?;
+        println!("{}: {}", member.id, match step { RotationStep::Begin => "takes both identities", RotationStep::Finish => "takes the new identity only" });
+    }
+    // The map admits the new identity (begin), then only it (finish).
+    loop {
+        let (mut map, revision) = control.load_map().await?;
+        let Some(security) = map.security.as_mut() else { return Err("the cluster is no longer secured".into()) };
+        match step {
+            RotationStep::Begin => security.next_identity = Some(next.identity),
+            RotationStep::Finish => {
+                security.identity = next.identity;
+                security.next_identity = None;
+            }
+        }
+        if control.replace_map(revision, &map).await? {
+            break;
+        }
+    }
+    match step {
+        RotationStep::Begin => println!(
+            "rotation begun: new identity {} in {}; restart coordinators, gateways and clients one at a time with it as identity.json, then run `rotate-key finish`",
+            next.identity,
+            next.dir.join(spindle_cluster::credentials::NEXT_FILE).display()
+        ),
+        RotationStep::Finish => {
+            creds.finish_rotation()?;
+            println!("rotation finished: identity {} only; the old one is refused by every drive", next.identity);
+        }
+    }
+    Ok(())
+}

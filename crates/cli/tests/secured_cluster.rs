@@ -212,3 +212,84 @@ fn a_secured_cluster_is_closed_to_strangers_and_moves_data_over_tls() {
         assert_eq!(stores[0].get(b"hello").await.unwrap().map(|v| v.value), Some(Bytes::from_static(b"world")));
     });
 }
+
+/// `rotate-key begin`, the processes moved to the new key one at a time, `rotate-key
+/// finish`, all under a recorded workload: no operation fails, the history stays
+/// linearizable, and the old key is refused by every drive afterwards.
+#[test]
+fn the_cluster_key_rotates_under_load_without_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path(), 1);
+    let url = etcd.endpoints();
+    let rt = runtime();
+    rt.block_on(control(&url, "secure"));
+    let creds_dir = dir.path().join("creds");
+    ok(spindle(&["cluster", "init", "--partitions", "16"], &url, Some(&creds_dir)), "init");
+    let old = Credentials::load(&creds_dir).unwrap();
+    let mut c1 = coordinator_with(&url, "secure", "c1", &["--credentials", creds_dir.to_str().unwrap()]);
+    let drives: Vec<TestDrive> = (0..3).map(|i| secured_drive(&old, &dir.path().join(format!("cert{i}")))).collect();
+    for (i, d) in drives.iter().enumerate() {
+        ok(spindle(&["cluster", "add-drive", &format!("d{i}"), &d.tls_addr], &url, Some(&creds_dir)), "add-drive");
+    }
+    let cli = |args: &'static [&'static str]| {
+        let (url, creds_dir) = (url.clone(), creds_dir.clone());
+        tokio::task::spawn_blocking(move || spindle(args, &url, Some(&creds_dir)))
+    };
+    rt.block_on(async {
+        let control = control(&url, "secure").await;
+        settled(&control).await;
+        let config = |c: &Credentials| StoreConfig { client: c.client_config(Duration::from_secs(5)), ..StoreConfig::default() };
+        let rec = Recorder::new();
+        let mut before = Vec::new();
+        for _ in 0..2 {
+            before.push(Store::open(control.clone(), config(&old)).await.unwrap());
+        }
+        let first = Workload::mixed_from(&before, 1, &rec, KEYS, 0);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+
+        let text = ok(cli(&["cluster", "rotate-key", "begin"]).await.unwrap(), "rotate-key begin");
+        assert!(text.contains("rotation begun"), "{text}");
+        // What the operator hands out: the new identity as identity.json, beside the CA.
+        let next_dir = dir.path().join("next");
+        std::fs::create_dir(&next_dir).unwrap();
+        std::fs::copy(creds_dir.join("ca.pem"), next_dir.join("ca.pem")).unwrap();
+        std::fs::copy(creds_dir.join("identity.next.json"), next_dir.join("identity.json")).unwrap();
+        let new = Credentials::load(&next_dir).unwrap();
+        assert_ne!(new.identity, old.identity);
+        let mut after = Vec::new();
+        for _ in 0..2 {
+            after.push(Store::open(control.clone(), config(&new)).await.unwrap());
+        }
+        let second = Workload::mixed_from(&after, 1, &rec, KEYS, 2);
+        // The coordinator moves to the new key: a second one starts with it, the first stops.
+        let _c2 = coordinator_with(&url, "secure", "c2", &["--credentials", next_dir.to_str().unwrap()]);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        c1.kill();
+        first.stop().await;
+
+        let text = ok(cli(&["cluster", "rotate-key", "finish"]).await.unwrap(), "rotate-key finish");
+        assert!(text.contains("rotation finished"), "{text}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        second.stop().await;
+        rec.check("key-rotation");
+        assert_eq!(rec.errors(), (0, None), "operations failed during the rotation");
+
+        // The old key is refused everywhere; the map admits only the new identity, and so do
+        // the credentials directory's files.
+        for d in &drives {
+            let c = Client::connect(d.tls_addr.as_str(), old.client_config(Duration::from_secs(5))).await;
+            let refused = match c {
+                Ok(c) => c.get(b"k").await.is_err(),
+                Err(_) => true,
+            };
+            assert!(refused, "drive {} still takes the old key", d.tls_addr);
+        }
+        let (map, _) = control.load_map().await.unwrap();
+        let security = map.security.unwrap();
+        assert_eq!((security.identity, security.next_identity), (new.identity, None));
+        assert_eq!(Credentials::load(&creds_dir).unwrap().identity, new.identity);
+        // The cluster goes on with the new key after the coordinator change.
+        after[0].put(b"after-rotation", Bytes::from_static(b"v"), spindle_cluster::Condition::None).await.unwrap();
+        assert!(after[1].get(b"after-rotation").await.unwrap().is_some());
+    });
+}

@@ -25,6 +25,11 @@ use crate::ClusterError;
 pub const IDENTITY_FILE: &str = "identity.json";
 pub const CA_FILE: &str = "ca.pem";
 pub const CA_KEY_FILE: &str = "ca-key.pem";
+/// The cluster's administrator on its drives (SECURITY, for rotations): the operator's only.
+pub const ADMIN_FILE: &str = "admin.json";
+/// The identity a rotation moves to, and the one it left.
+pub const NEXT_FILE: &str = "identity.next.json";
+pub const OLD_FILE: &str = "identity.old.json";
 /// The cluster's etcd user (`cluster secure-etcd`), and etcd's root, both secrets.
 pub const ETCD_USER_FILE: &str = "etcd.json";
 pub const ETCD_ROOT_FILE: &str = "etcd-root.json";
@@ -56,6 +61,39 @@ pub struct Fingerprint {
     pub identity: i64,
     /// SHA-256 of the CA certificate (DER), hex.
     pub ca_sha256: String,
+    /// During a key rotation (`rotate-key begin` .. `finish`): the identity it moves to, which
+    /// the drives take as well.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_identity: Option<i64>,
+}
+
+impl Fingerprint {
+    /// Whether credentials with fingerprint `theirs` are this cluster's (its CA, and its
+    /// identity or the one a rotation moves to).
+    pub fn admits(&self, theirs: &Fingerprint) -> bool {
+        self.ca_sha256 == theirs.ca_sha256 && (theirs.identity == self.identity || Some(theirs.identity) == self.next_identity)
+    }
+}
+
+/// A fresh identity number and HMAC key.
+fn new_identity(cluster: &str) -> IdentityFile {
+    let mut raw = [0u8; HMAC_KEY_BYTES];
+    rand::rng().fill_bytes(&mut raw);
+    IdentityFile { cluster: cluster.to_string(), identity: IDENTITY_BASE + i64::from(rand::random::<u32>()), hmac_key: raw.iter().map(|b| format!("{b:02x}")).collect() }
+}
+
+fn read_identity(path: &Path) -> Result<IdentityFile, ClusterError> {
+    let text = std::fs::read_to_string(path).map_err(|e| invalid(path, e))?;
+    let file: IdentityFile = serde_json::from_str(&text).map_err(|e| invalid(path, e))?;
+    if file.hmac_key.is_empty() {
+        return Err(invalid(path, "no HMAC key"));
+    }
+    Ok(file)
+}
+
+fn write_identity(path: &Path, file: &IdentityFile) -> Result<(), ClusterError> {
+    let text = serde_json::to_string_pretty(file).map_err(|e| ClusterError::Invalid(e.to_string()))?;
+    write_secret(path, &text)
 }
 
 /// A cluster's credentials, as loaded from their directory.
@@ -106,10 +144,11 @@ impl Credentials {
     /// New credentials for `cluster` in `dir` (created; existing files are never replaced).
     pub fn generate(dir: &Path, cluster: &str) -> Result<Credentials, ClusterError> {
         std::fs::create_dir_all(dir).map_err(|e| invalid(dir, e))?;
-        let mut raw = [0u8; HMAC_KEY_BYTES];
-        rand::rng().fill_bytes(&mut raw);
-        let hmac_key: String = raw.iter().map(|b| format!("{b:02x}")).collect();
-        let identity = IDENTITY_BASE + i64::from(rand::random::<u32>());
+        let file = new_identity(cluster);
+        let mut admin = new_identity(cluster);
+        while admin.identity == file.identity {
+            admin = new_identity(cluster);
+        }
         let key = KeyPair::generate().map_err(|e| ClusterError::Invalid(e.to_string()))?;
         let mut params = ca_params(cluster)?;
         params.not_before = time_now();
@@ -117,23 +156,62 @@ impl Credentials {
         let cert = params.self_signed(&key).map_err(|e| ClusterError::Invalid(e.to_string()))?;
         write_secret(&dir.join(CA_KEY_FILE), &key.serialize_pem())?;
         std::fs::write(dir.join(CA_FILE), cert.pem()).map_err(|e| invalid(&dir.join(CA_FILE), e))?;
-        let file = IdentityFile { cluster: cluster.to_string(), identity, hmac_key: hmac_key.clone() };
-        let text = serde_json::to_string_pretty(&file).map_err(|e| ClusterError::Invalid(e.to_string()))?;
-        write_secret(&dir.join(IDENTITY_FILE), &text)?;
-        Ok(Credentials { dir: dir.to_path_buf(), cluster: cluster.to_string(), identity, hmac_key, ca_pem: cert.pem() })
+        write_identity(&dir.join(IDENTITY_FILE), &file)?;
+        write_identity(&dir.join(ADMIN_FILE), &admin)?;
+        Ok(Credentials { dir: dir.to_path_buf(), cluster: cluster.to_string(), identity: file.identity, hmac_key: file.hmac_key, ca_pem: cert.pem() })
     }
 
     /// The credentials in `dir` (`identity.json` and `ca.pem`).
     pub fn load(dir: &Path) -> Result<Credentials, ClusterError> {
-        let path = dir.join(IDENTITY_FILE);
-        let text = std::fs::read_to_string(&path).map_err(|e| invalid(&path, e))?;
-        let file: IdentityFile = serde_json::from_str(&text).map_err(|e| invalid(&path, e))?;
-        if file.hmac_key.is_empty() {
-            return Err(invalid(&path, "no HMAC key"));
-        }
+        let file = read_identity(&dir.join(IDENTITY_FILE))?;
         let ca = dir.join(CA_FILE);
         let ca_pem = std::fs::read_to_string(&ca).map_err(|e| invalid(&ca, e))?;
         Ok(Credentials { dir: dir.to_path_buf(), cluster: file.cluster, identity: file.identity, hmac_key: file.hmac_key, ca_pem })
+    }
+
+    /// The cluster's administrator on its drives (identity, key), if this directory holds it.
+    pub fn admin(&self) -> Result<Option<(i64, String)>, ClusterError> {
+        let path = self.dir.join(ADMIN_FILE);
+        if !path.exists() {
+            return Ok(None);
+        }
+        let f = read_identity(&path)?;
+        Ok(Some((f.identity, f.hmac_key)))
+    }
+
+    /// The identity a rotation in progress moves to, if any.
+    pub fn next(&self) -> Result<Option<Credentials>, ClusterError> {
+        let path = self.dir.join(NEXT_FILE);
+        if !path.exists() {
+            return Ok(None);
+        }
+        let f = read_identity(&path)?;
+        Ok(Some(Credentials { identity: f.identity, hmac_key: f.hmac_key, ..self.clone() }))
+    }
+
+    /// Starts a key rotation: a new identity and key in `identity.next.json` (the one there
+    /// already if a rotation was begun before).
+    pub fn begin_rotation(&self) -> Result<Credentials, ClusterError> {
+        if let Some(next) = self.next()? {
+            return Ok(next);
+        }
+        let mut file = new_identity(&self.cluster);
+        while file.identity == self.identity || self.admin()?.is_some_and(|(a, _)| a == file.identity) {
+            file = new_identity(&self.cluster);
+        }
+        write_identity(&self.dir.join(NEXT_FILE), &file)?;
+        Ok(Credentials { identity: file.identity, hmac_key: file.hmac_key, ..self.clone() })
+    }
+
+    /// Ends a rotation in the directory: the next identity becomes `identity.json`, the one
+    /// it replaces `identity.old.json`.
+    pub fn finish_rotation(&self) -> Result<(), ClusterError> {
+        let (current, next, old) = (self.dir.join(IDENTITY_FILE), self.dir.join(NEXT_FILE), self.dir.join(OLD_FILE));
+        if !next.exists() {
+            return Err(invalid(&next, "no rotation in progress"));
+        }
+        std::fs::rename(&current, &old).map_err(|e| invalid(&current, e))?;
+        std::fs::rename(&next, &current).map_err(|e| invalid(&next, e))
     }
 
     /// How to reach the cluster's etcd: as its user if `cluster secure-etcd` made one, and
@@ -179,7 +257,7 @@ impl Credentials {
         use sha2::Digest;
         let der = rustls_pki_types::CertificateDer::from_pem_slice(self.ca_pem.as_bytes()).map_err(|e| invalid(&self.ca_path(), e))?;
         let digest = sha2::Sha256::digest(der.as_ref());
-        Ok(Fingerprint { identity: self.identity, ca_sha256: digest.iter().map(|b| format!("{b:02x}")).collect() })
+        Ok(Fingerprint { identity: self.identity, ca_sha256: digest.iter().map(|b| format!("{b:02x}")).collect(), next_identity: None })
     }
 
     /// How the cluster connects to its drives: as its identity, over TLS, trusting its CA.
@@ -248,11 +326,24 @@ mod tests {
         assert_eq!(made.fingerprint().unwrap(), loaded.fingerprint().unwrap());
         assert!(!format!("{loaded:?}").contains(&loaded.hmac_key), "the key is never printed");
         #[cfg(unix)]
-        for secret in [IDENTITY_FILE, CA_KEY_FILE] {
+        for secret in [IDENTITY_FILE, CA_KEY_FILE, ADMIN_FILE] {
             use std::os::unix::fs::PermissionsExt;
             let mode = std::fs::metadata(dir.path().join(secret)).unwrap().permissions().mode();
             assert_eq!(mode & 0o077, 0, "{secret} is readable by others");
         }
+        // A rotation: the next identity differs, is admitted beside the current one while it
+        // runs, and replaces it when it ends.
+        let next = loaded.begin_rotation().unwrap();
+        assert_ne!(next.identity, loaded.identity);
+        assert_eq!(loaded.begin_rotation().unwrap().identity, next.identity, "a begun rotation resumes");
+        let during = Fingerprint { next_identity: Some(next.identity), ..loaded.fingerprint().unwrap() };
+        assert!(during.admits(&loaded.fingerprint().unwrap()) && during.admits(&next.fingerprint().unwrap()));
+        assert!(!loaded.fingerprint().unwrap().admits(&next.fingerprint().unwrap()));
+        loaded.finish_rotation().unwrap();
+        let after = Credentials::load(dir.path()).unwrap();
+        assert_eq!((after.identity, &after.hmac_key), (next.identity, &next.hmac_key));
+        assert!(after.next().unwrap().is_none());
+        let loaded = after;
         // Generating again over existing credentials is refused, never overwriting.
         assert!(Credentials::generate(dir.path(), "prod").is_err());
 

@@ -2,9 +2,11 @@
 //! certificate must be issued by the cluster's CA (a drive serving another cluster's, or a
 //! self-signed one, is refused before anything is sent), then, as the factory identity or an
 //! administrator the operator names, its ACL is replaced by the cluster's identity (just the
-//! permissions the cluster uses, usable only over TLS), the administrator if one was named,
-//! and the factory identity only if the operator keeps it; the lock and erase PINs are set
-//! if given. A drive that already takes the cluster's identity is left as it is.
+//! permissions the cluster uses, usable only over TLS), the cluster's own administrator
+//! (every permission, TLS only: what later changes the ACL, as a key rotation does), the
+//! administrator if one was named, and the factory identity only if the operator keeps it;
+//! the lock and erase PINs are set if given. A drive that already takes the cluster's
+//! identity is left as it is.
 
 use std::time::Duration;
 
@@ -77,6 +79,10 @@ fn identity_refused(e: &ClientError) -> bool {
 async fn sign_in(addr: &str, creds: &Credentials, identity: i64, key: &str, timeout: Duration) -> Result<Client, ClientError> {
     let config = ClientConfig { identity, hmac_key: Bytes::from(key.to_string()), cluster_version: 0, timeout, tls_trust: Some(creds.ca_path()) };
     let client = tokio::time::timeout(timeout, Client::connect(addr, config)).await.map_err(|_| ClientError::Timeout(timeout))??;
+    // Administration goes at the drive's cluster version (its sign-on tells it): a drive in
+    // the cluster is fenced to the map's epoch.
+    let version = client.sign_on().header.as_ref().and_then(|h| h.cluster_version).unwrap_or(0);
+    let client = client.at_cluster_version(version);
     match client.noop().await {
         Ok(()) => Ok(client),
         Err(e) if e.status() == Some(StatusCode::VersionFailure) => Ok(client),
@@ -106,16 +112,14 @@ pub async fn provision(addr: &str, cluster: &str, creds: &Credentials, how: &Pro
         }
         Err(e) => return Err(drive_error(addr, e)),
     };
-    let scope = |permissions: &[&str]| AclScope { offset: 0, value: String::new(), permissions: permissions.iter().map(|p| p.to_string()).collect(), tls_required: true };
-    let mut acl = vec![AclEntry { identity: creds.identity, key: creds.hmac_key.clone(), scopes: vec![scope(&CLUSTER_PERMISSIONS)], max_priority: None }];
-    if how.admin_identity != spindle_proto::DEFAULT_IDENTITY {
-        acl.push(AclEntry { identity: how.admin_identity, key: how.admin_key.clone(), scopes: vec![scope(&ADMIN_PERMISSIONS)], max_priority: None });
+    let cluster_admin = creds.admin()?;
+    let mut identities = vec![(creds.identity, creds.hmac_key.clone())];
+    if let Some(next) = creds.next()? {
+        identities.push((next.identity, next.hmac_key));
     }
-    if how.keep_factory_identity {
-        let factory = String::from_utf8_lossy(spindle_proto::DEFAULT_HMAC_KEY).into_owned();
-        let key = if how.admin_identity == spindle_proto::DEFAULT_IDENTITY { how.admin_key.clone() } else { factory };
-        acl.push(AclEntry { identity: spindle_proto::DEFAULT_IDENTITY, key, scopes: vec![AclScope { tls_required: false, ..scope(&ADMIN_PERMISSIONS) }], max_priority: None });
-    }
+    let named = (how.admin_identity != spindle_proto::DEFAULT_IDENTITY).then(|| (how.admin_identity, how.admin_key.clone()));
+    let factory_key = if how.admin_identity == spindle_proto::DEFAULT_IDENTITY { how.admin_key.clone() } else { String::from_utf8_lossy(spindle_proto::DEFAULT_HMAC_KEY).into_owned() };
+    let acl = acl(&identities, cluster_admin.into_iter().chain(named).collect(), how.keep_factory_identity.then_some(factory_key));
     // PINs first: the ACL change may remove the identity this connection signed in as.
     if let Some((old, new)) = &how.lock_pin {
         admin.set_lock_pin(old.as_bytes(), new.as_bytes()).await.map_err(|e| drive_error(addr, e))?;
@@ -123,9 +127,33 @@ pub async fn provision(addr: &str, cluster: &str, creds: &Credentials, how: &Pro
     if let Some((old, new)) = &how.erase_pin {
         admin.set_erase_pin(old.as_bytes(), new.as_bytes()).await.map_err(|e| drive_error(addr, e))?;
     }
-    let acl = acl.iter().map(AclEntry::to_proto).collect::<Result<Vec<_>, _>>().map_err(ClusterError::Invalid)?;
     admin.set_acl(acl).await.map_err(|e| drive_error(addr, e))?;
     // The cluster's identity works now.
     sign_in(addr, creds, creds.identity, &creds.hmac_key, how.timeout).await.map_err(|e| drive_error(addr, e))?;
     Ok(Provisioned::Done)
+}
+
+/// A cluster drive's ACL: the cluster's `identities` (one, or two while a rotation runs) with
+/// the data permissions, `admins` with every permission, all TLS-only; and the factory
+/// identity (its key given) over any transport if kept.
+pub fn acl(identities: &[(i64, String)], admins: Vec<(i64, String)>, factory: Option<String>) -> Vec<spindle_client::Acl> {
+    let scope = |permissions: &[&str], tls_required: bool| AclScope { offset: 0, value: String::new(), permissions: permissions.iter().map(|p| p.to_string()).collect(), tls_required };
+    let mut entries: Vec<AclEntry> = identities.iter().map(|(id, key)| AclEntry { identity: *id, key: key.clone(), scopes: vec![scope(&CLUSTER_PERMISSIONS, true)], max_priority: None }).collect();
+    entries.extend(admins.into_iter().map(|(id, key)| AclEntry { identity: id, key, scopes: vec![scope(&ADMIN_PERMISSIONS, true)], max_priority: None }));
+    if let Some(key) = factory {
+        entries.push(AclEntry { identity: spindle_proto::DEFAULT_IDENTITY, key, scopes: vec![scope(&ADMIN_PERMISSIONS, false)], max_priority: None });
+    }
+    // Every permission name above is one the protocol knows.
+    entries.iter().filter_map(|e| e.to_proto().ok()).collect()
+}
+
+/// Replaces a cluster drive's ACL, signed in over TLS as the cluster's administrator (a key
+/// rotation's step): `identities` with the data permissions, the administrator kept, the
+/// factory identity too if `factory` gives its key.
+pub async fn set_cluster_acl(addr: &str, creds: &Credentials, identities: &[(i64, String)], factory: Option<String>, timeout: Duration) -> Result<(), ClusterError> {
+    let (admin_id, admin_key) = creds.admin()?.ok_or_else(|| {
+        ClusterError::Invalid(format!("{}: no admin.json: the cluster's administrator is needed to change its drives' ACLs", creds.dir.display()))
+    })?;
+    let admin = sign_in(addr, creds, admin_id, &admin_key, timeout).await.map_err(|e| drive_error(addr, e))?;
+    admin.set_acl(acl(identities, vec![(admin_id, admin_key)], factory)).await.map_err(|e| drive_error(addr, e))
 }

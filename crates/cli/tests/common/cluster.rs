@@ -359,13 +359,19 @@ impl Workload {
     /// The last `conditional` of `clients` do compare-and-swaps (`conditional_loop`), the
     /// others unconditional puts, deletes and reads.
     pub fn mixed(clients: &[Store], conditional: usize, rec: &Arc<Recorder>, keys: u64) -> Workload {
+        Workload::mixed_from(clients, conditional, rec, keys, 0)
+    }
+
+    /// As `mixed`, the clients numbered from `first + 1` (several workloads on one recorder
+    /// need distinct client numbers: they make the values unique).
+    pub fn mixed_from(clients: &[Store], conditional: usize, rec: &Arc<Recorder>, keys: u64, first: u64) -> Workload {
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let plain = clients.len().saturating_sub(conditional);
         let tasks = clients
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                let (c, rec, id, stop) = (c.clone(), rec.clone(), i as u64 + 1, stop.clone());
+                let (c, rec, id, stop) = (c.clone(), rec.clone(), first + i as u64 + 1, stop.clone());
                 if i < plain { tokio::spawn(client_loop(c, rec, id, keys, stop)) } else { tokio::spawn(conditional_loop(c, rec, id, keys, stop)) }
             })
             .collect();
