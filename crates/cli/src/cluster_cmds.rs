@@ -338,8 +338,16 @@ pub async fn run(cmd: ClusterCommand) -> CmdResult {
                 config.name = n;
             }
             let control = etcd.control().await?;
-            let (map, _) = control.load_map().await?;
-            config.client = etcd.client_config(&map, config.client.timeout)?;
+            // A coordinator may start before `init`: it then takes the credentials it was
+            // given as they are (checked against the map by every command that follows).
+            config.client = match control.load_map().await {
+                Ok((map, _)) => etcd.client_config(&map, config.client.timeout)?,
+                Err(spindle_cluster::ClusterError::NotInitialized(_)) => match &etcd.credentials {
+                    Some(dir) => spindle_cluster::Credentials::load(dir)?.client_config(config.client.timeout),
+                    None => config.client,
+                },
+                Err(e) => return Err(e.into()),
+            };
             eprintln!("coordinator {} for cluster {:?} on {}", config.name, etcd.cluster, etcd.etcd);
             let endpoint = match metrics {
                 Some(addr) => {
