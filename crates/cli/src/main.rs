@@ -241,6 +241,17 @@ mod tests {
         }
     }
 
+    /// The example drive settings of the deployment guide (deploy/config/drive.toml) are ones
+    /// the drive takes.
+    #[test]
+    fn the_deployment_example_drive_settings_load() {
+        let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/config/drive.toml");
+        let c = drive_config(&drive_args(&["--config", file])).unwrap();
+        assert_eq!((c.port, c.tls_port, c.listen.to_string()), (8123, 8443, "10.0.1.11".to_string()));
+        assert_eq!(c.p2p_tls_trust.as_deref(), Some(std::path::Path::new("/etc/spindle/cluster/ca.pem")));
+        assert!(c.tls_cert.is_some() && c.tls_key.is_some());
+    }
+
     /// The flags given override the file's keys; a flag or switch not given leaves the file's
     /// value (a switch left off is not `false`).
     #[test]
