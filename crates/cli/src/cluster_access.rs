@@ -52,10 +52,15 @@ impl Etcd {
     }
 }
 
+/// Whether etcd `endpoints` are reached over TLS (`https://`).
+pub fn over_tls(endpoints: &str) -> bool {
+    endpoints.split(',').any(|e| e.trim().starts_with("https://"))
+}
+
 /// The cluster's etcd: over TLS (checked against the credentials' CA) when the endpoints are
 /// `https://`, as the cluster's etcd user when the credentials hold one.
 pub async fn connect(endpoints: &str, cluster: &str, credentials: Option<&std::path::Path>) -> Result<Control, Box<dyn std::error::Error>> {
-    let tls = endpoints.split(',').any(|e| e.trim().starts_with("https://"));
+    let tls = over_tls(endpoints);
     let access = match credentials {
         Some(dir) => Credentials::load(dir)?.etcd_access(tls)?,
         None if tls => return Err(format!("{endpoints}: an https etcd needs the cluster's credentials (its ca.pem): --credentials DIR").into()),

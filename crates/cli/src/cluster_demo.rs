@@ -51,13 +51,7 @@ pub async fn demo(drives: usize, data: &Path, check: bool, insecure: bool) -> Cm
     // certificates from the CA, provisioned (docs/design.md, "Secured clusters").
     let creds_dir = data.join("credentials");
     let open_before = data.join("etcd").exists() && !creds_dir.exists();
-    let creds = if insecure || open_before {
-        None
-    } else if creds_dir.join(spindle_cluster::credentials::IDENTITY_FILE).exists() {
-        Some(Credentials::load(&creds_dir)?)
-    } else {
-        Some(Credentials::generate(&creds_dir, "spindle")?)
-    };
+    let creds = if insecure || open_before { None } else { Some(Credentials::load_or_generate(&creds_dir, "spindle")?.0) };
     let mut children = Children(Vec::new());
     // etcd keeps its ports across demo runs on one folder (its data names its peer address).
     let ports_file = data.join("etcd-ports");
@@ -92,11 +86,7 @@ pub async fn demo(drives: usize, data: &Path, check: bool, insecure: bool) -> Cm
     let mut control = connect_when_up(&etcd_url, access.clone()).await?;
     if let Some(c) = creds.as_ref().filter(|_| access.user.is_none()) {
         // A fresh secured demo: the cluster's etcd user, then etcd enforces users.
-        let password = Credentials::new_password();
-        let root = Credentials::new_password();
-        spindle_cluster::etcd_auth::secure(&etcd_url, Some(c.ca_pem.clone()), "spindle", &password, &root).await?;
-        c.save_etcd_user(spindle_cluster::credentials::ETCD_ROOT_FILE, "root", &root)?;
-        c.save_etcd_user(spindle_cluster::credentials::ETCD_USER_FILE, &spindle_cluster::etcd_auth::user_of("spindle"), &password)?;
+        spindle_cluster::etcd_auth::secure_for(c, &etcd_url, true, "spindle", None).await?;
         control = connect_when_up(&etcd_url, c.etcd_access(true)?).await?;
     }
     let fresh = control.load_map().await.is_err();

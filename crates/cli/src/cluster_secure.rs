@@ -38,11 +38,7 @@ pub struct ProvisionArgs {
 /// `init --credentials DIR`: the credentials in DIR (made there if it holds none), recorded
 /// in the map by their fingerprint.
 pub fn secure_map(map: &mut ClusterMap, cluster: &str, dir: &Path) -> Result<String, Box<dyn std::error::Error>> {
-    let (creds, made) = if dir.join(spindle_cluster::credentials::IDENTITY_FILE).exists() {
-        (Credentials::load(dir)?, false)
-    } else {
-        (Credentials::generate(dir, cluster)?, true)
-    };
+    let (creds, made) = Credentials::load_or_generate(dir, cluster)?;
     if creds.cluster != cluster {
         return Err(format!("{}: credentials of cluster {:?}, not {cluster:?}", dir.display(), creds.cluster).into());
     }
@@ -104,16 +100,9 @@ pub fn new_credentials(dir: Option<&Path>, cluster: &str) -> Result<(), Box<dyn 
 /// `secure-etcd`: the cluster's etcd user, with access to its prefix only, and authentication
 /// enabled; the passwords kept in the credentials directory.
 pub async fn secure_etcd(etcd: &Etcd, root_password: Option<String>) -> Result<(), Box<dyn std::error::Error>> {
-    use spindle_cluster::credentials::{ETCD_ROOT_FILE, ETCD_USER_FILE};
     let dir = etcd.credentials.as_deref().ok_or("give the cluster's credentials directory (--credentials DIR)")?;
     let creds = Credentials::load(dir)?;
-    let tls = etcd.etcd.split(',').any(|e| e.trim().starts_with("https://"));
-    let root = root_password.unwrap_or_else(Credentials::new_password);
-    let password = Credentials::new_password();
-    spindle_cluster::etcd_auth::secure(&etcd.etcd, tls.then(|| creds.ca_pem.clone()), &etcd.cluster, &password, &root).await?;
-    creds.save_etcd_user(ETCD_ROOT_FILE, "root", &root)?;
-    let user = spindle_cluster::etcd_auth::user_of(&etcd.cluster);
-    creds.save_etcd_user(ETCD_USER_FILE, &user, &password)?;
+    let user = spindle_cluster::etcd_auth::secure_for(&creds, &etcd.etcd, crate::cluster_access::over_tls(&etcd.etcd), &etcd.cluster, root_password).await?;
     println!("etcd enforces users now: cluster {:?} is etcd user {user:?}, allowed its prefix only (passwords in {})", etcd.cluster, dir.display());
     Ok(())
 }

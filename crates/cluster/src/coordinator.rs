@@ -17,7 +17,8 @@ use tracing::{info, warn};
 
 use crate::control::{now_ms, Control, Health, HealthState, MemberChange, MoveProgress};
 use crate::map::{ClusterMap, Member};
-use crate::{migrate, sweep};
+use crate::fence::{fence, fenced_client};
+use crate::{migrate, sweeper};
 use crate::metrics::{CoordinatorMetrics, DriveView};
 use crate::repair;
 use crate::ClusterError;
@@ -331,7 +332,7 @@ fn crash_point(phase: &str) {
 async fn plan(control: &Control, config: &CoordinatorConfig) -> Result<(), ClusterError> {
     let mut tick = tokio::time::interval(config.probe_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut sweeper = Sweeper::default();
+    let mut sweeper = sweeper::Sweeper::default();
     // Since when the move under way (by its epoch) has had partitions that could not be
     // copied, none being copied meanwhile.
     let mut stuck: Option<(u64, Instant)> = None;
@@ -362,7 +363,8 @@ async fn plan(control: &Control, config: &CoordinatorConfig) -> Result<(), Clust
             again = true;
             continue;
         }
-        sweeper.round(control, config, &map, revision).await?;
+        let settings = sweeper::SweepConfig { interval: config.sweep_interval, grace: config.sweep_grace, client: &config.client, metrics: &config.metrics };
+        sweeper.round(control, &settings, &map, revision).await?;
     }
 }
 
@@ -550,126 +552,6 @@ async fn run_move(control: &Control, config: &CoordinatorConfig, map: ClusterMap
         );
         crash_point("flipped");
         migrate::connect_all(&next, &config.client).await;
-    }
-    Ok(())
-}
-
-/// What the sweeper has seen foreign, since when; when it last looked; and the partition its
-/// scrub checks next.
-#[derive(Default)]
-struct Sweeper {
-    seen: HashMap<(String, u32), Instant>,
-    last: Option<Instant>,
-    scrub_next: u32,
-}
-
-impl Sweeper {
-    /// Every `sweep_interval`: each drive's foreign partitions found, those seen foreign for
-    /// `sweep_grace` deleted; one partition scrubbed; then leaving members that hold nothing
-    /// are dropped from the map.
-    async fn round(&mut self, control: &Control, config: &CoordinatorConfig, map: &ClusterMap, revision: i64) -> Result<(), ClusterError> {
-        if self.last.is_some_and(|l| l.elapsed() < config.sweep_interval) {
-            return Ok(());
-        }
-        self.last = Some(Instant::now());
-        let drives = migrate::connect_all(map, &config.client).await;
-        let mut found = std::collections::HashSet::new();
-        for (id, c) in &drives {
-            let foreign = match sweep::foreign_partitions(map, id, c).await {
-                Ok(f) => f,
-                Err(e) => {
-                    warn!("sweeping {id}: {e}");
-                    continue;
-                }
-            };
-            for p in foreign {
-                let since = *self.seen.entry((id.clone(), p)).or_insert_with(Instant::now);
-                if since.elapsed() < config.sweep_grace {
-                    found.insert((id.clone(), p));
-                    continue;
-                }
-                match sweep::wipe(p, c).await {
-                    Ok(n) => {
-                        config.metrics.swept(n);
-                        info!("swept partition {p} off {id}: {n} entries it no longer holds");
-                    }
-                    Err(e) => {
-                        warn!("sweeping partition {p} off {id}: {e}");
-                        found.insert((id.clone(), p));
-                    }
-                }
-            }
-        }
-        self.seen.retain(|k, _| found.contains(k));
-        // Scrub one partition a round: every key brought to its newest write on every replica
-        // that answers. A replica can miss a write that was acknowledged without it (it
-        // refused the write's epoch while being fenced, or its client went away before the
-        // write reached it); reads repair what they meet, this repairs the rest in time.
-        if map.partitions > 0 {
-            let p = self.scrub_next % map.partitions;
-            self.scrub_next = (p + 1) % map.partitions;
-            let replicas: Vec<(String, Client)> = map.replicas_of(p).iter().filter_map(|d| drives.get(d).map(|c| (d.clone(), c.clone()))).collect();
-            if replicas.len() > 1 {
-                match repair::repair_partition(p, &replicas).await {
-                    Ok(n) if n > 0 => {
-                        config.metrics.repaired(n);
-                        info!("scrub: partition {p}: {n} entries brought to their newest write");
-                    }
-                    Ok(_) => {}
-                    Err(e) => warn!("scrub: partition {p}: {e}"),
-                }
-            }
-        }
-        // Leaving members placed nowhere with nothing left on them (or not answering) go.
-        let gone: Vec<String> = map
-            .members
-            .values()
-            .filter(|m| m.leaving && !(0..map.partitions).any(|p| map.assigned(&m.id, p)) && !found.iter().any(|(d, _)| *d == m.id))
-            .map(|m| m.id.clone())
-            .collect();
-        if !gone.is_empty() {
-            let mut next = map.clone();
-            for id in &gone {
-                next.members.remove(id);
-            }
-            next.epoch += 1;
-            if control.replace_map(revision, &next).await? {
-                for id in &gone {
-                    control.clear_health(id).await?;
-                }
-                config.metrics.map_changed();
-                info!("epoch {}: {} left the cluster, drained", next.epoch, gone.join(", "));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// A connection at `epoch`: it adopts the drive's cluster version from the sign-on, then
-/// fences the drive to `epoch` if that differs.
-pub(crate) async fn fenced_client(addr: &str, epoch: i64, config: &ClientConfig) -> Option<Client> {
-    let c = tokio::time::timeout(config.timeout, Client::connect(addr, config.clone())).await.ok()?.ok()?;
-    let theirs = c.sign_on().header.as_ref().and_then(|h| h.cluster_version).unwrap_or(0);
-    c.set_request_cluster_version(theirs);
-    fence(&c, epoch).await.ok()?;
-    Some(c)
-}
-
-/// Sets the drive's cluster version to `epoch` (SETUP, sent at the version the connection
-/// knows) unless it is there already; the connection then talks at `epoch`.
-/// Never backwards: a drive already at a newer epoch was fenced by a newer leader, and this
-/// one's map is stale.
-async fn fence(c: &Client, epoch: i64) -> Result<(), spindle_client::ClientError> {
-    if c.cluster_version() > epoch {
-        return Err(spindle_client::ClientError::Status {
-            code: spindle_client::StatusCode::VersionFailure,
-            message: format!("the drive is at epoch {}, newer than {epoch}", c.cluster_version()),
-        });
-    }
-    if c.cluster_version() != epoch {
-        c.set_cluster_version(epoch).await?;
-        c.set_request_cluster_version(epoch);
-        info!("drive fenced to epoch {epoch}");
     }
     Ok(())
 }

@@ -161,6 +161,15 @@ impl Credentials {
         Ok(Credentials { dir: dir.to_path_buf(), cluster: cluster.to_string(), identity: file.identity, hmac_key: file.hmac_key, ca_pem: cert.pem() })
     }
 
+    /// The credentials in `dir`, made there if it holds none; `true` when made.
+    pub fn load_or_generate(dir: &Path, cluster: &str) -> Result<(Credentials, bool), ClusterError> {
+        if dir.join(IDENTITY_FILE).exists() {
+            Ok((Credentials::load(dir)?, false))
+        } else {
+            Ok((Credentials::generate(dir, cluster)?, true))
+        }
+    }
+
     /// The credentials in `dir` (`identity.json` and `ca.pem`).
     pub fn load(dir: &Path) -> Result<Credentials, ClusterError> {
         let file = read_identity(&dir.join(IDENTITY_FILE))?;

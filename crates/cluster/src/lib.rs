@@ -18,6 +18,7 @@ pub mod coordinator;
 pub mod provision;
 pub mod credentials;
 pub mod etcd_auth;
+mod fence;
 mod error;
 pub mod history;
 pub mod map;
@@ -29,6 +30,7 @@ pub mod stamp;
 pub mod replica;
 pub mod store;
 pub mod sweep;
+mod sweeper;
 pub mod tag;
 pub mod together;
 

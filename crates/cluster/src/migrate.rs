@@ -33,7 +33,7 @@ pub type Drives = HashMap<String, Client>;
 /// A connection to every member that answers, fenced to `map`'s epoch.
 pub async fn connect_all(map: &ClusterMap, config: &ClientConfig) -> Drives {
     let epoch = map.epoch as i64;
-    let tries = map.members.values().map(|m| async move { (m.id.clone(), crate::coordinator::fenced_client(&m.addr, epoch, config).await) });
+    let tries = map.members.values().map(|m| async move { (m.id.clone(), crate::fence::fenced_client(&m.addr, epoch, config).await) });
     join_all(tries).await.into_iter().filter_map(|(id, c)| c.map(|c| (id, c))).collect()
 }
 

@@ -81,8 +81,7 @@ async fn sign_in(addr: &str, creds: &Credentials, identity: i64, key: &str, time
     let client = tokio::time::timeout(timeout, Client::connect(addr, config)).await.map_err(|_| ClientError::Timeout(timeout))??;
     // Administration goes at the drive's cluster version (its sign-on tells it): a drive in
     // the cluster is fenced to the map's epoch.
-    let version = client.sign_on().header.as_ref().and_then(|h| h.cluster_version).unwrap_or(0);
-    let client = client.at_cluster_version(version);
+    let client = client.at_cluster_version(crate::fence::drive_version(&client));
     match client.noop().await {
         Ok(()) => Ok(client),
         Err(e) if e.status() == Some(StatusCode::VersionFailure) => Ok(client),

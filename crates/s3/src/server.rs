@@ -144,16 +144,18 @@ impl Connection {
             let signed = is_signed(&req);
             // XML bodies are read whole by s3s: past the limit it would answer 500 (it does
             // not recognise the limit's own error), so the limit is ours and answered 400.
-            let exceeded = Arc::new(AtomicBool::new(false));
-            let xml = xml_bodied(&req);
+            let exceeded = xml_bodied(&req).then(|| Arc::new(AtomicBool::new(false)));
             let req = req.map(|body| {
                 let body = Stalling::new(body, stall);
-                s3s::Body::http_body(if xml { body.limited(MAX_XML_BODY, exceeded.clone()) } else { body })
+                s3s::Body::http_body(match &exceeded {
+                    Some(flag) => body.limited(MAX_XML_BODY, flag.clone()),
+                    None => body,
+                })
             });
             let (service, proof) = (service.clone(), proof.clone());
             async move {
                 let mut answer = service.call(req).await;
-                if exceeded.load(Ordering::Relaxed) {
+                if exceeded.is_some_and(|flag| flag.load(Ordering::Relaxed)) {
                     answer = Ok(too_large());
                 }
                 // A signature s3s accepted: anything but 403 (a request it refuses for its

@@ -1,0 +1,113 @@
+//! The coordinator's sweeper rounds: partitions drives hold without being placed there,
+//! deleted once seen foreign for the grace (`sweep`); one partition scrubbed a round
+//! (`repair`); leaving members that hold nothing dropped from the map.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use spindle_client::{Client, ClientConfig};
+use tracing::{info, warn};
+
+use crate::control::Control;
+use crate::map::ClusterMap;
+use crate::metrics::CoordinatorMetrics;
+use crate::{migrate, repair, sweep, ClusterError};
+
+/// What a round needs of the coordinator's settings.
+pub(crate) struct SweepConfig<'a> {
+    pub interval: Duration,
+    pub grace: Duration,
+    pub client: &'a ClientConfig,
+    pub metrics: &'a CoordinatorMetrics,
+}
+
+/// What the sweeper has seen foreign, since when; when it last looked; and the partition its
+/// scrub checks next.
+#[derive(Default)]
+pub(crate) struct Sweeper {
+    seen: HashMap<(String, u32), Instant>,
+    last: Option<Instant>,
+    scrub_next: u32,
+}
+
+impl Sweeper {
+    /// Every `sweep_interval`: each drive's foreign partitions found, those seen foreign for
+    /// `sweep_grace` deleted; one partition scrubbed; then leaving members that hold nothing
+    /// are dropped from the map.
+    pub(crate) async fn round(&mut self, control: &Control, config: &SweepConfig<'_>, map: &ClusterMap, revision: i64) -> Result<(), ClusterError> {
+        if self.last.is_some_and(|l| l.elapsed() < config.interval) {
+            return Ok(());
+        }
+        self.last = Some(Instant::now());
+        let drives = migrate::connect_all(map, config.client).await;
+        let mut found = std::collections::HashSet::new();
+        for (id, c) in &drives {
+            let foreign = match sweep::foreign_partitions(map, id, c).await {
+                Ok(f) => f,
+                Err(e) => {
+                    warn!("sweeping {id}: {e}");
+                    continue;
+                }
+            };
+            for p in foreign {
+                let since = *self.seen.entry((id.clone(), p)).or_insert_with(Instant::now);
+                if since.elapsed() < config.grace {
+                    found.insert((id.clone(), p));
+                    continue;
+                }
+                match sweep::wipe(p, c).await {
+                    Ok(n) => {
+                        config.metrics.swept(n);
+                        info!("swept partition {p} off {id}: {n} entries it no longer holds");
+                    }
+                    Err(e) => {
+                        warn!("sweeping partition {p} off {id}: {e}");
+                        found.insert((id.clone(), p));
+                    }
+                }
+            }
+        }
+        self.seen.retain(|k, _| found.contains(k));
+        // Scrub one partition a round: every key brought to its newest write on every replica
+        // that answers. A replica can miss a write that was acknowledged without it (it
+        // refused the write's epoch while being fenced, or its client went away before the
+        // write reached it); reads repair what they meet, this repairs the rest in time.
+        if map.partitions > 0 {
+            let p = self.scrub_next % map.partitions;
+            self.scrub_next = (p + 1) % map.partitions;
+            let replicas: Vec<(String, Client)> = map.replicas_of(p).iter().filter_map(|d| drives.get(d).map(|c| (d.clone(), c.clone()))).collect();
+            if replicas.len() > 1 {
+                match repair::repair_partition(p, &replicas).await {
+                    Ok(n) if n > 0 => {
+                        config.metrics.repaired(n);
+                        info!("scrub: partition {p}: {n} entries brought to their newest write");
+                    }
+                    Ok(_) => {}
+                    Err(e) => warn!("scrub: partition {p}: {e}"),
+                }
+            }
+        }
+        // Leaving members placed nowhere with nothing left on them (or not answering) go.
+        let gone: Vec<String> = map
+            .members
+            .values()
+            .filter(|m| m.leaving && !(0..map.partitions).any(|p| map.assigned(&m.id, p)) && !found.iter().any(|(d, _)| *d == m.id))
+            .map(|m| m.id.clone())
+            .collect();
+        if !gone.is_empty() {
+            let mut next = map.clone();
+            for id in &gone {
+                next.members.remove(id);
+            }
+            next.epoch += 1;
+            if control.replace_map(revision, &next).await? {
+                for id in &gone {
+                    control.clear_health(id).await?;
+                }
+                config.metrics.map_changed();
+                info!("epoch {}: {} left the cluster, drained", next.epoch, gone.join(", "));
+            }
+        }
+        Ok(())
+    }
+}
