@@ -86,7 +86,7 @@ pub async fn demo(drives: usize, data: &Path, check: bool, insecure: bool) -> Cm
     let mut control = connect_when_up(&etcd_url, access.clone()).await?;
     if let Some(c) = creds.as_ref().filter(|_| access.user.is_none()) {
         // A fresh secured demo: the cluster's etcd user, then etcd enforces users.
-        spindle_cluster::etcd_auth::secure_for(c, &etcd_url, true, "spindle", None).await?;
+        c.secure_etcd(&etcd_url, true, None).await?;
         control = connect_when_up(&etcd_url, c.etcd_access(true)?).await?;
     }
     let fresh = control.load_map().await.is_err();

@@ -102,7 +102,10 @@ pub fn new_credentials(dir: Option<&Path>, cluster: &str) -> Result<(), Box<dyn 
 pub async fn secure_etcd(etcd: &Etcd, root_password: Option<String>) -> Result<(), Box<dyn std::error::Error>> {
     let dir = etcd.credentials.as_deref().ok_or("give the cluster's credentials directory (--credentials DIR)")?;
     let creds = Credentials::load(dir)?;
-    let user = spindle_cluster::etcd_auth::secure_for(&creds, &etcd.etcd, crate::cluster_access::over_tls(&etcd.etcd), &etcd.cluster, root_password).await?;
+    if creds.cluster != etcd.cluster {
+        return Err(format!("{}: credentials of cluster {:?}, not {:?}", dir.display(), creds.cluster, etcd.cluster).into());
+    }
+    let user = creds.secure_etcd(&etcd.etcd, crate::cluster_access::over_tls(&etcd.etcd), root_password).await?;
     println!("etcd enforces users now: cluster {:?} is etcd user {user:?}, allowed its prefix only (passwords in {})", etcd.cluster, dir.display());
     Ok(())
 }

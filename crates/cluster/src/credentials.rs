@@ -249,6 +249,19 @@ impl Credentials {
         write_secret(&path, &text)
     }
 
+    /// Secures etcd for this cluster (`etcd_auth::secure`) and keeps the passwords here
+    /// (`etcd.json`, `etcd-root.json`): `root_password` is etcd's root's if it enforces users
+    /// already, else one is made. Returns the cluster's etcd user.
+    pub async fn secure_etcd(&self, endpoints: &str, tls: bool, root_password: Option<String>) -> Result<String, ClusterError> {
+        let root = root_password.unwrap_or_else(Credentials::new_password);
+        let password = Credentials::new_password();
+        crate::etcd_auth::secure(endpoints, tls.then(|| self.ca_pem.clone()), &self.cluster, &password, &root).await?;
+        self.save_etcd_user(ETCD_ROOT_FILE, "root", &root)?;
+        let user = crate::etcd_auth::user_of(&self.cluster);
+        self.save_etcd_user(ETCD_USER_FILE, &user, &password)?;
+        Ok(user)
+    }
+
     /// A random password for an etcd user.
     pub fn new_password() -> String {
         let mut raw = [0u8; 24];

@@ -11,20 +11,6 @@ use crate::ClusterError;
 /// How long `secure` gives etcd to take its connection.
 const SETUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// `secure` for the cluster of `creds`, its passwords kept in the credentials directory
-/// (`etcd.json`, `etcd-root.json`): `root_password` is etcd's root's if it enforces users
-/// already, else one is made. Returns the cluster's etcd user.
-pub async fn secure_for(creds: &crate::Credentials, endpoints: &str, tls: bool, cluster: &str, root_password: Option<String>) -> Result<String, ClusterError> {
-    use crate::credentials::{Credentials, ETCD_ROOT_FILE, ETCD_USER_FILE};
-    let root = root_password.unwrap_or_else(Credentials::new_password);
-    let password = Credentials::new_password();
-    secure(endpoints, tls.then(|| creds.ca_pem.clone()), cluster, &password, &root).await?;
-    creds.save_etcd_user(ETCD_ROOT_FILE, "root", &root)?;
-    let user = user_of(cluster);
-    creds.save_etcd_user(ETCD_USER_FILE, &user, &password)?;
-    Ok(user)
-}
-
 /// The names etcd knows a cluster's access by.
 pub fn user_of(cluster: &str) -> String {
     format!("spindle-{cluster}")
