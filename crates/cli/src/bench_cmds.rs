@@ -31,7 +31,7 @@ pub enum BenchCommand {
     /// duration), GET (a prepared set read back at random) or mixed; MiB/s, objects/s,
     /// latency and time-to-first-byte percentiles, the server's CPU per MiB
     /// (scripts/bench-s3.sh: Spindle's gateway and MinIO side by side).
-    S3(S3BenchArgs),
+    S3(crate::bench_s3_cmds::S3BenchArgs),
     /// A TCP relay in front of a server, to measure what one more hop costs (the S3
     /// benchmark's MinIO behind it has the hop Spindle's gateway makes to its drive). Prints
     /// "relaying on ADDR" once it listens; runs until stopped.
@@ -264,120 +264,6 @@ pub struct BenchArgs {
     json: bool,
 }
 
-#[derive(Args)]
-pub struct S3BenchArgs {
-    /// The S3 server, http://HOST:PORT (path-style requests)
-    #[arg(long)]
-    endpoint: String,
-    #[arg(long, env = "SPINDLE_S3_ACCESS_KEY")]
-    access_key: String,
-    #[arg(long, env = "SPINDLE_S3_SECRET_KEY", hide_env_values = true)]
-    secret_key: String,
-    #[arg(long, default_value = "us-east-1")]
-    region: String,
-    /// Created if missing; the run writes under a fresh prefix and deletes what it wrote
-    #[arg(long, default_value = "spindle-bench")]
-    bucket: String,
-    #[arg(long, value_enum, default_value = "put")]
-    op: S3OpArg,
-    /// Object size: 4096, 1MiB, 64MiB, 1.5GB (K/M/G and KiB.. are powers of 1024, KB.. of 1000)
-    #[arg(long, default_value = "1MiB", value_parser = crate::act_cmds::parse_size)]
-    size: u64,
-    /// Workers, each with its own connection and one request in flight
-    #[arg(long, default_value_t = 8)]
-    concurrency: usize,
-    /// How long the timed phase runs: 10s, 500ms, 2m
-    #[arg(long, default_value = "10s", value_parser = spindle_bench::s3::parse_duration)]
-    duration: f64,
-    /// Objects at or above this size go up as multipart uploads in parts of this size (0: never)
-    #[arg(long, default_value = "16MiB", value_parser = crate::act_cmds::parse_size)]
-    multipart_size: u64,
-    /// Objects in the prepared set of get and mixed (default: about 1 GiB, 2 per worker at
-    /// least, 2500 at most)
-    #[arg(long, default_value_t = 0)]
-    objects: u64,
-    /// A server process whose CPU time to report per MiB (repeat, or comma-separate, for a
-    /// server of several processes: a gateway and its drive)
-    #[arg(long = "server-pid", value_delimiter = ',')]
-    server_pids: Vec<u32>,
-    /// The server's name in reports and comparisons
-    #[arg(long, default_value = "s3")]
-    label: String,
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Leave the run's objects in the bucket
-    #[arg(long)]
-    no_cleanup: bool,
-    /// Also write the whole result as JSON here
-    #[arg(long)]
-    json: Option<std::path::PathBuf>,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-pub enum S3OpArg {
-    Put,
-    Get,
-    Mixed,
-}
-
-impl S3BenchArgs {
-    fn spec(self) -> (spindle_bench::s3::S3BenchSpec, Option<std::path::PathBuf>) {
-        use spindle_bench::s3::{client::S3Endpoint, Mix, S3BenchSpec, S3Op};
-        let spec = S3BenchSpec {
-            target: S3Endpoint { endpoint: self.endpoint, region: self.region, bucket: self.bucket, access_key: self.access_key, secret_key: self.secret_key },
-            label: self.label,
-            op: match self.op {
-                S3OpArg::Put => S3Op::Put,
-                S3OpArg::Get => S3Op::Get,
-                S3OpArg::Mixed => S3Op::Mixed,
-            },
-            object_bytes: self.size,
-            concurrency: self.concurrency,
-            duration_seconds: self.duration,
-            multipart_bytes: self.multipart_size,
-            objects: self.objects,
-            mix: Mix::WARP,
-            server_pids: self.server_pids,
-            seed: self.seed,
-            cleanup: !self.no_cleanup,
-        };
-        (spec, self.json)
-    }
-}
-
-async fn bench_s3(a: S3BenchArgs) -> CmdResult {
-    let (spec, json) = a.spec();
-    let r = spindle_bench::s3::run(spec).await?;
-    if let Some(path) = &json {
-        write_atomically(path, &r)?;
-    }
-    print!("{}", spindle_bench::s3::markdown(&r));
-    if r.cleanup_errors > 0 {
-        eprintln!("warning: {} of the run's objects could not be deleted (prefix {})", r.cleanup_errors, r.prefix);
-    }
-    if r.errors > 0 {
-        return Err(format!("{} operations failed", r.errors).into());
-    }
-    Ok(())
-}
-
-async fn bench_relay(listen: std::net::SocketAddr, to: std::net::SocketAddr) -> CmdResult {
-    let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| format!("listening on {listen}: {e}"))?;
-    eprintln!("relaying on {} to {to}", listener.local_addr()?);
-    spindle_bench::relay::relay(listener, to).await?;
-    Ok(())
-}
-
-fn bench_s3_compare(results: &[std::path::PathBuf], baseline: &str) -> CmdResult {
-    let mut views = Vec::new();
-    for p in results {
-        let text = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
-        views.push(serde_json::from_slice::<spindle_bench::s3::S3ResultView>(&text).map_err(|e| format!("{}: {e}", p.display()))?);
-    }
-    print!("{}", spindle_bench::s3::compare_markdown(&views, baseline)?);
-    Ok(())
-}
-
 #[derive(Clone, Copy, ValueEnum)]
 pub enum OrderArg {
     Sequential,
@@ -392,9 +278,9 @@ pub async fn bench(cmd: BenchCommand) -> CmdResult {
         BenchCommand::Ycsb(a) => return bench_ycsb(a).await,
         BenchCommand::Migrate(a) => return bench_migrate(a).await,
         BenchCommand::Archive(cmd) => return crate::archive_cmds::run(cmd).await,
-        BenchCommand::S3(a) => return bench_s3(a).await,
-        BenchCommand::S3Compare { results, baseline } => return bench_s3_compare(&results, &baseline),
-        BenchCommand::Relay { listen, to } => return bench_relay(listen, to).await,
+        BenchCommand::S3(a) => return crate::bench_s3_cmds::bench_s3(a).await,
+        BenchCommand::S3Compare { results, baseline } => return crate::bench_s3_cmds::bench_s3_compare(&results, &baseline),
+        BenchCommand::Relay { listen, to } => return crate::bench_s3_cmds::bench_relay(listen, to).await,
         BenchCommand::Act(cmd) => return crate::act_cmds::run(cmd).await,
         BenchCommand::Report { results, out } => {
             let files = spindle_bench::report::write_report(&results, &out)?;

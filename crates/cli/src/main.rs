@@ -12,6 +12,8 @@ mod admin_cmds;
 mod archive_cmds;
 #[cfg(feature = "lab")]
 mod bench_cmds;
+#[cfg(feature = "lab")]
+mod bench_s3_cmds;
 mod client_cmds;
 #[cfg(feature = "cluster")]
 mod cluster_access;

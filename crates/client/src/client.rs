@@ -1,6 +1,5 @@
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
@@ -10,41 +9,15 @@ use spindle_proto::pb::message::AuthType;
 use spindle_proto::pb::{Command, Message};
 use spindle_proto::hmac::HmacKey;
 use spindle_proto::{encode_frame_head, encode_message_head, response_type, FrameDecoder, MessageType, Signature, StatusCode};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
-use tokio::net::{TcpStream, ToSocketAddrs};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::net::ToSocketAddrs;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::{ClientError, DeleteOptions, Entry, Metadata, PutOptions, RangeQuery};
+use crate::connect::{handshake, read_frame, Handshake};
+use crate::{ClientConfig, ClientError, DeleteOptions, Entry, Metadata, PutOptions, RangeQuery};
 
 /// Batch ids only need to be unique per connection; one counter per process is simplest.
 static NEXT_BATCH_ID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
-
-/// Largest frame part the client accepts from a drive (the protocol's 1 MiB per part, with
-/// room for drives configured larger).
-const MAX_RESPONSE_PART: u32 = 64 * 1024 * 1024;
-
-#[derive(Debug, Clone)]
-pub struct ClientConfig {
-    pub identity: i64,
-    pub hmac_key: Bytes,
-    pub cluster_version: i64,
-    /// How long to wait for the sign-on and for each response.
-    pub timeout: Duration,
-    /// Connect with TLS, trusting these certificates (PEM), e.g. the drive's `tls/cert.pem`.
-    pub tls_trust: Option<std::path::PathBuf>,
-}
-
-impl Default for ClientConfig {
-    fn default() -> Self {
-        ClientConfig {
-            identity: spindle_proto::DEFAULT_IDENTITY,
-            hmac_key: Bytes::from_static(spindle_proto::DEFAULT_HMAC_KEY),
-            cluster_version: 0,
-            timeout: Duration::from_secs(30),
-            tls_trust: None,
-        }
-    }
-}
 
 /// A drive's answer.
 #[derive(Debug, Clone)]
@@ -423,61 +396,6 @@ impl Client {
     }
 }
 
-pub(crate) type Reader = Box<dyn AsyncRead + Send + Unpin>;
-pub(crate) type Writer = Box<dyn AsyncWrite + Send + Unpin>;
-
-/// A connection that has received the drive's sign-on.
-pub(crate) struct Handshake {
-    pub rd: Reader,
-    pub wr: Writer,
-    pub decoder: FrameDecoder,
-    /// Bytes read past the sign-on.
-    pub buf: BytesMut,
-    pub sign_on: Command,
-    pub connection_id: i64,
-}
-
-/// Connects (over TLS if configured) and waits for the sign-on.
-pub(crate) async fn handshake(addr: impl ToSocketAddrs, config: &ClientConfig) -> Result<Handshake, ClientError> {
-    let stream = tokio::time::timeout(config.timeout, TcpStream::connect(addr))
-        .await
-        .map_err(|_| ClientError::Timeout(config.timeout))??;
-    stream.set_nodelay(true)?;
-    let (mut rd, wr): (Reader, Writer) = match &config.tls_trust {
-        None => {
-            let (r, w) = stream.into_split();
-            (Box::new(r), Box::new(w))
-        }
-        Some(trust) => {
-            let tls = tls_connect(stream, trust, config.timeout).await?;
-            let (r, w) = tokio::io::split(tls);
-            (Box::new(r), Box::new(w))
-        }
-    };
-    let mut decoder = FrameDecoder::new(MAX_RESPONSE_PART, MAX_RESPONSE_PART);
-    let mut buf = BytesMut::with_capacity(64 * 1024);
-    let first = tokio::time::timeout(config.timeout, read_frame(&mut *rd, &mut decoder, &mut buf))
-        .await
-        .map_err(|_| ClientError::Timeout(config.timeout))??
-        .ok_or_else(|| ClientError::Terminated("closed before the sign-on".into()))?;
-    if first.message.auth_type != Some(AuthType::Unsolicitedstatus as i32) {
-        return Err(ClientError::Protocol("first message is not the unsolicited sign-on".into()));
-    }
-    let sign_on = Command::decode(first.message.command_bytes.unwrap_or_default())
-        .map_err(|e| ClientError::Protocol(format!("undecodable sign-on: {e}")))?;
-    let status = sign_on.status.as_ref().and_then(|s| s.code);
-    if status != Some(StatusCode::Success as i32) {
-        let message = sign_on.status.as_ref().and_then(|s| s.status_message.clone()).unwrap_or_default();
-        return Err(ClientError::Terminated(message));
-    }
-    let connection_id = sign_on
-        .header
-        .as_ref()
-        .and_then(|h| h.connection_id)
-        .ok_or_else(|| ClientError::Protocol("sign-on without a connection id".into()))?;
-    Ok(Handshake { rd, wr, decoder, buf, sign_on, connection_id })
-}
-
 /// The code of a response's status; INVALID_STATUS_CODE when it is missing or unknown.
 pub(crate) fn status_code(status: Option<&spindle_proto::pb::command::Status>) -> StatusCode {
     status.and_then(|s| s.code).and_then(|c| StatusCode::try_from(c).ok()).unwrap_or(StatusCode::InvalidStatusCode)
@@ -541,53 +459,6 @@ fn to_entry(r: Response) -> Entry {
         key: kv.key.unwrap_or_default(),
         metadata: Metadata { version: kv.db_version.unwrap_or_default(), tag: kv.tag.unwrap_or_default(), algorithm: kv.algorithm },
         value: r.value,
-    }
-}
-
-async fn tls_connect(
-    stream: TcpStream,
-    trust: &std::path::Path,
-    timeout: Duration,
-) -> Result<tokio_rustls::client::TlsStream<TcpStream>, ClientError> {
-    use rustls_pki_types::pem::PemObject;
-    use rustls_pki_types::{CertificateDer, ServerName};
-    let bad = |m: String| ClientError::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, m));
-    let mut roots = rustls::RootCertStore::empty();
-    let certs = CertificateDer::pem_file_iter(trust)
-        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| bad(format!("{}: {e}", trust.display())))?;
-    for cert in certs {
-        roots.add(cert).map_err(|e| bad(format!("{}: {e}", trust.display())))?;
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| bad(e.to_string()))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-    // Drives are addressed by IP; the generated certificate names 127.0.0.1 and localhost.
-    let name = ServerName::try_from(stream.peer_addr()?.ip().to_string()).map_err(|e| bad(e.to_string()))?;
-    tokio::time::timeout(timeout, connector.connect(name, stream)).await.map_err(|_| ClientError::Timeout(timeout))?.map_err(ClientError::Io)
-}
-
-pub(crate) async fn read_frame(
-    rd: &mut (dyn AsyncRead + Send + Unpin),
-    decoder: &mut FrameDecoder,
-    buf: &mut BytesMut,
-) -> Result<Option<spindle_proto::Frame>, ClientError> {
-    loop {
-        if let Some(frame) = decoder.decode(buf).map_err(|e| ClientError::Protocol(e.to_string()))? {
-            return Ok(Some(frame));
-        }
-        if let Some(h) = decoder.pending() {
-            buf.reserve(h.body_len().saturating_sub(buf.len()));
-        } else {
-            buf.reserve(64 * 1024);
-        }
-        if rd.read_buf(buf).await? == 0 {
-            return if buf.is_empty() && decoder.pending().is_none() { Ok(None) } else { Err(ClientError::Protocol("truncated frame".into())) };
-        }
     }
 }
 
@@ -662,6 +533,8 @@ async fn write_loop(wr: Box<dyn AsyncWrite + Send + Unpin>, mut queue: mpsc::Unb
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
+    use tokio::io::AsyncReadExt;
 
     /// A drive that signs on, then reads requests and never answers.
     async fn silent_drive() -> std::net::SocketAddr {

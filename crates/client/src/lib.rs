@@ -19,6 +19,7 @@
 mod admin;
 mod batch;
 mod client;
+mod connect;
 mod error;
 mod p2p;
 mod pipeline;
@@ -29,7 +30,8 @@ pub use batch::Batch;
 pub use spindle_proto::pb::command::pin_operation::PinOpType;
 pub use spindle_proto::pb::command::security::Acl;
 pub use spindle_proto::pb::command::PowerLevel;
-pub use client::{Client, ClientConfig, Response};
+pub use client::{Client, Response};
+pub use connect::ClientConfig;
 pub use error::ClientError;
 pub use p2p::{Peer, PushOp, PushOutcome, PushResult};
 pub use pipeline::Pipeline;

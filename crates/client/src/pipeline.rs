@@ -12,7 +12,8 @@ use spindle_proto::{decode_command_head, FrameDecoder, MessageType, StatusCode};
 use tokio::io::AsyncWriteExt;
 use tokio::net::ToSocketAddrs;
 
-use crate::client::{encode_signed, handshake, read_frame, status_code, Reader, Writer};
+use crate::client::{encode_signed, status_code};
+use crate::connect::{handshake, read_frame, Reader, Writer};
 use crate::{ClientConfig, ClientError, Response};
 
 pub struct Pipeline {
