@@ -149,6 +149,9 @@ pub enum ClusterCommand {
     },
     /// Run a coordinator (several may run; one leads).
     Coordinator {
+        /// TOML file of settings, keyed by these flags' names (flags given override it)
+        #[arg(long)]
+        config: Option<PathBuf>,
         #[arg(long)]
         name: Option<String>,
         /// Milliseconds between probes of each drive
@@ -310,6 +313,7 @@ pub async fn run(cmd: ClusterCommand) -> CmdResult {
             }
         }
         ClusterCommand::Coordinator {
+            config,
             name,
             probe_ms,
             down_after_ms,
@@ -321,6 +325,10 @@ pub async fn run(cmd: ClusterCommand) -> CmdResult {
             metrics,
             etcd,
         } => {
+            // The file was read before parsing: its settings are among the flags (settings_file.rs).
+            if let Some(file) = &config {
+                tracing::info!("settings from {}", file.display());
+            }
             if !(migrate_mib_s.is_finite() && migrate_mib_s >= 0.0) {
                 return Err(format!("--migrate-mib-s {migrate_mib_s}: must be 0 or more").into());
             }

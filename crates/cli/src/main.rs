@@ -29,6 +29,8 @@ mod s3_cmds;
 mod json_file;
 #[cfg(feature = "lab")]
 mod plan_cmds;
+#[cfg(feature = "cluster")]
+mod settings_file;
 
 use std::path::PathBuf;
 
@@ -38,6 +40,9 @@ use spindle_drive::DriveConfig;
 
 #[derive(Parser)]
 #[command(name = "spindle", version)]
+// A flag given twice takes its last value: the settings of a role's --config file come first
+// (settings_file.rs), so the command line's own flags override them.
+#[command(args_override_self = true)]
 #[cfg_attr(feature = "lab", command(about = "A Kinetic key-value drive, its client and its bench lab"))]
 #[cfg_attr(all(feature = "cluster", not(feature = "lab")), command(about = "A Kinetic key-value drive, its client and its cluster (built without the bench lab)"))]
 #[cfg_attr(not(feature = "cluster"), command(about = "A Kinetic key-value drive and its client (built without the cluster and the bench lab)"))]
@@ -194,7 +199,20 @@ fn main() {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
+    #[cfg(feature = "cluster")]
+    let argv = {
+        use clap::CommandFactory;
+        match settings_file::expand(std::env::args_os().collect(), &Cli::command()) {
+            Ok(argv) => argv,
+            Err(e) => {
+                eprintln!("spindle: {e}");
+                std::process::exit(2);
+            }
+        }
+    };
+    #[cfg(not(feature = "cluster"))]
+    let argv = std::env::args_os();
+    let cli = Cli::parse_from(argv);
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     // Threads serving connections (default: one per core). The engine's writer and fjall's
     // background workers run beside them.
@@ -275,5 +293,81 @@ mod tests {
 
         let c = drive_config(&drive_args(&["--data", "/srv/spindle", "--listen", "0.0.0.0", "--capacity-bytes", "1000"])).unwrap();
         assert_eq!((c.data_dir, c.listen.to_string(), c.capacity_bytes), ("/srv/spindle".into(), "0.0.0.0".into(), Some(1000)));
+    }
+}
+
+#[cfg(all(test, feature = "cluster"))]
+mod settings_file_tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn parse(argv: &[&str]) -> Result<Cli, String> {
+        let argv = settings_file::expand(argv.iter().map(Into::into).collect(), &Cli::command()).map_err(|e| e.to_string())?;
+        Cli::try_parse_from(argv).map_err(|e| e.to_string())
+    }
+
+    fn example(name: &str) -> String {
+        format!("{}/../../deploy/config/{name}", env!("CARGO_MANIFEST_DIR"))
+    }
+
+    /// The deployment guide's coordinator settings load as the flags they name, and a flag
+    /// given on the command line overrides its key.
+    #[test]
+    fn the_deployment_example_coordinator_settings_load() {
+        let file = example("coordinator.toml");
+        for (extra, cluster) in [(&[][..], "prod"), (&["--cluster", "other"][..], "other")] {
+            let argv: Vec<&str> = ["spindle", "cluster", "coordinator", "--config", &file].into_iter().chain(extra.iter().copied()).collect();
+            let Command::Cluster(cluster_cmds::ClusterCommand::Coordinator { etcd, down_after_ms, migrate_mib_s, metrics, .. }) = parse(&argv).unwrap().command else {
+                panic!("parsed as another command");
+            };
+            assert_eq!(etcd.etcd, "https://10.0.1.1:2379,https://10.0.1.2:2379,https://10.0.1.3:2379");
+            assert_eq!((etcd.cluster.as_str(), down_after_ms, migrate_mib_s), (cluster, 3000, 64.0));
+            assert_eq!(etcd.credentials.as_deref(), Some(std::path::Path::new("/etc/spindle/cluster")));
+            assert_eq!(metrics.map(|m| m.to_string()).as_deref(), Some("10.0.1.1:9200"));
+        }
+    }
+
+    #[test]
+    fn the_deployment_example_gateway_settings_load() {
+        let file = example("s3.toml");
+        let Command::S3(args) = parse(&["spindle", "s3", "--listen", "0.0.0.0:9100", "--config", &file]).unwrap().command else {
+            panic!("parsed as another command");
+        };
+        assert_eq!(args.cluster.as_deref(), Some("etcds://10.0.1.1:2379,10.0.1.2:2379,10.0.1.3:2379"));
+        assert_eq!((args.cluster_name.as_str(), args.listen.to_string().as_str()), ("prod", "0.0.0.0:9100"));
+        assert_eq!(args.credentials.as_deref(), Some(std::path::Path::new("/etc/spindle/cluster")));
+        assert_eq!(args.tls_cert.as_deref(), Some(std::path::Path::new("/etc/spindle/tls/s3/cert.pem")));
+        assert_eq!(args.keys_file.as_deref(), Some(std::path::Path::new("/etc/spindle/s3-keys")));
+    }
+
+    /// A key that is no flag, a value of the wrong kind and a file that is not TOML are refused
+    /// with the file's name and the key; a switch takes true or false.
+    #[test]
+    fn a_settings_file_that_does_not_fit_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        let path = file.to_str().unwrap();
+        for (text, want) in [
+            ("prob_ms = 5\n", "`prob_ms` is not a setting of `coordinator`"),
+            ("config = \"x\"\n", "`config` is not a setting"),
+            ("probe_ms = [1, 2]\n", "`probe_ms`: a array is not a flag's value"),
+            ("json = \"yes\"\n", "`json` is a switch"),
+            ("probe_ms = \n", path),
+        ] {
+            std::fs::write(&file, text).unwrap();
+            let e = parse(&["spindle", "cluster", "coordinator", "--config", path]).err().unwrap_or_default();
+            assert!(e.contains(want) && e.contains(path), "{text:?}: {e}");
+        }
+        std::fs::write(&file, "probe_ms = 250\njson = true\nlease-secs = 7\n").unwrap();
+        let Command::Cluster(cluster_cmds::ClusterCommand::Coordinator { probe_ms, lease_secs, etcd, .. }) = parse(&["spindle", "cluster", "coordinator", &format!("--config={path}")]).unwrap().command else {
+            panic!("parsed as another command");
+        };
+        assert_eq!((probe_ms, lease_secs, etcd.json), (250, 7, true));
+        // Wrong values are clap's errors, as for flags.
+        std::fs::write(&file, "probe_ms = -3\n").unwrap();
+        assert!(parse(&["spindle", "cluster", "coordinator", "--config", path]).is_err());
+        let missing = dir.path().join("none.toml");
+        let e = parse(&["spindle", "s3", "--config", missing.to_str().unwrap()]).err().unwrap();
+        assert!(e.contains("none.toml"), "{e}");
     }
 }

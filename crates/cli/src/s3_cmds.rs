@@ -10,21 +10,24 @@ use spindle_s3::{CertFiles, Config, Drive, Keys, Kv, Limits};
 #[derive(clap::Args)]
 #[command(group = clap::ArgGroup::new("store").required(true).args(["cluster", "drive"]))]
 pub struct S3Args {
+    /// TOML file of settings, keyed by these flags' names (flags given override it)
+    #[arg(long)]
+    config: Option<PathBuf>,
     /// A cluster's control plane: etcd://HOST:PORT[,HOST:PORT...]
     #[arg(long)]
-    cluster: Option<String>,
+    pub(crate) cluster: Option<String>,
     /// Name of the cluster in etcd
     #[arg(long, default_value = "spindle")]
-    cluster_name: String,
+    pub(crate) cluster_name: String,
     /// A secured cluster's credentials directory (identity.json, ca.pem)
     #[arg(long, env = "SPINDLE_CREDENTIALS", requires = "cluster")]
-    credentials: Option<PathBuf>,
+    pub(crate) credentials: Option<PathBuf>,
     /// One Kinetic drive as the store: HOST:PORT
     #[arg(long)]
     drive: Option<SocketAddr>,
     /// Address to serve S3 on
     #[arg(long, default_value = "127.0.0.1:9000")]
-    listen: SocketAddr,
+    pub(crate) listen: SocketAddr,
     /// An access key (with --secret-key)
     #[arg(long, env = "SPINDLE_S3_ACCESS_KEY", requires = "secret_key")]
     access_key: Option<String>,
@@ -33,7 +36,7 @@ pub struct S3Args {
     secret_key: Option<String>,
     /// More keys: a file of `ACCESS_KEY SECRET_KEY` lines
     #[arg(long)]
-    keys_file: Option<PathBuf>,
+    pub(crate) keys_file: Option<PathBuf>,
     /// Unreferenced data (replaced objects, crashed uploads) is deleted this long after it lost
     /// its last reference; an upload may stall this long between two pieces of its body
     #[arg(long, default_value_t = spindle_s3::SWEEP_GRACE.as_secs())]
@@ -44,7 +47,7 @@ pub struct S3Args {
     /// Serve HTTPS with this certificate chain (PEM, with --tls-key); a renewed file is taken
     /// without a restart
     #[arg(long, requires = "tls_key")]
-    tls_cert: Option<PathBuf>,
+    pub(crate) tls_cert: Option<PathBuf>,
     /// The certificate's private key (PEM)
     #[arg(long, requires = "tls_cert")]
     tls_key: Option<PathBuf>,
@@ -67,6 +70,9 @@ pub struct S3Args {
 }
 
 pub async fn run(a: S3Args) -> Result<(), Box<dyn std::error::Error>> {
+    if let Some(file) = &a.config {
+        tracing::info!("settings from {}", file.display());
+    }
     let mut keys = match &a.keys_file {
         Some(path) => Keys::parse(&std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?).map_err(|e| format!("{}: {e}", path.display()))?,
         None => Keys::default(),
