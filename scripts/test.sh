@@ -163,6 +163,9 @@ check "migrate bench smoke" "$logs/migrate.log" scripts/bench-migrate.sh --spind
 section "S3 gateway with real clients: awscli, s3cmd, rclone, boto3 (the gateway's suite), a gateway killed mid-upload"
 check "s3 clients" "$logs/s3-clients.log" scripts/s3-clients.sh "$spindle"
 
+section "a deployment on three hosts (network namespaces): three etcd members, six drives, two coordinators, two gateways, all TLS and authenticated; strangers refused; the loss of an etcd member and of a host"
+check "multi-host deployment" "$logs/deploy.log" scripts/deploy-test.sh "$spindle"
+
 section "S3 gateway memory: 4 GiB up and down through a gateway over one drive, peak RSS under 512 MiB"
 check "s3 memory" "$logs/s3-memory.log" scripts/s3-memory.sh "$spindle" --gib 4 --limit-mib 512
 

@@ -311,7 +311,9 @@ impl Credentials {
         params.distinguished_name = name;
         params.not_before = time_now();
         params.not_after = params.not_before + time_days(DRIVE_DAYS);
-        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+        // Client use too: a host's etcd member presents it to the others (peer TLS with
+        // client-certificate authentication, as docs/deploy.md sets etcd up).
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth, rcgen::ExtendedKeyUsagePurpose::ClientAuth];
         let key = KeyPair::generate().map_err(|e| ClusterError::Invalid(e.to_string()))?;
         let cert = params.signed_by(&key, &issuer).map_err(|e| ClusterError::Invalid(e.to_string()))?;
         std::fs::create_dir_all(out).map_err(|e| invalid(out, e))?;
