@@ -167,3 +167,32 @@ fn a_damaged_settings_file_stops_the_drive_instead_of_reverting_to_factory_acces
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("drive-state.pb"), "{stderr}");
 }
+
+/// A renewed certificate written over the drive's files is served without a restart: here one
+/// of another CA, so that which one is served shows. The connection opened before keeps
+/// working; new handshakes get the new certificate within a generous bound of the drive's
+/// check every two seconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewed_tls_certificate_is_served_without_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (old_ca, new_ca) = (
+        spindle_cluster::Credentials::generate(&dir.path().join("old"), "old").unwrap(),
+        spindle_cluster::Credentials::generate(&dir.path().join("new"), "new").unwrap(),
+    );
+    let served = dir.path().join("served");
+    let (cert, key) = old_ca.issue(&["127.0.0.1".into()], &served).unwrap();
+    let drive = TestDrive::start(&["--tls-cert", cert.to_str().unwrap(), "--tls-key", key.to_str().unwrap()]);
+    let trusting = |ca: &spindle_cluster::Credentials| ClientConfig { tls_trust: Some(ca.ca_path()), timeout: Duration::from_secs(10), ..ClientConfig::default() };
+    let before = Client::connect(drive.tls_addr.as_str(), trusting(&old_ca)).await.unwrap();
+    before.put(b"k", b("v"), PutOptions::default()).await.unwrap();
+    assert!(Client::connect(drive.tls_addr.as_str(), trusting(&new_ca)).await.is_err());
+
+    new_ca.issue(&["127.0.0.1".into()], &served).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Client::connect(drive.tls_addr.as_str(), trusting(&new_ca)).await.is_err() {
+        assert!(Instant::now() < deadline, "the renewed certificate is not served");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(Client::connect(drive.tls_addr.as_str(), trusting(&old_ca)).await.is_err(), "the old certificate is still served");
+    assert_eq!(before.get(b"k").await.unwrap().map(|e| e.value), Some(b("v")), "the connection opened before was dropped");
+}

@@ -1,13 +1,11 @@
-//! The TLS listener's identity: a certificate and key from the configuration, or a self-signed
-//! pair generated on first start and kept in the data directory (so clients that pinned it keep
+//! The TLS listener's identity: a certificate and key from the configuration (a renewed pair
+//! written over the files is served without a restart: spindle-tls), or a self-signed pair
+//! generated on first start and kept in the data directory (so clients that pinned it keep
 //! working across restarts).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use rustls::ServerConfig;
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use spindle_tls::CertFiles;
 use tokio_rustls::TlsAcceptor;
 
 /// Where a generated pair is kept, inside the data directory.
@@ -15,10 +13,8 @@ pub const GENERATED_DIR: &str = "tls";
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
-    #[error("TLS certificate {path}: {message}")]
-    Certificate { path: PathBuf, message: String },
-    #[error("TLS private key {path}: {message}")]
-    Key { path: PathBuf, message: String },
+    #[error(transparent)]
+    Files(#[from] spindle_tls::TlsError),
     #[error("generating a self-signed certificate: {0}")]
     Generate(String),
     #[error("TLS configuration: {0}")]
@@ -28,27 +24,14 @@ pub enum TlsError {
 }
 
 /// Builds the acceptor from `cert`/`key` PEM files, generating them under `data_dir` if unset.
+/// Inside a tokio runtime (the files are watched for a renewal).
 pub fn acceptor(cert: Option<&Path>, key: Option<&Path>, data_dir: &Path) -> Result<TlsAcceptor, TlsError> {
     let (cert_path, key_path) = match (cert, key) {
         (Some(c), Some(k)) => (c.to_path_buf(), k.to_path_buf()),
         (None, None) => generated_pair(data_dir)?,
         _ => return Err(TlsError::Config("tls_cert and tls_key must be given together".into())),
     };
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert_path)
-        .and_then(|it| it.collect())
-        .map_err(|e| TlsError::Certificate { path: cert_path.clone(), message: e.to_string() })?;
-    if certs.is_empty() {
-        return Err(TlsError::Certificate { path: cert_path, message: "no certificate in file".into() });
-    }
-    let key = PrivateKeyDer::from_pem_file(&key_path).map_err(|e| TlsError::Key { path: key_path.clone(), message: e.to_string() })?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-        .map_err(|e| TlsError::Config(e.to_string()))?
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .map_err(|e| TlsError::Config(e.to_string()))?;
-    Ok(TlsAcceptor::from(Arc::new(config)))
+    Ok(spindle_tls::acceptor(CertFiles { cert: cert_path, key: key_path }, &[])?)
 }
 
 fn generated_pair(data_dir: &Path) -> Result<(PathBuf, PathBuf), TlsError> {
@@ -72,8 +55,8 @@ fn generated_pair(data_dir: &Path) -> Result<(PathBuf, PathBuf), TlsError> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn generates_once_and_reuses() {
+    #[tokio::test]
+    async fn generates_once_and_reuses() {
         let dir = std::env::temp_dir().join(format!("spindle-tls-test-{}", std::process::id()));
         acceptor(None, None, &dir).unwrap();
         let first = std::fs::read(dir.join(GENERATED_DIR).join("cert.pem")).unwrap();
@@ -82,7 +65,7 @@ mod tests {
         assert!(matches!(acceptor(Some(&dir.join("nope.pem")), None, &dir), Err(TlsError::Config(_))));
         assert!(matches!(
             acceptor(Some(&dir.join("nope.pem")), Some(&dir.join("nope.key")), &dir),
-            Err(TlsError::Certificate { .. })
+            Err(TlsError::Files(spindle_tls::TlsError::Certificate { .. }))
         ));
         std::fs::remove_dir_all(dir).unwrap();
     }

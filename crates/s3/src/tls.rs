@@ -1,102 +1,13 @@
 //! HTTPS: the gateway's certificate and key from PEM files, taken again when the files change
-//! (a renewed certificate is served without a restart; handshakes in progress keep the one
-//! they started with).
+//! (spindle-tls: a renewed certificate is served without a restart; handshakes in progress
+//! keep the one they started with).
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::{Duration, SystemTime};
-
-use parking_lot::RwLock;
-use rustls::server::{ClientHello, ResolvesServerCert};
-use rustls::sign::CertifiedKey;
-use rustls::ServerConfig;
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+pub use spindle_tls::CertFiles;
 use tokio_rustls::TlsAcceptor;
 
 use crate::GatewayError;
 
-/// How often the files are looked at for a change.
-pub const RELOAD_CHECK: Duration = Duration::from_secs(2);
-
-/// The certificate chain and private key files (PEM).
-#[derive(Debug, Clone)]
-pub struct CertFiles {
-    pub cert: PathBuf,
-    pub key: PathBuf,
-}
-
-impl CertFiles {
-    /// What tells a changed file: its length and modification time, both files.
-    fn stamp(&self) -> Option<[(u64, SystemTime); 2]> {
-        let one = |p: &Path| std::fs::metadata(p).ok().and_then(|m| Some((m.len(), m.modified().ok()?)));
-        Some([one(&self.cert)?, one(&self.key)?])
-    }
-
-    /// Reads and checks the pair: the key must be one rustls can sign with and match the
-    /// certificate.
-    pub fn load(&self) -> Result<Arc<CertifiedKey>, GatewayError> {
-        let invalid = |what: &Path, e: &dyn std::fmt::Display| GatewayError::Invalid(format!("{}: {e}", what.display()));
-        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&self.cert).and_then(|it| it.collect()).map_err(|e| invalid(&self.cert, &e))?;
-        if chain.is_empty() {
-            return Err(invalid(&self.cert, &"no certificate in the file"));
-        }
-        let key = PrivateKeyDer::from_pem_file(&self.key).map_err(|e| invalid(&self.key, &e))?;
-        let provider = rustls::crypto::ring::default_provider();
-        let certified = CertifiedKey::from_der(chain, key, &provider).map_err(|e| invalid(&self.key, &e))?;
-        Ok(Arc::new(certified))
-    }
-}
-
-/// The certificate handshakes are answered with, replaced when the files change.
-#[derive(Debug)]
-struct Current {
-    key: RwLock<Arc<CertifiedKey>>,
-}
-
-impl ResolvesServerCert for Current {
-    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(self.key.read().clone())
-    }
-}
-
-/// The acceptor for `files` (HTTP/1.1 offered by ALPN), and the task that reloads them: it
-/// runs until the acceptor and every connection using it are gone.
+/// The acceptor for `files`, offering HTTP/1.1 by ALPN (the only protocol served).
 pub fn acceptor(files: CertFiles) -> Result<TlsAcceptor, GatewayError> {
-    let current = Arc::new(Current { key: RwLock::new(files.load()?) });
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-        .map_err(|e| GatewayError::Invalid(format!("TLS configuration: {e}")))?
-        .with_no_client_auth()
-        .with_cert_resolver(current.clone());
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let watched = Arc::downgrade(&current);
-    tokio::spawn(async move {
-        let mut seen = files.stamp();
-        let mut refused = None;
-        loop {
-            tokio::time::sleep(RELOAD_CHECK).await;
-            let Some(current) = watched.upgrade() else { return };
-            let now = files.stamp();
-            if now.is_none() || now == seen {
-                continue;
-            }
-            // A renewal may be caught between writing the two files: a pair that does not
-            // load (or match) is tried again at the next check, the old one served meanwhile.
-            match files.load() {
-                Ok(key) => {
-                    *current.key.write() = key;
-                    seen = now;
-                    tracing::info!(cert = %files.cert.display(), "TLS certificate reloaded");
-                }
-                Err(e) if refused != now => {
-                    tracing::warn!(error = %e, "TLS certificate changed but not loaded; the previous one is served");
-                    refused = now;
-                }
-                Err(_) => {}
-            }
-        }
-    });
-    Ok(TlsAcceptor::from(Arc::new(config)))
+    spindle_tls::acceptor(files, &[b"http/1.1"]).map_err(|e| GatewayError::Invalid(e.to_string()))
 }

@@ -1,0 +1,120 @@
+//! TLS serving from a certificate chain and private key in PEM files, taken again when the
+//! files change: a renewed certificate (or one from a new CA) is served to the next handshake
+//! without a restart, while connections already open keep the one they started with. The
+//! drive's TLS port and the S3 gateway's HTTPS listener both serve through [`acceptor`].
+
+#![forbid(unsafe_code)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use parking_lot::RwLock;
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use rustls::ServerConfig;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::TlsAcceptor;
+
+/// How often the files are looked at for a change.
+pub const RELOAD_CHECK: Duration = Duration::from_secs(2);
+
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("TLS certificate {path}: {message}")]
+    Certificate { path: PathBuf, message: String },
+    #[error("TLS private key {path}: {message}")]
+    Key { path: PathBuf, message: String },
+    #[error("TLS configuration: {0}")]
+    Config(String),
+}
+
+/// The certificate chain and private key files (PEM).
+#[derive(Debug, Clone)]
+pub struct CertFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+impl CertFiles {
+    /// What tells a changed file: its length and modification time, both files.
+    fn stamp(&self) -> Option<[(u64, SystemTime); 2]> {
+        let one = |p: &Path| std::fs::metadata(p).ok().and_then(|m| Some((m.len(), m.modified().ok()?)));
+        Some([one(&self.cert)?, one(&self.key)?])
+    }
+
+    /// Reads and checks the pair: the key must be one rustls can sign with and match the
+    /// certificate.
+    pub fn load(&self) -> Result<Arc<CertifiedKey>, TlsError> {
+        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&self.cert)
+            .and_then(|it| it.collect())
+            .map_err(|e| TlsError::Certificate { path: self.cert.clone(), message: e.to_string() })?;
+        if chain.is_empty() {
+            return Err(TlsError::Certificate { path: self.cert.clone(), message: "no certificate in the file".into() });
+        }
+        let key = PrivateKeyDer::from_pem_file(&self.key).map_err(|e| TlsError::Key { path: self.key.clone(), message: e.to_string() })?;
+        let provider = rustls::crypto::ring::default_provider();
+        let certified = CertifiedKey::from_der(chain, key, &provider).map_err(|e| TlsError::Key { path: self.key.clone(), message: e.to_string() })?;
+        Ok(Arc::new(certified))
+    }
+}
+
+/// The certificate handshakes are answered with, replaced when the files change.
+#[derive(Debug)]
+struct Current {
+    key: RwLock<Arc<CertifiedKey>>,
+}
+
+impl ResolvesServerCert for Current {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.key.read().clone())
+    }
+}
+
+/// The acceptor for `files` (TLS 1.3 and 1.2, offering `alpn`), and the task that reloads
+/// them, which runs until the acceptor and every connection using it are gone. Must be called
+/// inside a tokio runtime.
+pub fn acceptor(files: CertFiles, alpn: &[&[u8]]) -> Result<TlsAcceptor, TlsError> {
+    let current = Arc::new(Current { key: RwLock::new(files.load()?) });
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|e| TlsError::Config(e.to_string()))?
+        .with_no_client_auth()
+        .with_cert_resolver(current.clone());
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    tokio::spawn(reload(files, Arc::downgrade(&current)));
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+async fn reload(files: CertFiles, watched: std::sync::Weak<Current>) {
+    let mut seen = files.stamp();
+    let mut refused = None;
+    loop {
+        tokio::time::sleep(RELOAD_CHECK).await;
+        let Some(current) = watched.upgrade() else { return };
+        let now = files.stamp();
+        if now.is_none() || now == seen {
+            continue;
+        }
+        // A renewal may be caught between writing the two files: a pair that does not load (or
+        // match) is tried again at the next check, the old one served meanwhile.
+        match files.load() {
+            Ok(key) => {
+                *current.key.write() = key;
+                seen = now;
+                tracing::info!(cert = %files.cert.display(), "TLS certificate reloaded");
+            }
+            Err(e) if refused != now => {
+                tracing::warn!(error = %e, "TLS certificate changed but not loaded; the previous one is served");
+                refused = now;
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

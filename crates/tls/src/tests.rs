@@ -1,0 +1,82 @@
+use std::sync::Arc;
+
+use rcgen::{CertificateParams, IsCa, Issuer, KeyPair};
+use rustls::pki_types::ServerName;
+use tokio_rustls::TlsConnector;
+
+use super::*;
+
+/// A CA and a leaf for `localhost` signed by it: (the CA's DER, the leaf chain's PEM, its key's).
+fn issued(ca_name: &str) -> (CertificateDer<'static>, String, String) {
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.distinguished_name.push(rcgen::DnType::CommonName, ca_name);
+    let ca_key = KeyPair::generate().unwrap();
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca, ca_key);
+    let leaf_key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec!["localhost".to_string()]).unwrap().signed_by(&leaf_key, &issuer).unwrap();
+    (ca_cert.der().clone(), leaf.pem(), leaf_key.serialize_pem())
+}
+
+fn write(files: &CertFiles, pair: &(CertificateDer<'static>, String, String)) {
+    std::fs::write(&files.cert, &pair.1).unwrap();
+    std::fs::write(&files.key, &pair.2).unwrap();
+}
+
+/// Whether a client trusting only `ca` completes a handshake with `acceptor`.
+async fn trusted_by(acceptor: &TlsAcceptor, ca: &CertificateDer<'static>) -> bool {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ca.clone()).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider).with_safe_default_protocol_versions().unwrap().with_root_certificates(roots).with_no_client_auth();
+    let (client_io, server_io) = tokio::io::duplex(64 * 1024);
+    let server = {
+        let acceptor = acceptor.clone();
+        tokio::spawn(async move { acceptor.accept(server_io).await.is_ok() })
+    };
+    // The client's side stays open until the server's handshake is over (TLS 1.3 sends its
+    // tickets after the client is done).
+    let client = TlsConnector::from(Arc::new(config)).connect(ServerName::try_from("localhost").unwrap(), client_io).await;
+    let server = server.await.unwrap();
+    client.is_ok() && server
+}
+
+/// A pair written over the files is served from the next check on; a pair that does not load
+/// (a key of another certificate, a truncated file) leaves the one served as it was.
+#[tokio::test(start_paused = true)]
+async fn a_renewed_pair_is_served_without_a_restart_and_a_bad_one_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = CertFiles { cert: dir.path().join("cert.pem"), key: dir.path().join("key.pem") };
+    let (first, second) = (issued("first"), issued("second"));
+    write(&files, &first);
+    let acceptor = acceptor(files.clone(), &[]).unwrap();
+    assert!(trusted_by(&acceptor, &first.0).await);
+    assert!(!trusted_by(&acceptor, &second.0).await);
+
+    // A mismatched pair: the new certificate with the old key.
+    std::fs::write(&files.cert, &second.1).unwrap();
+    tokio::time::sleep(RELOAD_CHECK * 3).await;
+    assert!(trusted_by(&acceptor, &first.0).await, "a mismatched pair replaced the served one");
+    std::fs::write(&files.key, &second.2[..second.2.len() / 2]).unwrap();
+    tokio::time::sleep(RELOAD_CHECK * 3).await;
+    assert!(trusted_by(&acceptor, &first.0).await, "a truncated key replaced the served one");
+
+    std::fs::write(&files.key, &second.2).unwrap();
+    tokio::time::sleep(RELOAD_CHECK * 3).await;
+    assert!(trusted_by(&acceptor, &second.0).await, "the renewed pair is not served");
+    assert!(!trusted_by(&acceptor, &first.0).await);
+}
+
+#[test]
+fn a_pair_that_does_not_load_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = CertFiles { cert: dir.path().join("cert.pem"), key: dir.path().join("key.pem") };
+    assert!(matches!(files.load(), Err(TlsError::Certificate { path, .. }) if path == files.cert));
+    let pair = issued("ca");
+    std::fs::write(&files.cert, &pair.1).unwrap();
+    assert!(matches!(files.load(), Err(TlsError::Key { path, .. }) if path == files.key));
+    std::fs::write(&files.cert, "").unwrap();
+    let e = files.load().err().unwrap().to_string();
+    assert!(e.contains("no certificate"), "{e}");
+}
