@@ -16,13 +16,18 @@
 # with medians of REPEAT alternated rounds. With --ycsb LETTERS, YCSB's core
 # workloads (load, then run; 8 threads, 1 KiB records) against the lone drive and the cluster of
 # --ycsb-drives drives (default: the largest size), also alternated, in a second table.
+# With --secured, instead: what security costs. For each size, a plaintext cluster (open
+# drives, plain etcd) and a secured one beside it (the cluster's credentials and CA, etcd over
+# TLS with the cluster's user, drives provisioned by add-drive and reached over TLS only), and
+# `spindle bench put|get` of COUNT 1 MiB values against each, alternated, at 1 x 1 and 4 x 2.
 #
 #   scripts/bench-cluster.sh [--spindle BIN] [--drives 1,2,4,8] [--count N] [--repeat N] [--out FILE]
 #                            [--ycsb ABCDEF] [--ycsb-drives N] [--ycsb-records N] [--ycsb-operations N]
+#                            [--secured]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 spindle_bin=$root/target/release/spindle drives_list=1,2,4,8 count=5000 repeat=3 out=
-ycsb= ycsb_drives= ycsb_records=5000 ycsb_operations=5000
+ycsb= ycsb_drives= ycsb_records=5000 ycsb_operations=5000 secured=0
 while (($#)); do
     case $1 in
         --spindle) spindle_bin=$2; shift 2 ;;
@@ -34,7 +39,8 @@ while (($#)); do
         --ycsb-drives) ycsb_drives=$2; shift 2 ;;
         --ycsb-records) ycsb_records=$2; shift 2 ;;
         --ycsb-operations) ycsb_operations=$2; shift 2 ;;
-        -h | --help) sed -n '2,14p' "$0"; exit 0 ;;
+        --secured) secured=1; shift ;;
+        -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -86,6 +92,11 @@ measure() { # LABEL DRIVES TARGET
 }
 
 IFS=, read -r -a sizes <<<"$drives_list"
+if ((secured)); then
+    # shellcheck source=bench-cluster-secured.sh
+    source "$root/scripts/bench-cluster-secured.sh"
+    exit 0
+fi
 for round in $(seq 1 "$repeat"); do
     for n in "${sizes[@]}"; do
         log "round $round: $n drives"

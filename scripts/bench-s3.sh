@@ -9,7 +9,10 @@
 # MinIO's process and for the gateway plus its drive.
 #
 #   scripts/bench-s3.sh --spindle BIN [--quick] [--out FILE.md] [--results DIR]
-#       [--servers minio,spindle] [--duration 20s] [--concurrency 8] [--settle 10]
+#       [--servers minio,spindle] [--duration 20s] [--concurrency 8] [--settle 10] [--tls]
+#
+# --tls: both servers over HTTPS, with one certificate for 127.0.0.1 (from a throwaway CA made
+# by `spindle cluster new-credentials` and `issue-cert`) that the load generator trusts.
 #
 # --settle S: before each measurement, sync and wait S seconds, so that no server pays for the
 # writes of the one measured before it (on a VM the host's cache drains behind the guest).
@@ -27,7 +30,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 minio_module=github.com/minio/minio@v0.0.0-20260212201848-7aac2a2c5b7c
-spindle_bin= quick=0 out= results= servers=minio,spindle duration= concurrency=8 settle=
+spindle_bin= quick=0 out= results= servers=minio,spindle duration= concurrency=8 settle= tls=0
 while [ $# -gt 0 ]; do
   case $1 in
     --spindle) spindle_bin=$2; shift ;;
@@ -38,6 +41,7 @@ while [ $# -gt 0 ]; do
     --duration) duration=$2; shift ;;
     --concurrency) concurrency=$2; shift ;;
     --settle) settle=$2; shift ;;
+    --tls) tls=1 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -56,6 +60,18 @@ trap 'stop_servers; rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM
 
 want() { [[ ,$servers, == *,$1,* ]]; }
+scheme=http tls_trust=() minio_tls=() spindle_tls=()
+if ((tls)); then
+  scheme=https
+  "$spindle_bin" cluster new-credentials --cluster bench --credentials "$work/ca" >/dev/null
+  "$spindle_bin" cluster issue-cert --credentials "$work/ca" --name 127.0.0.1 --out "$work/cert" >/dev/null
+  mkdir -p "$work/minio-certs"
+  cp "$work/cert/cert.pem" "$work/minio-certs/public.crt"
+  cp "$work/cert/key.pem" "$work/minio-certs/private.key"
+  tls_trust=(--tls-trust "$work/ca/ca.pem")
+  minio_tls=(--certs-dir "$work/minio-certs")
+  spindle_tls=(--tls-cert "$work/cert/cert.pem" --tls-key "$work/cert/key.pem")
+fi
 access_key=spindlebench
 secret_key=$(python3 -c 'import secrets; print(secrets.token_hex(16))')
 
@@ -95,11 +111,11 @@ if want minio || want minio-relay; then
   # Single node, single directory (MinIO's "single drive" mode); console, update check and
   # telemetry off, so only the S3 API costs CPU.
   # It says it is ready on stderr: merged into the log start_server watches.
-  start_server minio 'API: http:[^0-9]*127\.0\.0\.1:([0-9]+)' sh -c 'exec "$0" "$@" 2>&1' env MINIO_ROOT_USER=$access_key MINIO_ROOT_PASSWORD=$secret_key \
+  start_server minio 'API: https?:[^0-9]*127\.0\.0\.1:([0-9]+)' sh -c 'exec "$0" "$@" 2>&1' env MINIO_ROOT_USER=$access_key MINIO_ROOT_PASSWORD=$secret_key \
     MINIO_BROWSER=off MINIO_UPDATE=off \
-    "$minio_bin" server --address "127.0.0.1:$minio_port" --console-address "127.0.0.1:$minio_console" "$work/minio-data"
+    "$minio_bin" server --address "127.0.0.1:$minio_port" --console-address "127.0.0.1:$minio_console" ${minio_tls[@]+"${minio_tls[@]}"} "$work/minio-data"
   minio_pid=$server_pid
-  minio_url=http://127.0.0.1:$minio_port
+  minio_url=$scheme://127.0.0.1:$minio_port
   minio_version=$("$minio_bin" --version 2>/dev/null | head -n 1 | sed 's/^minio version //')
 fi
 relay_pid=
@@ -108,7 +124,7 @@ if want minio-relay; then
   start_server minio-relay 'relaying on [^0-9]*127\.0\.0\.1:([0-9]+)' sh -c 'exec "$0" "$@" 2>&1' \
     "$spindle_bin" bench relay --listen 127.0.0.1:0 --to "127.0.0.1:$minio_port"
   relay_pid=$server_pid
-  relay_url=http://127.0.0.1:$server_match
+  relay_url=$scheme://127.0.0.1:$server_match
 fi
 if want spindle; then
   "$spindle_bin" s3 --help >/dev/null 2>&1 || die "$spindle_bin has no 's3' command (the gateway): run with --servers minio"
@@ -117,9 +133,10 @@ if want spindle; then
   gateway_port=$(free_port)
   # The gateway says it is ready on stderr: merged into the log start_server watches.
   start_server spindle-s3 'listening on [^0-9]*127\.0\.0\.1:([0-9]+)' sh -c 'exec "$0" "$@" 2>&1' "$spindle_bin" s3 \
-    --drive "127.0.0.1:$drive_port" --listen "127.0.0.1:$gateway_port" --access-key "$access_key" --secret-key "$secret_key"
+    --drive "127.0.0.1:$drive_port" --listen "127.0.0.1:$gateway_port" --access-key "$access_key" --secret-key "$secret_key" \
+    ${spindle_tls[@]+"${spindle_tls[@]}"}
   spindle_pids="$server_pid,$drive_pid_"
-  spindle_url=http://127.0.0.1:$server_match
+  spindle_url=$scheme://127.0.0.1:$server_match
 fi
 
 # Runs SERVER only: the other one paused.
@@ -151,7 +168,7 @@ measure() { # SERVER OP SIZE
   log "$server: $op $size x $concurrency for $duration"
   if ! "$spindle_bin" bench s3 --endpoint "$url" --access-key "$access_key" --secret-key "$secret_key" \
     --label "$server" --op "$op" --size "$size" --concurrency "$concurrency" --duration "$duration" \
-    ${objects[@]+"${objects[@]}"} --server-pid "$pids" --json "$file" >"$work/$server-$op-$size.md" 2>"$work/$server-$op-$size.err"; then
+    ${objects[@]+"${objects[@]}"} ${tls_trust[@]+"${tls_trust[@]}"} --server-pid "$pids" --json "$file" >"$work/$server-$op-$size.md" 2>"$work/$server-$op-$size.err"; then
     failed=1
     log "$server $op $size failed:"
     cat "$work/$server-$op-$size.md" "$work/$server-$op-$size.err" >&2
@@ -189,7 +206,7 @@ if [ -n "$out" ]; then
   {
     echo "# S3: Spindle's gateway and MinIO, $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo
-    echo "Reproduce: \`scripts/bench-s3.sh --spindle PATH$([ $quick = 1 ] && echo ' --quick') --servers $servers --duration $duration --concurrency $concurrency --settle $settle\` on a $(nproc)-core $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1) with $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo); every server on 127.0.0.1 with its data on $(df --output=source,fstype "$work" | tail -n 1 | tr -s ' ' ' '), the load generator (\`spindle bench s3\`) on the same $(nproc) cores. Per cell: $concurrency workers, each with its own keep-alive connection and one request in flight, for $duration; GET reads a prepared set ($([ $quick = 1 ] && echo "4 objects" || echo "about 1 GiB, at most 2500 objects")) uploaded before the clock starts, whole bodies; objects of 16 MiB and more go up as multipart uploads in 16 MiB parts (a 64 MiB object: 4 parts, one after the other). Requests are SigV4 presigned (payload unsigned) HTTP/1.1. The server not measured is paused; before each measurement the disk is synced and left ${settle} s to settle. Took $(($(date +%s) - started)) s."
+    echo "Reproduce: \`scripts/bench-s3.sh --spindle PATH$([ $quick = 1 ] && echo ' --quick')$([ $tls = 1 ] && echo ' --tls') --servers $servers --duration $duration --concurrency $concurrency --settle $settle\` on a $(nproc)-core $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1) with $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo); every server on 127.0.0.1 with its data on $(df --output=source,fstype "$work" | tail -n 1 | tr -s ' ' ' '), the load generator (\`spindle bench s3\`) on the same $(nproc) cores. Per cell: $concurrency workers, each with its own keep-alive connection and one request in flight, for $duration; GET reads a prepared set ($([ $quick = 1 ] && echo "4 objects" || echo "about 1 GiB, at most 2500 objects")) uploaded before the clock starts, whole bodies; objects of 16 MiB and more go up as multipart uploads in 16 MiB parts (a 64 MiB object: 4 parts, one after the other). Requests are SigV4 presigned (payload unsigned) HTTP/1.1$([ $tls = 1 ] && echo ' over TLS (both servers serve HTTPS with one certificate; the load generator is a rustls client)'). The server not measured is paused; before each measurement the disk is synced and left ${settle} s to settle. Took $(($(date +%s) - started)) s."
     echo
     durability
     echo

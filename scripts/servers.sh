@@ -121,13 +121,14 @@ start_drive() { # NAME BIN [DRIVE_FLAGS...]
 }
 
 # A one-member etcd on free loopback ports with its data in $work/NAME; sets etcd_url.
-start_etcd() { # NAME
-    local name=$1 client_port peer_port
+start_etcd() { # NAME [CERT KEY]: over https:// with that certificate when given
+    local name=$1 client_port peer_port scheme=http tls=""
     client_port=$(free_port) peer_port=$(free_port)
-    etcd_url=http://127.0.0.1:$client_port
+    if (($# == 3)); then scheme=https tls="--cert-file '$2' --key-file '$3'"; fi
+    etcd_url=$scheme://127.0.0.1:$client_port
     local peer=http://127.0.0.1:$peer_port
     start_server "$name" '(ready) to serve client requests' sh -c "exec etcd --name solo --data-dir '$work/$name' \
-        --listen-client-urls $etcd_url --advertise-client-urls $etcd_url \
+        --listen-client-urls $etcd_url --advertise-client-urls $etcd_url $tls \
         --listen-peer-urls $peer --initial-advertise-peer-urls $peer --initial-cluster solo=$peer 2>&1"
 }
 

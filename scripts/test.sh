@@ -156,6 +156,7 @@ check "p2p bench smoke" "$logs/p2p.log" scripts/bench-p2p.sh --quick --spindle "
 
 section "cluster against a lone drive, smoke run (etcd, three drives, a coordinator)"
 check "cluster bench smoke" "$logs/cluster-bench.log" scripts/bench-cluster.sh --spindle "$spindle" --drives 3 --count 200 --repeat 1 --ycsb AE --ycsb-records 200 --ycsb-operations 200
+check "secured cluster bench smoke" "$logs/cluster-secured-bench.log" scripts/bench-cluster.sh --spindle "$spindle" --secured --drives 3 --count 20 --repeat 1
 
 section "live migration under load, smoke run (etcd, five drives, a coordinator; a join and a leave)"
 check "migrate bench smoke" "$logs/migrate.log" scripts/bench-migrate.sh --spindle "$spindle" --records 2000 --rate 200 --partitions 32 --settle 2 --out "$logs/migrate.md"
@@ -169,8 +170,8 @@ check "multi-host deployment" "$logs/deploy.log" scripts/deploy-test.sh "$spindl
 section "S3 gateway memory: 4 GiB up and down through a gateway over one drive, peak RSS under 512 MiB"
 check "s3 memory" "$logs/s3-memory.log" scripts/s3-memory.sh "$spindle" --gib 4 --limit-mib 512
 
-section "S3 benchmark smoke run (Spindle's gateway over one drive, single-node MinIO; PUT and GET)"
-check "s3 bench smoke" "$logs/s3-bench.log" scripts/bench-s3.sh --quick --spindle "$spindle" --out "$logs/s3-bench.md"
+section "S3 benchmark smoke run over HTTPS (Spindle's gateway over one drive, single-node MinIO; PUT and GET)"
+check "s3 bench smoke" "$logs/s3-bench.log" scripts/bench-s3.sh --quick --tls --spindle "$spindle" --out "$logs/s3-bench.md"
 
 section "archival workloads against the S3 gateway, smoke run"
 check "archive s3 smoke" "$logs/archive-s3.log" scripts/bench-archive.sh --quick --s3 --spindle "$spindle" --out "$logs/archive-s3.md"

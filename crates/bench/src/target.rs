@@ -52,6 +52,9 @@ pub struct Needs {
     pub scans: bool,
 }
 
+/// The variable naming a secured cluster's credentials directory, as for `spindle cluster`.
+pub const CREDENTIALS_ENV: &str = "SPINDLE_CREDENTIALS";
+
 /// Opens `sessions` sessions with `target`.
 pub async fn connect(target: &str, sessions: usize, needs: Needs) -> Result<Vec<Arc<dyn Store>>, BenchError> {
     let sessions = sessions.max(1);
@@ -66,9 +69,21 @@ pub async fn connect(target: &str, sessions: usize, needs: Needs) -> Result<Vec<
     if let Some((spec, conditional)) = cluster {
         // cluster:ETCD_URLS[#NAME]: one cluster client shared by every session (it keeps one
         // pipelined connection per drive). cluster-cas: every put is a compare-and-swap.
+        // A secured cluster is reached with the credentials the `spindle` commands take
+        // (SPINDLE_CREDENTIALS): its etcd user (over TLS for https:// endpoints) and its
+        // identity, over TLS to every drive.
         let (endpoints, name) = spec.split_once('#').unwrap_or((spec, "spindle"));
-        let control = spindle_cluster::Control::connect(endpoints, name).await.map_err(cluster_err)?;
-        let store = spindle_cluster::Store::open(control, spindle_cluster::StoreConfig::default()).await.map_err(cluster_err)?;
+        let mut config = spindle_cluster::StoreConfig::default();
+        let control = match std::env::var_os(CREDENTIALS_ENV) {
+            Some(dir) => {
+                let creds = spindle_cluster::Credentials::load(std::path::Path::new(&dir)).map_err(cluster_err)?;
+                config.client = creds.client_config(config.client.timeout);
+                let tls = endpoints.split(',').any(|e| e.trim().starts_with("https://"));
+                spindle_cluster::Control::connect_with(endpoints, name, creds.etcd_access(tls).map_err(cluster_err)?).await.map_err(cluster_err)?
+            }
+            None => spindle_cluster::Control::connect(endpoints, name).await.map_err(cluster_err)?,
+        };
+        let store = spindle_cluster::Store::open(control, config).await.map_err(cluster_err)?;
         let store: Arc<dyn Store> = Arc::new(ClusterStore { store, conditional });
         return Ok(vec![store; sessions]);
     }

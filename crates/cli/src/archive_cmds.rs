@@ -87,6 +87,9 @@ pub struct RunArgs {
     /// from --multipart-size; needs --capacity-bytes
     #[arg(long, requires_all = ["access_key", "secret_key", "capacity_bytes"])]
     s3: Option<String>,
+    /// For an https:// endpoint: the PEM certificate (the server's, or its CA's) to trust
+    #[arg(long, requires = "s3")]
+    tls_trust: Option<PathBuf>,
     #[arg(long, env = "SPINDLE_S3_ACCESS_KEY")]
     access_key: Option<String>,
     #[arg(long, env = "SPINDLE_S3_SECRET_KEY", hide_env_values = true)]
@@ -207,6 +210,7 @@ async fn run_archive(a: RunArgs) -> CmdResult {
         bucket: a.bucket.clone(),
         access_key: a.access_key.clone().unwrap_or_default(),
         secret_key: a.secret_key.clone().unwrap_or_default(),
+        tls_trust: a.tls_trust.clone(),
     });
     let spec = ArchiveSpec {
         drives: if s3.is_some() { Vec::new() } else { a.drives.clone() },

@@ -7,9 +7,12 @@ use crate::json_file::write_atomically;
 
 #[derive(Args)]
 pub struct S3BenchArgs {
-    /// The S3 server, http://HOST:PORT (path-style requests)
+    /// The S3 server, http://HOST:PORT or https://HOST:PORT (path-style requests)
     #[arg(long)]
     endpoint: String,
+    /// For https://: the PEM certificate (the server's, or its CA's) to trust
+    #[arg(long)]
+    tls_trust: Option<std::path::PathBuf>,
     #[arg(long, env = "SPINDLE_S3_ACCESS_KEY")]
     access_key: String,
     #[arg(long, env = "SPINDLE_S3_SECRET_KEY", hide_env_values = true)]
@@ -65,7 +68,7 @@ impl S3BenchArgs {
     pub(crate) fn spec(self) -> (spindle_bench::s3::S3BenchSpec, Option<std::path::PathBuf>) {
         use spindle_bench::s3::{client::S3Endpoint, Mix, S3BenchSpec, S3Op};
         let spec = S3BenchSpec {
-            target: S3Endpoint { endpoint: self.endpoint, region: self.region, bucket: self.bucket, access_key: self.access_key, secret_key: self.secret_key },
+            target: S3Endpoint { endpoint: self.endpoint, region: self.region, bucket: self.bucket, access_key: self.access_key, secret_key: self.secret_key, tls_trust: self.tls_trust },
             label: self.label,
             op: match self.op {
                 S3OpArg::Put => S3Op::Put,

@@ -1,7 +1,6 @@
 //! Opening a connection to a drive: TCP or TLS (trusting the given certificates, the drive
 //! named by its address), then the drive's unsolicited sign-on; and reading frames off it.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -101,23 +100,9 @@ async fn tls_connect(
     trust: &std::path::Path,
     timeout: Duration,
 ) -> Result<tokio_rustls::client::TlsStream<TcpStream>, ClientError> {
-    use rustls_pki_types::pem::PemObject;
-    use rustls_pki_types::{CertificateDer, ServerName};
+    use rustls_pki_types::ServerName;
     let bad = |m: String| ClientError::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, m));
-    let mut roots = rustls::RootCertStore::empty();
-    let certs = CertificateDer::pem_file_iter(trust)
-        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| bad(format!("{}: {e}", trust.display())))?;
-    for cert in certs {
-        roots.add(cert).map_err(|e| bad(format!("{}: {e}", trust.display())))?;
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| bad(e.to_string()))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let connector = spindle_tls::connector(trust).map_err(|e| bad(e.to_string()))?;
     // Drives are addressed by IP; the generated certificate names 127.0.0.1 and localhost.
     let name = ServerName::try_from(stream.peer_addr()?.ip().to_string()).map_err(|e| bad(e.to_string()))?;
     tokio::time::timeout(timeout, connector.connect(name, stream)).await.map_err(|_| ClientError::Timeout(timeout))?.map_err(ClientError::Io)

@@ -1,7 +1,8 @@
 //! TLS serving from a certificate chain and private key in PEM files, taken again when the
 //! files change: a renewed certificate (or one from a new CA) is served to the next handshake
 //! without a restart, while connections already open keep the one they started with. The
-//! drive's TLS port and the S3 gateway's HTTPS listener both serve through [`acceptor`].
+//! drive's TLS port and the S3 gateway's HTTPS listener both serve through [`acceptor`]; the
+//! clients (the drive client, the S3 load generator) trust a PEM file through [`connector`].
 
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
@@ -16,7 +17,7 @@ use rustls::sign::CertifiedKey;
 use rustls::ServerConfig;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-use tokio_rustls::TlsAcceptor;
+use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 /// How often the files are looked at for a change.
 pub const RELOAD_CHECK: Duration = Duration::from_secs(2);
@@ -114,6 +115,27 @@ async fn reload(files: CertFiles, watched: std::sync::Weak<Current>) {
             Err(_) => {}
         }
     }
+}
+
+/// A client that trusts the certificates in the PEM file `trust` (a CA, or a server's own
+/// certificate) and no other.
+pub fn connector(trust: &Path) -> Result<TlsConnector, TlsError> {
+    let bad = |message: String| TlsError::Certificate { path: trust.to_path_buf(), message };
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(trust).and_then(|it| it.collect()).map_err(|e| bad(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(bad("no certificate in the file".into()));
+    }
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in certs {
+        roots.add(cert).map_err(|e| bad(e.to_string()))?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsError::Config(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(TlsConnector::from(Arc::new(config)))
 }
 
 #[cfg(test)]

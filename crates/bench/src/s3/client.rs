@@ -37,6 +37,9 @@ pub struct S3Endpoint {
     /// Never written into results.
     #[serde(skip)]
     pub secret_key: String,
+    /// For `https://` endpoints: the PEM certificates (a CA's, or the server's own) trusted.
+    #[serde(default)]
+    pub tls_trust: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -64,31 +67,46 @@ impl S3Error {
 }
 
 /// The signing half: bucket URL and credentials, shared by every connection.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct S3Signer {
     bucket: Bucket,
     credentials: Credentials,
     /// `HOST:PORT` to connect to, and the Host header the URLs were signed for.
     addr: String,
     host_header: String,
+    /// For `https://`: the connector trusting the endpoint's certificate, and the name checked.
+    tls: Option<(tokio_rustls::TlsConnector, rustls_pki_types::ServerName<'static>)>,
+}
+
+impl std::fmt::Debug for S3Signer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3Signer").field("addr", &self.addr).field("tls", &self.tls.is_some()).finish()
+    }
 }
 
 impl S3Signer {
     pub fn new(e: &S3Endpoint) -> Result<S3Signer, S3Error> {
         let bad = |reason: String| S3Error::Endpoint { endpoint: e.endpoint.clone(), reason };
         let url: url::Url = e.endpoint.parse().map_err(|err: url::ParseError| bad(err.to_string()))?;
-        if url.scheme() != "http" {
-            return Err(bad("only http:// endpoints are supported (the bench measures the server, not TLS)".into()));
-        }
         let host = url.host_str().ok_or_else(|| bad("no host".into()))?.to_string();
-        let port = url.port_or_known_default().unwrap_or(80);
+        let tls = match (url.scheme(), &e.tls_trust) {
+            ("http", _) => None,
+            ("https", Some(trust)) => {
+                let connector = spindle_tls::connector(trust).map_err(|err| bad(err.to_string()))?;
+                let name = rustls_pki_types::ServerName::try_from(host.clone()).map_err(|err| bad(err.to_string()))?;
+                Some((connector, name))
+            }
+            ("https", None) => return Err(bad("an https:// endpoint needs the certificate to trust (--tls-trust)".into())),
+            (other, _) => return Err(bad(format!("{other}:// is not HTTP"))),
+        };
+        let port = url.port_or_known_default().unwrap_or(if tls.is_some() { 443 } else { 80 });
         // The Host header must be what rusty-s3 signed: the port only when not the default.
         let host_header = match url.port() {
             Some(p) => format!("{host}:{p}"),
             None => host.clone(),
         };
         let bucket = Bucket::new(url, UrlStyle::Path, e.bucket.clone(), e.region.clone()).map_err(|err| bad(err.to_string()))?;
-        Ok(S3Signer { bucket, credentials: Credentials::new(e.access_key.clone(), e.secret_key.clone()), addr: format!("{host}:{port}"), host_header })
+        Ok(S3Signer { bucket, credentials: Credentials::new(e.access_key.clone(), e.secret_key.clone()), addr: format!("{host}:{port}"), host_header, tls })
     }
 
     pub fn addr(&self) -> &str {
@@ -98,6 +116,22 @@ impl S3Signer {
     fn creds(&self) -> Option<&Credentials> {
         Some(&self.credentials)
     }
+}
+
+/// HTTP/1.1 over `stream`, its connection driven by a task of its own.
+async fn handshake<S>(stream: S, addr: &str) -> Result<SendRequest<Full<Bytes>>, S3Error>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|source| S3Error::Http { method: Method::GET, path: addr.to_string(), source })?;
+    tokio::spawn(async move {
+        // The connection ends when the sender is dropped or the server closes it; either way
+        // the next request finds the sender closed and reconnects.
+        let _ = conn.await;
+    });
+    Ok(sender)
 }
 
 /// What a GET saw: body bytes and when the first of them arrived (from the request's start).
@@ -130,14 +164,13 @@ impl S3Conn {
         let stream = tokio::net::TcpStream::connect(&addr).await.map_err(|source| S3Error::Connect { addr: addr.clone(), source })?;
         // Large bodies and small requests alike: no Nagle delay on the headers of a request.
         let _ = stream.set_nodelay(true);
-        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|source| S3Error::Http { method: Method::GET, path: addr.clone(), source })?;
-        tokio::spawn(async move {
-            // The connection ends when the sender is dropped or the server closes it; either
-            // way the next request finds the sender closed and reconnects.
-            let _ = conn.await;
-        });
+        let sender = match &self.signer.tls {
+            None => handshake(stream, &addr).await?,
+            Some((connector, name)) => {
+                let stream = connector.connect(name.clone(), stream).await.map_err(|source| S3Error::Connect { addr: addr.clone(), source })?;
+                handshake(stream, &addr).await?
+            }
+        };
         Ok(self.sender.insert(sender))
     }
 

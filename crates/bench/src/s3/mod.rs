@@ -914,7 +914,7 @@ mod tests {
 
     fn spec(op: S3Op, size: u64, concurrency: usize) -> S3BenchSpec {
         S3BenchSpec {
-            target: S3Endpoint { endpoint: "http://127.0.0.1:9000".into(), region: "us-east-1".into(), bucket: "b".into(), access_key: "a".into(), secret_key: "s".into() },
+            target: S3Endpoint { endpoint: "http://127.0.0.1:9000".into(), region: "us-east-1".into(), bucket: "b".into(), access_key: "a".into(), secret_key: "s".into(), tls_trust: None },
             label: "x".into(),
             op,
             object_bytes: size,

@@ -1,0 +1,95 @@
+# bench-cluster.sh --secured: the plaintext and the secured cluster side by side, 1 MiB values.
+# Sourced by bench-cluster.sh (its settings, `work`, `results`, servers.sh and its trap).
+mib=$((1 << 20))
+creds=$work/credentials
+"$spindle_bin" cluster new-credentials --cluster secured --credentials "$creds" >/dev/null
+"$spindle_bin" cluster issue-cert --credentials "$creds" --name 127.0.0.1 --out "$work/cert" >/dev/null
+
+# bench_mib LABEL DRIVES TARGET OP CONNS DEPTH [ENV...]: one measured run of 1 MiB values.
+bench_mib() {
+    local label=$1 n=$2 target=$3 op=$4 conns=$5 depth=$6 json
+    shift 6
+    json=$(env "$@" "$spindle_bin" bench "$op" --drive "$target" --count "$count" --value-size "$mib" \
+        --connections "$conns" --depth "$depth" --sync writethrough --json)
+    python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print(json.dumps({"label":sys.argv[2],"drives":int(sys.argv[3]),"op":sys.argv[4],"load":sys.argv[5],"ops":r["ops_per_second"],"p50":r["latency_us"]["p50"],"cpu_us":r["bench_cpu_seconds"]*1e6/r["ops"],"errors":r["errors"]}))' \
+        "$json" "$label" "$n" "$op" "$conns x $depth" >>"$results"
+}
+
+# Until every partition has its replicas on drives that are up and nothing moves.
+settle() { # DRIVES STATUS_ARGS...
+    local n=$1 deadline=$((SECONDS + 300))
+    shift
+    until "$spindle_bin" cluster status --json "$@" 2>/dev/null | python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+sys.exit(0 if len(s["drives"]) == int(sys.argv[1]) and all(d["state"] == "up" for d in s["drives"]) and s["replicas_missing"] == 0
+         and s["move"] is None and s["pending_changes"] == 0 else 1)' "$n"; do
+        ((SECONDS < deadline)) || die "the cluster did not settle (status: $*)"
+        sleep 0.5
+    done
+}
+
+for round in $(seq 1 "$repeat"); do
+    for n in "${sizes[@]}"; do
+        log "round $round: $n drives, plaintext and secured"
+        replicas=$((n < 3 ? n : 3))
+        quorum=$((replicas / 2 + 1))
+        start_etcd "plain-etcd$round-$n"
+        plain_url=$etcd_url
+        "$spindle_bin" cluster init --etcd "$plain_url" --partitions 64 --replicas "$replicas" --write-quorum "$quorum" >/dev/null
+        start_server "plain-coord$round-$n" 'coordinator .* (for) cluster' sh -c "exec '$spindle_bin' cluster coordinator --etcd $plain_url 2>&1"
+        for i in $(seq 1 "$n"); do
+            start_drive "plain$round-$n-$i" "$spindle_bin"
+            "$spindle_bin" cluster add-drive "d$i" "127.0.0.1:$drive_port" --etcd "$plain_url" >/dev/null
+        done
+
+        rm -f "$creds/etcd.json" "$creds/etcd-root.json"
+        start_etcd "secure-etcd$round-$n" "$work/cert/cert.pem" "$work/cert/key.pem"
+        secure_url=$etcd_url
+        secure=(--etcd "$secure_url" --cluster secured --credentials "$creds")
+        "$spindle_bin" cluster secure-etcd "${secure[@]}" >/dev/null
+        "$spindle_bin" cluster init "${secure[@]}" --partitions 64 --replicas "$replicas" --write-quorum "$quorum" >/dev/null
+        start_server "secure-coord$round-$n" 'coordinator .* (for) cluster' sh -c "exec '$spindle_bin' cluster coordinator ${secure[*]} 2>&1"
+        for i in $(seq 1 "$n"); do
+            start_drive "secure$round-$n-$i" "$spindle_bin" --tls-cert "$work/cert/cert.pem" --tls-key "$work/cert/key.pem" \
+                --p2p-tls-trust "$creds/ca.pem"
+            "$spindle_bin" cluster add-drive "d$i" "127.0.0.1:$drive_tls_port" "${secure[@]}" >/dev/null
+        done
+        settle "$n" --etcd "$plain_url"
+        settle "$n" "${secure[@]}"
+        for load in "1 1" "4 2"; do
+            for op in put get; do
+                # shellcheck disable=SC2086
+                bench_mib plain "$n" "cluster:$plain_url" "$op" $load
+                # shellcheck disable=SC2086
+                bench_mib secured "$n" "cluster:$secure_url#secured" "$op" $load SPINDLE_CREDENTIALS="$creds"
+            done
+        done
+        stop_servers
+    done
+done
+
+table=$(python3 - "$results" "$count" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+def med(label, n, op, load, field):
+    v = [r[field] for r in rows if r["label"] == label and r["drives"] == n and r["op"] == op and r["load"] == load]
+    return statistics.median(v) if v else float("nan")
+print(f"1 MiB values, {sys.argv[2]} operations per run; medians of the rounds; client CPU per operation from the bench process.")
+print("`plain`: open drives over TCP, etcd over HTTP. `secured`: the cluster's identity over TLS to every drive, etcd over TLS with the cluster's user.")
+print()
+print("| drives | op | load | MiB/s plain | MiB/s secured | secured ÷ plain | p50 ms plain / secured | client CPU ms plain / secured |")
+print("|--:|---|---|--:|--:|--:|---|---|")
+for n in sorted({r["drives"] for r in rows}):
+    for load in ("1 x 1", "4 x 2"):
+        for op in ("put", "get"):
+            f = lambda label, field: med(label, n, op, load, field)
+            p, s = f("plain", "ops"), f("secured", "ops")
+            print(f"| {n} | {op} | {load} | {p:,.1f} | {s:,.1f} | {s/p:.2f}× | {f('plain', 'p50')/1000:,.1f} / {f('secured', 'p50')/1000:,.1f} "
+                  f"| {f('plain', 'cpu_us')/1000:.2f} / {f('secured', 'cpu_us')/1000:.2f} |")
+print()
+print(f"errors over all runs: {sum(r['errors'] for r in rows)}")
+PY
+)
+echo "$table"
+[ -z "$out" ] || printf '%s\n' "$table" >"$out"
