@@ -19,6 +19,23 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
+/// ring's suites with AES-128-GCM first (TLS 1.3, then 1.2): about a third less CPU per byte
+/// than AES-256-GCM, ring's first choice, and what Go's TLS (MinIO's, etcd's) picks on CPUs
+/// with AES instructions. Both sides of the cluster's connections are rustls, whose server
+/// takes the client's order: the drives' data path is the bulk of the cluster's encryption.
+fn provider() -> rustls::crypto::CryptoProvider {
+    let mut provider = rustls::crypto::ring::default_provider();
+    let aes128 = |s: &rustls::SupportedCipherSuite| {
+        matches!(
+            s.suite(),
+            rustls::CipherSuite::TLS13_AES_128_GCM_SHA256 | rustls::CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256 | rustls::CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256
+        )
+    };
+    // A stable sort: TLS 1.3 suites stay before TLS 1.2 ones within each group.
+    provider.cipher_suites.sort_by_key(|s| (s.version() != &rustls::version::TLS13, !aes128(s)));
+    provider
+}
+
 /// How often the files are looked at for a change.
 pub const RELOAD_CHECK: Duration = Duration::from_secs(2);
 
@@ -56,8 +73,7 @@ impl CertFiles {
             return Err(TlsError::Certificate { path: self.cert.clone(), message: "no certificate in the file".into() });
         }
         let key = PrivateKeyDer::from_pem_file(&self.key).map_err(|e| TlsError::Key { path: self.key.clone(), message: e.to_string() })?;
-        let provider = rustls::crypto::ring::default_provider();
-        let certified = CertifiedKey::from_der(chain, key, &provider).map_err(|e| TlsError::Key { path: self.key.clone(), message: e.to_string() })?;
+        let certified = CertifiedKey::from_der(chain, key, &provider()).map_err(|e| TlsError::Key { path: self.key.clone(), message: e.to_string() })?;
         Ok(Arc::new(certified))
     }
 }
@@ -79,8 +95,7 @@ impl ResolvesServerCert for Current {
 /// inside a tokio runtime.
 pub fn acceptor(files: CertFiles, alpn: &[&[u8]]) -> Result<TlsAcceptor, TlsError> {
     let current = Arc::new(Current { key: RwLock::new(files.load()?) });
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = ServerConfig::builder_with_provider(provider)
+    let mut config = ServerConfig::builder_with_provider(Arc::new(provider()))
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
         .map_err(|e| TlsError::Config(e.to_string()))?
         .with_no_client_auth()
@@ -129,8 +144,7 @@ pub fn connector(trust: &Path) -> Result<TlsConnector, TlsError> {
     for cert in certs {
         roots.add(cert).map_err(|e| bad(e.to_string()))?;
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(provider()))
         .with_safe_default_protocol_versions()
         .map_err(|e| TlsError::Config(e.to_string()))?
         .with_root_certificates(roots)

@@ -80,3 +80,16 @@ fn a_pair_that_does_not_load_is_named() {
     let e = files.load().err().unwrap().to_string();
     assert!(e.contains("no certificate"), "{e}");
 }
+
+/// AES-128-GCM first, TLS 1.3 before 1.2, and no suite of ring's left out.
+#[test]
+fn suites_prefer_aes_128_and_keep_every_one() {
+    let ours: Vec<_> = provider().cipher_suites.iter().map(|s| s.suite()).collect();
+    assert_eq!(ours[0], rustls::CipherSuite::TLS13_AES_128_GCM_SHA256);
+    assert!(ours.iter().position(|s| *s == rustls::CipherSuite::TLS13_AES_256_GCM_SHA384) < ours.iter().position(|s| *s == rustls::CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256));
+    let mut all: Vec<_> = rustls::crypto::ring::default_provider().cipher_suites.iter().map(|s| s.suite()).collect();
+    let mut sorted = ours.clone();
+    all.sort_by_key(|s| u16::from(*s));
+    sorted.sort_by_key(|s| u16::from(*s));
+    assert_eq!(all, sorted);
+}
