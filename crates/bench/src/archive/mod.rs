@@ -35,7 +35,8 @@ use crate::s3::client::S3Endpoint;
 /// What the workloads run against: Kinetic drives, or one S3 endpoint.
 enum Target {
     Drives(Drives),
-    S3(s3::S3Files),
+    // Boxed: the signer's TLS settings make it several times a drive list's size.
+    S3(Box<s3::S3Files>),
 }
 
 impl Target {
@@ -288,7 +289,7 @@ pub async fn run(spec: ArchiveSpec, model: ModelSummary, mut progress: impl FnMu
         return Err(ArchiveError::Invalid("workers per drive, maximum file size and batch bytes must be at least 1".into()));
     }
     let (store, reported, used_before) = match &spec.s3 {
-        Some(endpoint) => (Target::S3(s3::S3Files::connect(endpoint, spec.multipart_bytes).await?), 0, 0),
+        Some(endpoint) => (Target::S3(Box::new(s3::S3Files::connect(endpoint, spec.multipart_bytes).await?)), 0, 0),
         None => {
             let (drives, reported, used) = connect(&spec).await?;
             (Target::Drives(drives), reported, used)

@@ -75,7 +75,7 @@ pub struct S3Signer {
     addr: String,
     host_header: String,
     /// For `https://`: the connector trusting the endpoint's certificate, and the name checked.
-    tls: Option<(tokio_rustls::TlsConnector, rustls_pki_types::ServerName<'static>)>,
+    tls: Option<std::sync::Arc<(tokio_rustls::TlsConnector, rustls_pki_types::ServerName<'static>)>>,
 }
 
 impl std::fmt::Debug for S3Signer {
@@ -94,7 +94,7 @@ impl S3Signer {
             ("https", Some(trust)) => {
                 let connector = spindle_tls::connector(trust).map_err(|err| bad(err.to_string()))?;
                 let name = rustls_pki_types::ServerName::try_from(host.clone()).map_err(|err| bad(err.to_string()))?;
-                Some((connector, name))
+                Some(std::sync::Arc::new((connector, name)))
             }
             ("https", None) => return Err(bad("an https:// endpoint needs the certificate to trust (--tls-trust)".into())),
             (other, _) => return Err(bad(format!("{other}:// is not HTTP"))),
@@ -166,7 +166,8 @@ impl S3Conn {
         let _ = stream.set_nodelay(true);
         let sender = match &self.signer.tls {
             None => handshake(stream, &addr).await?,
-            Some((connector, name)) => {
+            Some(tls) => {
+                let (connector, name) = &**tls;
                 let stream = connector.connect(name.clone(), stream).await.map_err(|source| S3Error::Connect { addr: addr.clone(), source })?;
                 handshake(stream, &addr).await?
             }
@@ -423,13 +424,17 @@ mod tests {
     }
 
     #[test]
-    fn endpoints_must_be_plain_http_with_a_host() {
-        let e = |endpoint: &str| S3Endpoint { endpoint: endpoint.into(), region: "us-east-1".into(), bucket: "b".into(), access_key: "a".into(), secret_key: "s".into() };
+    fn endpoints_must_be_http_with_a_host_and_https_names_its_trust() {
+        let e = |endpoint: &str| S3Endpoint { endpoint: endpoint.into(), region: "us-east-1".into(), bucket: "b".into(), access_key: "a".into(), secret_key: "s".into(), tls_trust: None };
         let s = S3Signer::new(&e("http://127.0.0.1:9000")).unwrap();
         assert_eq!((s.addr(), s.host_header.as_str()), ("127.0.0.1:9000", "127.0.0.1:9000"));
         let s = S3Signer::new(&e("http://localhost")).unwrap();
         assert_eq!((s.addr(), s.host_header.as_str()), ("localhost:80", "localhost"));
-        assert!(S3Signer::new(&e("https://127.0.0.1:9000")).is_err());
+        let no_trust = S3Signer::new(&e("https://127.0.0.1:9000")).err().unwrap().to_string();
+        assert!(no_trust.contains("--tls-trust"), "{no_trust}");
+        let missing = S3Endpoint { tls_trust: Some("/nonexistent/ca.pem".into()), ..e("https://127.0.0.1:9000") };
+        assert!(S3Signer::new(&missing).err().unwrap().to_string().contains("/nonexistent/ca.pem"));
+        assert!(S3Signer::new(&e("ftp://127.0.0.1:9000")).is_err());
         assert!(S3Signer::new(&e("127.0.0.1:9000")).is_err());
         // The secret never reaches a result file.
         assert!(!serde_json::to_string(&e("http://x:1")).unwrap().contains("\"s\""));
