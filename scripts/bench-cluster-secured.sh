@@ -57,6 +57,9 @@ for round in $(seq 1 "$repeat"); do
         done
         settle "$n" --etcd "$plain_url"
         settle "$n" "${secure[@]}"
+        # The floor: what TLS costs this machine on bare loopback connections, in the same round.
+        "$spindle_bin" bench tls-floor --message-size "$mib" --messages $((count * 4)) --connections 4 --json |
+            python3 -c 'import json,sys; r=json.load(sys.stdin); print(json.dumps({"label":"floor","drives":int(sys.argv[1]),"op":"floor","load":"4","plain":r["plain"],"tls":r["tls"],"errors":0}))' "$n" >>"$results"
         for load in "1 1" "4 2"; do
             for op in put get; do
                 # shellcheck disable=SC2086
@@ -72,6 +75,8 @@ done
 table=$(python3 - "$results" "$count" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
+floors = [r for r in rows if r["label"] == "floor"]
+rows = [r for r in rows if r["label"] != "floor"]
 def med(label, n, op, load, field):
     v = [r[field] for r in rows if r["label"] == label and r["drives"] == n and r["op"] == op and r["load"] == load]
     return statistics.median(v) if v else float("nan")
@@ -87,6 +92,16 @@ for n in sorted({r["drives"] for r in rows}):
             p, s = f("plain", "ops"), f("secured", "ops")
             print(f"| {n} | {op} | {load} | {p:,.1f} | {s:,.1f} | {s/p:.2f}× | {f('plain', 'p50')/1000:,.1f} / {f('secured', 'p50')/1000:,.1f} "
                   f"| {f('plain', 'cpu_us')/1000:.2f} / {f('secured', 'cpu_us')/1000:.2f} |")
+if floors:
+    m = lambda side, field: statistics.median(r[side][field] for r in floors)
+    print()
+    print("The floor, in the same rounds (`spindle bench tls-floor`: 1 MiB messages over 4 loopback connections, each answered before the next, both ends in one process): what TLS costs this machine with no drive or cluster in the way.")
+    print()
+    print("| transport | MiB/s | CPU s per GiB (both ends) |")
+    print("|---|--:|--:|")
+    print(f"| TCP | {m('plain', 'mib_per_second'):,.0f} | {m('plain', 'cpu_seconds_per_gib'):.3f} |")
+    print(f"| TLS | {m('tls', 'mib_per_second'):,.0f} | {m('tls', 'cpu_seconds_per_gib'):.3f} |")
+    print(f"| TLS ÷ TCP | {m('tls', 'mib_per_second') / m('plain', 'mib_per_second'):.2f}× | +{m('tls', 'cpu_seconds_per_gib') - m('plain', 'cpu_seconds_per_gib'):.3f} |")
 print()
 print(f"errors over all runs: {sum(r['errors'] for r in rows)}")
 PY

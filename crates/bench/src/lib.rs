@@ -512,4 +512,5 @@ pub mod paper;
 pub mod relay;
 pub mod report;
 pub mod s3;
+pub mod tls_floor;
 pub mod ycsb;

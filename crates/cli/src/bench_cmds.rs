@@ -43,6 +43,21 @@ pub enum BenchCommand {
         #[arg(long)]
         to: std::net::SocketAddr,
     },
+    /// What TLS costs this machine: messages over loopback connections, plain TCP and then TLS
+    /// as the drives and the cluster's clients use it, both ends in this process; MiB/s and CPU
+    /// per GiB of each (the floor under scripts/bench-cluster.sh --secured)
+    TlsFloor {
+        /// Bytes per message
+        #[arg(long, default_value_t = 1 << 20)]
+        message_size: usize,
+        #[arg(long, default_value_t = 2000)]
+        messages: u64,
+        #[arg(long, default_value_t = 4)]
+        connections: usize,
+        /// One JSON object instead of text
+        #[arg(long)]
+        json: bool,
+    },
     /// Side-by-side Markdown of `bench s3 --json` result files, each server's row and its ratio
     /// to the baseline's, per operation, object size and worker count.
     S3Compare {
@@ -281,6 +296,23 @@ pub async fn bench(cmd: BenchCommand) -> CmdResult {
         BenchCommand::S3(a) => return crate::bench_s3_cmds::bench_s3(a).await,
         BenchCommand::S3Compare { results, baseline } => return crate::bench_s3_cmds::bench_s3_compare(&results, &baseline),
         BenchCommand::Relay { listen, to } => return crate::bench_s3_cmds::bench_relay(listen, to).await,
+        BenchCommand::TlsFloor { message_size, messages, connections, json } => {
+            let spec = spindle_bench::tls_floor::FloorSpec { message_bytes: message_size, messages, connections };
+            let f = spindle_bench::tls_floor::measure(spec).await?;
+            if json {
+                println!("{}", serde_json::to_string(&f)?);
+            } else {
+                println!(
+                    "{messages} messages of {message_size} B over {connections} connections: plain {:.0} MiB/s ({:.3} CPU s/GiB), TLS {:.0} MiB/s ({:.3} CPU s/GiB), TLS ÷ plain {:.2}×",
+                    f.plain.mib_per_second,
+                    f.plain.cpu_seconds_per_gib,
+                    f.tls.mib_per_second,
+                    f.tls.cpu_seconds_per_gib,
+                    f.tls.mib_per_second / f.plain.mib_per_second
+                );
+            }
+            return Ok(());
+        }
         BenchCommand::Act(cmd) => return crate::act_cmds::run(cmd).await,
         BenchCommand::Report { results, out } => {
             let files = spindle_bench::report::write_report(&results, &out)?;

@@ -1,0 +1,146 @@
+//! What TLS costs on this machine, as the floor under what it costs a secured cluster
+//! (`spindle bench tls-floor`): one process moves messages over loopback connections, plain TCP
+//! and then TLS with the settings the drives and the cluster's clients use (spindle-tls:
+//! rustls, TLS 1.3, AES-128-GCM first), both ends in this process, as a cluster's client and
+//! its drives share one machine in the lab. Each message is answered by a short
+//! acknowledgement before the next is sent on that connection, as a request waits for its
+//! answer.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::{BenchError, Window};
+
+/// The acknowledgement's length.
+const ACK: [u8; 8] = *b"received";
+
+#[derive(Debug, Clone, Copy)]
+pub struct FloorSpec {
+    pub message_bytes: usize,
+    pub messages: u64,
+    pub connections: usize,
+}
+
+/// One transport's figures: throughput, and the process's CPU (both ends) per GiB moved.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct FloorRun {
+    pub mib_per_second: f64,
+    pub cpu_seconds_per_gib: f64,
+}
+
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct TlsFloor {
+    pub message_bytes: usize,
+    pub messages: u64,
+    pub connections: usize,
+    pub plain: FloorRun,
+    pub tls: FloorRun,
+}
+
+fn io(e: impl std::fmt::Display) -> BenchError {
+    BenchError::Invalid(format!("tls floor: {e}"))
+}
+
+/// Plain TCP, then TLS, one after the other.
+pub async fn measure(spec: FloorSpec) -> Result<TlsFloor, BenchError> {
+    if spec.message_bytes == 0 || spec.messages == 0 || spec.connections == 0 {
+        return Err(BenchError::Invalid("message size, messages and connections must be at least 1".into()));
+    }
+    let dir = std::env::temp_dir().join(format!("spindle-tls-floor-{}", std::process::id()));
+    let result = async {
+        let ca = spindle_cluster::Credentials::generate(&dir.join("ca"), "tls-floor").map_err(io)?;
+        let (cert, key) = ca.issue(&["127.0.0.1".into()], &dir.join("cert")).map_err(io)?;
+        let acceptor = spindle_tls::acceptor(spindle_tls::CertFiles { cert, key }, &[]).map_err(io)?;
+        let connector = spindle_tls::connector(&ca.ca_path()).map_err(io)?;
+        let plain = run(spec, None).await?;
+        let tls = run(spec, Some((acceptor, connector))).await?;
+        Ok(TlsFloor { message_bytes: spec.message_bytes, messages: spec.messages, connections: spec.connections, plain, tls })
+    }
+    .await;
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+async fn run(spec: FloorSpec, tls: Option<(tokio_rustls::TlsAcceptor, tokio_rustls::TlsConnector)>) -> Result<FloorRun, BenchError> {
+    let listener = TcpListener::bind("127.0.0.1:0").await.map_err(io)?;
+    let addr = listener.local_addr().map_err(io)?;
+    let per_connection = spec.messages.div_ceil(spec.connections as u64);
+    // Connections (and TLS handshakes) first, outside the timed window.
+    let mut pairs = Vec::with_capacity(spec.connections);
+    for _ in 0..spec.connections {
+        let (client, server) = tokio::try_join!(TcpStream::connect(addr), async { listener.accept().await.map(|(s, _)| s) }).map_err(io)?;
+        client.set_nodelay(true).map_err(io)?;
+        server.set_nodelay(true).map_err(io)?;
+        pairs.push((client, server));
+    }
+    let window;
+    let mut tasks = Vec::with_capacity(spec.connections * 2);
+    match tls {
+        None => {
+            window = Window::open();
+            for (client, server) in pairs {
+                tasks.push(tokio::spawn(receive(server, spec.message_bytes, per_connection)));
+                tasks.push(tokio::spawn(send(client, spec.message_bytes, per_connection)));
+            }
+        }
+        Some((acceptor, connector)) => {
+            let name = rustls_pki_types::ServerName::try_from("127.0.0.1").map_err(io)?;
+            let mut secured = Vec::with_capacity(pairs.len());
+            for (client, server) in pairs {
+                let (client, server) = tokio::try_join!(connector.connect(name.clone(), client), acceptor.accept(server)).map_err(io)?;
+                secured.push((client, server));
+            }
+            window = Window::open();
+            for (client, server) in secured {
+                tasks.push(tokio::spawn(receive(server, spec.message_bytes, per_connection)));
+                tasks.push(tokio::spawn(send(client, spec.message_bytes, per_connection)));
+            }
+        }
+    }
+    for t in tasks {
+        t.await.map_err(io)??;
+    }
+    let (elapsed, cpu) = window.close();
+    let bytes = (per_connection * spec.connections as u64 * spec.message_bytes as u64) as f64;
+    let secs = elapsed.max(Duration::from_micros(1)).as_secs_f64();
+    Ok(FloorRun { mib_per_second: bytes / f64::from(1u32 << 20) / secs, cpu_seconds_per_gib: cpu / (bytes / f64::from(1u32 << 30)) })
+}
+
+async fn send<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, message_bytes: usize, messages: u64) -> Result<(), BenchError> {
+    let message = vec![0x5au8; message_bytes];
+    let mut ack = [0u8; ACK.len()];
+    for _ in 0..messages {
+        s.write_all(&message).await.map_err(io)?;
+        s.flush().await.map_err(io)?;
+        s.read_exact(&mut ack).await.map_err(io)?;
+    }
+    Ok(())
+}
+
+async fn receive<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, message_bytes: usize, messages: u64) -> Result<(), BenchError> {
+    let mut message = vec![0u8; message_bytes];
+    for _ in 0..messages {
+        s.read_exact(&mut message).await.map_err(io)?;
+        s.write_all(&ACK).await.map_err(io)?;
+        s.flush().await.map_err(io)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both transports move every byte and report figures; nothing about speed is asserted.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn both_transports_move_the_messages() {
+        let floor = measure(FloorSpec { message_bytes: 64 * 1024, messages: 20, connections: 2 }).await.unwrap();
+        for run in [floor.plain, floor.tls] {
+            assert!(run.mib_per_second > 0.0 && run.mib_per_second.is_finite());
+            assert!(run.cpu_seconds_per_gib >= 0.0 && run.cpu_seconds_per_gib.is_finite());
+        }
+        assert!(measure(FloorSpec { message_bytes: 0, messages: 1, connections: 1 }).await.is_err());
+    }
+}
