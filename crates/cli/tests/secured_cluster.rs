@@ -6,7 +6,8 @@
 //! cluster's user seeing nothing of it; the factory identity, the cluster's identity over plain TCP, a command without the
 //! credentials and one with another cluster's are all refused; a drive serving another
 //! cluster's certificate is refused by add-drive; adding a provisioned drive again changes
-//! nothing.
+//! nothing. Provisioning keeps the factory identity only when told, sets the PINs given and
+//! takes an administrator the operator names.
 
 mod common;
 #[path = "common/cluster.rs"]
@@ -291,5 +292,51 @@ fn the_cluster_key_rotates_under_load_without_an_error() {
         // The cluster goes on with the new key after the coordinator change.
         after[0].put(b"after-rotation", Bytes::from_static(b"v"), spindle_cluster::Condition::None).await.unwrap();
         assert!(after[1].get(b"after-rotation").await.unwrap().is_some());
+    });
+}
+
+/// Provisioning does what the operator says and no more: the factory identity kept by the
+/// explicit flag (and still usable over plain TCP), the PINs given set (a wrong one refused,
+/// the right one locks and unlocks), and a drive whose factory identity was replaced by an
+/// administrator the operator names: refused, with what to do, until that administrator is
+/// named, then provisioned with it kept.
+#[test]
+fn provisioning_keeps_the_factory_identity_only_when_told_sets_the_pins_and_takes_a_named_administrator() {
+    use spindle_cluster::provision::{acl, provision, Provisioned, Provisioning};
+    use spindle_client::{PinOpType, StatusCode};
+    let dir = tempfile::tempdir().unwrap();
+    let creds = Credentials::generate(&dir.path().join("creds"), "prov").unwrap();
+    let kept = secured_drive(&creds, &dir.path().join("kept"));
+    let named = secured_drive(&creds, &dir.path().join("named"));
+    runtime().block_on(async {
+        let how = Provisioning { keep_factory_identity: true, lock_pin: Some((String::new(), "lock-1".into())), erase_pin: Some((String::new(), "erase-1".into())), ..Provisioning::default() };
+        assert_eq!(provision(&kept.tls_addr, "prov", &creds, &how).await.unwrap(), Provisioned::Done);
+        let factory = Client::connect(kept.addr.as_str(), ClientConfig::default()).await.unwrap();
+        factory.put(b"factory", Bytes::from_static(b"kept"), PutOptions::default()).await.unwrap();
+        let cluster = Client::connect(kept.tls_addr.as_str(), creds.client_config(Duration::from_secs(5))).await.unwrap();
+        assert_eq!(cluster.get(b"factory").await.unwrap().map(|e| e.value), Some(Bytes::from_static(b"kept")));
+        // The PINs: a wrong one is refused; the right lock PIN locks the drive and unlocks it.
+        assert!(cluster.pin_operation(PinOpType::LockPinop, b"").await.is_err(), "locked without the PIN");
+        assert!(cluster.pin_operation(PinOpType::ErasePinop, b"erase-2").await.is_err(), "erased with a wrong PIN");
+        cluster.pin_operation(PinOpType::LockPinop, b"lock-1").await.unwrap();
+        let locked = cluster.get(b"factory").await;
+        assert_eq!(locked.as_ref().err().and_then(|e| e.status()), Some(StatusCode::DeviceLocked), "{locked:?}");
+        cluster.pin_operation(PinOpType::UnlockPinop, b"lock-1").await.unwrap();
+        assert!(cluster.get(b"factory").await.unwrap().is_some());
+
+        // An operator replaced the factory identity with administrator 7 (TLS only).
+        let factory = Client::connect(named.tls_addr.as_str(), ClientConfig { tls_trust: Some(creds.ca_path()), ..ClientConfig::default() }).await.unwrap();
+        factory.set_acl(acl(&[], vec![(7, "admin-seven".into())], None)).await.unwrap();
+        let e = provision(&named.tls_addr, "prov", &creds, &Provisioning::default()).await.unwrap_err().to_string();
+        assert!(e.contains("--admin-identity"), "{e}");
+        let how = Provisioning { admin_identity: 7, admin_key: "admin-seven".into(), ..Provisioning::default() };
+        assert_eq!(provision(&named.tls_addr, "prov", &creds, &how).await.unwrap(), Provisioned::Done);
+        let config = ClientConfig { identity: 7, hmac_key: Bytes::from_static(b"admin-seven"), tls_trust: Some(creds.ca_path()), ..ClientConfig::default() };
+        let admin = Client::connect(named.tls_addr.as_str(), config).await.unwrap();
+        admin.put(b"by-admin", Bytes::from_static(b"v"), PutOptions::default()).await.unwrap();
+        let factory = Client::connect(named.addr.as_str(), ClientConfig::default()).await.unwrap();
+        assert!(factory.get(b"by-admin").await.is_err(), "the factory identity came back");
+        // Provisioned once, it is left as it is.
+        assert_eq!(provision(&named.tls_addr, "prov", &creds, &how).await.unwrap(), Provisioned::Already);
     });
 }
