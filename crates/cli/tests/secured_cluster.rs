@@ -340,3 +340,69 @@ fn provisioning_keeps_the_factory_identity_only_when_told_sets_the_pins_and_take
         assert_eq!(provision(&named.tls_addr, "prov", &creds, &how).await.unwrap(), Provisioned::Already);
     });
 }
+
+/// A rotation step that fails part way (a drive down) says which drive and changes nothing it
+/// has not done; run again once the drive is back it completes, with the same new identity:
+/// `begin` with one drive down, then `finish` with another down.
+#[test]
+fn a_key_rotation_step_that_fails_part_way_is_run_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path(), 1);
+    let url = etcd.endpoints();
+    let rt = runtime();
+    rt.block_on(control(&url, "secure"));
+    let creds_dir = dir.path().join("creds");
+    ok(spindle(&["cluster", "init", "--partitions", "8"], &url, Some(&creds_dir)), "init");
+    let old = Credentials::load(&creds_dir).unwrap();
+    let _c1 = coordinator_with(&url, "secure", "c1", &["--credentials", creds_dir.to_str().unwrap()]);
+    let mut drives: Vec<TestDrive> = (0..3).map(|i| secured_drive(&old, &dir.path().join(format!("cert{i}")))).collect();
+    for (i, d) in drives.iter().enumerate() {
+        ok(spindle(&["cluster", "add-drive", &format!("d{i}"), &d.tls_addr], &url, Some(&creds_dir)), "add-drive");
+    }
+    let control = rt.block_on(async {
+        let control = control(&url, "secure").await;
+        settled(&control).await;
+        control
+    });
+    let takes = |d: &TestDrive, c: &Credentials| {
+        rt.block_on(async {
+            match Client::connect(d.tls_addr.as_str(), c.client_config(Duration::from_secs(5))).await {
+                // At the drive's epoch (its sign-on says it): it is fenced to the map's.
+                Ok(client) => {
+                    let epoch = client.sign_on().header.as_ref().and_then(|h| h.cluster_version).unwrap_or(0);
+                    client.at_cluster_version(epoch).get(b"k").await.is_ok()
+                }
+                Err(_) => false,
+            }
+        })
+    };
+
+    drives[2].kill();
+    let text = refused(spindle(&["cluster", "rotate-key", "begin"], &url, Some(&creds_dir)), "begin with a drive down");
+    assert!(text.contains(&drives[2].tls_addr), "the failure does not name the drive: {text}");
+    let next = Credentials::load(&creds_dir).unwrap().next().unwrap().expect("identity.next.json kept for the next attempt");
+    let (map, _) = rt.block_on(control.load_map()).unwrap();
+    assert_eq!(map.security.as_ref().unwrap().next_identity, None, "the map admits the new identity before every drive takes it");
+    drives[2].restart_same_port();
+    let text = ok(spindle(&["cluster", "rotate-key", "begin"], &url, Some(&creds_dir)), "begin again");
+    assert!(text.contains("rotation begun"), "{text}");
+    assert_eq!(Credentials::load(&creds_dir).unwrap().next().unwrap().unwrap().identity, next.identity, "a second begin made another identity");
+    for d in &drives {
+        assert!(takes(d, &old) && takes(d, &next), "drive {} does not take both identities", d.tls_addr);
+    }
+
+    drives[1].kill();
+    let text = refused(spindle(&["cluster", "rotate-key", "finish"], &url, Some(&creds_dir)), "finish with a drive down");
+    assert!(text.contains(&drives[1].tls_addr), "the failure does not name the drive: {text}");
+    assert_eq!(Credentials::load(&creds_dir).unwrap().identity, old.identity, "the files moved before every drive took the new identity");
+    drives[1].restart_same_port();
+    let text = ok(spindle(&["cluster", "rotate-key", "finish"], &url, Some(&creds_dir)), "finish again");
+    assert!(text.contains("rotation finished"), "{text}");
+    assert_eq!(Credentials::load(&creds_dir).unwrap().identity, next.identity);
+    for d in &drives {
+        assert!(takes(d, &next) && !takes(d, &old), "drive {} is not on the new identity only", d.tls_addr);
+    }
+    let (map, _) = rt.block_on(control.load_map()).unwrap();
+    let security = map.security.unwrap();
+    assert_eq!((security.identity, security.next_identity), (next.identity, None));
+}

@@ -37,8 +37,9 @@ pub struct TestDrive {
     pub data: PathBuf,
     _dir: Option<tempfile::TempDir>,
     extra: Vec<String>,
-    /// The port to listen on: 0 (any) until a restart must keep the address.
+    /// The ports to listen on: 0 (any) until a restart must keep the addresses.
     port: u16,
+    tls_port: u16,
 }
 
 impl TestDrive {
@@ -46,7 +47,7 @@ impl TestDrive {
         let dir = tempfile::tempdir().expect("temp dir");
         let data = dir.path().join("data");
         let mut drive =
-            TestDrive { child: None, addr: String::new(), tls_addr: String::new(), data, _dir: Some(dir), extra: extra.iter().map(|s| s.to_string()).collect(), port: 0 };
+            TestDrive { child: None, addr: String::new(), tls_addr: String::new(), data, _dir: Some(dir), extra: extra.iter().map(|s| s.to_string()).collect(), port: 0, tls_port: 0 };
         drive.spawn();
         drive
     }
@@ -61,6 +62,7 @@ impl TestDrive {
             _dir: None,
             extra: extra.iter().map(|s| s.to_string()).collect(),
             port: 0,
+            tls_port: 0,
         };
         drive.spawn();
         drive
@@ -90,6 +92,7 @@ impl TestDrive {
             _dir: Some(dir),
             extra: vec!["--config".into(), path.display().to_string()],
             port: 0,
+            tls_port: 0,
         };
         drive.spawn();
         drive
@@ -97,7 +100,7 @@ impl TestDrive {
 
     fn spawn(&mut self) {
         let mut child = Process::new(spindle_bin())
-            .args(["drive", "--port", &self.port.to_string(), "--tls-port", "0", "--listen", "127.0.0.1", "--data"])
+            .args(["drive", "--port", &self.port.to_string(), "--tls-port", &self.tls_port.to_string(), "--listen", "127.0.0.1", "--data"])
             .arg(&self.data)
             .args(&self.extra)
             .env("SPINDLE_LOG", "warn")
@@ -125,15 +128,16 @@ impl TestDrive {
     /// SIGKILL and start again on the same data directory (on a new port).
     pub fn restart_after_kill(&mut self) {
         self.kill();
-        self.port = 0;
+        (self.port, self.tls_port) = (0, 0);
         self.spawn();
     }
 
-    /// SIGKILL (if running) and start again on the same data directory and the same address
-    /// (a cluster member keeps its address).
+    /// SIGKILL (if running) and start again on the same data directory and the same addresses
+    /// (a cluster member keeps its address, plain or TLS).
     pub fn restart_same_port(&mut self) {
         self.kill();
-        self.port = self.addr.rsplit(':').next().and_then(|p| p.parse().ok()).expect("a port");
+        let port = |addr: &str| addr.rsplit(':').next().and_then(|p| p.parse().ok()).expect("a port");
+        (self.port, self.tls_port) = (port(&self.addr), port(&self.tls_addr));
         self.spawn();
     }
 
