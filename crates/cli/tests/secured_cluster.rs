@@ -214,24 +214,40 @@ fn a_secured_cluster_is_closed_to_strangers_and_moves_data_over_tls() {
     });
 }
 
+/// A secured cluster "secure" in `dir`: etcd, `init --credentials` with `partitions`, a
+/// coordinator, three drives with certificates of its CA, added (and so provisioned).
+struct Secured {
+    _etcd: Etcd,
+    url: String,
+    creds_dir: std::path::PathBuf,
+    old: Credentials,
+    coordinator: Proc,
+    drives: Vec<TestDrive>,
+}
+
+fn secured_cluster(dir: &Path, rt: &tokio::runtime::Runtime, partitions: u32) -> Secured {
+    let etcd = Etcd::start(dir, 1);
+    let url = etcd.endpoints();
+    rt.block_on(control(&url, "secure"));
+    let creds_dir = dir.join("creds");
+    ok(spindle(&["cluster", "init", "--partitions", &partitions.to_string()], &url, Some(&creds_dir)), "init");
+    let old = Credentials::load(&creds_dir).unwrap();
+    let coordinator = coordinator_with(&url, "secure", "c1", &["--credentials", creds_dir.to_str().unwrap()]);
+    let drives: Vec<TestDrive> = (0..3).map(|i| secured_drive(&old, &dir.join(format!("cert{i}")))).collect();
+    for (i, d) in drives.iter().enumerate() {
+        ok(spindle(&["cluster", "add-drive", &format!("d{i}"), &d.tls_addr], &url, Some(&creds_dir)), "add-drive");
+    }
+    Secured { _etcd: etcd, url, creds_dir, old, coordinator, drives }
+}
+
 /// `rotate-key begin`, the processes moved to the new key one at a time, `rotate-key
 /// finish`, all under a recorded workload: no operation fails, the history stays
 /// linearizable, and the old key is refused by every drive afterwards.
 #[test]
 fn the_cluster_key_rotates_under_load_without_an_error() {
     let dir = tempfile::tempdir().unwrap();
-    let etcd = Etcd::start(dir.path(), 1);
-    let url = etcd.endpoints();
     let rt = runtime();
-    rt.block_on(control(&url, "secure"));
-    let creds_dir = dir.path().join("creds");
-    ok(spindle(&["cluster", "init", "--partitions", "16"], &url, Some(&creds_dir)), "init");
-    let old = Credentials::load(&creds_dir).unwrap();
-    let mut c1 = coordinator_with(&url, "secure", "c1", &["--credentials", creds_dir.to_str().unwrap()]);
-    let drives: Vec<TestDrive> = (0..3).map(|i| secured_drive(&old, &dir.path().join(format!("cert{i}")))).collect();
-    for (i, d) in drives.iter().enumerate() {
-        ok(spindle(&["cluster", "add-drive", &format!("d{i}"), &d.tls_addr], &url, Some(&creds_dir)), "add-drive");
-    }
+    let Secured { _etcd, url, creds_dir, old, coordinator: mut c1, drives } = secured_cluster(dir.path(), &rt, 16);
     let cli = |args: &'static [&'static str]| {
         let (url, creds_dir) = (url.clone(), creds_dir.clone());
         tokio::task::spawn_blocking(move || spindle(args, &url, Some(&creds_dir)))
@@ -347,18 +363,8 @@ fn provisioning_keeps_the_factory_identity_only_when_told_sets_the_pins_and_take
 #[test]
 fn a_key_rotation_step_that_fails_part_way_is_run_again() {
     let dir = tempfile::tempdir().unwrap();
-    let etcd = Etcd::start(dir.path(), 1);
-    let url = etcd.endpoints();
     let rt = runtime();
-    rt.block_on(control(&url, "secure"));
-    let creds_dir = dir.path().join("creds");
-    ok(spindle(&["cluster", "init", "--partitions", "8"], &url, Some(&creds_dir)), "init");
-    let old = Credentials::load(&creds_dir).unwrap();
-    let _c1 = coordinator_with(&url, "secure", "c1", &["--credentials", creds_dir.to_str().unwrap()]);
-    let mut drives: Vec<TestDrive> = (0..3).map(|i| secured_drive(&old, &dir.path().join(format!("cert{i}")))).collect();
-    for (i, d) in drives.iter().enumerate() {
-        ok(spindle(&["cluster", "add-drive", &format!("d{i}"), &d.tls_addr], &url, Some(&creds_dir)), "add-drive");
-    }
+    let Secured { _etcd, url, creds_dir, old, coordinator: _c1, mut drives } = secured_cluster(dir.path(), &rt, 8);
     let control = rt.block_on(async {
         let control = control(&url, "secure").await;
         settled(&control).await;
