@@ -1,29 +1,16 @@
 # bench-cluster.sh --secured: the plaintext and the secured cluster side by side, 1 MiB values.
-# Sourced by bench-cluster.sh (its settings, `work`, `results`, servers.sh and its trap).
+# Sourced by bench-cluster.sh (its settings, `work`, `results`, `bench`, servers.sh and its trap).
 mib=$((1 << 20))
+value_size=$mib
 creds=$work/credentials
 "$spindle_bin" cluster new-credentials --cluster secured --credentials "$creds" >/dev/null
 "$spindle_bin" cluster issue-cert --credentials "$creds" --name 127.0.0.1 --out "$work/cert" >/dev/null
-
-# bench_mib LABEL DRIVES TARGET OP CONNS DEPTH [ENV...]: one measured run of 1 MiB values.
-bench_mib() {
-    local label=$1 n=$2 target=$3 op=$4 conns=$5 depth=$6 json
-    shift 6
-    json=$(env "$@" "$spindle_bin" bench "$op" --drive "$target" --count "$count" --value-size "$mib" \
-        --connections "$conns" --depth "$depth" --sync writethrough --json)
-    python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print(json.dumps({"label":sys.argv[2],"drives":int(sys.argv[3]),"op":sys.argv[4],"load":sys.argv[5],"ops":r["ops_per_second"],"p50":r["latency_us"]["p50"],"cpu_us":r["bench_cpu_seconds"]*1e6/r["ops"],"errors":r["errors"]}))' \
-        "$json" "$label" "$n" "$op" "$conns x $depth" >>"$results"
-}
 
 # Until every partition has its replicas on drives that are up and nothing moves.
 settle() { # DRIVES STATUS_ARGS...
     local n=$1 deadline=$((SECONDS + 300))
     shift
-    until "$spindle_bin" cluster status --json "$@" 2>/dev/null | python3 -c '
-import json, sys
-s = json.load(sys.stdin)
-sys.exit(0 if len(s["drives"]) == int(sys.argv[1]) and all(d["state"] == "up" for d in s["drives"]) and s["replicas_missing"] == 0
-         and s["move"] is None and s["pending_changes"] == 0 else 1)' "$n"; do
+    until "$spindle_bin" cluster status --json "$@" 2>/dev/null | cluster_settled "$n"; do
         ((SECONDS < deadline)) || die "the cluster did not settle (status: $*)"
         sleep 0.5
     done
@@ -63,9 +50,9 @@ for round in $(seq 1 "$repeat"); do
         for load in "1 1" "4 2"; do
             for op in put get; do
                 # shellcheck disable=SC2086
-                bench_mib plain "$n" "cluster:$plain_url" "$op" $load
+                bench plain "$n" "cluster:$plain_url" "$op" $load
                 # shellcheck disable=SC2086
-                bench_mib secured "$n" "cluster:$secure_url#secured" "$op" $load SPINDLE_CREDENTIALS="$creds"
+                SPINDLE_CREDENTIALS=$creds bench secured "$n" "cluster:$secure_url#secured" "$op" $load
             done
         done
         stop_servers

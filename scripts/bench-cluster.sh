@@ -55,13 +55,14 @@ trap 'exit 130' INT TERM
 results=$work/results.jsonl
 : >"$results"
 
-# bench LABEL DRIVES TARGET OP CONNS DEPTH [NAME [OPTIONS...]]: one measured run, appended as a
-# JSON line (NAME: the row's name, default OP).
+# bench LABEL DRIVES TARGET OP CONNS DEPTH [NAME [OPTIONS...]]: one measured run of
+# $value_size-byte values (4 KiB unless set), appended as a JSON line (NAME: the row's name,
+# default OP).
 bench() {
     local label=$1 n=$2 target=$3 op=$4 conns=$5 depth=$6 name=${7:-$4}
     shift $(($# < 7 ? $# : 7))
     local json
-    json=$("$spindle_bin" bench "$op" --drive "$target" --count "$count" --value-size 4096 \
+    json=$("$spindle_bin" bench "$op" --drive "$target" --count "$count" --value-size "${value_size:-4096}" \
         --connections "$conns" --depth "$depth" --sync writethrough --json "$@")
     python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print(json.dumps({"label":sys.argv[2],"drives":int(sys.argv[3]),"op":sys.argv[4],"load":sys.argv[5],"ops":r["ops_per_second"],"p50":r["latency_us"]["p50"],"p99":r["latency_us"]["p99"],"cpu_us":r["bench_cpu_seconds"]*1e6/r["ops"],"errors":r["errors"]}))' \
         "$json" "$label" "$n" "$name" "$conns x $depth" >>"$results"

@@ -187,13 +187,7 @@ for h in h1 h2 h3; do
         port=$((port + 1)) tls=$((tls + 1)) metrics=$((metrics + 1))
     done
 done
-settled() { # DRIVES_UP
-    status_json | "$python" -c '
-import json, sys
-s = json.load(sys.stdin)
-up = sum(d["state"] == "up" for d in s["drives"])
-sys.exit(0 if up == int(sys.argv[1]) and s["replicas_missing"] == 0 and s["move"] is None and s["pending_changes"] == 0 else 1)' "$1"
-}
+settled() { status_json | cluster_settled "$1"; }
 until_ok "six drives in place, every partition with its three replicas" 300 settled 6
 log "six drives on three hosts, provisioned over TLS"
 

@@ -72,14 +72,7 @@ for i in 1 2 3; do
     "$spindle_bin" cluster add-drive "d$i" "127.0.0.1:$drive_port" --etcd "$etcd_url" >/dev/null
 done
 # Ready once every partition has its three replicas on drives that are up and nothing moves.
-settled() {
-    "$spindle_bin" cluster status --etcd "$etcd_url" --json 2>/dev/null | "$python" -c '
-import json, sys
-s = json.load(sys.stdin)
-ok = (len(s["drives"]) == 3 and all(d["state"] == "up" for d in s["drives"]) and s["replicas_missing"] == 0
-      and s["move"] is None and s["pending_changes"] == 0)
-sys.exit(0 if ok else 1)'
-}
+settled() { "$spindle_bin" cluster status --etcd "$etcd_url" --json 2>/dev/null | cluster_settled 3; }
 deadline=$((SECONDS + 90))
 until settled; do
     ((SECONDS < deadline)) || { "$spindle_bin" cluster status --etcd "$etcd_url" >&2 || true; die "the cluster did not settle in 90 s"; }

@@ -132,6 +132,16 @@ start_etcd() { # NAME [CERT KEY]: over https:// with that certificate when given
         --listen-peer-urls $peer --initial-advertise-peer-urls $peer --initial-cluster solo=$peer 2>&1"
 }
 
+# Reads `spindle cluster status --json` on stdin: succeeds once the cluster has DRIVES drives,
+# all up, every partition with its replicas, nothing moving and no change pending.
+cluster_settled() { # DRIVES
+    python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+sys.exit(0 if len(s["drives"]) == int(sys.argv[1]) and all(d["state"] == "up" for d in s["drives"])
+         and s["replicas_missing"] == 0 and s["move"] is None and s["pending_changes"] == 0 else 1)' "$1"
+}
+
 # Stops every server start_server / start_drive started (a paused one is resumed first);
 # for the EXIT trap.
 stop_servers() {

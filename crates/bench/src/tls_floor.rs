@@ -75,30 +75,17 @@ async fn run(spec: FloorSpec, tls: Option<(tokio_rustls::TlsAcceptor, tokio_rust
         server.set_nodelay(true).map_err(io)?;
         pairs.push((client, server));
     }
-    let window;
-    let mut tasks = Vec::with_capacity(spec.connections * 2);
-    match tls {
-        None => {
-            window = Window::open();
-            for (client, server) in pairs {
-                tasks.push(tokio::spawn(receive(server, spec.message_bytes, per_connection)));
-                tasks.push(tokio::spawn(send(client, spec.message_bytes, per_connection)));
-            }
-        }
+    let (window, tasks) = match tls {
+        None => (Window::open(), pairs.into_iter().flat_map(|(c, s)| exchange(c, s, spec.message_bytes, per_connection)).collect::<Vec<_>>()),
         Some((acceptor, connector)) => {
             let name = rustls_pki_types::ServerName::try_from("127.0.0.1").map_err(io)?;
             let mut secured = Vec::with_capacity(pairs.len());
             for (client, server) in pairs {
-                let (client, server) = tokio::try_join!(connector.connect(name.clone(), client), acceptor.accept(server)).map_err(io)?;
-                secured.push((client, server));
+                secured.push(tokio::try_join!(connector.connect(name.clone(), client), acceptor.accept(server)).map_err(io)?);
             }
-            window = Window::open();
-            for (client, server) in secured {
-                tasks.push(tokio::spawn(receive(server, spec.message_bytes, per_connection)));
-                tasks.push(tokio::spawn(send(client, spec.message_bytes, per_connection)));
-            }
+            (Window::open(), secured.into_iter().flat_map(|(c, s)| exchange(c, s, spec.message_bytes, per_connection)).collect())
         }
-    }
+    };
     for t in tasks {
         t.await.map_err(io)??;
     }
@@ -106,6 +93,15 @@ async fn run(spec: FloorSpec, tls: Option<(tokio_rustls::TlsAcceptor, tokio_rust
     let bytes = (per_connection * spec.connections as u64 * spec.message_bytes as u64) as f64;
     let secs = elapsed.max(Duration::from_micros(1)).as_secs_f64();
     Ok(FloorRun { mib_per_second: bytes / f64::from(1u32 << 20) / secs, cpu_seconds_per_gib: cpu / (bytes / f64::from(1u32 << 30)) })
+}
+
+/// The two ends of one connection as tasks: `client` sends, `server` acknowledges.
+fn exchange<C, S>(client: C, server: S, message_bytes: usize, messages: u64) -> [tokio::task::JoinHandle<Result<(), BenchError>>; 2]
+where
+    C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    [tokio::spawn(receive(server, message_bytes, messages)), tokio::spawn(send(client, message_bytes, messages))]
 }
 
 async fn send<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, message_bytes: usize, messages: u64) -> Result<(), BenchError> {

@@ -93,3 +93,18 @@ fn suites_prefer_aes_128_and_keep_every_one() {
     sorted.sort_by_key(|s| u16::from(*s));
     assert_eq!(all, sorted);
 }
+
+/// A trust file that is missing or holds no certificate is refused, named.
+#[test]
+fn a_trust_file_without_a_certificate_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("none.pem");
+    assert!(matches!(connector(&missing), Err(TlsError::Certificate { path, .. }) if path == missing));
+    let empty = dir.path().join("empty.pem");
+    std::fs::write(&empty, "not a certificate\n").unwrap();
+    let e = connector(&empty).err().unwrap().to_string();
+    assert!(e.contains("no certificate") && e.contains("empty.pem"), "{e}");
+    let chain = dir.path().join("chain.pem");
+    std::fs::write(&chain, issued("ca").1).unwrap();
+    assert!(connector(&chain).is_ok());
+}
