@@ -1,0 +1,61 @@
+//! Bucket operations: create, delete (when empty), head, location, list.
+
+use s3s::dto::*;
+use s3s::{s3_error, S3Request, S3Response, S3Result};
+
+use super::convert::{owner, timestamp};
+use super::lookup::Gateway;
+use crate::kv::{Cond, Durability, KvError, Pages};
+use crate::layout;
+use crate::records::{self, BucketRecord};
+
+impl Gateway {
+    pub(super) async fn create_bucket_in(&self, req: S3Request<CreateBucketInput>) -> S3Result<S3Response<CreateBucketOutput>> {
+        let bucket = req.input.bucket;
+        let record = BucketRecord { created_ms: records::now_ms() };
+        match self.core.kv.put(&layout::bucket(&bucket), records::encode(&record), Cond::Absent, Durability::Through).await {
+            Ok(_) => Ok(S3Response::new(CreateBucketOutput { location: Some(format!("/{bucket}")) })),
+            Err(KvError::Mismatch) => Err(s3_error!(BucketAlreadyOwnedByYou, "Your previous request to create the named bucket succeeded and you already own it.")),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    pub(super) async fn delete_bucket_in(&self, req: S3Request<DeleteBucketInput>) -> S3Result<S3Response<DeleteBucketOutput>> {
+        let bucket = req.input.bucket;
+        self.bucket_exists(&bucket).await?;
+        let kv = &self.core.kv;
+        let objects = layout::object_prefix(&bucket);
+        let uploads = layout::upload_prefix(&bucket);
+        let has_object = !kv.range(&objects.clone().freeze(), &layout::last_under(objects), 1).await?.is_empty();
+        let has_upload = !kv.range(&uploads.clone().freeze(), &layout::last_under(uploads), 1).await?.is_empty();
+        if has_object || has_upload {
+            return Err(s3_error!(BucketNotEmpty, "The bucket you tried to delete is not empty"));
+        }
+        kv.delete(&layout::bucket(&bucket), Cond::Any, Durability::Through).await?;
+        Ok(S3Response::new(DeleteBucketOutput {}))
+    }
+
+    pub(super) async fn head_bucket_in(&self, req: S3Request<HeadBucketInput>) -> S3Result<S3Response<HeadBucketOutput>> {
+        self.bucket_exists(&req.input.bucket).await?;
+        Ok(S3Response::new(HeadBucketOutput::default()))
+    }
+
+    pub(super) async fn get_bucket_location_in(&self, req: S3Request<GetBucketLocationInput>) -> S3Result<S3Response<GetBucketLocationOutput>> {
+        self.bucket_exists(&req.input.bucket).await?;
+        Ok(S3Response::new(GetBucketLocationOutput::default()))
+    }
+
+    pub(super) async fn list_buckets_in(&self, _req: S3Request<ListBucketsInput>) -> S3Result<S3Response<ListBucketsOutput>> {
+        let mut pages = Pages::new(layout::buckets(), crate::objects::PAGE);
+        let mut buckets = Vec::new();
+        while let Some(keys) = pages.next(&self.core.kv).await? {
+            for k in &keys {
+                let Some(name) = layout::bucket_name(k) else { continue };
+                let Some(s) = self.core.kv.get(k).await? else { continue };
+                let record: BucketRecord = records::decode("bucket", &s.value)?;
+                buckets.push(Bucket { name: Some(name.to_owned()), creation_date: Some(timestamp(record.created_ms)), bucket_region: None });
+            }
+        }
+        Ok(S3Response::new(ListBucketsOutput { buckets: Some(buckets), owner: Some(owner()), ..Default::default() }))
+    }
+}

@@ -1,0 +1,83 @@
+//! CopyObject: the source after its conditions, read into new data under the target.
+
+use s3s::dto::*;
+use s3s::{s3_error, S3ErrorCode, S3Request, S3Response, S3Result};
+
+use super::conditions::check_read;
+use super::convert::{hex, timestamp};
+use super::limits::{check_key, MAX_PUT_BYTES};
+use super::lookup::Gateway;
+use super::put::{segments_of, sorted};
+use crate::objects::Own;
+use crate::records::{self, Attributes, Manifest, Owner};
+
+impl Gateway {
+    /// The source object of a copy, after its conditions.
+    pub(super) async fn copy_source(&self, source: &CopySource, cond: &CopyConditions) -> S3Result<(String, String, Manifest)> {
+        let CopySource::Bucket { bucket, key, version_id } = source else {
+            return Err(s3_error!(InvalidArgument, "copy sources are bucket/key"));
+        };
+        if version_id.is_some() {
+            return Err(s3_error!(InvalidArgument, "this store keeps no object versions"));
+        }
+        let m = self.existing(bucket, key).await?;
+        check_read(&m, cond.if_match.as_ref(), cond.if_none_match.as_ref(), cond.if_modified_since.as_ref(), cond.if_unmodified_since.as_ref())
+            .map_err(|e| if *e.code() == S3ErrorCode::NotModified { s3_error!(PreconditionFailed) } else { e })?;
+        Ok((bucket.to_string(), key.to_string(), m))
+    }
+
+    pub(super) async fn copy_object_in(&self, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
+        let i = req.input;
+        check_key(&i.key)?;
+        let cond = CopyConditions {
+            if_match: i.copy_source_if_match.clone(),
+            if_none_match: i.copy_source_if_none_match.clone(),
+            if_modified_since: i.copy_source_if_modified_since.clone(),
+            if_unmodified_since: i.copy_source_if_unmodified_since.clone(),
+        };
+        let (src_bucket, src_key, src) = self.copy_source(&i.copy_source, &cond).await?;
+        self.bucket_exists(&i.bucket).await?;
+        let replace = i.metadata_directive.as_ref().is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
+        if src_bucket == i.bucket && src_key == i.key && !replace {
+            return Err(s3_error!(
+                InvalidRequest,
+                "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes."
+            ));
+        }
+        if src.size > MAX_PUT_BYTES {
+            return Err(s3_error!(InvalidRequest, "The specified copy source is larger than the maximum allowable size for a copy source: {MAX_PUT_BYTES}"));
+        }
+        let attributes = if replace {
+            Attributes {
+                content_type: i.content_type,
+                content_encoding: i.content_encoding,
+                content_disposition: i.content_disposition,
+                content_language: i.content_language,
+                cache_control: i.cache_control,
+                metadata: sorted(i.metadata),
+            }
+        } else {
+            src.attributes.clone()
+        };
+        let owner = Owner { bucket: i.bucket.clone(), key: i.key.clone(), part: None };
+        let body = StreamingBlob::wrap(self.core.read(src.segments.clone(), 0, src.size));
+        let written = self.core.write_data(&owner, body, Default::default(), MAX_PUT_BYTES).await?;
+        let data = written.segment.data;
+        let manifest = Manifest { size: written.segment.size, etag: hex(&written.md5), modified_ms: records::now_ms(), attributes, segments: segments_of(written.segment) };
+        if let Err(e) = self.core.commit(&i.bucket, &i.key, &manifest, |_| Ok(()), false, vec![Own { data, owner: owner.clone(), intent: written.intent }]).await {
+            self.abandon(&e, data, &owner).await;
+            return Err(e);
+        }
+        Ok(S3Response::new(CopyObjectOutput {
+            copy_object_result: Some(CopyObjectResult { e_tag: Some(ETag::Strong(manifest.etag)), last_modified: Some(timestamp(manifest.modified_ms)), ..Default::default() }),
+            ..Default::default()
+        }))
+    }
+}
+
+pub(super) struct CopyConditions {
+    pub(super) if_match: Option<ETagCondition>,
+    pub(super) if_none_match: Option<ETagCondition>,
+    pub(super) if_modified_since: Option<Timestamp>,
+    pub(super) if_unmodified_since: Option<Timestamp>,
+}

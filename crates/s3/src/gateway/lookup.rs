@@ -1,0 +1,58 @@
+//! The gateway over the object store, and the records its operations look up first: the
+//! bucket, the object's manifest, the upload.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use s3s::{s3_error, S3Result};
+
+use super::limits::check_key;
+use crate::layout::{self, UploadId};
+use crate::objects::Core;
+use crate::records::{self, Manifest, UploadRecord};
+
+pub struct Gateway {
+    pub(super) core: Arc<Core>,
+}
+
+impl Gateway {
+    pub fn new(core: Arc<Core>) -> Gateway {
+        Gateway { core }
+    }
+
+    pub(super) async fn bucket_exists(&self, bucket: &str) -> S3Result<()> {
+        match self.core.kv.get(&layout::bucket(bucket)).await? {
+            Some(_) => Ok(()),
+            None => Err(s3_error!(NoSuchBucket, "The specified bucket does not exist: {bucket}")),
+        }
+    }
+
+    pub(super) async fn manifest(&self, bucket: &str, key: &str) -> S3Result<Option<Manifest>> {
+        match self.core.kv.get(&layout::object(bucket, key)).await? {
+            Some(s) => Ok(Some(records::decode_manifest(&s.value)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The object, or NoSuchKey (NoSuchBucket when the bucket is missing).
+    pub(super) async fn existing(&self, bucket: &str, key: &str) -> S3Result<Manifest> {
+        check_key(key)?;
+        match self.manifest(bucket, key).await? {
+            Some(m) => Ok(m),
+            None => {
+                self.bucket_exists(bucket).await?;
+                Err(s3_error!(NoSuchKey, "The specified key does not exist."))
+            }
+        }
+    }
+
+    pub(super) async fn upload(&self, bucket: &str, key: &str, upload_id: &str) -> S3Result<(UploadId, UploadRecord, Bytes)> {
+        let no_such = || s3_error!(NoSuchUpload, "The specified upload does not exist: {upload_id}");
+        let id = layout::parse_upload_id(upload_id).ok_or_else(no_such)?;
+        let Some(s) = self.core.kv.get(&layout::upload(bucket, key, id)).await? else {
+            self.bucket_exists(bucket).await?;
+            return Err(no_such());
+        };
+        Ok((id, records::decode("upload", &s.value)?, s.version))
+    }
+}

@@ -1,0 +1,136 @@
+//! The S3 operations over `objects::Core`: buckets, objects, listings, copies and multipart
+//! uploads, with S3's own errors. Requests arrive authenticated (SigV4, checked by `s3s`).
+//!
+//! The `S3` trait's implementation here is a thin layer over the operations, each in the
+//! module of its idea: `buckets`; `put`, `read` (GET and HEAD, ranges and parts), `copy`,
+//! `delete`; `multipart` (creation and parts) and `finish` (completion, abort, stale
+//! completions); `listings`. Beside them: `lookup` (the `Gateway` and the records operations
+//! look up first), `limits`, `conditions`, `checksums`, `convert` (S3's forms of stored
+//! values) and `errors`.
+
+mod buckets;
+mod checksums;
+mod conditions;
+mod convert;
+mod copy;
+mod delete;
+mod errors;
+mod finish;
+mod limits;
+mod listings;
+mod lookup;
+mod multipart;
+mod put;
+mod read;
+
+use s3s::dto::*;
+use s3s::{S3Request, S3Response, S3Result, S3};
+
+use errors::closing;
+pub use finish::finish_stale_completions;
+pub use lookup::Gateway;
+
+#[async_trait::async_trait]
+impl S3 for Gateway {
+    async fn create_bucket(&self, req: S3Request<CreateBucketInput>) -> S3Result<S3Response<CreateBucketOutput>> {
+        self.create_bucket_in(req).await
+    }
+
+    async fn delete_bucket(&self, req: S3Request<DeleteBucketInput>) -> S3Result<S3Response<DeleteBucketOutput>> {
+        self.delete_bucket_in(req).await
+    }
+
+    async fn head_bucket(&self, req: S3Request<HeadBucketInput>) -> S3Result<S3Response<HeadBucketOutput>> {
+        self.head_bucket_in(req).await
+    }
+
+    async fn get_bucket_location(&self, req: S3Request<GetBucketLocationInput>) -> S3Result<S3Response<GetBucketLocationOutput>> {
+        self.get_bucket_location_in(req).await
+    }
+
+    async fn list_buckets(&self, req: S3Request<ListBucketsInput>) -> S3Result<S3Response<ListBucketsOutput>> {
+        self.list_buckets_in(req).await
+    }
+
+    async fn put_object(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
+        let out = self.put(req.input, req.trailing_headers).await.map_err(closing)?;
+        Ok(S3Response::new(out))
+    }
+
+    async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
+        self.get_object_in(req).await
+    }
+
+    async fn head_object(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
+        self.head_object_in(req).await
+    }
+
+    async fn delete_object(&self, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {
+        self.delete_object_in(req).await
+    }
+
+    async fn delete_objects(&self, req: S3Request<DeleteObjectsInput>) -> S3Result<S3Response<DeleteObjectsOutput>> {
+        self.delete_objects_in(req).await
+    }
+
+    async fn copy_object(&self, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
+        self.copy_object_in(req).await
+    }
+
+    async fn list_objects(&self, req: S3Request<ListObjectsInput>) -> S3Result<S3Response<ListObjectsOutput>> {
+        self.list_objects_in(req).await
+    }
+
+    async fn list_objects_v2(&self, req: S3Request<ListObjectsV2Input>) -> S3Result<S3Response<ListObjectsV2Output>> {
+        self.list_objects_v2_in(req).await
+    }
+
+    async fn create_multipart_upload(&self, req: S3Request<CreateMultipartUploadInput>) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
+        self.create_multipart_upload_in(req).await
+    }
+
+    async fn upload_part(&self, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
+        self.upload_part_in(req).await.map_err(closing)
+    }
+
+    async fn upload_part_copy(&self, req: S3Request<UploadPartCopyInput>) -> S3Result<S3Response<UploadPartCopyOutput>> {
+        self.upload_part_copy_in(req).await
+    }
+
+    async fn list_parts(&self, req: S3Request<ListPartsInput>) -> S3Result<S3Response<ListPartsOutput>> {
+        self.list_parts_in(req).await
+    }
+
+    async fn list_multipart_uploads(&self, req: S3Request<ListMultipartUploadsInput>) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
+        self.list_multipart_uploads_in(req).await
+    }
+
+    async fn abort_multipart_upload(&self, req: S3Request<AbortMultipartUploadInput>) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
+        self.abort_multipart_upload_in(req).await
+    }
+
+    async fn complete_multipart_upload(&self, req: S3Request<CompleteMultipartUploadInput>) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
+        self.complete_multipart_upload_in(req).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::checksums::base64_md5;
+    use super::convert::{decode_token, encode_token, hex, unhex, url_encode};
+    use super::finish::upload_parts_of;
+    use super::limits::{check_key, MAX_KEY_BYTES};
+    use crate::layout;
+
+    #[test]
+    fn encodings() {
+        assert_eq!(url_encode("a b/ä+c"), "a%20b/%C3%A4%2Bc");
+        assert_eq!(decode_token(&encode_token("dir/ä x")).unwrap(), "dir/ä x");
+        assert!(decode_token("zz").is_err());
+        assert_eq!(unhex(&hex(&[0, 255, 16])).unwrap(), vec![0, 255, 16]);
+        assert_eq!(base64_md5("1B2M2Y8AsgTpgAmY7PhCfg=="), Some([0xd4, 0x1d, 0x8c, 0xd9, 0x8f, 0x00, 0xb2, 0x04, 0xe9, 0x80, 0x09, 0x98, 0xec, 0xf8, 0x42, 0x7e]));
+        assert!(check_key("a\0b").is_err());
+        assert!(check_key(&"k".repeat(MAX_KEY_BYTES + 1)).is_err());
+        assert_eq!(upload_parts_of(&layout::upload("bk", "a/b", 9)), Some(("bk".into(), "a/b".into(), 9)));
+    }
+}

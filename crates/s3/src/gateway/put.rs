@@ -1,0 +1,96 @@
+//! PutObject: the body written as the object's data, checked against what the client
+//! declared, then made the object by its manifest.
+
+use std::collections::{BTreeMap, HashMap};
+
+use s3s::dto::*;
+use s3s::{s3_error, S3Error, S3ErrorCode, S3Result};
+
+use super::checksums::{verify, Checksums};
+use super::conditions::check_write;
+use super::convert::hex;
+use super::limits::{check_key, MAX_PUT_BYTES};
+use super::lookup::Gateway;
+use crate::objects::Own;
+use crate::records::{self, Attributes, Manifest, Owner, Segment};
+
+impl Gateway {
+    /// After a commit that failed: the data is deleted now, unless the store did not answer
+    /// (the manifest may have reached a replica and surface later), when the sweeper decides
+    /// after the grace.
+    pub(super) async fn abandon(&self, e: &S3Error, data: u128, owner: &Owner) {
+        if *e.code() == S3ErrorCode::ServiceUnavailable {
+            tracing::warn!(bucket = owner.bucket, key = owner.key, "a manifest write's outcome is unknown: its data is left to the sweeper");
+        } else {
+            self.core.discard(data, owner).await;
+        }
+    }
+
+    /// Writes the object's data from `body` and makes it the object, as PutObject does.
+    pub(super) async fn put(&self, input: PutObjectInput, trailers: Option<s3s::TrailingHeaders>) -> S3Result<PutObjectOutput> {
+        let (bucket, key) = (input.bucket.clone(), input.key.clone());
+        check_key(&key)?;
+        self.bucket_exists(&bucket).await?;
+        if input.content_length.is_some_and(|n| n as u64 > MAX_PUT_BYTES) {
+            return Err(s3_error!(EntityTooLarge, "a single PUT is at most {MAX_PUT_BYTES} bytes; use a multipart upload"));
+        }
+        let (if_match, if_none_match) = (input.if_match.clone(), input.if_none_match.clone());
+        // Fail before the upload when the condition already fails; checked again at the swap.
+        check_write(self.manifest(&bucket, &key).await?.as_ref(), if_match.as_ref(), if_none_match.as_ref())?;
+        let wanted = Checksums::of_put(&input);
+        let Some(body) = input.body else { return Err(s3_error!(IncompleteBody)) };
+        let owner = Owner { bucket: bucket.clone(), key: key.clone(), part: None };
+        let written = self.core.write_data(&owner, body, wanted.hasher(), MAX_PUT_BYTES).await?;
+        let data = written.segment.data;
+        let verified = verify(&written, input.content_md5.as_deref(), wanted, trailers);
+        if let Err(e) = verified {
+            self.core.discard(data, &owner).await;
+            return Err(e);
+        }
+        let attributes = Attributes {
+            content_type: input.content_type,
+            content_encoding: input.content_encoding,
+            content_disposition: input.content_disposition,
+            content_language: input.content_language,
+            cache_control: input.cache_control,
+            metadata: sorted(input.metadata),
+        };
+        let manifest = Manifest {
+            size: written.segment.size,
+            etag: hex(&written.md5),
+            modified_ms: records::now_ms(),
+            attributes,
+            segments: segments_of(written.segment),
+        };
+        let committed = self
+            .core
+            .commit(&bucket, &key, &manifest, |old| check_write(old, if_match.as_ref(), if_none_match.as_ref()), if_match.is_some() || if_none_match.is_some(), vec![Own { data, owner: owner.clone(), intent: written.intent.clone() }])
+            .await;
+        if let Err(e) = committed {
+            self.abandon(&e, data, &owner).await;
+            return Err(e);
+        }
+        let c = written.checksum;
+        Ok(PutObjectOutput {
+            e_tag: Some(ETag::Strong(manifest.etag)),
+            checksum_crc32: c.checksum_crc32,
+            checksum_crc32c: c.checksum_crc32c,
+            checksum_sha1: c.checksum_sha1,
+            checksum_sha256: c.checksum_sha256,
+            checksum_crc64nvme: c.checksum_crc64nvme,
+            ..Default::default()
+        })
+    }
+}
+
+pub(super) fn segments_of(s: Segment) -> Vec<Segment> {
+    if s.size == 0 {
+        Vec::new()
+    } else {
+        vec![s]
+    }
+}
+
+pub(super) fn sorted(m: Option<HashMap<String, String>>) -> BTreeMap<String, String> {
+    m.unwrap_or_default().into_iter().collect()
+}

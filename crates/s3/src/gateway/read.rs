@@ -1,0 +1,92 @@
+//! GetObject and HeadObject: the object after its conditions, whole, a range or a part.
+
+use std::collections::{BTreeMap, HashMap};
+
+use s3s::dto::*;
+use s3s::{s3_error, S3Request, S3Response, S3Result};
+
+use super::conditions::check_read;
+use super::convert::timestamp;
+use super::limits::part_number;
+use super::lookup::Gateway;
+use crate::records::Manifest;
+
+impl Gateway {
+    pub(super) async fn get_object_in(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
+        let i = req.input;
+        let m = self.existing(&i.bucket, &i.key).await?;
+        check_read(&m, i.if_match.as_ref(), i.if_none_match.as_ref(), i.if_modified_since.as_ref(), i.if_unmodified_since.as_ref())?;
+        let (range, parts_count) = span(&m, i.part_number, i.range.as_ref())?;
+        let whole = 0..m.size;
+        let r = range.clone().unwrap_or(whole);
+        let body = self.core.read(m.segments.clone(), r.start, r.end);
+        let a = m.attributes;
+        Ok(S3Response::new(GetObjectOutput {
+            body: Some(StreamingBlob::wrap(body)),
+            content_length: Some((r.end - r.start) as i64),
+            content_range: range.map(|r| format!("bytes {}-{}/{}", r.start, r.end.saturating_sub(1), m.size)),
+            accept_ranges: Some("bytes".into()),
+            e_tag: Some(ETag::Strong(m.etag)),
+            last_modified: Some(timestamp(m.modified_ms)),
+            metadata: unsorted(&a.metadata),
+            content_type: a.content_type,
+            content_encoding: a.content_encoding,
+            content_disposition: a.content_disposition,
+            content_language: a.content_language,
+            cache_control: a.cache_control,
+            parts_count,
+            ..Default::default()
+        }))
+    }
+
+    pub(super) async fn head_object_in(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
+        let i = req.input;
+        let m = self.existing(&i.bucket, &i.key).await?;
+        check_read(&m, i.if_match.as_ref(), i.if_none_match.as_ref(), i.if_modified_since.as_ref(), i.if_unmodified_since.as_ref())?;
+        let (range, parts_count) = span(&m, i.part_number, i.range.as_ref())?;
+        let r = range.clone().unwrap_or(0..m.size);
+        let a = m.attributes;
+        Ok(S3Response::new(HeadObjectOutput {
+            content_length: Some((r.end - r.start) as i64),
+            content_range: range.map(|r| format!("bytes {}-{}/{}", r.start, r.end.saturating_sub(1), m.size)),
+            accept_ranges: Some("bytes".into()),
+            e_tag: Some(ETag::Strong(m.etag)),
+            last_modified: Some(timestamp(m.modified_ms)),
+            metadata: unsorted(&a.metadata),
+            content_type: a.content_type,
+            content_encoding: a.content_encoding,
+            content_disposition: a.content_disposition,
+            content_language: a.content_language,
+            cache_control: a.cache_control,
+            parts_count,
+            ..Default::default()
+        }))
+    }
+}
+
+/// The bytes a GET or HEAD asks for (`None`: all) and, for a multipart object asked by part,
+/// its part count.
+fn span(m: &Manifest, part: Option<i32>, range: Option<&Range>) -> S3Result<(Option<std::ops::Range<u64>>, Option<i32>)> {
+    let multipart = m.etag.contains('-');
+    match (part, range) {
+        (Some(_), Some(_)) => Err(s3_error!(InvalidRequest, "Cannot specify both Range header and partNumber query parameter")),
+        // A single-part object is its own part 1.
+        (Some(n), None) if !multipart => match part_number(n)? {
+            1 => Ok((None, None)),
+            _ => Err(s3_error!(InvalidRange, "The requested partnumber is not satisfiable")),
+        },
+        (Some(n), None) => {
+            let n = part_number(n)? as usize;
+            let seg = m.segments.get(n - 1).ok_or_else(|| s3_error!(InvalidRange, "The requested partnumber is not satisfiable"))?;
+            let start: u64 = m.segments[..n - 1].iter().map(|s| s.size).sum();
+            Ok((Some(start..start + seg.size), Some(m.segments.len() as i32)))
+        }
+        (None, Some(_)) if m.size == 0 => Err(s3_error!(InvalidRange, "The requested range is not satisfiable")),
+        (None, Some(r)) => Ok((Some(r.check(m.size)?), None)),
+        (None, None) => Ok((None, None)),
+    }
+}
+
+fn unsorted(m: &BTreeMap<String, String>) -> Option<HashMap<String, String>> {
+    (!m.is_empty()).then(|| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+}
