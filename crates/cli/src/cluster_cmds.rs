@@ -70,10 +70,17 @@ pub enum ClusterCommand {
     /// Move a secured cluster to a new identity and HMAC key without stopping it: `begin`,
     /// restart what reaches the drives with the new key one at a time, then `finish`
     RotateKey {
-        step: crate::cluster_secure::RotationStep,
+        step: crate::cluster_rotate::RotationStep,
         /// Keep the factory identity on the drives, with this key
         #[arg(long, env = "SPINDLE_FACTORY_KEY", hide_env_values = true)]
         keep_factory_key: Option<String>,
+        #[command(flatten)]
+        etcd: Etcd,
+    },
+    /// Move a secured cluster to a new certificate authority without stopping it: `begin`,
+    /// hand out the two-CA ca.pem and renew every certificate, then `finish`
+    RotateCa {
+        step: crate::cluster_rotate::RotationStep,
         #[command(flatten)]
         etcd: Etcd,
     },
@@ -233,7 +240,8 @@ pub async fn run(cmd: ClusterCommand) -> CmdResult {
         }
         ClusterCommand::NewCredentials { etcd } => crate::cluster_secure::new_credentials(etcd.credentials.as_deref(), &etcd.cluster)?,
         ClusterCommand::SecureEtcd { root_password, etcd } => crate::cluster_secure::secure_etcd(&etcd, root_password).await?,
-        ClusterCommand::RotateKey { step, keep_factory_key, etcd } => crate::cluster_secure::rotate_key(&etcd, step, keep_factory_key).await?,
+        ClusterCommand::RotateKey { step, keep_factory_key, etcd } => crate::cluster_rotate::rotate_key(&etcd, step, keep_factory_key).await?,
+        ClusterCommand::RotateCa { step, etcd } => crate::cluster_rotate::rotate_ca(&etcd, step).await?,
         ClusterCommand::IssueCert { names, out, etcd } => crate::cluster_secure::issue_cert(etcd.credentials.as_deref(), &names, &out)?,
         ClusterCommand::AddDrive { id, addr, tls_port, capacity, weight, domain, provision, etcd } => {
             let weight = weight.unwrap_or(if capacity > 0 { capacity as f64 / (1u64 << 30) as f64 } else { 1.0 });

@@ -22,6 +22,8 @@ mod cluster_cmds;
 #[cfg(feature = "cluster")]
 mod cluster_demo;
 #[cfg(feature = "cluster")]
+mod cluster_rotate;
+#[cfg(feature = "cluster")]
 mod cluster_secure;
 #[cfg(feature = "cluster")]
 mod s3_cmds;

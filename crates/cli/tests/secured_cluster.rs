@@ -78,6 +78,18 @@ fn tls_etcd(dir: &Path, creds: &Credentials) -> (Proc, String) {
     (Proc(Some(child)), url)
 }
 
+/// New credentials in DIR/creds and an etcd serving over TLS with a certificate of their
+/// CA, enforcing users (`secure-etcd`): the cluster's own, and root.
+fn secured_etcd(dir: &Path, rt: &tokio::runtime::Runtime) -> (Proc, String, std::path::PathBuf) {
+    let creds_dir = dir.join("creds");
+    ok(spindle(&["cluster", "new-credentials"], "", Some(&creds_dir)), "new-credentials");
+    let creds = Credentials::load(&creds_dir).unwrap();
+    let (etcd, url) = tls_etcd(dir, &creds);
+    rt.block_on(until("etcd over TLS", Duration::from_secs(30), async || secured_control(&url, "secure", &creds).await.ok()));
+    ok(spindle(&["cluster", "secure-etcd"], &url, Some(&creds_dir)), "secure-etcd");
+    (etcd, url, creds_dir)
+}
+
 /// The cluster's etcd as its credentials reach it (TLS, its own user).
 async fn secured_control(url: &str, cluster: &str, creds: &Credentials) -> Result<Control, spindle_cluster::ClusterError> {
     Control::connect_with(url, cluster, creds.etcd_access(true).unwrap()).await
@@ -86,13 +98,8 @@ async fn secured_control(url: &str, cluster: &str, creds: &Credentials) -> Resul
 #[test]
 fn a_secured_cluster_is_closed_to_strangers_and_moves_data_over_tls() {
     let dir = tempfile::tempdir().unwrap();
-    let creds_dir = dir.path().join("creds");
-    ok(spindle(&["cluster", "new-credentials"], "", Some(&creds_dir)), "new-credentials");
-    let creds = Credentials::load(&creds_dir).unwrap();
-    let (_etcd, url) = tls_etcd(dir.path(), &creds);
     let rt = runtime();
-    rt.block_on(until("etcd over TLS", Duration::from_secs(30), async || secured_control(&url, "secure", &creds).await.ok()));
-    ok(spindle(&["cluster", "secure-etcd"], &url, Some(&creds_dir)), "secure-etcd");
+    let (_etcd, url, creds_dir) = secured_etcd(dir.path(), &rt);
     let text = ok(spindle(&["cluster", "init", "--partitions", "16"], &url, Some(&creds_dir)), "init");
     assert!(text.contains("secured"), "{text}");
     let creds = Credentials::load(&creds_dir).unwrap();
@@ -411,4 +418,100 @@ fn a_key_rotation_step_that_fails_part_way_is_run_again() {
     let (map, _) = rt.block_on(control.load_map()).unwrap();
     let security = map.security.unwrap();
     assert_eq!((security.identity, security.next_identity), (next.identity, None));
+}
+
+/// `rotate-ca begin`, every certificate renewed from the new CA (written over the files the
+/// drives and etcd serve, taken without a restart), `rotate-ca finish`, all under a recorded
+/// workload: no operation fails and the history stays linearizable. `finish` is refused,
+/// naming what is behind, while a drive or etcd still serves the old CA's certificate.
+/// Afterwards only the new CA is trusted: a client that trusts the old one alone is refused by
+/// every drive, the map and the credentials name the new CA, commands work with the new
+/// `ca.pem`, and a drive with a certificate of the new CA joins (partitions pushed to it over
+/// TLS, checked against the new CA).
+#[test]
+fn the_cluster_ca_rotates_under_load_without_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime();
+    let (_etcd, url, creds_dir) = secured_etcd(dir.path(), &rt);
+    ok(spindle(&["cluster", "init", "--partitions", "16"], &url, Some(&creds_dir)), "init");
+    let old = Credentials::load(&creds_dir).unwrap();
+    let _c1 = coordinator_with(&url, "secure", "c1", &["--credentials", creds_dir.to_str().unwrap()]);
+    let drives: Vec<TestDrive> = (0..3).map(|i| secured_drive(&old, &dir.path().join(format!("cert{i}")))).collect();
+    for (i, d) in drives.iter().enumerate() {
+        ok(spindle(&["cluster", "add-drive", &format!("d{i}"), &d.tls_addr], &url, Some(&creds_dir)), "add-drive");
+    }
+    let cli = |args: &'static [&'static str]| {
+        let (url, creds_dir) = (url.clone(), creds_dir.clone());
+        tokio::task::spawn_blocking(move || spindle(args, &url, Some(&creds_dir)))
+    };
+    let trusting = |file: &str| ClientConfig { tls_trust: Some(creds_dir.join(file)), ..old.client_config(Duration::from_secs(5)) };
+    rt.block_on(async {
+        let control = secured_control(&url, "secure", &old).await.unwrap();
+        settled(&control).await;
+        let rec = Recorder::new();
+        let mut stores = Vec::new();
+        for _ in 0..2 {
+            stores.push(Store::open(control.clone(), StoreConfig { client: old.client_config(Duration::from_secs(5)), ..StoreConfig::default() }).await.unwrap());
+        }
+        let load = Workload::mixed_from(&stores, 1, &rec, KEYS, 0);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+
+        let text = refused(cli(&["cluster", "rotate-ca", "finish"]).await.unwrap(), "finish before begin");
+        assert!(text.contains("no CA rotation in progress"), "{text}");
+        let text = ok(cli(&["cluster", "rotate-ca", "begin"]).await.unwrap(), "rotate-ca begin");
+        assert!(text.contains("CA rotation begun"), "{text}");
+        let during = Credentials::load(&creds_dir).unwrap();
+        let text = refused(cli(&["cluster", "rotate-ca", "finish"]).await.unwrap(), "finish before any renewal");
+        assert!(["d0", "d1", "d2", "etcd"].iter().all(|behind| text.contains(behind)), "{text}");
+
+        // The drives' certificates renewed in place; each serves its new one within a few
+        // seconds (the files are looked at every 2 s).
+        for i in 0..3 {
+            during.issue(&["127.0.0.1".into()], &dir.path().join(format!("cert{i}"))).unwrap();
+        }
+        for d in &drives {
+            until("the drive to serve the new CA's certificate", Duration::from_secs(60), async || {
+                Client::connect(d.tls_addr.as_str(), trusting("ca.next.pem")).await.ok()
+            })
+            .await;
+        }
+        let text = refused(cli(&["cluster", "rotate-ca", "finish"]).await.unwrap(), "finish with etcd not renewed");
+        assert!(text.contains("etcd") && !text.contains("d0 ("), "{text}");
+        during.issue(&["127.0.0.1".into()], &dir.path().join("etcd-cert")).unwrap();
+        let text = ok(cli(&["cluster", "rotate-ca", "finish"]).await.unwrap(), "rotate-ca finish");
+        assert!(text.contains("CA rotation finished"), "{text}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        load.stop().await;
+        rec.check("ca-rotation");
+        assert_eq!(rec.errors(), (0, None), "operations failed during the CA rotation");
+
+        // Only the new CA is trusted now.
+        let after = Credentials::load(&creds_dir).unwrap();
+        assert_eq!(after.ca_pem, std::fs::read_to_string(creds_dir.join("ca.pem")).unwrap());
+        assert_ne!(after.fingerprint().unwrap().ca_sha256, old.fingerprint().unwrap().ca_sha256);
+        for d in &drives {
+            assert!(Client::connect(d.tls_addr.as_str(), trusting("ca.old.pem")).await.is_err(), "drive {} serves a certificate of the old CA", d.tls_addr);
+        }
+        let (map, _) = control.load_map().await.unwrap();
+        let security = map.security.unwrap();
+        assert_eq!((&security.ca_sha256, &security.next_ca_sha256), (&after.fingerprint().unwrap().ca_sha256, &None));
+        ok(cli(&["cluster", "status"]).await.unwrap(), "status with the new CA alone");
+
+        // A drive with a certificate of the new CA joins; the others push its partitions to it.
+        let d3 = secured_drive(&after, &dir.path().join("cert3"));
+        let addr = d3.tls_addr.clone();
+        let out = tokio::task::spawn_blocking({
+            let (url, creds_dir) = (url.clone(), creds_dir.clone());
+            move || spindle(&["cluster", "add-drive", "d3", &addr], &url, Some(&creds_dir))
+        });
+        ok(out.await.unwrap(), "add-drive after the rotation");
+        until("partitions to move to the new drive", Duration::from_secs(120), async || {
+            let (map, _) = control.load_map().await.ok()?;
+            (map.moving.is_empty() && map.placement.iter().any(|r| r.iter().any(|d| d == "d3"))).then_some(())
+        })
+        .await;
+        let fresh = Store::open(secured_control(&url, "secure", &after).await.unwrap(), StoreConfig { client: after.client_config(Duration::from_secs(5)), ..StoreConfig::default() }).await.unwrap();
+        fresh.put(b"after-ca-rotation", Bytes::from_static(b"v"), spindle_cluster::Condition::None).await.unwrap();
+        assert!(fresh.get(b"after-ca-rotation").await.unwrap().is_some());
+    });
 }

@@ -16,15 +16,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use rand::RngCore;
-use rcgen::{BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
 use serde::{Deserialize, Serialize};
 use spindle_client::ClientConfig;
 
+use crate::secret_file::{invalid, write_secret};
 use crate::ClusterError;
 
 pub const IDENTITY_FILE: &str = "identity.json";
-pub const CA_FILE: &str = "ca.pem";
-pub const CA_KEY_FILE: &str = "ca-key.pem";
+pub use crate::ca::{CA_FILE, CA_KEY_FILE};
 /// The cluster's administrator on its drives (SECURITY, for rotations): the operator's only.
 pub const ADMIN_FILE: &str = "admin.json";
 /// The identity a rotation moves to, and the one it left.
@@ -38,9 +37,6 @@ pub const ETCD_ROOT_FILE: &str = "etcd-root.json";
 const IDENTITY_BASE: i64 = 1 << 40;
 /// Random bytes in an HMAC key (hex-encoded: Kinetic clients treat keys as text).
 const HMAC_KEY_BYTES: usize = 32;
-/// Validity of the CA and of drive certificates (rotated well before: docs/security.md).
-const CA_DAYS: i64 = 3650;
-const DRIVE_DAYS: i64 = 825;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct EtcdUserFile {
@@ -65,13 +61,17 @@ pub struct Fingerprint {
     /// the drives take as well.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_identity: Option<i64>,
+    /// During a CA rotation (`rotate-ca begin` .. `finish`): the new CA's SHA-256.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_ca_sha256: Option<String>,
 }
 
 impl Fingerprint {
-    /// Whether credentials with fingerprint `theirs` are this cluster's (its CA, and its
-    /// identity or the one a rotation moves to).
+    /// Whether credentials with fingerprint `theirs` are this cluster's (its CA or the one a
+    /// CA rotation moves to, and its identity or the one a key rotation moves to).
     pub fn admits(&self, theirs: &Fingerprint) -> bool {
-        self.ca_sha256 == theirs.ca_sha256 && (theirs.identity == self.identity || Some(theirs.identity) == self.next_identity)
+        let ca = self.ca_sha256 == theirs.ca_sha256 || self.next_ca_sha256.as_ref() == Some(&theirs.ca_sha256);
+        ca && (theirs.identity == self.identity || Some(theirs.identity) == self.next_identity)
     }
 }
 
@@ -114,32 +114,6 @@ impl std::fmt::Debug for Credentials {
     }
 }
 
-fn invalid(path: &Path, e: impl std::fmt::Display) -> ClusterError {
-    ClusterError::Invalid(format!("{}: {e}", path.display()))
-}
-
-/// Writes `text` to `path` readable by its owner only (a secret), refusing to replace a file.
-fn write_secret(path: &Path, text: &str) -> Result<(), ClusterError> {
-    use std::io::Write;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut f = options.open(path).map_err(|e| invalid(path, e))?;
-    f.write_all(text.as_bytes()).and_then(|()| f.sync_all()).map_err(|e| invalid(path, e))
-}
-
-fn ca_params(cluster: &str) -> Result<CertificateParams, ClusterError> {
-    let mut params = CertificateParams::new(Vec::<String>::new()).map_err(|e| ClusterError::Invalid(e.to_string()))?;
-    let mut name = DistinguishedName::new();
-    name.push(DnType::OrganizationName, "Spindle");
-    name.push(DnType::CommonName, format!("Spindle cluster {cluster} CA"));
-    params.distinguished_name = name;
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
-    Ok(params)
-}
-
 impl Credentials {
     /// New credentials for `cluster` in `dir` (created; existing files are never replaced).
     pub fn generate(dir: &Path, cluster: &str) -> Result<Credentials, ClusterError> {
@@ -149,16 +123,10 @@ impl Credentials {
         while admin.identity == file.identity {
             admin = new_identity(cluster);
         }
-        let key = KeyPair::generate().map_err(|e| ClusterError::Invalid(e.to_string()))?;
-        let mut params = ca_params(cluster)?;
-        params.not_before = time_now();
-        params.not_after = params.not_before + time_days(CA_DAYS);
-        let cert = params.self_signed(&key).map_err(|e| ClusterError::Invalid(e.to_string()))?;
-        write_secret(&dir.join(CA_KEY_FILE), &key.serialize_pem())?;
-        std::fs::write(dir.join(CA_FILE), cert.pem()).map_err(|e| invalid(&dir.join(CA_FILE), e))?;
+        let ca_pem = crate::ca::new_ca(cluster, None, &dir.join(CA_FILE), &dir.join(CA_KEY_FILE))?;
         write_identity(&dir.join(IDENTITY_FILE), &file)?;
         write_identity(&dir.join(ADMIN_FILE), &admin)?;
-        Ok(Credentials { dir: dir.to_path_buf(), cluster: cluster.to_string(), identity: file.identity, hmac_key: file.hmac_key, ca_pem: cert.pem() })
+        Ok(Credentials { dir: dir.to_path_buf(), cluster: cluster.to_string(), identity: file.identity, hmac_key: file.hmac_key, ca_pem })
     }
 
     /// The credentials in `dir`, made there if it holds none; `true` when made.
@@ -273,13 +241,12 @@ impl Credentials {
         self.dir.join(CA_FILE)
     }
 
-    /// What the map keeps of these credentials.
+    /// What the map keeps of these credentials: the identity, and the newest CA they trust
+    /// (the last in `ca.pem`: the one a CA rotation moves to, while it runs).
     pub fn fingerprint(&self) -> Result<Fingerprint, ClusterError> {
-        use rustls_pki_types::pem::PemObject;
-        use sha2::Digest;
-        let der = rustls_pki_types::CertificateDer::from_pem_slice(self.ca_pem.as_bytes()).map_err(|e| invalid(&self.ca_path(), e))?;
-        let digest = sha2::Sha256::digest(der.as_ref());
-        Ok(Fingerprint { identity: self.identity, ca_sha256: digest.iter().map(|b| format!("{b:02x}")).collect(), next_identity: None })
+        let newest = crate::ca::certificates(&self.ca_pem).map_err(|e| invalid(&self.ca_path(), e))?.pop();
+        let der = newest.ok_or_else(|| invalid(&self.ca_path(), "no certificate in the file"))?;
+        Ok(Fingerprint { identity: self.identity, ca_sha256: crate::ca::sha256_hex(&der), next_identity: None, next_ca_sha256: None })
     }
 
     /// How the cluster connects to its drives: as its identity, over TLS, trusting its CA.
@@ -293,46 +260,34 @@ impl Credentials {
         }
     }
 
-    /// A certificate and key for a drive reachable at `names` (IP addresses or DNS names),
-    /// issued by the CA (its key read from `ca-key.pem`), written to `out` as `cert.pem` (the
-    /// drive's, then the CA's) and `key.pem` (mode 0600): the drive's `tls_cert` and `tls_key`.
-    pub fn issue(&self, names: &[String], out: &Path) -> Result<(PathBuf, PathBuf), ClusterError> {
-        if names.is_empty() {
-            return Err(ClusterError::Invalid("a drive certificate needs at least one IP address or DNS name".into()));
-        }
-        let ca_key_path = self.dir.join(CA_KEY_FILE);
-        let ca_key_pem = std::fs::read_to_string(&ca_key_path).map_err(|e| invalid(&ca_key_path, e))?;
-        let ca_key = KeyPair::from_pem(&ca_key_pem).map_err(|e| invalid(&ca_key_path, e))?;
-        let issuer = Issuer::new(ca_params(&self.cluster)?, ca_key);
-        let mut params = CertificateParams::new(names.to_vec()).map_err(|e| ClusterError::Invalid(format!("drive names {names:?}: {e}")))?;
-        let mut name = DistinguishedName::new();
-        name.push(DnType::OrganizationName, "Spindle");
-        name.push(DnType::CommonName, format!("Spindle drive {}", names[0]));
-        params.distinguished_name = name;
-        params.not_before = time_now();
-        params.not_after = params.not_before + time_days(DRIVE_DAYS);
-        // Client use too: a host's etcd member presents it to the others (peer TLS with
-        // client-certificate authentication, as docs/deploy.md sets etcd up).
-        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth, rcgen::ExtendedKeyUsagePurpose::ClientAuth];
-        let key = KeyPair::generate().map_err(|e| ClusterError::Invalid(e.to_string()))?;
-        let cert = params.signed_by(&key, &issuer).map_err(|e| ClusterError::Invalid(e.to_string()))?;
-        std::fs::create_dir_all(out).map_err(|e| invalid(out, e))?;
-        let (cert_path, key_path) = (out.join("cert.pem"), out.join("key.pem"));
-        std::fs::write(&cert_path, format!("{}{}", cert.pem(), self.ca_pem)).map_err(|e| invalid(&cert_path, e))?;
-        if key_path.exists() {
-            std::fs::remove_file(&key_path).map_err(|e| invalid(&key_path, e))?;
-        }
-        write_secret(&key_path, &key.serialize_pem())?;
-        Ok((cert_path, key_path))
+    /// The cluster's CA as these credentials hold it.
+    fn authority(&self) -> crate::ca::Authority<'_> {
+        crate::ca::Authority { dir: &self.dir, cluster: &self.cluster, ca_pem: &self.ca_pem }
     }
-}
 
-fn time_now() -> time::OffsetDateTime {
-    time::OffsetDateTime::now_utc()
-}
+    /// A certificate and key for a server reachable at `names` (IP addresses or DNS names),
+    /// from the cluster's CA (the new one during a CA rotation), written to `out` as
+    /// `cert.pem` and `key.pem`: a drive's `tls_cert` and `tls_key` (`ca::Authority::issue`).
+    pub fn issue(&self, names: &[String], out: &Path) -> Result<(PathBuf, PathBuf), ClusterError> {
+        self.authority().issue(names, out)
+    }
 
-fn time_days(days: i64) -> time::Duration {
-    time::Duration::days(days)
+    /// The certificate of the CA a rotation in progress moves to (PEM), if one is.
+    pub fn next_ca(&self) -> Result<Option<String>, ClusterError> {
+        self.authority().next_ca()
+    }
+
+    /// Begins a CA rotation, or resumes one begun; returns the credentials as they are now
+    /// (their `ca_pem` both CAs).
+    pub fn begin_ca_rotation(&self) -> Result<Credentials, ClusterError> {
+        self.authority().begin_rotation()?;
+        Credentials::load(&self.dir)
+    }
+
+    /// Ends a CA rotation in the directory; safe to run again after a crash.
+    pub fn finish_ca_rotation(&self) -> Result<(), ClusterError> {
+        self.authority().finish_rotation()
+    }
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod batch;
+pub mod ca;
 mod condition;
 pub mod control;
 pub mod coordinator;
@@ -28,6 +29,7 @@ pub mod placement;
 pub mod repair;
 pub mod stamp;
 pub mod replica;
+mod secret_file;
 pub mod store;
 pub mod sweep;
 mod sweeper;

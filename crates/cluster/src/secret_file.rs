@@ -1,0 +1,27 @@
+//! Files of the credentials directory: secrets written readable by their owner only, public
+//! files replaced whole, and errors that name the file.
+
+use std::path::Path;
+
+use crate::ClusterError;
+
+pub(crate) fn invalid(path: &Path, e: impl std::fmt::Display) -> ClusterError {
+    ClusterError::Invalid(format!("{}: {e}", path.display()))
+}
+
+/// Writes `text` to `path` readable by its owner only (a secret), refusing to replace a file.
+pub(crate) fn write_secret(path: &Path, text: &str) -> Result<(), ClusterError> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut f = options.open(path).map_err(|e| invalid(path, e))?;
+    f.write_all(text.as_bytes()).and_then(|()| f.sync_all()).map_err(|e| invalid(path, e))
+}
+
+/// Writes `text` to `path` whole or not at all (a temporary file renamed over it).
+pub(crate) fn replace_file(path: &Path, text: &str) -> Result<(), ClusterError> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path)).map_err(|e| invalid(path, e))
+}
