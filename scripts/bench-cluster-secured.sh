@@ -30,6 +30,7 @@ for round in $(seq 1 "$repeat"); do
             "$spindle_bin" cluster add-drive "d$i" "127.0.0.1:$drive_port" --etcd "$plain_url" >/dev/null
         done
 
+        plain_pids=("${server_pids[@]}")
         rm -f "$creds/etcd.json" "$creds/etcd-root.json"
         start_etcd "secure-etcd$round-$n" "$work/cert/cert.pem" "$work/cert/key.pem"
         secure_url=$etcd_url
@@ -42,17 +43,34 @@ for round in $(seq 1 "$repeat"); do
                 --p2p-tls-trust "$creds/ca.pem"
             "$spindle_bin" cluster add-drive "d$i" "127.0.0.1:$drive_tls_port" "${secure[@]}" >/dev/null
         done
+        secure_pids=("${server_pids[@]:${#plain_pids[@]}}")
         settle "$n" --etcd "$plain_url"
         settle "$n" "${secure[@]}"
         # The floor: what TLS costs this machine on bare loopback connections, in the same round.
         "$spindle_bin" bench tls-floor --message-size "$mib" --messages $((count * 4)) --connections 4 --json |
             python3 -c 'import json,sys; r=json.load(sys.stdin); print(json.dumps({"label":"floor","drives":int(sys.argv[1]),"op":"floor","load":"4","plain":r["plain"],"tls":r["tls"],"errors":0}))' "$n" >>"$results"
+        # The two clusters share the disk and the cores: while one is measured the other is
+        # paused (SIGSTOP: its compactions take nothing from the run), each run starts once
+        # the runs before it are on disk (`sync`: none pays for another's writeback), and the
+        # side that goes first alternates by round.
+        sides=(plain secured)
+        ((round % 2)) || sides=(secured plain)
         for load in "1 1" "4 2"; do
             for op in put get; do
-                # shellcheck disable=SC2086
-                bench plain "$n" "cluster:$plain_url" "$op" $load
-                # shellcheck disable=SC2086
-                SPINDLE_CREDENTIALS=$creds bench secured "$n" "cluster:$secure_url#secured" "$op" $load
+                for side in "${sides[@]}"; do
+                    sync
+                    if [[ $side == plain ]]; then
+                        kill -STOP "${secure_pids[@]}"
+                        # shellcheck disable=SC2086
+                        bench plain "$n" "cluster:$plain_url" "$op" $load
+                        kill -CONT "${secure_pids[@]}"
+                    else
+                        kill -STOP "${plain_pids[@]}"
+                        # shellcheck disable=SC2086
+                        SPINDLE_CREDENTIALS=$creds bench secured "$n" "cluster:$secure_url#secured" "$op" $load
+                        kill -CONT "${plain_pids[@]}"
+                    fi
+                done
             done
         done
         stop_servers
@@ -67,20 +85,26 @@ rows = [r for r in rows if r["label"] != "floor"]
 def med(label, n, op, load, field):
     v = [r[field] for r in rows if r["label"] == label and r["drives"] == n and r["op"] == op and r["load"] == load]
     return statistics.median(v) if v else float("nan")
-print(f"1 MiB values, {sys.argv[2]} operations per run; medians of the rounds; client CPU per operation from the bench process.")
+m = lambda side, field: statistics.median(r[side][field] for r in floors)
+# What TLS adds per MiB moved (encrypting and decrypting it), from the floor.
+tls_ms_per_mib = (m("tls", "cpu_seconds_per_gib") - m("plain", "cpu_seconds_per_gib")) / 1024 * 1000 if floors else float("nan")
+print(f"1 MiB values, {sys.argv[2]} operations per run; medians of the rounds. Client CPU: the bench process's per operation; machine CPU: every process's (servers included, both cores) per operation.")
 print("`plain`: open drives over TCP, etcd over HTTP. `secured`: the cluster's identity over TLS to every drive, etcd over TLS with the cluster's user.")
+print("`floor's ratio`: plain's machine CPU per operation over that plus what the floor below says TLS costs for the bytes an operation moves (a put sends its value to every replica, a get brings it from one): the ratio a run whose cores are the limit can reach.")
 print()
-print("| drives | op | load | MiB/s plain | MiB/s secured | secured ÷ plain | p50 ms plain / secured | client CPU ms plain / secured |")
-print("|--:|---|---|--:|--:|--:|---|---|")
+print("| drives | op | load | MiB/s plain | MiB/s secured | secured ÷ plain | floor's ratio | p50 ms plain / secured | client CPU ms plain / secured | machine CPU ms plain / secured |")
+print("|--:|---|---|--:|--:|--:|--:|---|---|---|")
 for n in sorted({r["drives"] for r in rows}):
+    moved = {"put": min(n, 3), "get": 1}
     for load in ("1 x 1", "4 x 2"):
         for op in ("put", "get"):
             f = lambda label, field: med(label, n, op, load, field)
             p, s = f("plain", "ops"), f("secured", "ops")
-            print(f"| {n} | {op} | {load} | {p:,.1f} | {s:,.1f} | {s/p:.2f}× | {f('plain', 'p50')/1000:,.1f} / {f('secured', 'p50')/1000:,.1f} "
-                  f"| {f('plain', 'cpu_us')/1000:.2f} / {f('secured', 'cpu_us')/1000:.2f} |")
+            plain_cpu = f("plain", "machine_cpu_us") / 1000
+            floor_ratio = plain_cpu / (plain_cpu + moved[op] * tls_ms_per_mib)
+            print(f"| {n} | {op} | {load} | {p:,.1f} | {s:,.1f} | {s/p:.2f}× | {floor_ratio:.2f}× | {f('plain', 'p50')/1000:,.1f} / {f('secured', 'p50')/1000:,.1f} "
+                  f"| {f('plain', 'cpu_us')/1000:.2f} / {f('secured', 'cpu_us')/1000:.2f} | {plain_cpu:.2f} / {f('secured', 'machine_cpu_us')/1000:.2f} |")
 if floors:
-    m = lambda side, field: statistics.median(r[side][field] for r in floors)
     print()
     print("The floor, in the same rounds (`spindle bench tls-floor`: 1 MiB messages over 4 loopback connections, each answered before the next, both ends in one process): what TLS costs this machine with no drive or cluster in the way.")
     print()

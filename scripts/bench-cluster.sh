@@ -61,11 +61,19 @@ results=$work/results.jsonl
 bench() {
     local label=$1 n=$2 target=$3 op=$4 conns=$5 depth=$6 name=${7:-$4}
     shift $(($# < 7 ? $# : 7))
-    local json
+    local json busy
+    busy=$(machine_busy)
     json=$("$spindle_bin" bench "$op" --drive "$target" --count "$count" --value-size "${value_size:-4096}" \
         --connections "$conns" --depth "$depth" --sync writethrough --json "$@")
-    python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print(json.dumps({"label":sys.argv[2],"drives":int(sys.argv[3]),"op":sys.argv[4],"load":sys.argv[5],"ops":r["ops_per_second"],"p50":r["latency_us"]["p50"],"p99":r["latency_us"]["p99"],"cpu_us":r["bench_cpu_seconds"]*1e6/r["ops"],"errors":r["errors"]}))' \
-        "$json" "$label" "$n" "$name" "$conns x $depth" >>"$results"
+    busy=$(($(machine_busy) - busy))
+    python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print(json.dumps({"label":sys.argv[2],"drives":int(sys.argv[3]),"op":sys.argv[4],"load":sys.argv[5],"ops":r["ops_per_second"],"p50":r["latency_us"]["p50"],"p99":r["latency_us"]["p99"],"cpu_us":r["bench_cpu_seconds"]*1e6/r["ops"],"machine_cpu_us":int(sys.argv[6])*1e6/int(sys.argv[7])/r["ops"],"errors":r["errors"]}))' \
+        "$json" "$label" "$n" "$name" "$conns x $depth" "$busy" "$(getconf CLK_TCK)" >>"$results"
+}
+
+# The machine's busy CPU time so far, in clock ticks (every core: user, nice, system, irq,
+# softirq): around a run, what it cost everything on the machine, servers included.
+machine_busy() {
+    awk '/^cpu /{print $2 + $3 + $4 + $7 + $8}' /proc/stat
 }
 
 # ycsb LABEL DRIVES TARGET WORKLOAD: load and run phases; the run phase appended as a JSON line.
