@@ -81,7 +81,7 @@ async fn run(spec: FloorSpec, tls: Option<(tokio_rustls::TlsAcceptor, tokio_rust
             let name = rustls_pki_types::ServerName::try_from("127.0.0.1").map_err(io)?;
             let mut secured = Vec::with_capacity(pairs.len());
             for (client, server) in pairs {
-                secured.push(tokio::try_join!(connector.connect(name.clone(), client), acceptor.accept(server)).map_err(io)?);
+                secured.push(tokio::try_join!(spindle_tls::connect(&connector, name.clone(), client), spindle_tls::accept(&acceptor, server)).map_err(io)?);
             }
             (Window::open(), secured.into_iter().flat_map(|(c, s)| exchange(c, s, spec.message_bytes, per_connection)).collect())
         }

@@ -99,13 +99,13 @@ async fn tls_connect(
     stream: TcpStream,
     trust: &std::path::Path,
     timeout: Duration,
-) -> Result<tokio_rustls::client::TlsStream<TcpStream>, ClientError> {
+) -> Result<tokio_rustls::client::TlsStream<spindle_tls::Buffered<TcpStream>>, ClientError> {
     use rustls_pki_types::ServerName;
     let bad = |m: String| ClientError::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, m));
     let connector = spindle_tls::connector(trust).map_err(|e| bad(e.to_string()))?;
     // Drives are addressed by IP; the generated certificate names 127.0.0.1 and localhost.
     let name = ServerName::try_from(stream.peer_addr()?.ip().to_string()).map_err(|e| bad(e.to_string()))?;
-    tokio::time::timeout(timeout, connector.connect(name, stream)).await.map_err(|_| ClientError::Timeout(timeout))?.map_err(ClientError::Io)
+    tokio::time::timeout(timeout, spindle_tls::connect(&connector, name, stream)).await.map_err(|_| ClientError::Timeout(timeout))?.map_err(ClientError::Io)
 }
 
 pub(crate) async fn read_frame(

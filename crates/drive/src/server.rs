@@ -189,7 +189,7 @@ async fn admit(stream: TcpStream, peer: SocketAddr, state: Arc<DriveState>, tls:
             // a garbled record.
             Some(acceptor) => {
                 let Ok(_turn) = state.tls_refusals.clone().try_acquire_owned() else { return };
-                if let Ok(Ok(tls_stream)) = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                if let Ok(Ok(tls_stream)) = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, spindle_tls::accept(&acceptor, stream)).await {
                     crate::connection::refuse(tls_stream, &state, &reason).await;
                 }
             }
@@ -198,7 +198,7 @@ async fn admit(stream: TcpStream, peer: SocketAddr, state: Arc<DriveState>, tls:
     }
     match tls {
         None => crate::connection::serve(state.clone(), stream, peer, Transport::Plain).await,
-        Some(acceptor) => match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Some(acceptor) => match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, spindle_tls::accept(&acceptor, stream)).await {
             Ok(Ok(tls_stream)) => crate::connection::serve_in(state.clone(), tls_stream, peer, Transport::Tls, slot).await,
             Ok(Err(e)) => tracing::debug!(%peer, "TLS handshake failed: {e}"),
             Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),

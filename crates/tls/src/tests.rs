@@ -8,6 +8,11 @@ use super::*;
 
 /// A CA and a leaf for `localhost` signed by it: (the CA's DER, the leaf chain's PEM, its key's).
 fn issued(ca_name: &str) -> (CertificateDer<'static>, String, String) {
+    issued_with_ca_pem(ca_name).1
+}
+
+/// As `issued`, with the CA's certificate as PEM first.
+fn issued_with_ca_pem(ca_name: &str) -> (String, (CertificateDer<'static>, String, String)) {
     let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca.is_ca = IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
     ca.distinguished_name.push(rcgen::DnType::CommonName, ca_name);
@@ -16,7 +21,7 @@ fn issued(ca_name: &str) -> (CertificateDer<'static>, String, String) {
     let issuer = Issuer::new(ca, ca_key);
     let leaf_key = KeyPair::generate().unwrap();
     let leaf = CertificateParams::new(vec!["localhost".to_string()]).unwrap().signed_by(&leaf_key, &issuer).unwrap();
-    (ca_cert.der().clone(), leaf.pem(), leaf_key.serialize_pem())
+    (ca_cert.pem(), (ca_cert.der().clone(), leaf.pem(), leaf_key.serialize_pem()))
 }
 
 fn write(files: &CertFiles, pair: &(CertificateDer<'static>, String, String)) {
@@ -107,4 +112,42 @@ fn a_trust_file_without_a_certificate_is_refused_by_name() {
     let chain = dir.path().join("chain.pem");
     std::fs::write(&chain, issued("ca").1).unwrap();
     assert!(connector(&chain).is_ok());
+}
+
+/// A session opened through `connect` and `accept` (read through their buffer, sending up to
+/// their limit) carries values larger than both, each way, byte for byte, while the other
+/// side reads in small pieces.
+#[tokio::test]
+async fn buffered_sessions_carry_large_values_both_ways() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = CertFiles { cert: dir.path().join("cert.pem"), key: dir.path().join("key.pem") };
+    let (ca_pem, pair) = issued_with_ca_pem("Buffered CA");
+    write(&files, &pair);
+    std::fs::write(dir.path().join("ca.pem"), ca_pem).unwrap();
+    let acceptor = acceptor(files, &[]).unwrap();
+    let connector = connector(&dir.path().join("ca.pem")).unwrap();
+    let value: Vec<u8> = (0..3 * SEND_BUFFER + 12_345).map(|i| (i * 31 % 251) as u8).collect();
+    let (client_io, server_io) = tokio::io::duplex(8 * 1024);
+    let server = {
+        let value = value.clone();
+        tokio::spawn(async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut s = accept(&acceptor, server_io).await.unwrap();
+            let mut got = vec![0u8; value.len()];
+            for chunk in got.chunks_mut(1000) {
+                s.read_exact(chunk).await.unwrap();
+            }
+            assert!(got == value, "the server read other bytes");
+            s.write_all(&value).await.unwrap();
+            s.flush().await.unwrap();
+        })
+    };
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut c = connect(&connector, ServerName::try_from("localhost").unwrap(), client_io).await.unwrap();
+    c.write_all(&value).await.unwrap();
+    c.flush().await.unwrap();
+    let mut back = vec![0u8; value.len()];
+    c.read_exact(&mut back).await.unwrap();
+    assert!(back == value, "the client read other bytes");
+    server.await.unwrap();
 }
