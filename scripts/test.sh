@@ -116,7 +116,9 @@ check() { # NAME LOG COMMAND...
 spindle=$root/target/debug/spindle
 
 check "vendored crates are upstream + patch queue" "$logs/vendor.log" scripts/check-vendor.sh
+check "the import-cycle finder's own tests" "$logs/module-cycles-test.log" python3 scripts/module_cycles_test.py
 check "no import cycle between the modules of any crate" "$logs/module-cycles.log" scripts/module-cycles.py
+check "no source file over 800 lines outside tests" "$logs/file-sizes.log" scripts/file-sizes.py
 section "clippy, warnings as errors: every crate and target, then the drive-only build (no bench lab: it must compile and lint clean)"
 # The lints are the workspace's (Cargo.toml [workspace.lints]) plus each crate root's attributes.
 check "clippy" "$logs/clippy.log" cargo clippy --workspace --all-targets --locked -- -D warnings
