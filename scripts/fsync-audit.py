@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reads an `strace -f -tt -y` trace of a drive and lists every directory-entry change (a file
 created, a directory made, a rename, an unlink) that no later fsync of its directory made
-durable. On Linux a file's fsync does not cover the entry that names it (docs/design.md,
+durable. On Linux a file's fsync does not cover the entry that names it (docs/design/storage.md,
 "Durability contract"): such a change can be undone by a power cut.
 
     scripts/fsync-audit.py TRACE [--root DIR]

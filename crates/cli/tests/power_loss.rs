@@ -13,7 +13,7 @@
 //! without a flush, must lose data, or the cut is not biting.
 //!
 //! Needs root and /dev/fuse (CI runs as root). `POWER_LOSS_CYCLES=N` sets the cycles per
-//! case (default 3); the long run in docs/design.md used 60 per case.
+//! case (default 3); the long run in docs/design/storage.md used 60 per case.
 
 mod common;
 
