@@ -48,7 +48,7 @@ pub async fn demo(drives: usize, data: &Path, check: bool, insecure: bool) -> Cm
     std::fs::create_dir_all(data)?;
     // Secured unless asked not to (or the folder holds an open demo from before): the
     // cluster's credentials and CA, etcd over TLS with the cluster's own user, drives with
-    // certificates from the CA, provisioned (docs/design.md, "Secured clusters").
+    // certificates from the CA, provisioned (docs/design/secured-clusters.md).
     let creds_dir = data.join("credentials");
     let open_before = data.join("etcd").exists() && !creds_dir.exists();
     let creds = if insecure || open_before { None } else { Some(Credentials::load_or_generate(&creds_dir, "spindle")?.0) };

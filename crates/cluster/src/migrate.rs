@@ -1,6 +1,6 @@
 //! Live migration: partitions move between drives while clients read and write.
 //!
-//! A move takes two epochs (docs/design.md has the argument and the failure cases):
+//! A move takes two epochs (docs/design/live-migration.md has the argument and the failure cases):
 //! 1. **Start** (epoch e+1, one etcd transaction): the map names, for each moving partition,
 //!    the drives it will have. Every drive is fenced to e+1, so no write of epoch e can still
 //!    be acknowledged. Clients now write to the old and the new replicas and need a write

@@ -80,7 +80,7 @@ impl Stamp {
     /// tag): it holds a write accepted above the ballot and never promised above it. Then no
     /// round above the ballot prepared here before the refusal, so any round that prepares
     /// here later sees the newer write, and none can build on a write older than this one
-    /// with a ballot above it (design.md, "Conditional writes").
+    /// with a ballot above it (docs/design/conditional-writes.md).
     pub fn covers(&self, ballot: Tag) -> bool {
         let ballot = ballot_of(ballot);
         self.ballot > ballot && self.promise.is_none_or(|p| p < ballot)

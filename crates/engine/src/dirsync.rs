@@ -1,7 +1,7 @@
 //! Directory entries made durable. On Linux a file's fsync covers its contents, not the entry
 //! that names it: after creating, renaming or removing a file or directory that a promise rests
 //! on, the directory holding that entry must be fsynced too, or a power cut can take the entry
-//! back (docs/design.md, "Durability contract").
+//! back (docs/design/storage.md, "Durability contract").
 
 use std::path::Path;
 

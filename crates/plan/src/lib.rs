@@ -4,7 +4,7 @@
 //! curves) and targets (usable capacity, sequential-write and random-read MB/s, with an optional
 //! capital-cost or power cap), [`plan`] chooses how many nodes of each type and how many drives
 //! per node, minimising capital cost plus the cost of power over a horizon. The formulation is
-//! in `docs/design.md` ("Storage-tier planner"). This crate knows nothing of the network or of
+//! in `docs/design/planner.md`. This crate knows nothing of the network or of
 //! the other Spindle crates: bench results reach it as JSON files.
 
 #![forbid(unsafe_code)]

@@ -1,6 +1,6 @@
 //! The integer program and its solution with `good_lp` on the pure-Rust `microlp` solver.
 //!
-//! Two kinds of variables, both integer (docs/design.md, "Storage-tier planner"):
+//! Two kinds of variables, both integer (docs/design/planner.md):
 //! - for a pair (node type, drive type) whose throughput is concave in the drive count: n, its
 //!   nodes, and D, their drives (n <= D <= bays x n), the drives spread evenly over the nodes;
 //!   its throughput w obeys w <= s_k x D + b_k x n for every segment k of the per-node curve

@@ -1,7 +1,7 @@
 //! Spindle's S3 gateway: the S3 API (through the `s3s` crate) over a Spindle cluster or one
 //! Kinetic drive. Objects are split into chunks no larger than the store's value limit,
 //! written under a fresh data id, and made visible by a manifest written last
-//! (docs/design.md, "S3 gateway").
+//! (docs/design/s3-gateway.md).
 
 #![forbid(unsafe_code)]
 

@@ -1,6 +1,6 @@
 //! Objects over the key-value store: data written as chunks under a fresh data id, a manifest
 //! written last to make it visible, and every chunk accounted for by an intent until a record
-//! references it (docs/design.md, "S3 gateway").
+//! references it (docs/design/s3-gateway.md).
 //!
 //! The rule that keeps objects whole: chunks are deleted only by `collect`, and only after it
 //! has seen, with the intent's version unchanged, that no manifest, part or upload in progress

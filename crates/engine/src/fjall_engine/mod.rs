@@ -94,7 +94,7 @@ pub struct FjallOptions {
 }
 
 /// Values from this size on go to the value log by default: below it the journal's second
-/// copy costs less than a second file write per value (docs/design.md).
+/// copy costs less than a second file write per value (docs/design/storage.md).
 pub const DEFAULT_LOG_THRESHOLD: usize = 64 * 1024;
 /// Default value log segment size.
 pub const DEFAULT_LOG_SEGMENT_BYTES: u64 = 256 * 1024 * 1024;

@@ -1,6 +1,6 @@
 //! The value log: large values written once, appended to segment files beside the LSM tree,
 //! which holds only a pointer to each (WiscKey's key-value separation, with Badger's and
-//! Titan's segmented log and garbage collection; docs/design.md says why).
+//! Titan's segmented log and garbage collection; docs/design/storage.md says why).
 //!
 //! Durability rests on one order: a value reaches the OS before the journal record pointing
 //! to it (the writer flushes its appender before committing a group), and the log is synced
