@@ -444,7 +444,7 @@ fn versions_compare_and_swap_and_ordered_ranges() {
         let big = Bytes::from(vec![0u8; spindle_cluster::store::MAX_VALUE_LEN + 1]);
         assert!(matches!(store.put(b"big", big, Condition::None).await, Err(ClusterError::ValueTooLarge { .. })));
         let bad = Member { id: "a/b".into(), addr: drives[0].addr.clone(), tls_port: None, capacity: 0, weight: 1.0, domain: None, leaving: false };
-        assert!(matches!(control.request_change(&MemberChange::Add(bad)).await, Err(ClusterError::Invalid(_))));
+        assert!(matches!(control.request_change(&MemberChange::Add(bad)).await, Err(ClusterError::Setting(_))));
 
         // Two of three replicas gone: no quorum, said as such, for writes and reads alike.
         drives[1].kill();
@@ -733,11 +733,11 @@ fn batches_are_atomic_within_a_partition() {
         // Refused at the boundary: keys of two partitions, a key twice, too many operations.
         let map = store.map();
         let other = (0..100).map(|i| format!("k{i}")).find(|k| map.partition_of(k.as_bytes()) != map.partition_of(b"k0")).unwrap();
-        assert!(matches!(store.batch(vec![put("k0", "x"), put(&other, "y")]).await, Err(ClusterError::Invalid(_))));
-        assert!(matches!(store.batch(vec![put("{a}1", "x"), put("{a}1", "y")]).await, Err(ClusterError::Invalid(_))));
+        assert!(matches!(store.batch(vec![put("k0", "x"), put(&other, "y")]).await, Err(ClusterError::Batch(_))));
+        assert!(matches!(store.batch(vec![put("{a}1", "x"), put("{a}1", "y")]).await, Err(ClusterError::Batch(_))));
         let many: Vec<BatchOp> = (0..=batch::MAX_BATCH_OPS).map(|i| put(&format!("{{m}}{i}"), "x")).collect();
-        assert!(matches!(store.batch(many).await, Err(ClusterError::Invalid(_))));
-        assert!(matches!(store.batch(vec![]).await, Err(ClusterError::Invalid(_))));
+        assert!(matches!(store.batch(many).await, Err(ClusterError::Batch(_))));
+        assert!(matches!(store.batch(vec![]).await, Err(ClusterError::Batch(_))));
 
         // A writer that reached one replica only (the first a read asks) and died: a read of
         // either key returns the batch and leaves both keys on a write quorum.

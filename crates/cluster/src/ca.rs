@@ -14,8 +14,8 @@ use rcgen::{BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::CertificateDer;
 
-use crate::secret_file::{invalid, replace_file, write_secret};
-use crate::ClusterError;
+use crate::secret_file::{content, io_at, replace_file, write_secret};
+use crate::{ClusterError, CredentialsError, SettingError};
 
 /// The CA's certificate and its key in the credentials directory.
 pub const CA_FILE: &str = "ca.pem";
@@ -63,8 +63,7 @@ fn blocks_except(pem: &str, except: &CertificateDer<'_>) -> String {
 /// `cert_path`; returns the certificate (PEM). A rotation's CA carries `generation` in its name,
 /// so that no chain can be built through the CA it replaces by name alone.
 pub(crate) fn new_ca(cluster: &str, generation: Option<&str>, cert_path: &Path, key_path: &Path) -> Result<String, ClusterError> {
-    let rc = |e: rcgen::Error| ClusterError::Invalid(format!("the cluster's CA: {e}"));
-    let mut params = CertificateParams::new(Vec::<String>::new()).map_err(rc)?;
+    let mut params = CertificateParams::new(Vec::<String>::new()).map_err(CredentialsError::Certificate)?;
     let mut name = DistinguishedName::new();
     name.push(DnType::OrganizationName, "Spindle");
     name.push(DnType::CommonName, match generation {
@@ -76,10 +75,10 @@ pub(crate) fn new_ca(cluster: &str, generation: Option<&str>, cert_path: &Path, 
     params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
     params.not_before = time::OffsetDateTime::now_utc();
     params.not_after = params.not_before + time::Duration::days(CA_DAYS);
-    let key = KeyPair::generate().map_err(rc)?;
-    let cert = params.self_signed(&key).map_err(rc)?;
+    let key = KeyPair::generate().map_err(CredentialsError::Certificate)?;
+    let cert = params.self_signed(&key).map_err(CredentialsError::Certificate)?;
     write_secret(key_path, &key.serialize_pem())?;
-    std::fs::write(cert_path, cert.pem()).map_err(|e| invalid(cert_path, e))?;
+    std::fs::write(cert_path, cert.pem()).map_err(io_at(cert_path))?;
     Ok(cert.pem())
 }
 
@@ -106,7 +105,7 @@ impl Authority<'_> {
         match std::fs::read_to_string(&path) {
             Ok(pem) => Ok(Some(pem)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(invalid(&path, e)),
+            Err(e) => Err(io_at(&path)(e)),
         }
     }
 
@@ -117,8 +116,8 @@ impl Authority<'_> {
             Some(pem) => (pem, self.file(CA_KEY_NEXT_FILE)),
             None => (self.ca_pem.to_string(), self.file(CA_KEY_FILE)),
         };
-        let key_pem = std::fs::read_to_string(&key_path).map_err(|e| invalid(&key_path, e))?;
-        let key = KeyPair::from_pem(&key_pem).map_err(|e| invalid(&key_path, e))?;
+        let key_pem = std::fs::read_to_string(&key_path).map_err(io_at(&key_path))?;
+        let key = KeyPair::from_pem(&key_pem).map_err(|e| content(&key_path, e))?;
         Ok((cert_pem, key))
     }
 
@@ -128,11 +127,11 @@ impl Authority<'_> {
     /// (mode 0600): a drive's `tls_cert` and `tls_key`.
     pub fn issue(&self, names: &[String], out: &Path) -> Result<(PathBuf, PathBuf), ClusterError> {
         if names.is_empty() {
-            return Err(ClusterError::Invalid("a drive certificate needs at least one IP address or DNS name".into()));
+            return Err(SettingError::CertificateNames { names: Vec::new(), reason: "a certificate needs at least one IP address or DNS name".into() }.into());
         }
         let (ca_pem, ca_key) = self.issuing_ca()?;
-        let issuer = Issuer::from_ca_cert_pem(&ca_pem, ca_key).map_err(|e| ClusterError::Invalid(format!("the cluster's CA certificate: {e}")))?;
-        let mut params = CertificateParams::new(names.to_vec()).map_err(|e| ClusterError::Invalid(format!("drive names {names:?}: {e}")))?;
+        let issuer = Issuer::from_ca_cert_pem(&ca_pem, ca_key).map_err(CredentialsError::Certificate)?;
+        let mut params = CertificateParams::new(names.to_vec()).map_err(|e| SettingError::CertificateNames { names: names.to_vec(), reason: e.to_string() })?;
         let mut name = DistinguishedName::new();
         name.push(DnType::OrganizationName, "Spindle");
         name.push(DnType::CommonName, format!("Spindle drive {}", names[0]));
@@ -142,14 +141,14 @@ impl Authority<'_> {
         // Client use too: a host's etcd member presents it to the others (peer TLS with
         // client-certificate authentication, as docs/deploy.md sets etcd up).
         params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth, rcgen::ExtendedKeyUsagePurpose::ClientAuth];
-        let key = KeyPair::generate().map_err(|e| ClusterError::Invalid(e.to_string()))?;
-        let cert = params.signed_by(&key, &issuer).map_err(|e| ClusterError::Invalid(e.to_string()))?;
-        std::fs::create_dir_all(out).map_err(|e| invalid(out, e))?;
+        let key = KeyPair::generate().map_err(CredentialsError::Certificate)?;
+        let cert = params.signed_by(&key, &issuer).map_err(CredentialsError::Certificate)?;
+        std::fs::create_dir_all(out).map_err(io_at(out))?;
         let (cert_path, key_path) = (out.join("cert.pem"), out.join("key.pem"));
         // The key first: a server that looks between the two writes finds a pair that does
         // not match and keeps serving its old one (spindle-tls).
         if key_path.exists() {
-            std::fs::remove_file(&key_path).map_err(|e| invalid(&key_path, e))?;
+            std::fs::remove_file(&key_path).map_err(io_at(&key_path))?;
         }
         write_secret(&key_path, &key.serialize_pem())?;
         replace_file(&cert_path, &format!("{}{}", cert.pem(), ca_pem))?;
@@ -165,14 +164,14 @@ impl Authority<'_> {
                 // A key without its certificate is a begin cut short: made again.
                 let key = self.file(CA_KEY_NEXT_FILE);
                 if key.exists() {
-                    std::fs::remove_file(&key).map_err(|e| invalid(&key, e))?;
+                    std::fs::remove_file(&key).map_err(io_at(&key))?;
                 }
                 let generation = time::OffsetDateTime::now_utc().unix_timestamp().to_string();
                 new_ca(self.cluster, Some(&generation), &self.file(CA_NEXT_FILE), &key)?
             }
         };
-        let next_der = certificates(&next).map_err(|e| invalid(&self.file(CA_NEXT_FILE), e))?;
-        let trusted = certificates(self.ca_pem).map_err(|e| invalid(&self.ca_path(), e))?;
+        let next_der = certificates(&next).map_err(|e| content(&self.file(CA_NEXT_FILE), e))?;
+        let trusted = certificates(self.ca_pem).map_err(|e| content(&self.ca_path(), e))?;
         if !next_der.iter().all(|c| trusted.contains(c)) {
             replace_file(&self.ca_path(), &format!("{}{}", self.ca_pem, next))?;
         }
@@ -183,20 +182,20 @@ impl Authority<'_> {
     /// alone, the old one `ca.old.pem` and `ca-key.old.pem`. Safe to run again after a crash.
     pub fn finish_rotation(&self) -> Result<(), ClusterError> {
         let Some(next) = self.next_ca()? else {
-            return Err(invalid(&self.file(CA_NEXT_FILE), "no CA rotation in progress"));
+            return Err(content(&self.file(CA_NEXT_FILE), "no CA rotation in progress"));
         };
         let (key, next_key, old_key) = (self.file(CA_KEY_FILE), self.file(CA_KEY_NEXT_FILE), self.file(CA_KEY_OLD_FILE));
         if next_key.exists() {
-            let next_der = certificates(&next).map_err(|e| invalid(&self.file(CA_NEXT_FILE), e))?;
+            let next_der = certificates(&next).map_err(|e| content(&self.file(CA_NEXT_FILE), e))?;
             let old = next_der.iter().fold(self.ca_pem.to_string(), |pem, c| blocks_except(&pem, c));
             replace_file(&self.file(CA_OLD_FILE), &old)?;
             // A finish cut short between the two renames has no current key left to retire.
             if key.exists() {
-                std::fs::rename(&key, &old_key).map_err(|e| invalid(&key, e))?;
+                std::fs::rename(&key, &old_key).map_err(io_at(&key))?;
             }
-            std::fs::rename(&next_key, &key).map_err(|e| invalid(&next_key, e))?;
+            std::fs::rename(&next_key, &key).map_err(io_at(&next_key))?;
         }
-        std::fs::rename(self.file(CA_NEXT_FILE), self.ca_path()).map_err(|e| invalid(&self.ca_path(), e))
+        std::fs::rename(self.file(CA_NEXT_FILE), self.ca_path()).map_err(io_at(&self.ca_path()))
     }
 }
 

@@ -14,7 +14,7 @@ use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
 use serde::{Deserialize, Serialize};
 
 use crate::map::{ClusterMap, Member};
-use crate::ClusterError;
+use crate::{ClusterError, SettingError};
 
 /// How a drive looks to the coordinator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -105,12 +105,12 @@ impl Control {
     /// As `connect`, over TLS and as a user when `access` says so.
     pub async fn connect_with(endpoints: &str, cluster: &str, access: EtcdAccess) -> Result<Control, ClusterError> {
         if cluster.is_empty() || cluster.contains('/') {
-            return Err(ClusterError::Invalid(format!("cluster name {cluster:?}: must be non-empty, without '/'")));
+            return Err(SettingError::ClusterName(cluster.to_string()).into());
         }
         let list: Vec<String> =
             endpoints.split(',').map(|e| e.trim().trim_start_matches("etcd://").to_string()).filter(|e| !e.is_empty()).collect();
         if list.is_empty() {
-            return Err(ClusterError::Invalid("no etcd endpoint given".into()));
+            return Err(SettingError::NoEndpoint.into());
         }
         let prefix = format!("/spindle/{cluster}/");
         let etcd = live_member(&list, &prefix, &access).await?;
@@ -137,7 +137,7 @@ impl Control {
         if self.etcd.kv_client().txn(txn).await?.succeeded() {
             Ok(())
         } else {
-            Err(ClusterError::Invalid(format!("cluster {:?} already exists", self.name)))
+            Err(ClusterError::AlreadyExists(self.name.clone()))
         }
     }
 
@@ -163,7 +163,7 @@ impl Control {
         let resp = self.etcd.kv_client().get(prefix.clone(), Some(GetOptions::new().with_prefix())).await?;
         let mut out = BTreeMap::new();
         for kv in resp.kvs() {
-            let id = kv.key_str().map_err(|e| ClusterError::Decode(e.to_string()))?.trim_start_matches(&prefix).to_string();
+            let id = kv.key_str()?.trim_start_matches(&prefix).to_string();
             out.insert(id, decode(kv.value())?);
         }
         Ok(out)
@@ -198,7 +198,7 @@ impl Control {
         let resp = self.etcd.kv_client().get(self.key("changes/"), Some(options)).await?;
         resp.kvs()
             .iter()
-            .map(|kv| Ok((kv.key_str().map_err(|e| ClusterError::Decode(e.to_string()))?.to_string(), decode(kv.value())?)))
+            .map(|kv| Ok((kv.key_str()?.to_string(), decode(kv.value())?)))
             .collect()
     }
 
@@ -275,11 +275,11 @@ impl Control {
 }
 
 pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, ClusterError> {
-    serde_json::to_vec(value).map_err(|e| ClusterError::Decode(e.to_string()))
+    Ok(serde_json::to_vec(value)?)
 }
 
 pub(crate) fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, ClusterError> {
-    serde_json::from_slice(bytes).map_err(|e| ClusterError::Decode(e.to_string()))
+    Ok(serde_json::from_slice(bytes)?)
 }
 
 /// A client of one etcd member that serves a read of `prefix` within [`MEMBER_TIMEOUT`].
@@ -298,8 +298,8 @@ async fn live_member(endpoints: &[String], prefix: &str, access: &EtcdAccess) ->
         match tokio::time::timeout(MEMBER_TIMEOUT * 2, attempt).await {
             Ok(Ok(c)) => return Ok(c),
             Ok(Err(e)) => last = Some(ClusterError::Etcd(e)),
-            Err(_) => last = Some(ClusterError::Timeout(format!("etcd member {endpoint} did not answer"))),
+            Err(_) => last = Some(ClusterError::EtcdUnreachable { endpoint: endpoint.clone() }),
         }
     }
-    Err(last.unwrap_or_else(|| ClusterError::Invalid("no etcd endpoint given".into())))
+    Err(last.unwrap_or_else(|| SettingError::NoEndpoint.into()))
 }

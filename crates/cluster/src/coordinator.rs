@@ -121,7 +121,7 @@ async fn lead_once(control: &Control, config: &CoordinatorConfig) -> Result<(), 
             keeper.keep_alive().await?;
             match acks.message().await? {
                 Some(r) if r.ttl() > 0 => {}
-                _ => return Err::<(), ClusterError>(ClusterError::Timeout("leadership lease expired".into())),
+                _ => return Err::<(), ClusterError>(ClusterError::LeaseLost),
             }
         }
     };

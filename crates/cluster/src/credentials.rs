@@ -19,7 +19,7 @@ use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use spindle_client::ClientConfig;
 
-use crate::secret_file::{invalid, write_secret};
+use crate::secret_file::{content, io_at, write_secret};
 use crate::ClusterError;
 
 pub const IDENTITY_FILE: &str = "identity.json";
@@ -83,16 +83,16 @@ fn new_identity(cluster: &str) -> IdentityFile {
 }
 
 fn read_identity(path: &Path) -> Result<IdentityFile, ClusterError> {
-    let text = std::fs::read_to_string(path).map_err(|e| invalid(path, e))?;
-    let file: IdentityFile = serde_json::from_str(&text).map_err(|e| invalid(path, e))?;
+    let text = std::fs::read_to_string(path).map_err(io_at(path))?;
+    let file: IdentityFile = serde_json::from_str(&text).map_err(|e| content(path, e))?;
     if file.hmac_key.is_empty() {
-        return Err(invalid(path, "no HMAC key"));
+        return Err(content(path, "no HMAC key"));
     }
     Ok(file)
 }
 
 fn write_identity(path: &Path, file: &IdentityFile) -> Result<(), ClusterError> {
-    let text = serde_json::to_string_pretty(file).map_err(|e| ClusterError::Invalid(e.to_string()))?;
+    let text = serde_json::to_string_pretty(file).map_err(|e| content(path, e))?;
     write_secret(path, &text)
 }
 
@@ -117,7 +117,7 @@ impl std::fmt::Debug for Credentials {
 impl Credentials {
     /// New credentials for `cluster` in `dir` (created; existing files are never replaced).
     pub fn generate(dir: &Path, cluster: &str) -> Result<Credentials, ClusterError> {
-        std::fs::create_dir_all(dir).map_err(|e| invalid(dir, e))?;
+        std::fs::create_dir_all(dir).map_err(io_at(dir))?;
         let file = new_identity(cluster);
         let mut admin = new_identity(cluster);
         while admin.identity == file.identity {
@@ -142,7 +142,7 @@ impl Credentials {
     pub fn load(dir: &Path) -> Result<Credentials, ClusterError> {
         let file = read_identity(&dir.join(IDENTITY_FILE))?;
         let ca = dir.join(CA_FILE);
-        let ca_pem = std::fs::read_to_string(&ca).map_err(|e| invalid(&ca, e))?;
+        let ca_pem = std::fs::read_to_string(&ca).map_err(io_at(&ca))?;
         Ok(Credentials { dir: dir.to_path_buf(), cluster: file.cluster, identity: file.identity, hmac_key: file.hmac_key, ca_pem })
     }
 
@@ -185,10 +185,10 @@ impl Credentials {
     pub fn finish_rotation(&self) -> Result<(), ClusterError> {
         let (current, next, old) = (self.dir.join(IDENTITY_FILE), self.dir.join(NEXT_FILE), self.dir.join(OLD_FILE));
         if !next.exists() {
-            return Err(invalid(&next, "no rotation in progress"));
+            return Err(content(&next, "no rotation in progress"));
         }
-        std::fs::rename(&current, &old).map_err(|e| invalid(&current, e))?;
-        std::fs::rename(&next, &current).map_err(|e| invalid(&next, e))
+        std::fs::rename(&current, &old).map_err(io_at(&current))?;
+        std::fs::rename(&next, &current).map_err(io_at(&next))
     }
 
     /// How to reach the cluster's etcd: as its user if `cluster secure-etcd` made one, and
@@ -197,11 +197,11 @@ impl Credentials {
         let path = self.dir.join(ETCD_USER_FILE);
         let user = match std::fs::read_to_string(&path) {
             Ok(text) => {
-                let f: EtcdUserFile = serde_json::from_str(&text).map_err(|e| invalid(&path, e))?;
+                let f: EtcdUserFile = serde_json::from_str(&text).map_err(|e| content(&path, e))?;
                 Some((f.user, f.password))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(invalid(&path, e)),
+            Err(e) => return Err(io_at(&path)(e)),
         };
         Ok(crate::etcd_auth::EtcdAccess { ca_pem: tls.then(|| self.ca_pem.clone()), user })
     }
@@ -209,10 +209,10 @@ impl Credentials {
     /// Records an etcd user (`file`: `ETCD_USER_FILE` or `ETCD_ROOT_FILE`), readable by its
     /// owner only.
     pub fn save_etcd_user(&self, file: &str, user: &str, password: &str) -> Result<(), ClusterError> {
-        let text = serde_json::to_string_pretty(&EtcdUserFile { user: user.into(), password: password.into() }).map_err(|e| ClusterError::Invalid(e.to_string()))?;
+        let text = serde_json::to_string_pretty(&EtcdUserFile { user: user.into(), password: password.into() }).map_err(|e| content(&self.dir.join(file), e))?;
         let path = self.dir.join(file);
         if path.exists() {
-            std::fs::remove_file(&path).map_err(|e| invalid(&path, e))?;
+            std::fs::remove_file(&path).map_err(io_at(&path))?;
         }
         write_secret(&path, &text)
     }
@@ -244,8 +244,8 @@ impl Credentials {
     /// What the map keeps of these credentials: the identity, and the newest CA they trust
     /// (the last in `ca.pem`: the one a CA rotation moves to, while it runs).
     pub fn fingerprint(&self) -> Result<Fingerprint, ClusterError> {
-        let newest = crate::ca::certificates(&self.ca_pem).map_err(|e| invalid(&self.ca_path(), e))?.pop();
-        let der = newest.ok_or_else(|| invalid(&self.ca_path(), "no certificate in the file"))?;
+        let newest = crate::ca::certificates(&self.ca_pem).map_err(|e| content(&self.ca_path(), e))?.pop();
+        let der = newest.ok_or_else(|| content(&self.ca_path(), "no certificate in the file"))?;
         Ok(Fingerprint { identity: self.identity, ca_sha256: crate::ca::sha256_hex(&der), next_identity: None, next_ca_sha256: None })
     }
 

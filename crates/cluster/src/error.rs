@@ -1,13 +1,36 @@
+//! The cluster's errors: what went wrong, with its data and its cause kept, so that callers
+//! (the S3 gateway, the commands) decide from the variant, never from the text.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
 use spindle_client::ClientError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
-    #[error("{0}")]
-    Invalid(String),
+    /// A setting or argument the cluster refuses; nothing was changed.
+    #[error(transparent)]
+    Setting(#[from] SettingError),
+    /// A batch the cluster refuses as given; nothing was written.
+    #[error(transparent)]
+    Batch(#[from] BatchError),
+    /// The credentials directory or what it holds.
+    #[error(transparent)]
+    Credentials(#[from] CredentialsError),
+    /// Provisioning a drive stopped before changing it.
+    #[error(transparent)]
+    Provision(#[from] ProvisionError),
     #[error("etcd: {0}")]
     Etcd(#[from] etcd_client::Error),
+    #[error("etcd member {endpoint} did not answer")]
+    EtcdUnreachable { endpoint: String },
+    #[error("cluster {0:?} already exists")]
+    AlreadyExists(String),
     #[error("cluster state in etcd does not decode: {0}")]
-    Decode(String),
+    Decode(#[from] serde_json::Error),
+    /// A replica's entry for a batch's key that does not carry the batch's members.
+    #[error("the batch entry of drive key {key:02x?} has no member list")]
+    UndecodableBatch { key: bytes::Bytes },
     #[error("no cluster named {0:?} in etcd (run `spindle cluster init`)")]
     NotInitialized(String),
     #[error("key is {len} bytes; a cluster key is at most {max}")]
@@ -29,8 +52,81 @@ pub enum ClusterError {
     GaveUp(usize),
     #[error("drive {drive}: {source}")]
     Drive { drive: String, source: ClientError },
-    #[error("{0}")]
-    Timeout(String),
+    /// The coordinator's leadership lease was not renewed in time: its term is over.
+    #[error("leadership lease expired")]
+    LeaseLost,
+    /// The map moved on and the drives did not follow within the wait.
+    #[error("drives have not reached the map's epoch {epoch} within {waited:?}")]
+    StaleView { epoch: u64, waited: Duration },
+    /// A move cannot copy a partition: too few of its replicas answer.
+    #[error("partition {partition}: {answering} of its replicas answer, {needed} needed to copy it")]
+    TooFewToCopy { partition: u32, answering: usize, needed: usize },
+    /// A move's new replica does not answer.
+    #[error("partition {partition}: drive {drive}, which it moves to, does not answer")]
+    TargetDown { partition: u32, drive: String },
+    /// A move copied a partition but could not bring every new replica to its newest writes.
+    #[error("partition {partition}: catching up the new replicas: {source}")]
+    CatchUp { partition: u32, source: ClientError },
+}
+
+/// A setting or argument out of what the cluster accepts.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingError {
+    #[error("cluster name {0:?}: must be non-empty, without '/'")]
+    ClusterName(String),
+    #[error("no etcd endpoint given")]
+    NoEndpoint,
+    #[error("member id {id:?}: 1 to {max} characters, no '/' or whitespace")]
+    MemberId { id: String, max: usize },
+    #[error("drive address {0:?}: expected HOST:PORT")]
+    Address(String),
+    #[error("weight {0}: must be a positive number")]
+    Weight(f64),
+    #[error("partitions must be 1..={max}, not {given}")]
+    Partitions { given: u32, max: u32 },
+    #[error("replicas must be 1..={max}, not {given}")]
+    Replicas { given: u8, max: u8 },
+    #[error("write quorum must be 1..={replicas}, not {given}")]
+    WriteQuorum { given: u8, replicas: u8 },
+    #[error("a write quorum of {write_quorum} of {replicas} is not a majority: two writes could miss each other")]
+    NotAMajority { write_quorum: u8, replicas: u8 },
+    #[error("certificate names {names:?}: {reason}")]
+    CertificateNames { names: Vec<String>, reason: String },
+}
+
+/// A batch the cluster does not take.
+#[derive(Debug, thiserror::Error)]
+pub enum BatchError {
+    #[error("a batch holds 1 to {max} operations, not {given}")]
+    Size { given: usize, max: usize },
+    #[error("a batch names each key once")]
+    RepeatedKey,
+    #[error("a batch's keys must share one partition: {first:?} is in {first_partition}, {other:?} in {other_partition} (give them one hash tag, {{...}})")]
+    Partitions { first: String, first_partition: u32, other: String, other_partition: u32 },
+}
+
+/// The credentials directory: a file that cannot be read or written, or does not hold what
+/// it should.
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialsError {
+    #[error("{}: {source}", path.display())]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{}: {message}", path.display())]
+    Content { path: PathBuf, message: String },
+    /// The cluster's CA could not make a key or a certificate.
+    #[error("the cluster's CA: {0}")]
+    Certificate(#[from] rcgen::Error),
+}
+
+/// Why a drive was not provisioned for the cluster (it is left as it was).
+#[derive(Debug, thiserror::Error)]
+pub enum ProvisionError {
+    #[error("drive {addr}: its TLS certificate is not issued by cluster {cluster:?}'s CA ({source}). A drive of another cluster is refused; a new drive needs a certificate from `spindle cluster issue-cert` in its tls_cert/tls_key")]
+    ForeignCertificate { addr: String, cluster: String, source: ClientError },
+    #[error("drive {addr} accepts neither cluster {cluster:?}'s identity nor identity {admin} as administrator: it was provisioned for another cluster, or name its administrator (--admin-identity, --admin-key)")]
+    NoAdministrator { addr: String, cluster: String, admin: i64 },
+    #[error("{}: no admin.json: the cluster's administrator is needed to change its drives' ACLs", dir.display())]
+    NoClusterAdministrator { dir: PathBuf },
 }
 
 fn describe(v: &Option<bytes::Bytes>) -> String {

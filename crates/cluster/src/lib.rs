@@ -38,7 +38,7 @@ pub mod together;
 
 pub use control::Control;
 pub use credentials::Credentials;
-pub use error::ClusterError;
+pub use error::{BatchError, ClusterError, CredentialsError, ProvisionError, SettingError};
 pub use map::{ClusterMap, Member};
 pub use batch::BatchOp;
 pub use store::{Condition, Store, StoreConfig, Versioned};

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use spindle_client::RangeQuery;
 
 use crate::placement::{self, Candidate};
-use crate::ClusterError;
+use crate::{ClusterError, SettingError};
 
 /// Most partitions a cluster may have (the prefix on the drive is 4 bytes; more partitions
 /// than this only cost map size).
@@ -61,17 +61,14 @@ impl Member {
             && !self.id.contains('/')
             && !self.id.chars().any(char::is_whitespace);
         if !id_ok {
-            return Err(ClusterError::Invalid(format!(
-                "member id {:?}: 1 to {MAX_MEMBER_ID} characters, no '/' or whitespace",
-                self.id
-            )));
+            return Err(SettingError::MemberId { id: self.id.clone(), max: MAX_MEMBER_ID }.into());
         }
         let port_ok = self.addr.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
         if !port_ok {
-            return Err(ClusterError::Invalid(format!("drive address {:?}: expected HOST:PORT", self.addr)));
+            return Err(SettingError::Address(self.addr.clone()).into());
         }
         if !(self.weight.is_finite() && self.weight > 0.0) {
-            return Err(ClusterError::Invalid(format!("weight {}: must be a positive number", self.weight)));
+            return Err(SettingError::Weight(self.weight).into());
         }
         Ok(())
     }
@@ -111,18 +108,16 @@ impl ClusterMap {
     /// answers no cluster client until the coordinator has fenced it into the cluster).
     pub fn new(partitions: u32, replicas: u8, write_quorum: u8) -> Result<ClusterMap, ClusterError> {
         if partitions == 0 || partitions > MAX_PARTITIONS {
-            return Err(ClusterError::Invalid(format!("partitions must be 1..={MAX_PARTITIONS}, not {partitions}")));
+            return Err(SettingError::Partitions { given: partitions, max: MAX_PARTITIONS }.into());
         }
         if replicas == 0 || replicas > MAX_REPLICAS {
-            return Err(ClusterError::Invalid(format!("replicas must be 1..={MAX_REPLICAS}, not {replicas}")));
+            return Err(SettingError::Replicas { given: replicas, max: MAX_REPLICAS }.into());
         }
         if write_quorum == 0 || write_quorum > replicas {
-            return Err(ClusterError::Invalid(format!("write quorum must be 1..={replicas}, not {write_quorum}")));
+            return Err(SettingError::WriteQuorum { given: write_quorum, replicas }.into());
         }
         if u16::from(write_quorum) * 2 <= u16::from(replicas) {
-            return Err(ClusterError::Invalid(format!(
-                "a write quorum of {write_quorum} of {replicas} is not a majority: two writes could miss each other"
-            )));
+            return Err(SettingError::NotAMajority { write_quorum, replicas }.into());
         }
         Ok(ClusterMap {
             epoch: 1,

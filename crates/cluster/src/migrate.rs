@@ -114,14 +114,11 @@ pub async fn copy_partition(map: &ClusterMap, partition: u32, movers: &Movers) -
     // the old epoch for a client there to complete a read or a write.
     let fenced = read_quorum.max(usize::from(map.write_quorum)).min(old.len());
     if answering(old) < fenced {
-        return Err(ClusterError::Invalid(format!(
-            "partition {partition}: {} of its replicas answer, {fenced} needed to copy it",
-            answering(old)
-        )));
+        return Err(ClusterError::TooFewToCopy { partition, answering: answering(old), needed: fenced });
     }
     let joining: Vec<&String> = new.iter().filter(|d| !old.contains(d)).collect();
     if let Some(d) = joining.iter().find(|d| !drives.contains_key(**d)) {
-        return Err(ClusterError::Invalid(format!("partition {partition}: drive {d}, which it moves to, does not answer")));
+        return Err(ClusterError::TargetDown { partition, drive: (*d).clone() });
     }
     let mut sources: Vec<&String> = old.iter().filter(|d| drives.contains_key(*d)).collect();
     // Partitions start from different replicas, so that copies at once push from different
@@ -159,13 +156,13 @@ pub async fn copy_partition(map: &ClusterMap, partition: u32, movers: &Movers) -
     let reachable: Vec<(String, Client)> = everyone.into_iter().filter_map(|d| drives.get(d).map(|c| (d.clone(), c.clone()))).collect();
     copied.repaired = repair::repair_partition(partition, &reachable)
         .await
-        .map_err(|e| ClusterError::Invalid(format!("partition {partition}: catching up the new replicas: {e}")))?;
+        .map_err(|source| ClusterError::CatchUp { partition, source })?;
     Ok(copied)
 }
 
 /// Where a member's drive takes pushes.
 fn peer_of(member: &Member, tls: bool) -> Result<Peer, ClusterError> {
-    let bad = || ClusterError::Invalid(format!("drive {}: address {:?} is not HOST:PORT", member.id, member.addr));
+    let bad = || ClusterError::from(crate::SettingError::Address(member.addr.clone()));
     let (host, port) = member.addr.rsplit_once(':').ok_or_else(bad)?;
     Ok(Peer { host: host.trim_start_matches('[').trim_end_matches(']').to_string(), port: port.parse().map_err(|_| bad())?, tls })
 }

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use spindle_client::{AclEntry, AclScope, Client, ClientConfig, ClientError, StatusCode};
 
 use crate::credentials::Credentials;
-use crate::ClusterError;
+use crate::{ClusterError, ProvisionError};
 
 /// What the cluster's identity may do on its drives: data, ranges, fencing (SETUP: the
 /// cluster version), pushes between drives and health logs; never SECURITY or power.
@@ -94,9 +94,7 @@ pub async fn provision(addr: &str, cluster: &str, creds: &Credentials, how: &Pro
     match sign_in(addr, creds, creds.identity, &creds.hmac_key, how.timeout).await {
         Ok(_) => return Ok(Provisioned::Already),
         Err(e) if certificate_refused(&e) => {
-            return Err(ClusterError::Invalid(format!(
-                "drive {addr}: its TLS certificate is not issued by cluster {cluster:?}'s CA ({e}). A drive of another cluster is refused; a new drive needs a certificate from `spindle cluster issue-cert` in its tls_cert/tls_key"
-            )))
+            return Err(ProvisionError::ForeignCertificate { addr: addr.to_string(), cluster: cluster.to_string(), source: e }.into())
         }
         Err(e) if identity_refused(&e) => {}
         Err(e) => return Err(drive_error(addr, e)),
@@ -104,10 +102,7 @@ pub async fn provision(addr: &str, cluster: &str, creds: &Credentials, how: &Pro
     let admin = match sign_in(addr, creds, how.admin_identity, &how.admin_key, how.timeout).await {
         Ok(c) => c,
         Err(e) if identity_refused(&e) => {
-            return Err(ClusterError::Invalid(format!(
-                "drive {addr} accepts neither cluster {cluster:?}'s identity nor identity {} as administrator: it was provisioned for another cluster, or name its administrator (--admin-identity, --admin-key)",
-                how.admin_identity
-            )))
+            return Err(ProvisionError::NoAdministrator { addr: addr.to_string(), cluster: cluster.to_string(), admin: how.admin_identity }.into())
         }
         Err(e) => return Err(drive_error(addr, e)),
     };
@@ -150,9 +145,7 @@ pub fn acl(identities: &[(i64, String)], admins: Vec<(i64, String)>, factory: Op
 /// rotation's step): `identities` with the data permissions, the administrator kept, the
 /// factory identity too if `factory` gives its key.
 pub async fn set_cluster_acl(addr: &str, creds: &Credentials, identities: &[(i64, String)], factory: Option<String>, timeout: Duration) -> Result<(), ClusterError> {
-    let (admin_id, admin_key) = creds.admin()?.ok_or_else(|| {
-        ClusterError::Invalid(format!("{}: no admin.json: the cluster's administrator is needed to change its drives' ACLs", creds.dir.display()))
-    })?;
+    let (admin_id, admin_key) = creds.admin()?.ok_or_else(|| ProvisionError::NoClusterAdministrator { dir: creds.dir.clone() })?;
     let admin = sign_in(addr, creds, admin_id, &admin_key, timeout).await.map_err(|e| drive_error(addr, e))?;
     admin.set_acl(acl(identities, vec![(admin_id, admin_key)], factory)).await.map_err(|e| drive_error(addr, e))
 }

@@ -3,10 +3,16 @@
 
 use std::path::Path;
 
-use crate::ClusterError;
+use crate::{ClusterError, CredentialsError};
 
-pub(crate) fn invalid(path: &Path, e: impl std::fmt::Display) -> ClusterError {
-    ClusterError::Invalid(format!("{}: {e}", path.display()))
+/// What became of reading or writing `path`.
+pub(crate) fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> ClusterError + '_ {
+    move |source| CredentialsError::Io { path: path.to_path_buf(), source }.into()
+}
+
+/// `path` holds something other than it should (`what` says what is wrong).
+pub(crate) fn content(path: &Path, what: impl std::fmt::Display) -> ClusterError {
+    CredentialsError::Content { path: path.to_path_buf(), message: what.to_string() }.into()
 }
 
 /// Writes `text` to `path` readable by its owner only (a secret), refusing to replace a file.
@@ -16,12 +22,12 @@ pub(crate) fn write_secret(path: &Path, text: &str) -> Result<(), ClusterError> 
     options.write(true).create_new(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut f = options.open(path).map_err(|e| invalid(path, e))?;
-    f.write_all(text.as_bytes()).and_then(|()| f.sync_all()).map_err(|e| invalid(path, e))
+    let mut f = options.open(path).map_err(io_at(path))?;
+    f.write_all(text.as_bytes()).and_then(|()| f.sync_all()).map_err(io_at(path))
 }
 
 /// Writes `text` to `path` whole or not at all (a temporary file renamed over it).
 pub(crate) fn replace_file(path: &Path, text: &str) -> Result<(), ClusterError> {
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path)).map_err(|e| invalid(path, e))
+    std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path)).map_err(io_at(path))
 }

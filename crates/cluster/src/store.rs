@@ -313,7 +313,7 @@ impl Store {
             return Ok(true);
         }
         if *waited >= STALE_VIEW_WAIT {
-            return Err(ClusterError::Timeout(format!("drives have not reached the map's epoch {before} within {STALE_VIEW_WAIT:?}")));
+            return Err(ClusterError::StaleView { epoch: before, waited: STALE_VIEW_WAIT });
         }
         let pause = (*waited / 2).clamp(Duration::from_millis(5), Duration::from_millis(100));
         tokio::time::sleep(pause).await;
@@ -464,7 +464,7 @@ fn carries(decision: &ClusterMap, now: &ClusterMap, partition: u32) -> bool {
 
 /// A cluster entry whose batch header does not decode: not written by this cluster's code.
 fn undecodable(dkey: &[u8]) -> OpError {
-    OpError::Failed(ClusterError::Decode(format!("the batch entry of drive key {dkey:02x?} has no member list")))
+    OpError::Failed(ClusterError::UndecodableBatch { key: Bytes::copy_from_slice(dkey) })
 }
 
 /// The map and the drives the coordinator has marked down, from etcd.

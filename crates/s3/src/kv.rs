@@ -33,27 +33,38 @@ pub enum KvError {
     /// The write raced another and some replicas took it: whether it took effect is known
     /// only by reading again (`Core::commit`).
     #[error("store contended: {0}")]
-    Contended(String),
+    Contended(#[source] ClusterError),
     /// The store could not be reached or did not reach a quorum: try again later.
     #[error("store unavailable: {0}")]
-    Unavailable(String),
+    Unavailable(#[source] Fault),
     #[error("store error: {0}")]
-    Failed(String),
+    Failed(#[source] Fault),
+}
+
+/// What the store under the gateway answered.
+#[derive(Debug, thiserror::Error)]
+pub enum Fault {
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    #[error(transparent)]
+    Drive(#[from] ClientError),
 }
 
 impl From<ClusterError> for KvError {
     fn from(e: ClusterError) -> Self {
         match e {
             ClusterError::VersionMismatch { .. } => KvError::Mismatch,
-            ClusterError::Contended { .. } => KvError::Contended(e.to_string()),
+            ClusterError::Contended { .. } => KvError::Contended(e),
             ClusterError::NoQuorum { .. }
-            | ClusterError::Timeout(_)
+            | ClusterError::EtcdUnreachable { .. }
+            | ClusterError::LeaseLost
+            | ClusterError::StaleView { .. }
+            | ClusterError::TooFewToCopy { .. }
+            | ClusterError::TargetDown { .. }
             | ClusterError::Drive { .. }
             | ClusterError::GaveUp(_)
-            | ClusterError::Etcd(_) => {
-                KvError::Unavailable(e.to_string())
-            }
-            other => KvError::Failed(other.to_string()),
+            | ClusterError::Etcd(_) => KvError::Unavailable(e.into()),
+            other => KvError::Failed(other.into()),
         }
     }
 }
@@ -64,8 +75,8 @@ impl From<ClientError> for KvError {
             return KvError::Mismatch;
         }
         match e {
-            ClientError::Io(_) | ClientError::Terminated(_) | ClientError::Timeout(_) => KvError::Unavailable(e.to_string()),
-            other => KvError::Failed(other.to_string()),
+            ClientError::Io(_) | ClientError::Terminated(_) | ClientError::Timeout(_) => KvError::Unavailable(e.into()),
+            other => KvError::Failed(other.into()),
         }
     }
 }

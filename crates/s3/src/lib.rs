@@ -4,6 +4,7 @@
 //! (docs/design/s3-gateway.md).
 
 #![forbid(unsafe_code)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod admission;
 mod auth;

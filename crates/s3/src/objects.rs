@@ -78,15 +78,6 @@ fn internal(e: impl std::fmt::Display) -> S3Error {
     s3_error!(InternalError, "{e}")
 }
 
-impl From<KvError> for S3Error {
-    fn from(e: KvError) -> Self {
-        match e {
-            KvError::Unavailable(m) | KvError::Contended(m) => s3_error!(ServiceUnavailable, "{m}"),
-            other => internal(other),
-        }
-    }
-}
-
 impl From<records::RecordError> for S3Error {
     fn from(e: records::RecordError) -> Self {
         internal(e)

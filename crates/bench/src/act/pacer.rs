@@ -252,34 +252,31 @@ mod tests {
     }
 
     #[test]
-    fn real_threads_hold_the_rate_within_a_few_milliseconds() {
-        // 400 operations at 2000/s on 4 threads: the last starts at 199.5 ms. On a loaded
-        // 2-core machine a sleeping thread may wake late; the bound says the pacer neither
-        // drifts (late starts accumulate) nor runs ahead (an operation before its due time).
+    fn real_threads_never_start_an_operation_before_it_is_due() {
+        // 400 operations at 2000/s on 4 threads: each starts at or after its due time, every
+        // one runs once, and the run ends no sooner than the last is due (199.5 ms). How late
+        // they start depends on how busy the machine is, so no bound is put on it here: the
+        // pacer's timing, lateness and lag are checked on the fake clock above.
         let clock = RealClock { start: Instant::now() };
         let stream = Stream::new(Schedule { rate: 2000.0, duration: Duration::from_millis(200) });
         let stop = Stop::default();
         let early = AtomicU64::new(0);
-        let late_us = Mutex::new(Vec::new());
+        let ran = AtomicU64::new(0);
         std::thread::scope(|s| {
             for _ in 0..4 {
                 s.spawn(|| {
-                    work(&stream, &clock, &stop, Some(Duration::from_secs(1)), "reads", |t| {
-                        let now = clock.now();
-                        if now < t.due {
+                    work(&stream, &clock, &stop, None, "reads", |t| {
+                        if clock.now() < t.due {
                             early.fetch_add(1, Ordering::Relaxed);
                         }
-                        late_us.lock().unwrap().push(now.saturating_sub(t.due).as_micros() as u64);
+                        ran.fetch_add(1, Ordering::Relaxed);
                         Ok(())
                     })
                 });
             }
         });
-        let mut late = late_us.into_inner().unwrap();
-        assert_eq!(late.len(), 400);
-        assert_eq!(early.load(Ordering::Relaxed), 0);
-        late.sort_unstable();
-        assert!(late[late.len() / 2] < 2_000, "median lateness {} us", late[late.len() / 2]);
-        assert!(clock.now() < Duration::from_millis(400), "finished at {:?}", clock.now());
+        assert_eq!(ran.load(Ordering::Relaxed), 400);
+        assert_eq!(early.load(Ordering::Relaxed), 0, "operations started before their due time");
+        assert!(clock.now() >= Duration::from_micros(199_500), "the run ended at {:?}, before its last operation was due", clock.now());
     }
 }

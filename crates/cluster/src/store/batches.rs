@@ -1,4 +1,5 @@
 use super::*;
+use crate::BatchError;
 
 impl Store {
 
@@ -8,7 +9,7 @@ impl Store {
     /// operation's new version.
     pub async fn batch(&self, ops: Vec<BatchOp>) -> Result<Vec<Bytes>, ClusterError> {
         if ops.is_empty() || ops.len() > MAX_BATCH_OPS {
-            return Err(ClusterError::Invalid(format!("a batch holds 1 to {MAX_BATCH_OPS} operations, not {}", ops.len())));
+            return Err(BatchError::Size { given: ops.len(), max: MAX_BATCH_OPS }.into());
         }
         let keys: Vec<&Bytes> = ops.iter().map(BatchOp::key).collect();
         for k in &keys {
@@ -18,7 +19,7 @@ impl Store {
         distinct.sort();
         distinct.dedup();
         if distinct.len() != keys.len() {
-            return Err(ClusterError::Invalid("a batch names each key once".into()));
+            return Err(BatchError::RepeatedKey.into());
         }
         let header = batch::header_len(&keys);
         for op in &ops {
@@ -34,12 +35,15 @@ impl Store {
     async fn batch_in(&self, map: &Arc<ClusterMap>, ops: &[BatchOp]) -> Result<Vec<Bytes>, OpError> {
         let partition = map.partition_of(ops[0].key());
         if let Some(other) = ops.iter().find(|op| map.partition_of(op.key()) != partition) {
-            return Err(OpError::Failed(ClusterError::Invalid(format!(
-                "a batch's keys must share one partition: {:?} is in {partition}, {:?} in {} (give them one hash tag, {{...}})",
-                String::from_utf8_lossy(ops[0].key()),
-                String::from_utf8_lossy(other.key()),
-                map.partition_of(other.key())
-            ))));
+            return Err(OpError::Failed(
+                BatchError::Partitions {
+                    first: String::from_utf8_lossy(ops[0].key()).into_owned(),
+                    first_partition: partition,
+                    other: String::from_utf8_lossy(other.key()).into_owned(),
+                    other_partition: map.partition_of(other.key()),
+                }
+                .into(),
+            ));
         }
         let dkeys: Arc<Vec<Bytes>> = Arc::new(ops.iter().map(|op| map::drive_key(partition, op.key())).collect());
         let conditional = ops.iter().any(|op| *op.condition() != Condition::None);

@@ -1,7 +1,9 @@
-//! How errors leave the gateway: answers that close the connection, and S3 errors as the
-//! crate's.
+//! How errors leave the gateway: the store's failures as S3 answers, answers that close
+//! the connection, and S3 errors as the crate's.
 
-use s3s::S3Error;
+use s3s::{s3_error, S3Error};
+
+use crate::kv::KvError;
 
 /// An error answered while the request body may still be unread: the connection cannot
 /// carry another request, and the answer says so (`Connection: close`).
@@ -16,5 +18,54 @@ pub(super) fn closing(mut e: S3Error) -> S3Error {
 impl From<S3Error> for crate::GatewayError {
     fn from(e: S3Error) -> Self {
         crate::GatewayError::S3(format!("{}: {}", e.code().as_str(), e.message().unwrap_or("")))
+    }
+}
+
+/// The store's failures as S3 answers: what the client can act on (retry later, or not),
+/// never the drives, partitions or addresses behind it, which go to the log.
+impl From<KvError> for S3Error {
+    fn from(e: KvError) -> Self {
+        match &e {
+            KvError::Unavailable(_) => {
+                tracing::warn!(error = %e, "store unavailable; answered 503");
+                s3_error!(ServiceUnavailable, "Too few of the store's drives answered. Please try again.")
+            }
+            KvError::Contended(_) => {
+                tracing::info!(error = %e, "write raced another; answered 503");
+                s3_error!(ServiceUnavailable, "The write raced another one to the same object and its outcome is unknown. Please read the object, or try again.")
+            }
+            KvError::Mismatch | KvError::Failed(_) => {
+                tracing::error!(error = %e, "store failure; answered 500");
+                s3_error!(InternalError, "The store failed to carry out the request.")
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use s3s::S3ErrorCode;
+    use spindle_client::ClientError;
+    use spindle_cluster::ClusterError;
+
+    use super::*;
+
+    /// A store that cannot answer is a 503 the client can retry, and what it says names no
+    /// drive, partition or address; a failed store is a 500.
+    #[test]
+    fn store_failures_answer_without_naming_internals() {
+        let no_quorum = ClusterError::NoQuorum { partition: 7, needed: 2, reached: 1, last_error: "drive d3 (10.0.0.3:8443): connection refused".into() };
+        let drive_down = ClientError::Io(std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "10.0.0.4:8123 refused"));
+        for e in [KvError::from(no_quorum), KvError::from(drive_down), KvError::from(ClusterError::Contended { partition: 7 })] {
+            let answer = S3Error::from(e);
+            assert_eq!(*answer.code(), S3ErrorCode::ServiceUnavailable);
+            let message = answer.message().unwrap_or("");
+            for internal in ["d3", "10.0.0", "partition", "quorum"] {
+                assert!(!message.contains(internal), "{message:?} names {internal:?}");
+            }
+        }
+        let failed = S3Error::from(KvError::from(ClusterError::KeyTooLong { len: 5000, max: 4096 }));
+        assert_eq!(*failed.code(), S3ErrorCode::InternalError);
+        assert!(!failed.message().unwrap_or("").contains("4096"));
     }
 }
