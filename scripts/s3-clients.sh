@@ -12,7 +12,8 @@
 #   crash   tests/s3/test_crash.py: a gateway SIGKILLed mid-upload, restarted, swept;
 #   races   tests/s3/test_races.py: racing PUT/DELETE/copy/complete of one key, swept meanwhile;
 #   hostile tests/s3/test_hostile.py: trickling, flooding, oversize and stalled clients against
-#           gateways with small limits, and HTTPS with a certificate renewed in place.
+#           gateways with small limits, and HTTPS with a certificate renewed in place;
+#   store-ops tests/s3/test_store_ops.py: the store operations a PUT makes, counted by a drive.
 # Prints "NAME: ok" or "NAME: FAILED" per client, then "s3 clients: N passed, N failed", and
 # exits nonzero on any failure. Everything it starts is stopped on exit, failure and interrupt.
 #
@@ -366,6 +367,7 @@ run_client boto3 pytest_suite test_behaviour.py test_crash.py::test_client_aband
 run_client crash pytest_suite test_crash.py::test_gateway_killed_mid_upload
 run_client races pytest_suite test_races.py
 run_client hostile pytest_suite test_hostile.py
+run_client store-ops pytest_suite test_store_ops.py
 
 if kill -0 "${server_pids[@]}" 2>/dev/null; then :; else
     log "a server exited during the run"

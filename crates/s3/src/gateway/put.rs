@@ -35,8 +35,11 @@ impl Gateway {
             return Err(s3_error!(EntityTooLarge, "a single PUT is at most {MAX_PUT_BYTES} bytes; use a multipart upload"));
         }
         let (if_match, if_none_match) = (input.if_match.clone(), input.if_none_match.clone());
-        // Fail before the upload when the condition already fails; checked again at the swap.
-        check_write(self.manifest(&bucket, &key).await?.as_ref(), if_match.as_ref(), if_none_match.as_ref())?;
+        // A conditional PUT fails before the upload when its condition already fails (checked
+        // again at the swap); an unconditional one reads nothing it does not need.
+        if if_match.is_some() || if_none_match.is_some() {
+            check_write(self.manifest(&bucket, &key).await?.as_ref(), if_match.as_ref(), if_none_match.as_ref())?;
+        }
         let wanted = Checksums::of_put(&input);
         let Some(body) = input.body else { return Err(s3_error!(IncompleteBody)) };
         let owner = Owner { bucket: bucket.clone(), key: key.clone(), part: None };

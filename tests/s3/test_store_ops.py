@@ -1,0 +1,93 @@
+"""What an S3 write costs the store under the gateway, counted by the drive itself: a gateway
+of the test's own over one drive of its own (so every store operation is one Kinetic command,
+and the drive's GETLOG statistics count them by type). Each operation of a PUT is there for
+its crash safety; docs/design/s3-gateway.md, "What a PUT asks of the store", says why."""
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+
+from conftest import ACCESS_KEY, SECRET_KEY, free_port, make_client, unique_bucket_name
+
+COUNTED = ("GET", "PUT", "DELETE", "FLUSHALLDATA", "GETKEYRANGE", "GETVERSION", "GETNEXT", "GETPREVIOUS")
+
+
+def _wait_for(process, output, text, what):
+    deadline = time.monotonic() + 60
+    while text not in output():
+        assert process.poll() is None, f"{what} exited:\n{output()}"
+        assert time.monotonic() < deadline, f"{what} did not start within 60 s:\n{output()}"
+        time.sleep(0.1)
+
+
+def _stop(process):
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def drive_and_gateway():
+    """A drive and a gateway over it, both the test's own; yields (boto3 client, drive address)."""
+    spindle = os.environ.get("SPINDLE_BIN")
+    assert spindle, "SPINDLE_BIN must name the spindle binary"
+    with tempfile.TemporaryDirectory(prefix="s3-store-ops-") as work:
+        drive_port, gateway_port = free_port(), free_port()
+        drive_log, gateway_log = os.path.join(work, "drive.log"), os.path.join(work, "gateway.log")
+        processes = []
+        try:
+            with open(drive_log, "w") as log:
+                drive = subprocess.Popen([spindle, "drive", "--data", os.path.join(work, "data"), "--port", str(drive_port),
+                                          "--tls-port", "0", "--listen", "127.0.0.1"], stdout=log, stderr=log)
+            processes.append(drive)
+            _wait_for(drive, lambda: open(drive_log, errors="replace").read(), "listening on", "the drive")
+            with open(gateway_log, "w") as log:
+                gateway = subprocess.Popen([spindle, "s3", "--drive", f"127.0.0.1:{drive_port}", "--listen", f"127.0.0.1:{gateway_port}",
+                                            "--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY], stdout=log, stderr=log)
+            processes.append(gateway)
+            _wait_for(gateway, lambda: open(gateway_log, errors="replace").read(), f"listening on 127.0.0.1:{gateway_port}", "the gateway")
+            yield make_client(endpoint=f"http://127.0.0.1:{gateway_port}"), f"127.0.0.1:{drive_port}"
+        finally:
+            for p in reversed(processes):
+                _stop(p)
+
+
+def drive_ops(drive):
+    """The drive's commands so far, by type (GETLOG statistics)."""
+    out = subprocess.run([os.environ["SPINDLE_BIN"], "getlog", "--type", "statistics", "--json", "--drive", drive],
+                         check=True, capture_output=True, text=True).stdout
+    return {s["type"]: s["count"] for s in json.loads(out)["statistics"] if s["type"] in COUNTED}
+
+
+def ops_of(drive, action):
+    before = drive_ops(drive)
+    action()
+    after = drive_ops(drive)
+    return {t: after.get(t, 0) - before.get(t, 0) for t in set(before) | set(after) if after.get(t, 0) != before.get(t, 0)}
+
+
+def test_a_put_asks_the_store_only_what_its_crash_safety_needs():
+    with drive_and_gateway() as (s3, drive):
+        bucket = unique_bucket_name("ops")
+        s3.create_bucket(Bucket=bucket)
+        body = b"x" * 1000
+        # A new key: the bucket's record, the intent, the chunk, the flush that makes the chunk
+        # durable, the object's current version, the intent's refresh, the manifest, and the
+        # intent dropped.
+        new = ops_of(drive, lambda: s3.put_object(Bucket=bucket, Key="k", Body=body))
+        assert new == {"GET": 2, "PUT": 4, "FLUSHALLDATA": 1, "DELETE": 1}, new
+        # Replacing it: the same, and the replaced data marked for the sweeper.
+        again = ops_of(drive, lambda: s3.put_object(Bucket=bucket, Key="k", Body=body))
+        assert again == {"GET": 2, "PUT": 5, "FLUSHALLDATA": 1, "DELETE": 1}, again
+        # A conditional PUT reads the object first, to fail before its upload.
+        conditional = ops_of(drive, lambda: s3.put_object(Bucket=bucket, Key="other", Body=body, IfNoneMatch="*"))
+        assert conditional == {"GET": 3, "PUT": 4, "FLUSHALLDATA": 1, "DELETE": 1}, conditional
+        assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == body
