@@ -31,10 +31,12 @@ use crate::together::Together;
 use crate::ClusterError;
 
 pub use crate::map::{MAX_KEY_LEN, MAX_VALUE_LEN};
+use quorum::{Ask, Quorum};
 use round::{Judged, Outcome, Proposal};
 
 mod ask;
 mod batches;
+mod quorum;
 mod range;
 mod read;
 mod round;
@@ -475,14 +477,6 @@ async fn load_view(control: &Control) -> Result<(ClusterMap, Vec<String>), Clust
     Ok((map, down))
 }
 
-/// Which replicas a request goes to (`Store::ask`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Ask {
-    /// A read: a quorum of them, more only as needed.
-    Quorum,
-    /// A write: all of them.
-    All,
-}
 
 /// Why one attempt of an operation failed.
 enum OpError {

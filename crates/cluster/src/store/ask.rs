@@ -59,36 +59,9 @@ impl Store {
             }
             (Some(_), Ask::All) => self.in_order(map.writers_of(partition)),
         };
-        // Whether the answers so far make the quorum: `needed` of the replicas, and while the
-        // partition moves, of the drives it moves to as well.
-        let moving = joint.is_some();
-        let reached = |drives: &[String]| quorum_met(map, partition, needed, moving, drives.iter());
-        let answered = |got: &[(String, T)]| quorum_met(map, partition, needed, moving, got.iter().filter(|(_, v)| counts(v)).map(|(d, _)| d));
-        // Asked first: every drive for a write; for a read, the first drives in order that
-        // make the quorum (while the partition moves, each one that counts toward a set still
-        // short of it).
-        let first: Vec<String> = match mode {
-            Ask::All => order.clone(),
-            Ask::Quorum => {
-                let mut picked: Vec<String> = Vec::new();
-                for d in &order {
-                    if reached(&picked) {
-                        break;
-                    }
-                    let short = |set: &[String]| set.contains(d) && picked.iter().filter(|p| set.contains(p)).count() < needed.min(set.len());
-                    if joint.is_none() || short(map.replicas_of(partition)) || joint.is_some_and(short) {
-                        picked.push(d.clone());
-                    }
-                }
-                picked
-            }
-        };
-        let mut waiting = order.into_iter().filter(|d| !first.contains(d)).collect::<Vec<_>>().into_iter();
+        let (mut quorum, first) = Quorum::start(map.replicas_of(partition), joint, needed, mode, order);
         let mut running = Together::new();
-        // Asked and not answered yet: the slow ones when the hedge fires.
-        let mut in_flight = Vec::new();
         for drive in first {
-            in_flight.push(drive.clone());
             running.push(start(drive));
         }
         let mut got = Vec::new();
@@ -96,31 +69,28 @@ impl Store {
         let mut stale = false;
         let hedge_after = self.inner.config.hedge_after;
         // Only while there is a replica left to ask (a write asks them all at once).
-        let mut hedge = (waiting.len() > 0).then(|| Box::pin(tokio::time::sleep(hedge_after)));
-        while !answered(&got) {
-            if running.is_empty() {
+        let mut hedge = quorum.can_ask_more().then(|| Box::pin(tokio::time::sleep(hedge_after)));
+        while !quorum.reached() {
+            if quorum.idle() {
                 // Everyone asked has answered and the quorum is still short (a moving
                 // partition's sets): ask the next drive.
-                match waiting.next() {
-                    Some(drive) => {
-                        in_flight.push(drive.clone());
-                        running.push(start(drive));
-                    }
+                match quorum.ask_next() {
+                    Some(drive) => running.push(start(drive)),
                     None => break,
                 }
             }
-            let next = match hedge.as_mut().filter(|_| waiting.len() > 0) {
+            let next = match hedge.as_mut().filter(|_| quorum.can_ask_more()) {
                 None => running.next().await,
                 Some(timer) => tokio::select! {
                     next = running.next() => next,
                     _ = timer.as_mut() => {
                         // Whoever has not answered yet is slow: ask another replica beside
                         // them, and ask them last for a while.
-                        for slow in &in_flight {
-                            self.suspect(slow);
+                        let (slow, next) = quorum.hedge();
+                        for drive in &slow {
+                            self.suspect(drive);
                         }
-                        if let Some(drive) = waiting.next() {
-                            in_flight.push(drive.clone());
+                        if let Some(drive) = next {
                             running.push(start(drive));
                         }
                         timer.as_mut().reset(tokio::time::Instant::now() + hedge_after);
@@ -129,16 +99,11 @@ impl Store {
                 },
             };
             let Some((drive, answer)) = next else { break };
-            in_flight.retain(|d| *d != drive);
-            match answer {
+            let instead = match answer {
                 Ok(v) => {
-                    if !counts(&v) {
-                        if let Some(next) = waiting.next() {
-                            in_flight.push(next.clone());
-                            running.push(start(next));
-                        }
-                    }
+                    let instead = quorum.answered(&drive, counts(&v));
                     got.push((drive, v));
+                    instead
                 }
                 Err(e) => {
                     if e.status() == Some(StatusCode::VersionFailure) {
@@ -149,18 +114,18 @@ impl Store {
                         self.suspect(&drive);
                     }
                     last_error = Some(format!("{drive}: {e}"));
-                    if let Some(next) = waiting.next() {
-                        in_flight.push(next.clone());
-                        running.push(start(next));
-                    }
+                    quorum.failed(&drive)
                 }
+            };
+            if let Some(drive) = instead {
+                running.push(start(drive));
             }
         }
         // Writes still under way on the other replicas finish in the background.
         if mode != Ask::Quorum && !running.is_empty() {
             tokio::spawn(async move { while running.next().await.is_some() {} });
         }
-        if answered(&got) {
+        if quorum.reached() {
             return Ok(got);
         }
         if stale {
