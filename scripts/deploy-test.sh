@@ -97,6 +97,10 @@ log "hosts up: ${hosts[*]} on 10.88.0.0/24"
 spawn() { # HOST NAME COMMAND...
     local h=$1 name=$2
     shift 2
+    # The logs exist before the process does: `await` reads them at once, and on a busy
+    # machine the background shell may not have opened them yet.
+    : >"$work/$name.out"
+    : >"$work/$name.err"
     ip netns exec "$tag-$h" "$@" >"$work/$name.out" 2>"$work/$name.err" &
     server_pids+=("$!")
 }

@@ -34,9 +34,20 @@ fn unused_memory_goes_back_to_the_system() {
     let held = memory::resident_bytes().expect("resident size");
     drop(small);
     drop(large);
-    memory::release_unused_memory();
-    let after = memory::resident_bytes().expect("resident size");
-    assert!(after + (384 << 20) < held, "resident {} MiB with the buffers, {} MiB after releasing them", held >> 20, after >> 20);
+    // Released at once on an idle machine; with both cores loaded (stress-ng) one release
+    // once left 333 of 527 MiB resident. So the release is asked again until it shows, within
+    // a bound only memory that is never returned exceeds.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut after;
+    loop {
+        memory::release_unused_memory();
+        after = memory::resident_bytes().expect("resident size");
+        if after + (384 << 20) < held || std::time::Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert!(after + (384 << 20) < held, "resident {} MiB with the buffers, {} MiB after releasing them for 60 s", held >> 20, after >> 20);
 }
 
 #[test]
