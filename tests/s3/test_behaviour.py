@@ -8,6 +8,7 @@ scripts/s3-clients.sh, which starts a cluster and a gateway and sets S3_ENDPOINT
 """
 
 import hashlib
+import socket
 import http.client
 import threading
 import urllib.parse
@@ -764,6 +765,47 @@ def test_payload_not_matching_its_signed_hash_is_refused(s3, bucket):
     status, text = raw_request("PUT", f"/{bucket}/signed", body=b"hello world")
     assert status == 200, text
     assert s3.get_object(Bucket=bucket, Key="signed")["Body"].read() == b"hello world"
+
+
+def without_content_length(method, path, body, query=""):
+    """A signed request whose body follows its headers with neither Content-Length nor
+    chunked transfer encoding, sent on a socket of its own; returns (status, response text)."""
+    url = ENDPOINT + path + (f"?{query}" if query else "")
+    # An unsigned payload, as SDKs send over HTTPS: nothing but the length says where it ends.
+    request = AWSRequest(method=method, url=url, data=body, headers={"x-amz-content-sha256": "UNSIGNED-PAYLOAD"})
+    SigV4Auth(Credentials(ACCESS_KEY, SECRET_KEY), "s3", REGION).add_auth(request)
+    parsed = urllib.parse.urlsplit(url)
+    target = parsed.path + (f"?{parsed.query}" if parsed.query else "")
+    head = f"{method} {target} HTTP/1.1\r\nHost: {parsed.netloc}\r\n"
+    head += "".join(f"{k}: {v}\r\n" for k, v in request.headers.items() if k.lower() not in ("host", "content-length"))
+    with socket.create_connection((parsed.hostname, parsed.port), timeout=30) as sock:
+        sock.sendall(head.encode() + b"\r\n" + body)
+        reply = b""
+        while b"\r\n\r\n" not in reply or (b"</Error>" not in reply and b"content-length: 0" not in reply.lower()):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            reply += chunk
+    text = reply.decode(errors="replace")
+    return int(text.split(" ", 2)[1]), text
+
+
+def test_a_put_without_its_length_is_refused_and_stores_nothing(s3, bucket):
+    """A body sent with neither Content-Length nor chunked encoding is no body to HTTP: the
+    PUT is refused with 411 rather than storing an empty object, and so is an UploadPart."""
+    status, text = without_content_length("PUT", f"/{bucket}/unsized", b"hello world")
+    assert status == 411 and "<Code>MissingContentLength</Code>" in text, text
+    with pytest.raises(ClientError) as e:
+        s3.head_object(Bucket=bucket, Key="unsized")
+    assert error_of(e)[1] == 404
+    upload = s3.create_multipart_upload(Bucket=bucket, Key="unsized-parts")["UploadId"]
+    status, text = without_content_length("PUT", f"/{bucket}/unsized-parts", b"part", query=f"partNumber=1&uploadId={upload}")
+    assert status == 411 and "<Code>MissingContentLength</Code>" in text, text
+    assert s3.list_parts(Bucket=bucket, Key="unsized-parts", UploadId=upload).get("Parts", []) == []
+    s3.abort_multipart_upload(Bucket=bucket, Key="unsized-parts", UploadId=upload)
+    # The same PUT with its length is stored whole.
+    s3.put_object(Bucket=bucket, Key="unsized", Body=b"hello world")
+    assert s3.get_object(Bucket=bucket, Key="unsized")["Body"].read() == b"hello world"
 
 
 def test_anonymous_request_is_refused(s3, bucket):

@@ -25,6 +25,22 @@ pub(super) fn check_key(key: &str) -> S3Result<()> {
     Ok(())
 }
 
+/// A PUT of a body must say how long it is: by Content-Length, or by chunked transfer
+/// encoding (the body then says where it ends). Without either, HTTP gives the request no
+/// body, and what the client sends after its headers would be read as the next request: the
+/// object would be stored empty. S3 answers 411.
+pub(super) fn check_length_declared(headers: &http::HeaderMap) -> S3Result<()> {
+    let chunked = headers
+        .get_all(http::header::TRANSFER_ENCODING)
+        .iter()
+        .any(|v| v.to_str().is_ok_and(|s| s.to_ascii_lowercase().contains("chunked")));
+    if headers.contains_key(http::header::CONTENT_LENGTH) || chunked {
+        Ok(())
+    } else {
+        Err(s3_error!(MissingContentLength, "You must provide the Content-Length HTTP header."))
+    }
+}
+
 pub(super) fn part_number(n: i32) -> S3Result<u32> {
     if !(1..=MAX_PARTS).contains(&n) {
         return Err(s3_error!(InvalidArgument, "Part number must be an integer between 1 and {MAX_PARTS}, inclusive"));

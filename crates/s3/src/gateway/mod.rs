@@ -53,6 +53,7 @@ impl S3 for Gateway {
     }
 
     async fn put_object(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
+        limits::check_length_declared(&req.headers).map_err(closing)?;
         let out = self.put(req.input, req.trailing_headers).await.map_err(closing)?;
         Ok(S3Response::new(out))
     }
@@ -90,6 +91,7 @@ impl S3 for Gateway {
     }
 
     async fn upload_part(&self, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
+        limits::check_length_declared(&req.headers).map_err(closing)?;
         self.upload_part_in(req).await.map_err(closing)
     }
 
