@@ -808,6 +808,18 @@ def test_a_put_without_its_length_is_refused_and_stores_nothing(s3, bucket):
     assert s3.get_object(Bucket=bucket, Key="unsized")["Body"].read() == b"hello world"
 
 
+def test_bucket_names_follow_s3s_rules(s3):
+    """Names that are no DNS name, look like an IP address or use S3's reserved parts are
+    refused with InvalidBucketName; names with dots and hyphens in their places are taken."""
+    for bad in ("foo-.bar", "foo.-bar", "a..b", "192.168.5.4", "xn--bucket", "bucket-s3alias", "ab"):
+        with pytest.raises(ClientError) as e:
+            s3.create_bucket(Bucket=bad)
+        assert error_of(e) == ("InvalidBucketName", 400), bad
+    good = unique_bucket_name("dots") + ".and-hyphens.2026"
+    s3.create_bucket(Bucket=good)
+    remove_bucket(s3, good)
+
+
 def test_anonymous_request_is_refused(s3, bucket):
     s3.put_object(Bucket=bucket, Key="private", Body=b"secret")
     status, text = raw_request("GET", f"/{bucket}/private", sign=False)

@@ -12,6 +12,7 @@ use crate::records::{self, BucketRecord};
 impl Gateway {
     pub(super) async fn create_bucket_in(&self, req: S3Request<CreateBucketInput>) -> S3Result<S3Response<CreateBucketOutput>> {
         let bucket = req.input.bucket;
+        super::limits::check_bucket_name(&bucket)?;
         let record = BucketRecord { created_ms: records::now_ms() };
         match self.core.kv.put(&layout::bucket(&bucket), records::encode(&record), Cond::Absent, Durability::Through).await {
             Ok(_) => Ok(S3Response::new(CreateBucketOutput { location: Some(format!("/{bucket}")) })),

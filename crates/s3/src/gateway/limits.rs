@@ -47,3 +47,47 @@ pub(super) fn part_number(n: i32) -> S3Result<u32> {
     }
     Ok(n as u32)
 }
+
+/// Names S3 keeps for itself at the start and the end of a bucket's name.
+const RESERVED_PREFIXES: [&str; 3] = ["xn--", "sthree-", "amzn-s3-demo-"];
+const RESERVED_SUFFIXES: [&str; 5] = ["-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3"];
+
+/// S3's rules for a new bucket's name: 3 to 63 characters of lowercase letters, digits, dots
+/// and hyphens, a letter or digit at each end and on each side of every dot (so it is a DNS
+/// name: `foo-.bar`, `a..b` are not), not an IPv4 address, and none of S3's reserved
+/// prefixes and suffixes.
+pub(super) fn check_bucket_name(name: &str) -> S3Result<()> {
+    let refuse = |why: &str| Err(s3_error!(InvalidBucketName, "The specified bucket is not valid: {why}"));
+    if !(3..=63).contains(&name.len()) {
+        return refuse("a bucket name is 3 to 63 characters long");
+    }
+    if !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-') {
+        return refuse("a bucket name has only lowercase letters, digits, dots and hyphens");
+    }
+    if name.split('.').any(|label| label.is_empty() || label.starts_with('-') || label.ends_with('-')) {
+        return refuse("a bucket name begins and ends with a letter or digit, and so does each part between its dots");
+    }
+    if name.parse::<std::net::Ipv4Addr>().is_ok() {
+        return refuse("a bucket name is not an IP address");
+    }
+    if RESERVED_PREFIXES.iter().any(|p| name.starts_with(p)) || RESERVED_SUFFIXES.iter().any(|s| name.ends_with(s)) {
+        return refuse("the name begins or ends with a part S3 reserves");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_names_follow_s3s_rules() {
+        for good in ["abc", "my-bucket", "my.bucket.2026", "a-b.c-d", "123", &"a".repeat(63)] {
+            assert!(check_bucket_name(good).is_ok(), "{good:?} refused");
+        }
+        for bad in ["ab", &"a".repeat(64), "foo-.bar", "foo.-bar", "a..b", "-abc", "abc-", ".abc", "abc.", "Abc", "a_b", "192.168.5.4", "xn--abc", "sthree-x", "amzn-s3-demo-x", "x-s3alias", "x--ol-s3", "x.mrap", "x--x-s3", "x--table-s3"] {
+            let e = check_bucket_name(bad).expect_err(bad);
+            assert_eq!(*e.code(), s3s::S3ErrorCode::InvalidBucketName, "{bad:?}");
+        }
+    }
+}
