@@ -538,14 +538,19 @@ def test_conditional_get(s3, bucket):
         s3.get_object(Bucket=bucket, Key="c", IfMatch=stale)
     assert error_of(e) == ("PreconditionFailed", 412)
 
+    modified = s3.head_object(Bucket=bucket, Key="c")["ResponseMetadata"]["HTTPHeaders"]["last-modified"]
     with pytest.raises(ClientError) as e:
         s3.get_object(Bucket=bucket, Key="c", IfNoneMatch=etag)
     assert error_of(e)[1] == 304
+    # A 304 carries the validators a 200 would (RFC 9110), for the client's cache.
+    headers = e.value.response["ResponseMetadata"]["HTTPHeaders"]
+    assert (headers.get("etag"), headers.get("last-modified")) == (etag, modified), headers
     assert s3.get_object(Bucket=bucket, Key="c", IfNoneMatch=stale)["Body"].read() == body
 
     with pytest.raises(ClientError) as e:
         s3.head_object(Bucket=bucket, Key="c", IfNoneMatch=etag)
     assert error_of(e)[1] == 304
+    assert e.value.response["ResponseMetadata"]["HTTPHeaders"].get("etag") == etag
     with pytest.raises(ClientError) as e:
         s3.head_object(Bucket=bucket, Key="c", IfMatch=stale)
     assert error_of(e)[1] == 412

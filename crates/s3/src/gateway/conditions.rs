@@ -27,15 +27,33 @@ pub(super) fn check_read(m: &Manifest, if_match: Option<&ETagCondition>, if_none
         }
     }
     match if_none_match {
-        Some(c) if etag_matches(m, c) => return Err(s3_error!(NotModified)),
+        Some(c) if etag_matches(m, c) => return Err(not_modified(m, &modified)),
         Some(_) => {}
         None => {
             if modified_since.is_some_and(|t| modified <= *t) {
-                return Err(s3_error!(NotModified));
+                return Err(not_modified(m, &modified));
             }
         }
     }
     Ok(())
+}
+
+/// A 304, with the validators a cache needs to keep using its copy (RFC 9110: the ETag and
+/// Last-Modified a 200 would have sent).
+fn not_modified(m: &Manifest, modified: &Timestamp) -> s3s::S3Error {
+    let mut e = s3_error!(NotModified);
+    let mut headers = http::HeaderMap::new();
+    if let Ok(etag) = http::HeaderValue::from_str(&format!("\"{}\"", m.etag)) {
+        headers.insert(http::header::ETAG, etag);
+    }
+    let mut date = Vec::new();
+    if modified.format(TimestampFormat::HttpDate, &mut date).is_ok() {
+        if let Ok(v) = http::HeaderValue::from_bytes(&date) {
+            headers.insert(http::header::LAST_MODIFIED, v);
+        }
+    }
+    e.set_headers(headers);
+    e
 }
 
 /// PUT/complete conditions against the object a write would replace.
