@@ -825,6 +825,25 @@ def test_bucket_names_follow_s3s_rules(s3):
     remove_bucket(s3, good)
 
 
+def test_a_part_number_past_the_last_is_an_invalid_part(s3, bucket):
+    """GetObject and HeadObject with partNumber past an object's parts answer InvalidPart (400),
+    as S3 does; a plain object is its own part 1."""
+    s3.put_object(Bucket=bucket, Key="plain", Body=b"plain")
+    assert s3.get_object(Bucket=bucket, Key="plain", PartNumber=1)["Body"].read() == b"plain"
+    uid = s3.create_multipart_upload(Bucket=bucket, Key="parts")["UploadId"]
+    parts = [payload(5 * MIB, "p1"), b"tail"]
+    etags = [s3.upload_part(Bucket=bucket, Key="parts", UploadId=uid, PartNumber=n + 1, Body=p)["ETag"] for n, p in enumerate(parts)]
+    s3.complete_multipart_upload(Bucket=bucket, Key="parts", UploadId=uid, MultipartUpload={"Parts": [{"PartNumber": n + 1, "ETag": e} for n, e in enumerate(etags)]})
+    assert s3.get_object(Bucket=bucket, Key="parts", PartNumber=2)["Body"].read() == b"tail"
+    for key, past in (("plain", 2), ("parts", 3)):
+        with pytest.raises(ClientError) as e:
+            s3.get_object(Bucket=bucket, Key=key, PartNumber=past)
+        assert error_of(e) == ("InvalidPart", 400), key
+        with pytest.raises(ClientError) as e:
+            s3.head_object(Bucket=bucket, Key=key, PartNumber=past)
+        assert error_of(e)[1] == 400, key
+
+
 def test_anonymous_request_is_refused(s3, bucket):
     s3.put_object(Bucket=bucket, Key="private", Body=b"secret")
     status, text = raw_request("GET", f"/{bucket}/private", sign=False)

@@ -73,11 +73,11 @@ fn span(m: &Manifest, part: Option<i32>, range: Option<&Range>) -> S3Result<(Opt
         // A single-part object is its own part 1.
         (Some(n), None) if !multipart => match part_number(n)? {
             1 => Ok((None, None)),
-            _ => Err(s3_error!(InvalidRange, "The requested partnumber is not satisfiable")),
+            _ => Err(s3_error!(InvalidPart, "The requested part number is past the object's last part (1)")),
         },
         (Some(n), None) => {
             let n = part_number(n)? as usize;
-            let seg = m.segments.get(n - 1).ok_or_else(|| s3_error!(InvalidRange, "The requested partnumber is not satisfiable"))?;
+            let seg = m.segments.get(n - 1).ok_or_else(|| s3_error!(InvalidPart, "The requested part number is past the object's last part ({})", m.segments.len()))?;
             let start: u64 = m.segments[..n - 1].iter().map(|s| s.size).sum();
             Ok((Some(start..start + seg.size), Some(m.segments.len() as i32)))
         }
