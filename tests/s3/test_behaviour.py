@@ -874,6 +874,26 @@ def test_presigned_get(s3, bucket):
     assert b"presigned bytes" not in text
 
 
+def test_a_presigned_url_lives_a_week_at_most(s3, bucket):
+    """As in S3, a presigned URL signed for a week is served and one signed for longer is
+    refused (AuthorizationQueryParametersError), its signature right or not."""
+    s3.put_object(Bucket=bucket, Key="shared", Body=b"for a week")
+    week = 7 * 24 * 3600
+    for expires, expected in ((week, 200), (week + 1, 400)):
+        url = s3.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": "shared"}, ExpiresIn=expires)
+        parsed = urllib.parse.urlsplit(url)
+        conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=30)
+        try:
+            conn.request("GET", f"{parsed.path}?{parsed.query}")
+            resp = conn.getresponse()
+            status, text = resp.status, resp.read()
+        finally:
+            conn.close()
+        assert status == expected, (expires, text)
+        if expected == 400:
+            assert b"<Code>AuthorizationQueryParametersError</Code>" in text and b"for a week" not in text
+
+
 # --- concurrency and size ----------------------------------------------------------------------
 
 

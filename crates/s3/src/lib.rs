@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+mod access;
 pub mod admission;
 mod auth;
 mod gateway;

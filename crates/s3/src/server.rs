@@ -56,6 +56,7 @@ pub async fn serve(listener: TcpListener, config: Config, shutdown: impl Future<
     let service = {
         let mut b = S3ServiceBuilder::new(Gateway::new(core));
         b.set_auth(config.keys);
+        b.set_access(crate::access::Access);
         b.build()
     };
     let admission = Admission::new(config.limits);
