@@ -844,6 +844,23 @@ def test_a_part_number_past_the_last_is_an_invalid_part(s3, bucket):
         assert error_of(e)[1] == 400, key
 
 
+def test_completing_a_completed_upload_again_answers_as_the_first_time(s3, bucket):
+    """A client that lost the answer to its completion and sends it again gets the same
+    answer (as S3 gives it), not NoSuchUpload; once the object is replaced, the upload is gone."""
+    uid = s3.create_multipart_upload(Bucket=bucket, Key="twice")["UploadId"]
+    etag = s3.upload_part(Bucket=bucket, Key="twice", UploadId=uid, PartNumber=1, Body=b"only part")["ETag"]
+    parts = {"Parts": [{"PartNumber": 1, "ETag": etag}]}
+    first = s3.complete_multipart_upload(Bucket=bucket, Key="twice", UploadId=uid, MultipartUpload=parts)
+    again = s3.complete_multipart_upload(Bucket=bucket, Key="twice", UploadId=uid, MultipartUpload=parts)
+    assert (again["ETag"], again["Key"], again["Bucket"]) == (first["ETag"], "twice", bucket)
+    assert s3.get_object(Bucket=bucket, Key="twice")["Body"].read() == b"only part"
+    s3.put_object(Bucket=bucket, Key="twice", Body=b"replaced")
+    with pytest.raises(ClientError) as e:
+        s3.complete_multipart_upload(Bucket=bucket, Key="twice", UploadId=uid, MultipartUpload=parts)
+    assert error_of(e) == ("NoSuchUpload", 404)
+    assert s3.get_object(Bucket=bucket, Key="twice")["Body"].read() == b"replaced"
+
+
 def test_anonymous_request_is_refused(s3, bucket):
     s3.put_object(Bucket=bucket, Key="private", Body=b"secret")
     status, text = raw_request("GET", f"/{bucket}/private", sign=False)

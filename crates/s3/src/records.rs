@@ -64,6 +64,10 @@ pub struct Manifest {
     #[serde(default)]
     pub attributes: Attributes,
     pub segments: Vec<Segment>,
+    /// The multipart upload this object was completed from: a completion of it repeated
+    /// after it succeeded answers as the first did, as in S3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_from: Option<u128>,
 }
 
 impl Manifest {
@@ -170,7 +174,7 @@ mod tests {
         fn manifests_round_trip(segments in proptest::collection::vec(segment(), 0..20), etag in "[0-9a-f]{32}(-[0-9]{1,5})?",
                                 meta in proptest::collection::btree_map("[a-z-]{1,10}", "\\PC{0,20}", 0..4)) {
             let size = segments.iter().map(|s| s.size).sum();
-            let m = Manifest { size, etag, modified_ms: 7, attributes: Attributes { metadata: meta, ..Attributes::default() }, segments };
+            let m = Manifest { size, etag, modified_ms: 7, attributes: Attributes { metadata: meta, ..Attributes::default() }, segments, completed_from: None };
             prop_assert_eq!(decode_manifest(&encode(&m)).unwrap(), m);
         }
 
@@ -185,7 +189,7 @@ mod tests {
 
     #[test]
     fn a_manifest_whose_segments_disagree_is_refused() {
-        let m = Manifest { size: 10, etag: "x".into(), modified_ms: 0, attributes: Attributes::default(), segments: vec![Segment { data: 1, size: 9, chunk: 4 }] };
+        let m = Manifest { size: 10, etag: "x".into(), modified_ms: 0, attributes: Attributes::default(), segments: vec![Segment { data: 1, size: 9, chunk: 4 }], completed_from: None };
         assert!(decode_manifest(&encode(&m)).is_err());
         assert_eq!(Segment { data: 1, size: 9, chunk: 4 }.chunks(), 3);
     }

@@ -63,7 +63,7 @@ impl Gateway {
         let body = StreamingBlob::wrap(self.core.read(src.segments.clone(), 0, src.size));
         let written = self.core.write_data(&owner, body, Default::default(), MAX_PUT_BYTES).await?;
         let data = written.segment.data;
-        let manifest = Manifest { size: written.segment.size, etag: hex(&written.md5), modified_ms: records::now_ms(), attributes, segments: segments_of(written.segment) };
+        let manifest = Manifest { size: written.segment.size, etag: hex(&written.md5), modified_ms: records::now_ms(), attributes, segments: segments_of(written.segment), completed_from: None };
         if let Err(e) = self.core.commit(&i.bucket, &i.key, &manifest, |_| Ok(()), false, vec![Own { data, owner: owner.clone(), intent: written.intent }]).await {
             self.abandon(&e, data, &owner).await;
             return Err(e);

@@ -20,7 +20,11 @@ impl Gateway {
     pub(super) async fn complete_multipart_upload_in(&self, req: S3Request<CompleteMultipartUploadInput>) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
         let i = req.input;
         let (bucket, key) = (i.bucket.clone(), i.key.clone());
-        let (id, mut record, version) = self.upload(&bucket, &key, &i.upload_id).await?;
+        let (id, mut record, version) = match self.upload(&bucket, &key, &i.upload_id).await {
+            Ok(upload) => upload,
+            Err(e) if *e.code() == s3s::S3ErrorCode::NoSuchUpload => return self.completed_already(&bucket, &key, &i.upload_id).await.ok_or(e),
+            Err(e) => return Err(e),
+        };
         let listed = i.multipart_upload.and_then(|m| m.parts).unwrap_or_default();
         if listed.is_empty() {
             return Err(s3_error!(MalformedXML, "You must specify at least one part"));
@@ -82,7 +86,7 @@ impl Gateway {
         let etag = format!("{}-{}", hex(&h.finalize()), chosen.len());
         let segments: Vec<Segment> = chosen.iter().map(|(_, p)| p.segment).collect();
         let size = segments.iter().map(|s| s.size).sum();
-        let manifest = Manifest { size, etag, modified_ms: records::now_ms(), attributes: record.attributes.clone(), segments };
+        let manifest = Manifest { size, etag, modified_ms: records::now_ms(), attributes: record.attributes.clone(), segments, completed_from: Some(id) };
         let conditional = if_match.is_some() || if_none_match.is_some();
         let committed = self.core.commit(&bucket, &key, &manifest, |old| check_write(old, if_match.as_ref(), if_none_match.as_ref()), conditional, own).await;
         if let Err(e) = committed {
@@ -100,13 +104,16 @@ impl Gateway {
             self.core.kv.delete(&k, Cond::Any, Durability::Through).await?;
         }
         let _ = self.core.kv.delete(&upload_key, Cond::Version(version), Durability::Through).await;
-        Ok(S3Response::new(CompleteMultipartUploadOutput {
-            bucket: Some(bucket.clone()),
-            key: Some(key.clone()),
-            e_tag: Some(ETag::Strong(manifest.etag)),
-            location: Some(format!("/{bucket}/{key}")),
-            ..Default::default()
-        }))
+        Ok(S3Response::new(completed(&bucket, &key, manifest.etag)))
+    }
+
+    /// A completion of an upload that is gone: if the object is the one this upload was
+    /// completed into, the answer the completion gave (a client retrying a completion whose
+    /// answer it lost must not be told the upload does not exist); `None` otherwise.
+    async fn completed_already(&self, bucket: &str, key: &str, upload_id: &str) -> Option<S3Response<CompleteMultipartUploadOutput>> {
+        let id = layout::parse_upload_id(upload_id)?;
+        let m = self.manifest(bucket, key).await.ok()??;
+        (m.completed_from == Some(id)).then(|| S3Response::new(completed(bucket, key, m.etag)))
     }
 
     pub(super) async fn abort_multipart_upload_in(&self, req: S3Request<AbortMultipartUploadInput>) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
@@ -190,4 +197,14 @@ pub(super) fn upload_parts_of(k: &[u8]) -> Option<(String, String, UploadId)> {
     let bucket = layout::upload_bucket(k)?.to_owned();
     let (key, id) = layout::upload_of(&layout::upload_prefix(&bucket), k)?;
     Some((bucket, key.to_owned(), id))
+}
+
+fn completed(bucket: &str, key: &str, etag: String) -> CompleteMultipartUploadOutput {
+    CompleteMultipartUploadOutput {
+        bucket: Some(bucket.to_owned()),
+        key: Some(key.to_owned()),
+        e_tag: Some(ETag::Strong(etag)),
+        location: Some(format!("/{bucket}/{key}")),
+        ..Default::default()
+    }
 }

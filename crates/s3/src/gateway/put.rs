@@ -64,6 +64,7 @@ impl Gateway {
             modified_ms: records::now_ms(),
             attributes,
             segments: segments_of(written.segment),
+            completed_from: None,
         };
         let committed = self
             .core
