@@ -88,6 +88,25 @@ def test_deleting_a_bucket_with_objects_is_refused(s3, bucket):
     assert s3.get_object(Bucket=bucket, Key="keep")["Body"].read() == b"x"
 
 
+def test_deleting_a_bucket_takes_its_unfinished_uploads_with_it(s3):
+    """A bucket with no object but an upload left unfinished is deleted, and the upload with
+    it (as S3, Ceph and MinIO do): a harness emptying a bucket by its objects can remove it."""
+    name = unique_bucket_name("uploads")
+    s3.create_bucket(Bucket=name)
+    uid = s3.create_multipart_upload(Bucket=name, Key="left")["UploadId"]
+    s3.upload_part(Bucket=name, Key="left", UploadId=uid, PartNumber=1, Body=b"part")
+    s3.create_multipart_upload(Bucket=name, Key="also-left")
+    s3.delete_bucket(Bucket=name)
+    assert name not in [b["Name"] for b in s3.list_buckets()["Buckets"]]
+    # Created again, it is empty: the uploads went with it.
+    s3.create_bucket(Bucket=name)
+    assert s3.list_multipart_uploads(Bucket=name).get("Uploads", []) == []
+    with pytest.raises(ClientError) as e:
+        s3.list_parts(Bucket=name, Key="left", UploadId=uid)
+    assert error_of(e) == ("NoSuchUpload", 404)
+    s3.delete_bucket(Bucket=name)
+
+
 def test_missing_bucket(s3):
     name = unique_bucket_name("absent")
     for call in (

@@ -28,8 +28,31 @@ impl Gateway {
         let objects = layout::object_prefix(&bucket);
         let uploads = layout::upload_prefix(&bucket);
         let has_object = !kv.range(&objects.clone().freeze(), &layout::last_under(objects), 1).await?.is_empty();
-        let has_upload = !kv.range(&uploads.clone().freeze(), &layout::last_under(uploads), 1).await?.is_empty();
-        if has_object || has_upload {
+        if has_object {
+            return Err(s3_error!(BucketNotEmpty, "The bucket you tried to delete is not empty"));
+        }
+        // Uploads left unfinished go with the bucket, as in S3, Ceph and MinIO: each aborted
+        // as AbortMultipartUpload aborts it (its parts' data released to the sweeper). One
+        // being completed right now is about to make an object: the bucket is not empty.
+        let mut pages = Pages::new((uploads.clone().freeze(), layout::last_under(uploads)), super::limits::LIST_FETCH);
+        while let Some(keys) = pages.next(kv).await? {
+            for k in keys {
+                let Some(s) = kv.get(&k).await? else { continue };
+                let record: records::UploadRecord = records::decode("upload", &s.value)?;
+                if record.completing.is_some_and(|c| u128::from(records::now_ms().saturating_sub(c.at_ms)) < self.core.grace.as_millis()) {
+                    return Err(s3_error!(BucketNotEmpty, "an upload in the bucket is being completed"));
+                }
+                let Some((_, key, id)) = super::finish::upload_parts_of(&k) else { continue };
+                match Gateway::abort(&self.core, &bucket, &key, id, s.version).await {
+                    Ok(()) => {}
+                    // Completed or aborted meanwhile: the object check below decides.
+                    Err(e) if *e.code() == s3s::S3ErrorCode::NoSuchUpload => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        let objects = layout::object_prefix(&bucket);
+        if !kv.range(&objects.clone().freeze(), &layout::last_under(objects), 1).await?.is_empty() {
             return Err(s3_error!(BucketNotEmpty, "The bucket you tried to delete is not empty"));
         }
         kv.delete(&layout::bucket(&bucket), Cond::Any, Durability::Through).await?;
