@@ -1,15 +1,19 @@
-"""What an S3 write costs the store under the gateway, counted by the drive itself: a gateway
-of the test's own over one drive of its own (so every store operation is one Kinetic command,
-and the drive's GETLOG statistics count them by type). Each operation of a PUT is there for
-its crash safety; docs/design/s3-gateway.md, "What a PUT asks of the store", says why."""
+"""A gateway of the test's own over one drive of its own: what an S3 write costs the store,
+counted by the drive itself (every store operation is one Kinetic command, and the drive's
+GETLOG statistics count them by type; each operation of a PUT is there for its crash safety,
+docs/design/s3-gateway.md, "What a PUT asks of the store", says why), and what the gateway
+logs of the requests it answers."""
 
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import tempfile
 import time
+
+from botocore.exceptions import ClientError
 
 from conftest import ACCESS_KEY, SECRET_KEY, free_port, make_client, unique_bucket_name
 
@@ -36,7 +40,8 @@ def _stop(process):
 
 @contextlib.contextmanager
 def drive_and_gateway():
-    """A drive and a gateway over it, both the test's own; yields (boto3 client, drive address)."""
+    """A drive and a gateway over it, both the test's own; yields (boto3 client, drive address,
+    a reader of the gateway's log)."""
     spindle = os.environ.get("SPINDLE_BIN")
     assert spindle, "SPINDLE_BIN must name the spindle binary"
     with tempfile.TemporaryDirectory(prefix="s3-store-ops-") as work:
@@ -54,7 +59,7 @@ def drive_and_gateway():
                                             "--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY], stdout=log, stderr=log)
             processes.append(gateway)
             _wait_for(gateway, lambda: open(gateway_log, errors="replace").read(), f"listening on 127.0.0.1:{gateway_port}", "the gateway")
-            yield make_client(endpoint=f"http://127.0.0.1:{gateway_port}"), f"127.0.0.1:{drive_port}"
+            yield make_client(endpoint=f"http://127.0.0.1:{gateway_port}"), f"127.0.0.1:{drive_port}", lambda: open(gateway_log, errors="replace").read()
         finally:
             for p in reversed(processes):
                 _stop(p)
@@ -75,7 +80,7 @@ def ops_of(drive, action):
 
 
 def test_a_put_asks_the_store_only_what_its_crash_safety_needs():
-    with drive_and_gateway() as (s3, drive):
+    with drive_and_gateway() as (s3, drive, _):
         bucket = unique_bucket_name("ops")
         s3.create_bucket(Bucket=bucket)
         body = b"x" * 1000
@@ -91,3 +96,23 @@ def test_a_put_asks_the_store_only_what_its_crash_safety_needs():
         conditional = ops_of(drive, lambda: s3.put_object(Bucket=bucket, Key="other", Body=body, IfNoneMatch="*"))
         assert conditional == {"GET": 3, "PUT": 4, "FLUSHALLDATA": 1, "DELETE": 1}, conditional
         assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == body
+
+
+def test_every_answer_carries_a_request_id_and_client_errors_are_not_logged_as_errors():
+    with drive_and_gateway() as (s3, _, log):
+        bucket = unique_bucket_name("ids")
+        s3.create_bucket(Bucket=bucket)
+        ok = s3.put_object(Bucket=bucket, Key="k", Body=b"x")["ResponseMetadata"]["RequestId"]
+        ids = [ok]
+        for _ in range(20):
+            try:
+                s3.get_object(Bucket=bucket, Key="absent")
+            except ClientError as e:
+                assert e.response["Error"]["Code"] == "NoSuchKey"
+                ids.append(e.response["ResponseMetadata"]["RequestId"])
+        assert all(len(i) == 16 and all(c in "0123456789ABCDEF" for c in i) for i in ids), ids
+        assert len(set(ids)) == len(ids), "request IDs repeat"
+        # 404s are the client's business: nothing at ERROR or WARN for them.
+        plain = re.sub(r"\x1b\[[0-9;]*m", "", log())
+        lines = [line for line in plain.splitlines() if " ERROR " in line or " WARN " in line]
+        assert lines == [], "\n".join(lines)

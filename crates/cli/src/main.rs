@@ -197,7 +197,9 @@ static GLOBAL: spindle_drive::memory::Allocator = spindle_drive::memory::ALLOCAT
 fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SPINDLE_LOG").unwrap_or_else(|_| "spindle=info,spindle_drive=info,warn".into()),
+            // s3s logs every error answer, 404s included, at ERROR: the gateway logs each
+            // request itself (request_log: server errors at warn, the rest at debug).
+            tracing_subscriber::EnvFilter::try_from_env("SPINDLE_LOG").unwrap_or_else(|_| "spindle=info,spindle_drive=info,s3s=off,warn".into()),
         )
         .with_writer(std::io::stderr)
         .init();

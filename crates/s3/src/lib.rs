@@ -16,6 +16,7 @@ mod listing;
 mod md5_lanes;
 mod objects;
 mod records;
+mod request_log;
 mod server;
 mod stall;
 mod sweeper;

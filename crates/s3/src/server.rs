@@ -13,12 +13,14 @@ use s3s::service::{S3Service, S3ServiceBuilder};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
+use tracing::Instrument;
 
 use crate::admission::{Admission, Limits, Refusal, Ticket, MAX_HEADERS, MAX_HEAD_BYTES, MAX_XML_BODY};
 use crate::auth::Keys;
 use crate::gateway::{self, Gateway};
 use crate::kv::Kv;
 use crate::objects::Core;
+use crate::request_log;
 use crate::stall::{Stalling, Watched};
 use crate::tls::CertFiles;
 use crate::GatewayError;
@@ -154,6 +156,9 @@ impl Connection {
                 })
             });
             let (service, proof) = (service.clone(), proof.clone());
+            let id = request_log::new_id();
+            let (method, path) = (req.method().clone(), req.uri().path().to_owned());
+            let span = tracing::info_span!("request", request_id = %id);
             async move {
                 let mut answer = service.call(req).await;
                 if exceeded.is_some_and(|flag| flag.load(Ordering::Relaxed)) {
@@ -164,8 +169,16 @@ impl Connection {
                 if signed && answer.as_ref().is_ok_and(|r| r.status() != hyper::StatusCode::FORBIDDEN) {
                     proof.prove();
                 }
+                match &mut answer {
+                    Ok(r) => {
+                        request_log::stamp(r.headers_mut(), &id);
+                        request_log::record(&method, &path, r.status(), &id);
+                    }
+                    Err(e) => tracing::warn!(request_id = %id, %method, path, error = ?e, "request failed"),
+                }
                 answer
             }
+            .instrument(span)
         });
         let conn = watcher.watch(http.serve_connection(TokioIo::new(Watched::new(io, stall)), svc));
         tokio::select! {
