@@ -1,4 +1,4 @@
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -88,7 +88,7 @@ struct Sender {
 
 #[derive(Default)]
 struct Pending {
-    waiters: HashMap<i64, Waiter>,
+    waiters: BTreeMap<i64, Waiter>,
     /// Set once the connection is gone; later requests fail at once.
     closed: Option<String>,
 }
@@ -104,7 +104,7 @@ pub struct Client {
 
 impl Client {
     /// Connects, waits for the drive's sign-on and adopts its connection id.
-    pub async fn connect(addr: impl ToSocketAddrs, config: ClientConfig) -> Result<Client, ClientError> {
+    pub async fn connect(addr: impl ToSocketAddrs + std::fmt::Display, config: ClientConfig) -> Result<Client, ClientError> {
         let Handshake { rd, wr, decoder, buf, sign_on, connection_id } = handshake(addr, &config).await?;
         let (frames, queue) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {

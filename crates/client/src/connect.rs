@@ -26,6 +26,27 @@ pub struct ClientConfig {
     pub timeout: Duration,
     /// Connect with TLS, trusting these certificates (PEM), e.g. the drive's `tls/cert.pem`.
     pub tls_trust: Option<std::path::PathBuf>,
+    /// Opens the byte stream to a drive instead of TCP (the simulator's network); TLS is
+    /// not layered over it.
+    pub dialer: Option<Dialer>,
+}
+
+/// A byte stream to a drive, split in its two directions.
+pub type Duplex = (Box<dyn AsyncRead + Send + Unpin>, Box<dyn AsyncWrite + Send + Unpin>);
+
+/// What opens connections when TCP is not the network: given the drive's address as the map
+/// or the caller writes it (`host:port`).
+pub trait Dial: Send + Sync {
+    fn dial(&self, addr: &str) -> std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<Duplex>> + Send + '_>>;
+}
+
+#[derive(Clone)]
+pub struct Dialer(pub std::sync::Arc<dyn Dial>);
+
+impl std::fmt::Debug for Dialer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Dialer")
+    }
 }
 
 impl Default for ClientConfig {
@@ -36,6 +57,7 @@ impl Default for ClientConfig {
             cluster_version: 0,
             timeout: Duration::from_secs(30),
             tls_trust: None,
+            dialer: None,
         }
     }
 }
@@ -55,21 +77,13 @@ pub(crate) struct Handshake {
 }
 
 /// Connects (over TLS if configured) and waits for the sign-on.
-pub(crate) async fn handshake(addr: impl ToSocketAddrs, config: &ClientConfig) -> Result<Handshake, ClientError> {
-    let stream = tokio::time::timeout(config.timeout, TcpStream::connect(addr))
-        .await
-        .map_err(|_| ClientError::Timeout(config.timeout))??;
-    stream.set_nodelay(true)?;
-    let (mut rd, wr): (Reader, Writer) = match &config.tls_trust {
-        None => {
-            let (r, w) = stream.into_split();
-            (Box::new(r), Box::new(w))
+pub(crate) async fn handshake(addr: impl ToSocketAddrs + std::fmt::Display, config: &ClientConfig) -> Result<Handshake, ClientError> {
+    let (mut rd, wr) = match &config.dialer {
+        Some(dialer) => {
+            let addr = addr.to_string();
+            tokio::time::timeout(config.timeout, dialer.0.dial(&addr)).await.map_err(|_| ClientError::Timeout(config.timeout))??
         }
-        Some(trust) => {
-            let tls = tls_connect(stream, trust, config.timeout).await?;
-            let (r, w) = tokio::io::split(tls);
-            (Box::new(r), Box::new(w))
-        }
+        None => open_tcp(addr, config).await?,
     };
     let mut decoder = FrameDecoder::new(MAX_RESPONSE_PART, MAX_RESPONSE_PART);
     let mut buf = BytesMut::with_capacity(64 * 1024);
@@ -93,6 +107,24 @@ pub(crate) async fn handshake(addr: impl ToSocketAddrs, config: &ClientConfig) -
         .and_then(|h| h.connection_id)
         .ok_or_else(|| ClientError::Protocol("sign-on without a connection id".into()))?;
     Ok(Handshake { rd, wr, decoder, buf, sign_on, connection_id })
+}
+
+async fn open_tcp(addr: impl ToSocketAddrs, config: &ClientConfig) -> Result<Duplex, ClientError> {
+    let stream = tokio::time::timeout(config.timeout, TcpStream::connect(addr))
+        .await
+        .map_err(|_| ClientError::Timeout(config.timeout))??;
+    stream.set_nodelay(true)?;
+    Ok(match &config.tls_trust {
+        None => {
+            let (r, w) = stream.into_split();
+            (Box::new(r), Box::new(w))
+        }
+        Some(trust) => {
+            let tls = tls_connect(stream, trust, config.timeout).await?;
+            let (r, w) = tokio::io::split(tls);
+            (Box::new(r), Box::new(w))
+        }
+    })
 }
 
 async fn tls_connect(

@@ -31,7 +31,7 @@ pub use spindle_proto::pb::command::pin_operation::PinOpType;
 pub use spindle_proto::pb::command::security::Acl;
 pub use spindle_proto::pb::command::PowerLevel;
 pub use client::{Client, Response};
-pub use connect::ClientConfig;
+pub use connect::{ClientConfig, Dial, Dialer, Duplex};
 pub use error::ClientError;
 pub use p2p::{Peer, PushOp, PushOutcome, PushResult};
 pub use pipeline::Pipeline;

@@ -31,7 +31,7 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    pub async fn connect(addr: impl ToSocketAddrs, config: ClientConfig) -> Result<Pipeline, ClientError> {
+    pub async fn connect(addr: impl ToSocketAddrs + std::fmt::Display, config: ClientConfig) -> Result<Pipeline, ClientError> {
         let h = handshake(addr, &config).await?;
         Ok(Pipeline {
             mac: spindle_proto::hmac::HmacKey::new(&config.hmac_key),

@@ -7,9 +7,10 @@
 //! Everything a successor needs to resume is in etcd: the map (with the move under way) and
 //! the move's progress.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use futures_util::stream::StreamExt;
 use spindle_client::{Client, ClientConfig};
@@ -107,32 +108,28 @@ pub async fn run(control: Control, config: CoordinatorConfig, stop: impl std::fu
 
 /// One term: a lease, the election won, leadership kept until the lease is lost.
 async fn lead_once(control: &Control, config: &CoordinatorConfig) -> Result<(), ClusterError> {
-    let mut etcd = control.etcd.clone();
+    let plane = control.plane();
     let ttl = config.lease_ttl.as_secs().max(1) as i64;
-    let lease = etcd.lease_grant(ttl, None).await?.id();
-    let (mut keeper, mut acks) = etcd.lease_keep_alive(lease).await?;
+    let lease = plane.grant(ttl).await?;
+    let mut keeper = plane.keep_alive(lease).await?;
     let me = control.key(&format!("coordinators/{}", config.name));
-    etcd.put(me, config.name.clone(), Some(etcd_client::PutOptions::new().with_lease(lease))).await?;
+    plane.put(&me, config.name.clone().into_bytes(), Some(lease)).await?;
     // Keep the lease alive while campaigning and leading; a lost lease ends the term.
     let keep = async {
         let mut tick = tokio::time::interval(Duration::from_millis((ttl as u64 * 1000) / 3));
         loop {
             tick.tick().await;
-            keeper.keep_alive().await?;
-            match acks.message().await? {
-                Some(r) if r.ttl() > 0 => {}
-                _ => return Err::<(), ClusterError>(ClusterError::LeaseLost),
+            if keeper.renew().await? <= 0 {
+                return Err::<(), ClusterError>(ClusterError::LeaseLost);
             }
         }
     };
     let term = async {
-        let campaign = etcd.election_client().campaign(control.key("leader"), config.name.clone(), lease).await?;
+        let term = plane.campaign(&control.key("leader"), &config.name, lease).await?;
         info!("coordinator {} leads (lease {lease:x})", config.name);
         config.metrics.leading(true);
         let result = lead(control, config).await;
-        if let Some(key) = campaign.leader() {
-            let _ = etcd.election_client().resign(Some(etcd_client::ResignOptions::new().with_leader(key.clone()))).await;
-        }
+        let _ = term.resign().await;
         result
     };
     let result = tokio::select! {
@@ -140,7 +137,7 @@ async fn lead_once(control: &Control, config: &CoordinatorConfig) -> Result<(), 
         r = term => r,
     };
     config.metrics.leading(false);
-    let _ = etcd.lease_revoke(lease).await;
+    let _ = plane.revoke(lease).await;
     result
 }
 
@@ -153,7 +150,7 @@ async fn lead(control: &Control, config: &CoordinatorConfig) -> Result<(), Clust
 
 /// Probes every member each round, all at once.
 async fn watch(control: &Control, config: &CoordinatorConfig) -> Result<(), ClusterError> {
-    let mut probes: HashMap<String, Probe> = HashMap::new();
+    let mut probes: BTreeMap<String, Probe> = BTreeMap::new();
     let mut tick = tokio::time::interval(config.probe_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -204,11 +201,11 @@ async fn observe(
     config: &CoordinatorConfig,
     map: &ClusterMap,
     health: &BTreeMap<String, Health>,
-    probes: &mut HashMap<String, Probe>,
+    probes: &mut BTreeMap<String, Probe>,
     id: &str,
     answered: bool,
 ) -> Result<(), ClusterError> {
-    let replicas: HashMap<String, Client> =
+    let replicas: BTreeMap<String, Client> =
         probes.iter().filter_map(|(d, p)| p.client.clone().filter(|c| !c.is_closed()).map(|c| (d.clone(), c))).collect();
     let Some(probe) = probes.get_mut(id) else { return Ok(()) };
     if answered {
@@ -304,7 +301,7 @@ async fn check(probe: &mut Probe, addr: &str, map: &ClusterMap, config: &Coordin
 
 /// Repairs every partition `drive` holds, over the replicas that answer (`replicas`: the
 /// connections the probes hold).
-async fn catch_up(map: &ClusterMap, drive: &str, connections: &HashMap<String, Client>) -> Result<u64, ClusterError> {
+async fn catch_up(map: &ClusterMap, drive: &str, connections: &BTreeMap<String, Client>) -> Result<u64, ClusterError> {
     let mut copied = 0;
     for p in 0..map.partitions {
         let replicas = map.replicas_of(p);

@@ -257,6 +257,7 @@ impl Credentials {
             cluster_version: 0,
             timeout,
             tls_trust: Some(self.ca_path()),
+            dialer: None,
         }
     }
 

@@ -13,6 +13,7 @@
 
 pub mod batch;
 pub mod ca;
+pub mod clock;
 mod condition;
 pub mod control;
 pub mod coordinator;
@@ -26,6 +27,7 @@ pub mod map;
 pub mod metrics;
 pub mod migrate;
 pub mod placement;
+pub mod plane;
 pub mod repair;
 pub mod stamp;
 pub mod replica;

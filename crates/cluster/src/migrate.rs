@@ -15,8 +15,9 @@
 //!    drives are fenced again. The sweeper removes what the old owners no longer need after
 //!    a grace period.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
-use std::time::{Duration, Instant};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use bytes::Bytes;
 use futures_util::future::join_all;
@@ -28,7 +29,7 @@ use crate::repair;
 use crate::ClusterError;
 
 /// Connections to a map's drives, each fenced to its epoch (those that answered).
-pub type Drives = HashMap<String, Client>;
+pub type Drives = BTreeMap<String, Client>;
 
 /// A connection to every member that answers, fenced to `map`'s epoch.
 pub async fn connect_all(map: &ClusterMap, config: &ClientConfig) -> Drives {
@@ -47,7 +48,7 @@ pub const PARALLEL_COPIES: usize = 4;
 #[derive(Debug)]
 pub struct Throttle {
     rate: u64,
-    free_at: parking_lot::Mutex<Option<tokio::time::Instant>>,
+    free_at: parking_lot::Mutex<Option<Instant>>,
 }
 
 impl Throttle {
@@ -60,7 +61,7 @@ impl Throttle {
         if self.rate == 0 {
             return;
         }
-        let now = tokio::time::Instant::now();
+        let now = Instant::now();
         let until = {
             let mut free_at = self.free_at.lock();
             // This page's transfer started `took` ago; the schedule is not behind that.
@@ -90,7 +91,7 @@ pub struct Copied {
 pub struct Movers {
     pub drives: Drives,
     pub throttle: Throttle,
-    push_locks: HashMap<String, tokio::sync::Mutex<()>>,
+    push_locks: BTreeMap<String, tokio::sync::Mutex<()>>,
 }
 
 impl Movers {
@@ -183,7 +184,7 @@ async fn push_range(
         let (Some(first), Some(last)) = (keys.first().cloned(), keys.last().cloned()) else { return Ok(()) };
         // What the target has of this stretch already (pushed by a move that was resumed, or
         // written by clients since the move began) is not sent again.
-        let have: HashSet<Bytes> = target
+        let have: BTreeSet<Bytes> = target
             .get_key_range(RangeQuery { start: first, start_inclusive: true, end: Some(last.clone()), end_inclusive: true, max_returned: map::KEY_PAGE, reverse: false })
             .await?
             .into_iter()
@@ -237,21 +238,21 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_throttle_waits_out_what_pages_owe_together() {
         let t = Throttle::new(1 << 20);
-        let start = tokio::time::Instant::now();
+        let start = Instant::now();
         // 2 MiB moved in 0.5 s owes 1.5 s more.
         t.pace(2 << 20, Duration::from_millis(500)).await;
         assert_eq!(start.elapsed(), Duration::from_millis(1500));
         // Two copies at once book one schedule: 1 MiB each, moved together in no time, owe
         // two seconds between them.
-        let start = tokio::time::Instant::now();
+        let start = Instant::now();
         tokio::join!(t.pace(1 << 20, Duration::ZERO), t.pace(1 << 20, Duration::ZERO));
         assert_eq!(start.elapsed(), Duration::from_secs(2));
         // Idle time is not a credit: after ten quiet seconds, a page still owes its time.
         tokio::time::sleep(Duration::from_secs(10)).await;
-        let start = tokio::time::Instant::now();
+        let start = Instant::now();
         t.pace(1 << 20, Duration::ZERO).await;
         assert_eq!(start.elapsed(), Duration::from_secs(1));
-        let start = tokio::time::Instant::now();
+        let start = Instant::now();
         Throttle::new(0).pace(1 << 40, Duration::ZERO).await;
         assert_eq!(start.elapsed(), Duration::ZERO);
     }

@@ -77,7 +77,7 @@ fn identity_refused(e: &ClientError) -> bool {
 /// Connects to the drive's TLS port at `addr` as `identity`, trusting only the cluster's CA,
 /// and checks the identity with a NOOP (a cluster-version refusal means it was accepted).
 async fn sign_in(addr: &str, creds: &Credentials, identity: i64, key: &str, timeout: Duration) -> Result<Client, ClientError> {
-    let config = ClientConfig { identity, hmac_key: Bytes::from(key.to_string()), cluster_version: 0, timeout, tls_trust: Some(creds.ca_path()) };
+    let config = ClientConfig { identity, hmac_key: Bytes::from(key.to_string()), cluster_version: 0, timeout, tls_trust: Some(creds.ca_path()), dialer: None };
     let client = tokio::time::timeout(timeout, Client::connect(addr, config)).await.map_err(|_| ClientError::Timeout(timeout))??;
     // Administration goes at the drive's cluster version (its sign-on tells it): a drive in
     // the cluster is fenced to the map's epoch.

@@ -12,9 +12,10 @@
 //! a drive of a newer view refuses with VERSION_FAILURE, and the client reloads the map from
 //! etcd and retries. No per-key ownership check anywhere.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
@@ -84,12 +85,15 @@ pub struct StoreConfig {
     /// more: a hung drive (a partition drops its packets) costs a read this, not the request
     /// timeout.
     pub hedge_after: Duration,
+    /// Seeds the client's writer id and its pauses after lost races, so that the simulator
+    /// replays a run from one seed; `None`: from the operating system.
+    pub seed: Option<u64>,
 }
 
 impl Default for StoreConfig {
     fn default() -> Self {
         let client = ClientConfig { timeout: Duration::from_secs(5), ..ClientConfig::default() };
-        StoreConfig { client, connect_timeout: Duration::from_secs(2), hedge_after: HEDGE_AFTER }
+        StoreConfig { client, connect_timeout: Duration::from_secs(2), hedge_after: HEDGE_AFTER, seed: None }
     }
 }
 
@@ -102,11 +106,13 @@ struct Inner {
     down: RwLock<Vec<String>>,
     /// Drives that failed or were slow to answer this client lately, until when: tried after
     /// the others (but before those marked down).
-    suspects: Mutex<HashMap<String, Instant>>,
+    suspects: Mutex<BTreeMap<String, Instant>>,
     /// Each drive's connections, by `Lane`.
-    connections: Mutex<HashMap<String, [Option<Client>; 2]>>,
+    connections: Mutex<BTreeMap<String, [Option<Client>; 2]>>,
     /// High half of this client's writer ids: random, so that two clients do not share one.
     writer: u32,
+    /// Pauses after lost races.
+    rng: Mutex<rand::rngs::StdRng>,
     /// Low half: one per write, so that two concurrent writes of this client (which may pick
     /// the same counter) still get different tags.
     writes: std::sync::atomic::AtomicU32,
@@ -114,7 +120,7 @@ struct Inner {
     /// by the key's hash (a 4 KiB key costs no more than a short one; two keys sharing a hash
     /// only cost a refused try): what an unconditional put expects the replica to hold, so
     /// that it stores in one round trip (`write_single`).
-    versions: Mutex<HashMap<u64, Stamp>>,
+    versions: Mutex<BTreeMap<u64, Stamp>>,
     /// How well "a key never seen is new" has been guessing lately.
     fresh: std::sync::atomic::AtomicU32,
     unseen: std::sync::atomic::AtomicU32,
@@ -160,17 +166,24 @@ struct ReadAnswer {
 impl Store {
     pub async fn open(control: Control, config: StoreConfig) -> Result<Store, ClusterError> {
         let (map, down) = load_view(&control).await?;
+        use rand::{Rng, SeedableRng};
+        let mut rng = match config.seed {
+            Some(seed) => rand::rngs::StdRng::seed_from_u64(seed),
+            None => rand::rngs::StdRng::from_os_rng(),
+        };
+        let writer = rng.random();
         Ok(Store {
             inner: Arc::new(Inner {
                 control: RwLock::new(control),
                 config,
                 map: RwLock::new(Arc::new(map)),
                 down: RwLock::new(down),
-                suspects: Mutex::new(HashMap::new()),
-                connections: Mutex::new(HashMap::new()),
-                writer: rand::random(),
+                suspects: Mutex::new(BTreeMap::new()),
+                connections: Mutex::new(BTreeMap::new()),
+                writer,
+                rng: Mutex::new(rng),
                 writes: std::sync::atomic::AtomicU32::new(0),
-                versions: Mutex::new(HashMap::new()),
+                versions: Mutex::new(BTreeMap::new()),
                 fresh: std::sync::atomic::AtomicU32::new(FRESH_MAX / 2),
                 unseen: std::sync::atomic::AtomicU32::new(0),
                 counts: WriteCounts::default(),
@@ -294,7 +307,8 @@ impl Store {
                     // Another write or round won the race: a pause of random length, longer
                     // each time, so that racing clients stop meeting in step.
                     let most = CHANGED_BACKOFF_MICROS << attempts.min(6);
-                    tokio::time::sleep(Duration::from_micros(rand::random_range(0..most))).await;
+                    let pause = rand::Rng::random_range(&mut *self.inner.rng.lock(), 0..most);
+                    tokio::time::sleep(Duration::from_micros(pause)).await;
                 }
                 Err(OpError::Failed(e)) => return Err(e),
             }

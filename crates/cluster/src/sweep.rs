@@ -49,7 +49,7 @@ fn partition_of_drive_key(key: &Bytes) -> Option<u32> {
 pub async fn wipe(partition: u32, client: &Client) -> Result<u64, ClientError> {
     let mut deleted = 0;
     loop {
-        let started = std::time::Instant::now();
+        let started = tokio::time::Instant::now();
         let keys = client.get_key_range(map::page_query(partition, b"", false, None, map::KEY_PAGE)).await?;
         if keys.is_empty() {
             return Ok(deleted);

@@ -2,8 +2,9 @@
 //! deleted once seen foreign for the grace (`sweep`); one partition scrubbed a round
 //! (`repair`); leaving members that hold nothing dropped from the map.
 
-use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::collections::BTreeMap;
+use std::time::Duration;
+use tokio::time::Instant;
 
 use spindle_client::{Client, ClientConfig};
 use tracing::{info, warn};
@@ -25,7 +26,7 @@ pub(crate) struct SweepConfig<'a> {
 /// scrub checks next.
 #[derive(Default)]
 pub(crate) struct Sweeper {
-    seen: HashMap<(String, u32), Instant>,
+    seen: BTreeMap<(String, u32), Instant>,
     last: Option<Instant>,
     scrub_next: u32,
 }
@@ -40,7 +41,7 @@ impl Sweeper {
         }
         self.last = Some(Instant::now());
         let drives = migrate::connect_all(map, config.client).await;
-        let mut found = std::collections::HashSet::new();
+        let mut found = std::collections::BTreeSet::new();
         for (id, c) in &drives {
             let foreign = match sweep::foreign_partitions(map, id, c).await {
                 Ok(f) => f,

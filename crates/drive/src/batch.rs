@@ -13,7 +13,8 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use parking_lot::Mutex;
 use spindle_engine::WriteOp;
@@ -110,7 +111,7 @@ impl BatchSlots {
     /// A free slot; when every slot is held, the one of the batch idle longest is taken back if
     /// it has been idle for `idle` or more. Waits up to `wait` for one to be freed.
     async fn acquire(&self, max: u32, idle: Duration, wait: Duration) -> Option<Arc<Slot>> {
-        let deadline = tokio::time::Instant::now() + wait;
+        let deadline = Instant::now() + wait;
         loop {
             let freed = self.freed.notified();
             tokio::pin!(freed);

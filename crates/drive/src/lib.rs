@@ -31,10 +31,10 @@ mod tls;
 pub mod fuzzing;
 
 pub use config::{ConfigError, DriveConfig, EngineKind};
-pub use connection::Transport;
+pub use connection::{serve, Transport};
 pub use connection::MAX_DISCARDED_VALUE;
 pub use cmd::get_log::{DEVICE_LOG_ACL, DEVICE_LOG_ENGINE, NO_TEMPERATURE_SENSOR};
-pub use server::{start, RunningDrive};
+pub use server::{embedded, start, RunningDrive};
 pub use state::DriveState;
 
 #[derive(Debug, thiserror::Error)]

@@ -94,23 +94,8 @@ pub async fn start(mut config: DriveConfig) -> Result<RunningDrive, DriveError> 
     let local_addr = listener.local_addr()?;
     let tls_listener = TcpListener::bind((config.listen, config.tls_port)).await?;
     let tls_addr = tls_listener.local_addr()?;
-    let max_identities = config.limits.max_identity_count;
     let state = DriveState::new(config, engine, identity, local_addr.port(), tls_addr.port());
-    {
-        let security = crate::security::Security::restore(
-            stored.acl,
-            stored.lock_pin.unwrap_or_default(),
-            stored.erase_pin.unwrap_or_default(),
-            max_identities,
-        )
-        .map_err(|r| DriveError::Io(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("stored ACL: {r}"))))?;
-        // Like a self-encrypting drive: one with a lock PIN comes up locked.
-        if !security.lock_pin.is_empty() {
-            state.locked.store(true, Ordering::Release);
-        }
-        *state.security.write() = security;
-        state.cluster_version.store(stored.cluster_version.unwrap_or(0), Ordering::Release);
-    }
+    restore(&state, stored)?;
     if let Some(note) = reset_note {
         state.event(note);
     }
@@ -135,6 +120,38 @@ pub async fn start(mut config: DriveConfig) -> Result<RunningDrive, DriveError> 
         tokio::spawn(accept_loop(tls_listener, state.clone(), stopped, Some(acceptor))),
     ];
     Ok(RunningDrive { local_addr, tls_addr, metrics_addr, state, metrics, stop, accept })
+}
+
+/// The settings a drive keeps beside its store, put back into a state just made: the ACL and
+/// PINs (a drive with a lock PIN comes up locked, like a self-encrypting drive) and the
+/// cluster version.
+fn restore(state: &DriveState, stored: spindle_proto::spindle::DriveState) -> Result<(), DriveError> {
+    let security = crate::security::Security::restore(
+        stored.acl,
+        stored.lock_pin.unwrap_or_default(),
+        stored.erase_pin.unwrap_or_default(),
+        state.config.limits.max_identity_count,
+    )
+    .map_err(|r| DriveError::Io(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("stored ACL: {r}"))))?;
+    if !security.lock_pin.is_empty() {
+        state.locked.store(true, Ordering::Release);
+    }
+    *state.security.write() = security;
+    state.cluster_version.store(stored.cluster_version.unwrap_or(0), Ordering::Release);
+    Ok(())
+}
+
+/// A drive over `engine` that listens nowhere: whoever embeds it (the simulator) hands it
+/// connections through [`crate::connection::serve`] and its peer connections go through
+/// `dialer`. Its settings are kept in `config.data_dir` as a started drive keeps them.
+pub fn embedded(config: DriveConfig, engine: Arc<dyn Engine>, dialer: Option<spindle_client::Dialer>) -> Result<Arc<DriveState>, DriveError> {
+    config.validate()?;
+    spindle_engine::dirsync::create_dir_all(&config.data_dir)?;
+    let (stored, identity, _) = crate::persist::open(&config.data_dir, &config.data_dir.join(ENGINE_DIR), false)?;
+    let (port, tls_port) = (config.port, config.tls_port);
+    let state = DriveState::with_dialer(config, engine, identity, port, tls_port, dialer);
+    restore(&state, stored)?;
+    Ok(state)
 }
 
 /// Longest a client may take to complete the TLS handshake.

@@ -77,11 +77,24 @@ pub struct DriveState {
     pub peers: Mutex<std::collections::HashMap<PeerKey, spindle_client::Client>>,
     /// Footprint of the writes submitted to the engine and not yet acknowledged.
     pub inflight_write_bytes: std::sync::atomic::AtomicU64,
+    /// Opens connections to peers instead of TCP (a drive embedded in the simulator).
+    pub dialer: Option<spindle_client::Dialer>,
     events: Mutex<VecDeque<String>>,
 }
 
 impl DriveState {
     pub fn new(config: DriveConfig, engine: Arc<dyn Engine>, identity: Identity, port: u16, tls_port: u16) -> Arc<Self> {
+        DriveState::with_dialer(config, engine, identity, port, tls_port, None)
+    }
+
+    pub fn with_dialer(
+        config: DriveConfig,
+        engine: Arc<dyn Engine>,
+        identity: Identity,
+        port: u16,
+        tls_port: u16,
+        dialer: Option<spindle_client::Dialer>,
+    ) -> Arc<Self> {
         let millis = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(1);
         Arc::new(DriveState {
             capacity: Capacity::new(&config.data_dir, config.capacity_bytes, config.reserved_bytes),
@@ -111,6 +124,7 @@ impl DriveState {
             batch_slots: Default::default(),
             peers: Mutex::new(Default::default()),
             inflight_write_bytes: Default::default(),
+            dialer,
             events: Mutex::new(VecDeque::new()),
         })
     }

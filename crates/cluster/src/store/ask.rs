@@ -93,7 +93,7 @@ impl Store {
                         if let Some(drive) = next {
                             running.push(start(drive));
                         }
-                        timer.as_mut().reset(tokio::time::Instant::now() + hedge_after);
+                        timer.as_mut().reset(Instant::now() + hedge_after);
                         continue;
                     }
                 },

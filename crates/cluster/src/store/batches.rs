@@ -79,7 +79,7 @@ impl Store {
 
     /// An unconditional batch's tag: above every position a read quorum shows for any of its
     /// keys (as an unconditional put's), with what each replica read held.
-    async fn positions(&self, map: &Arc<ClusterMap>, partition: u32, dkeys: &Arc<Vec<Bytes>>) -> Result<(Tag, HashMap<String, Vec<Held>>), OpError> {
+    async fn positions(&self, map: &Arc<ClusterMap>, partition: u32, dkeys: &Arc<Vec<Bytes>>) -> Result<(Tag, BTreeMap<String, Vec<Held>>), OpError> {
         let k = dkeys.clone();
         let answers = self
             .ask(map, partition, map.read_quorum(), Ask::Quorum, move |_, c| {
@@ -97,7 +97,7 @@ impl Store {
     /// refusal refuses all). A current write not yet on a write quorum is settled by a read
     /// first, and the batch decides again. Returns the ballot and what each promising replica
     /// holds after its promise.
-    async fn prepare_batch(&self, map: &Arc<ClusterMap>, partition: u32, ops: &[BatchOp], dkeys: &Arc<Vec<Bytes>>) -> Result<(Tag, HashMap<String, Vec<Held>>), OpError> {
+    async fn prepare_batch(&self, map: &Arc<ClusterMap>, partition: u32, ops: &[BatchOp], dkeys: &Arc<Vec<Bytes>>) -> Result<(Tag, BTreeMap<String, Vec<Held>>), OpError> {
         let quorum = map.read_quorum();
         let moving = map.moving_to(partition).is_some();
         let k = dkeys.clone();
@@ -109,7 +109,7 @@ impl Store {
             .await?;
         let top = read.iter().flat_map(|(_, h)| h.iter().filter_map(|(h, _)| h.stamp())).map(|s| s.position()).max();
         let ballot = Tag::next(top.as_ref(), map.epoch, self.round_id(), Kind::BatchValue);
-        let known: Arc<HashMap<String, Vec<(Held, Bytes)>>> = Arc::new(read.into_iter().collect());
+        let known: Arc<BTreeMap<String, Vec<(Held, Bytes)>>> = Arc::new(read.into_iter().collect());
         let k = dkeys.clone();
         let promised = self
             .ask_where(map, partition, quorum, Ask::Quorum, Option::is_some, move |drive, c| {

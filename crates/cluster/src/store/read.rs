@@ -33,7 +33,7 @@ impl Store {
             return Ok(None);
         };
         let value = answers.iter().find(|a| a.held.holds(newest.identity, newest.ballot)).and_then(|a| a.value.clone());
-        let known: HashMap<String, Held> = answers.into_iter().map(|a| (a.drive, a.held)).collect();
+        let known: BTreeMap<String, Held> = answers.into_iter().map(|a| (a.drive, a.held)).collect();
         let (identity, value) = self.settle(map, partition, key, &dkey, newest, value, with_value, known).await?;
         if identity == NOTHING {
             return Ok(None);
@@ -72,7 +72,7 @@ impl Store {
         newest: Stamp,
         value: Option<Bytes>,
         with_value: bool,
-        known: HashMap<String, Held>,
+        known: BTreeMap<String, Held>,
     ) -> Result<(Tag, Option<Bytes>), OpError> {
         let tag = newest.identity;
         let holders: Vec<String> = known.iter().filter(|(_, h)| h.holds(tag, newest.ballot)).map(|(d, _)| d.clone()).collect();
@@ -136,7 +136,7 @@ impl Store {
         dkey: &Bytes,
         newest: Stamp,
         entry: &Bytes,
-        known: HashMap<String, Held>,
+        known: BTreeMap<String, Held>,
     ) -> Result<(), OpError> {
         let tag = newest.identity;
         let (members, _) = batch::decode_entry(entry).ok_or_else(|| undecodable(dkey))?;

@@ -53,7 +53,7 @@ impl Store {
             Proposal::Learn => Kind::Value,
         };
         let ballot = Tag::next(top.as_ref(), map.epoch, self.round_id(), kind);
-        let known: Arc<HashMap<String, (Held, Bytes)>> = Arc::new(read.into_iter().collect());
+        let known: Arc<BTreeMap<String, (Held, Bytes)>> = Arc::new(read.into_iter().collect());
         let k = dkey.clone();
         let promised = self
             .ask_where(map, partition, quorum, Ask::Quorum, Option::is_some, move |drive, c| {
@@ -89,7 +89,7 @@ impl Store {
             _ => (identity, value),
         };
         // The accept, on every replica; those that promised are known to hold the promise.
-        let after: Arc<HashMap<String, Held>> = Arc::new(
+        let after: Arc<BTreeMap<String, Held>> = Arc::new(
             promised
                 .iter()
                 .map(|(d, h, _)| (d.clone(), h.promised(ballot)))

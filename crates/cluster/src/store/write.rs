@@ -105,7 +105,7 @@ impl Store {
         let newest = answers.iter().filter_map(|(_, h)| h.stamp().filter(|s| s.identity != NOTHING)).max_by_key(Stamp::order);
         let top = answers.iter().filter_map(|(_, h)| h.stamp()).map(|s| s.position()).max();
         let live = newest.map(|s| s.identity).filter(|t| !t.is_tombstone());
-        let known: HashMap<String, Held> = answers.into_iter().collect();
+        let known: BTreeMap<String, Held> = answers.into_iter().collect();
         // An unconditional delete of a key that is not there writes nothing and says so; the
         // refusal reports what the quorum read, so it must stand as a read does.
         if kind == Kind::Tombstone && live.is_none() {
@@ -148,7 +148,7 @@ impl Store {
         value: Bytes,
         identity: Tag,
         ballot: Tag,
-        known: Arc<HashMap<String, Held>>,
+        known: Arc<BTreeMap<String, Held>>,
         of: Judged,
     ) -> Result<(), OpError> {
         let k = dkey.clone();

@@ -67,9 +67,11 @@ async fn connect(state: &DriveState, key: &PeerKey, hmac_key: Bytes) -> Result<C
         cluster_version: state.cluster_version(),
         timeout: Duration::from_millis(state.config.p2p_timeout_ms),
         tls_trust,
+        dialer: state.dialer.clone(),
     };
     let port = u16::try_from(port).map_err(|_| ClientError::Io(std::io::Error::other(format!("invalid peer port {port}"))))?;
-    let client = Client::connect((host.as_str(), port), config).await?;
+    let addr = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
+    let client = Client::connect(addr, config).await?;
     state.peers.lock().insert(key.clone(), client.clone());
     Ok(client)
 }

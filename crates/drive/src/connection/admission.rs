@@ -39,14 +39,14 @@ impl Connection {
     }
 
     /// When the request's timeout (ms, counted from its arrival) runs out.
-    pub(super) fn deadline(&self, r: &Request) -> Option<std::time::Instant> {
+    pub(super) fn deadline(&self, r: &Request) -> Option<tokio::time::Instant> {
         r.header.timeout.filter(|t| *t > 0).map(|t| r.received + std::time::Duration::from_millis(t as u64))
     }
 
     /// SERVICE_BUSY for a request that waited longer than its timeout for its turn.
     pub(super) fn expired(&self, r: &Request) -> Option<Reply> {
         self.deadline(r)
-            .is_some_and(|d| std::time::Instant::now() > d)
+            .is_some_and(|d| tokio::time::Instant::now() > d)
             .then(|| Reply::error(StatusCode::ServiceBusy, "the request waited longer than its timeout; retry with back-off"))
     }
 

@@ -36,7 +36,7 @@ pub(super) struct Outgoing {
     pub(super) charged: usize,
     /// When its request's frame was read (none for the drive's unsolicited messages): its
     /// latency is measured from here to the hand-off to the socket.
-    pub(super) received: Option<std::time::Instant>,
+    pub(super) received: Option<tokio::time::Instant>,
 }
 
 /// Bytes of answers a connection may have queued for its socket, beyond what the kernel's

@@ -17,7 +17,7 @@ use crate::reply::Reply;
 use crate::security::{Caller, Permission};
 
 impl Connection {
-    pub(super) async fn handle_frame(&mut self, raw_message: Bytes, value: Bytes, oversize: Option<u32>, received: std::time::Instant) -> Result<(), Close> {
+    pub(super) async fn handle_frame(&mut self, raw_message: Bytes, value: Bytes, oversize: Option<u32>, received: tokio::time::Instant) -> Result<(), Close> {
         self.frame_received = received;
         // Decoding from `Bytes` lets commandBytes share the read buffer instead of being copied.
         let message = Message::decode(raw_message).map_err(|e| Close::Terminate(format!("undecodable message: {e}")))?;

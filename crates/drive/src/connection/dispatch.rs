@@ -101,7 +101,7 @@ impl Connection {
                 let body = r.body.take().unwrap_or_default();
                 let reply = match r.kind {
                     T::Getlog => cmd::get_log::run(&self.state, &r.caller, &body.get_log.unwrap_or_default()),
-                    T::Mediascan => cmd::media_scan::run(&self.state, &r.caller, body.range.unwrap_or_default(), self.deadline(&r)),
+                    T::Mediascan => cmd::media_scan::run(&self.state, &r.caller, body.range.unwrap_or_default(), self.deadline(&r).map(tokio::time::Instant::into_std)),
                     _ => cmd::noop::run(),
                 };
                 self.state.stats.record(r.raw_type, value_len + if r.kind == T::Mediascan { 0 } else { reply.value.len() });

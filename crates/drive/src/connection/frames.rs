@@ -37,21 +37,21 @@ impl Connection {
         let unauthenticated = std::time::Duration::from_millis(config.unauthenticated_timeout_ms);
         // How often a quiet connection past its deadlines looks again whether slots are scarce.
         let recheck = unauthenticated.min(idle);
-        let idle_at = std::time::Instant::now() + idle;
+        let idle_at = tokio::time::Instant::now() + idle;
         let authenticate_by = self.accepted + unauthenticated;
         let mut first = [0u8; 1];
         // Bounded: every round waits at least until a deadline or `recheck`.
         loop {
-            let now = std::time::Instant::now();
+            let now = tokio::time::Instant::now();
             let deadlines = [Some(idle_at), (!self.authenticated).then_some(authenticate_by)];
-            let wake = deadlines.into_iter().flatten().filter(|d| *d > now).fold(now + recheck, std::time::Instant::min);
-            match tokio::time::timeout_at(wake.into(), r.read(&mut first)).await {
+            let wake = deadlines.into_iter().flatten().filter(|d| *d > now).fold(now + recheck, tokio::time::Instant::min);
+            match tokio::time::timeout_at(wake, r.read(&mut first)).await {
                 Ok(Ok(0)) => return Ok(None),
                 Ok(Ok(_)) => break,
                 Ok(Err(e)) => return Err(Close::Broken(e.to_string())),
                 Err(_) if !self.state.connections_scarce() => {}
                 Err(_) => {
-                    let now = std::time::Instant::now();
+                    let now = tokio::time::Instant::now();
                     if !self.authenticated && now >= authenticate_by {
                         return Err(Close::Terminate(format!(
                             "no authenticated request within {} ms of connecting, and connection slots are scarce",

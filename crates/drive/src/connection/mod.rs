@@ -114,8 +114,8 @@ where
     let mut conn = Connection {
         state: state.clone(),
         tx,
-        accepted: std::time::Instant::now(),
-        frame_received: std::time::Instant::now(),
+        accepted: tokio::time::Instant::now(),
+        frame_received: tokio::time::Instant::now(),
         authenticated: false,
         slot,
         out: Vec::new(),
@@ -163,10 +163,10 @@ struct Connection {
     tx: Answers,
     /// When the connection was accepted: the unauthenticated timeout counts from here, not
     /// from the last frame, so frames that fail their HMAC do not keep a socket open.
-    accepted: std::time::Instant,
+    accepted: tokio::time::Instant,
     /// When the frame being handled was read: every answer addressed while handling it
     /// carries it, for the latency metrics.
-    frame_received: std::time::Instant,
+    frame_received: tokio::time::Instant,
     /// Whether a request has passed its HMAC, its connectionID check and (on a reserved slot)
     /// the reserve's check, or a PIN operation's PIN was verified: until then the connection
     /// is closed when slots are scarce, and on a reserved slot at its first frame that fails.
@@ -201,7 +201,7 @@ struct Request {
     raw_type: i32,
     sequence: i64,
     /// When its frame was read: its timeout counts from here.
-    received: std::time::Instant,
+    received: tokio::time::Instant,
     body: Option<Body>,
     value: Bytes,
     /// The length of a value over maxValueSize, skipped unread.
@@ -240,7 +240,7 @@ impl Connection {
                 Incoming::Frame { message, value } => (message, value, None),
                 Incoming::OversizeValue { message, len } => (message, Bytes::new(), Some(len)),
             };
-            let received = std::time::Instant::now();
+            let received = tokio::time::Instant::now();
             if let Err(close) = self.handle_frame(message, value, oversize, received).await {
                 return close;
             }

@@ -1,0 +1,233 @@
+//! The faults a run suffers, drawn from its seed between the simulation's steps: partitions
+//! (both ways and one way), hung drives, drive crashes that lose unsynced writes, coordinator
+//! crashes, etcd cut off from a host, its leader lost, etcd slow, and drives joining and
+//! leaving. Each lasts a time drawn from the seed and is then healed; at the end of the
+//! workload everything is healed so that the cluster can settle.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::Rng;
+use spindle_cluster::control::MemberChange;
+use spindle_cluster::map::Member;
+
+use crate::disk::Disk;
+use crate::etcd::Etcd;
+
+/// A new fault starts on average once per this many milliseconds of simulated time.
+const MEAN_GAP_MS: u32 = 300;
+/// Longest a fault lasts before it is healed.
+const LONGEST_MS: u64 = 3_000;
+
+#[derive(Debug, Clone)]
+enum Fault {
+    Partition(String, String),
+    OneWay(String, String),
+    Hang(String),
+    CrashDrive(String),
+    CrashCoordinator(String),
+    EtcdCut(String),
+    EtcdSlow,
+}
+
+/// What the run is made of, as the faults need to know it.
+pub struct Cast {
+    pub drives: Vec<(String, Arc<Disk>)>,
+    pub spares: Vec<String>,
+    pub coordinators: Vec<String>,
+    pub clients: Vec<String>,
+    pub etcd: Arc<Etcd>,
+    pub cluster: String,
+}
+
+pub struct Faults {
+    rng: StdRng,
+    /// Faults under way, with when each is healed.
+    active: Vec<(Duration, Fault)>,
+    /// Drives that are members now (joined and not asked to leave).
+    members: BTreeSet<String>,
+    spares: Vec<String>,
+    /// What happened, for the report (`at ms: what`).
+    pub log: Vec<String>,
+}
+
+impl Faults {
+    pub fn new(rng: StdRng, cast: &Cast) -> Faults {
+        Faults {
+            rng,
+            active: Vec::new(),
+            members: cast.drives.iter().filter(|(d, _)| !cast.spares.contains(d)).map(|(d, _)| d.clone()).collect(),
+            spares: cast.spares.clone(),
+            log: Vec::new(),
+        }
+    }
+
+    /// One step of the simulation: heals what is due, and maybe starts a fault.
+    pub fn step(&mut self, sim: &mut turmoil::Sim<'_>, cast: &Cast) {
+        let now = sim.elapsed();
+        let (due, active): (Vec<_>, Vec<_>) = std::mem::take(&mut self.active).into_iter().partition(|(at, _)| *at <= now);
+        self.active = active;
+        for (_, fault) in due {
+            self.heal(sim, cast, &fault);
+        }
+        if self.rng.random_ratio(1, MEAN_GAP_MS) {
+            self.start(sim, cast, now);
+        }
+    }
+
+    /// Heals every fault under way.
+    pub fn heal_all(&mut self, sim: &mut turmoil::Sim<'_>, cast: &Cast) {
+        for (_, fault) in std::mem::take(&mut self.active) {
+            self.heal(sim, cast, &fault);
+        }
+    }
+
+    fn busy(&self, host: &str) -> bool {
+        self.active.iter().any(|(_, f)| match f {
+            Fault::Hang(h) | Fault::CrashDrive(h) | Fault::CrashCoordinator(h) | Fault::EtcdCut(h) => h == host,
+            Fault::Partition(a, b) | Fault::OneWay(a, b) => a == host || b == host,
+            Fault::EtcdSlow => false,
+        })
+    }
+
+    /// Drives hung or crashed now: at most one at a time, so that every quorum of three
+    /// replicas keeps two.
+    fn drives_out(&self) -> usize {
+        self.active.iter().filter(|(_, f)| matches!(f, Fault::Hang(_) | Fault::CrashDrive(_))).count()
+    }
+
+    fn pick<'a>(&mut self, from: &'a [String]) -> Option<&'a String> {
+        let free: Vec<&String> = from.iter().filter(|h| !self.busy(h)).collect();
+        (!free.is_empty()).then(|| free[self.rng.random_range(0..free.len())])
+    }
+
+    fn start(&mut self, sim: &mut turmoil::Sim<'_>, cast: &Cast, now: Duration) {
+        let drives: Vec<String> = self.members.iter().cloned().collect();
+        let mut hosts: Vec<String> = drives.clone();
+        hosts.extend(cast.coordinators.iter().cloned());
+        hosts.extend(cast.clients.iter().cloned());
+        let fault = match self.rng.random_range(0..10) {
+            0 | 1 => {
+                let (Some(a), Some(b)) = (self.pick(&drives).cloned(), self.pick(&hosts).cloned()) else { return };
+                if a == b {
+                    return;
+                }
+                sim.partition(a.as_str(), b.as_str());
+                Fault::Partition(a, b)
+            }
+            2 => {
+                let (Some(a), Some(b)) = (self.pick(&hosts).cloned(), self.pick(&drives).cloned()) else { return };
+                if a == b {
+                    return;
+                }
+                sim.partition_oneway(a.as_str(), b.as_str());
+                Fault::OneWay(a, b)
+            }
+            3 if self.drives_out() == 0 => {
+                let Some(d) = self.pick(&drives).cloned() else { return };
+                for other in hosts.iter().filter(|h| **h != d) {
+                    sim.hold(d.as_str(), other.as_str());
+                }
+                Fault::Hang(d)
+            }
+            4 if self.drives_out() == 0 => {
+                let Some(d) = self.pick(&drives).cloned() else { return };
+                sim.crash(d.as_str());
+                if let Some((_, disk)) = cast.drives.iter().find(|(name, _)| *name == d) {
+                    disk.crash(&mut self.rng);
+                }
+                Fault::CrashDrive(d)
+            }
+            5 => {
+                let Some(k) = self.pick(&cast.coordinators).cloned() else { return };
+                sim.crash(k.as_str());
+                Fault::CrashCoordinator(k)
+            }
+            6 => {
+                let mut parties = cast.coordinators.clone();
+                parties.extend(cast.clients.iter().cloned());
+                let Some(h) = self.pick(&parties).cloned() else { return };
+                cast.etcd.cut(&h);
+                Fault::EtcdCut(h)
+            }
+            7 => {
+                let outage = Duration::from_millis(self.rng.random_range(100..2_000));
+                cast.etcd.lose_leader(now, outage);
+                self.log.push(format!("{}: etcd leader lost for {outage:?}", now.as_millis()));
+                return;
+            }
+            8 => {
+                if self.active.iter().any(|(_, f)| matches!(f, Fault::EtcdSlow)) {
+                    return;
+                }
+                cast.etcd.set_slow(Duration::from_millis(self.rng.random_range(5..200)));
+                Fault::EtcdSlow
+            }
+            _ => return self.change_members(cast, now),
+        };
+        let lasts = Duration::from_millis(self.rng.random_range(50..LONGEST_MS));
+        self.log.push(format!("{}: {fault:?} for {lasts:?}", now.as_millis()));
+        self.active.push((now + lasts, fault));
+    }
+
+    /// A spare drive joins, or a member leaves (never below three members).
+    fn change_members(&mut self, cast: &Cast, now: Duration) {
+        let change = if !self.spares.is_empty() && self.rng.random_bool(0.5) {
+            let id = self.spares.remove(0);
+            self.members.insert(id.clone());
+            MemberChange::Add(member(&id))
+        } else if self.members.len() > 4 {
+            let list: Vec<String> = self.members.iter().cloned().collect();
+            let id = list[self.rng.random_range(0..list.len())].clone();
+            if self.busy(&id) {
+                return;
+            }
+            self.members.remove(&id);
+            MemberChange::Remove { id }
+        } else {
+            return;
+        };
+        let id = match &change {
+            MemberChange::Add(m) => m.id.clone(),
+            MemberChange::Remove { id } => id.clone(),
+        };
+        let key = format!("/spindle/{}/changes/{id}", cast.cluster);
+        cast.etcd.put_now(&key, serde_json::to_vec(&change).unwrap_or_default());
+        self.log.push(format!("{}: {change:?}", now.as_millis()));
+    }
+
+    fn heal(&mut self, sim: &mut turmoil::Sim<'_>, cast: &Cast, fault: &Fault) {
+        match fault {
+            Fault::Partition(a, b) => sim.repair(a.as_str(), b.as_str()),
+            Fault::OneWay(a, b) => sim.repair_oneway(a.as_str(), b.as_str()),
+            Fault::Hang(d) => {
+                for (other, _) in &cast.drives {
+                    if other != d {
+                        sim.release(d.as_str(), other.as_str());
+                    }
+                }
+                for other in cast.coordinators.iter().chain(&cast.clients) {
+                    sim.release(d.as_str(), other.as_str());
+                }
+            }
+            Fault::CrashDrive(h) | Fault::CrashCoordinator(h) => sim.bounce(h.as_str()),
+            Fault::EtcdCut(h) => cast.etcd.heal(h),
+            Fault::EtcdSlow => cast.etcd.set_slow(Duration::ZERO),
+        }
+    }
+}
+
+/// The member a simulated drive is added as.
+pub fn member(id: &str) -> Member {
+    Member {
+        id: id.to_string(),
+        addr: format!("{id}:{}", crate::net::DRIVE_PORT),
+        tls_port: None,
+        capacity: 0,
+        weight: 1.0,
+        domain: None,
+        leaving: false,
+    }
+}

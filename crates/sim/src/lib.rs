@@ -1,0 +1,336 @@
+//! The deterministic simulator: a whole cluster in one process and one thread, driven by a
+//! seed.
+//!
+//! Drives (the real drive code over a simulated disk), two coordinators (the real coordinator:
+//! probes, member changes, moves with the drives' own pushes, repair, the sweeper) and the
+//! clients (the real cluster client) run as turmoil hosts over a simulated network and clock;
+//! the control plane is a model of etcd (`etcd`). Faults are drawn from the seed between the
+//! simulation's steps (`faults`). Every run's history is checked for per-key linearizability
+//! once the cluster has settled, and the run then answers: every replica agrees, and a read of
+//! every key meets the last acknowledged write. The same seed replays the same run.
+
+#![deny(unsafe_code)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use spindle_client::ClientConfig;
+use spindle_cluster::control::{Control, HealthState, MemberChange};
+use spindle_cluster::coordinator::CoordinatorConfig;
+use spindle_cluster::history::{self, Event, Op, Violation};
+use spindle_cluster::map::ClusterMap;
+use spindle_cluster::store::{Store, StoreConfig};
+
+pub mod disk;
+pub mod etcd;
+mod faults;
+pub mod net;
+mod workload;
+
+use faults::{Cast, Faults};
+use workload::History;
+
+/// The cluster's name in the model of etcd.
+const CLUSTER: &str = "sim";
+/// Partitions, replicas and write quorum of the simulated cluster.
+const PARTITIONS: u32 = 16;
+const REPLICAS: u8 = 3;
+const WRITE_QUORUM: u8 = 2;
+/// Longest the cluster may take, in simulated time, to settle once every fault is healed:
+/// only a liveness defect exceeds it.
+const SETTLE_WITHIN: Duration = Duration::from_secs(300);
+/// How long a run may last in simulated time before it is called stuck.
+const LONGEST_RUN: Duration = Duration::from_secs(3_600);
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub seed: u64,
+    /// Drives that are members from the start, and spares that may join during the run.
+    pub drives: usize,
+    pub spares: usize,
+    pub coordinators: usize,
+    pub clients: usize,
+    pub keys: u64,
+    /// Operations per client.
+    pub ops: u64,
+    pub faults: bool,
+    /// Print the faults as they start and the simulated time as it passes.
+    pub trace: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { seed: 0, drives: 5, spares: 1, coordinators: 2, clients: 3, keys: 8, ops: 120, faults: true, trace: false }
+    }
+}
+
+/// What a run did.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub seed: u64,
+    pub events: usize,
+    pub acknowledged: u64,
+    pub failed: u64,
+    pub faults: Vec<String>,
+    pub simulated: Duration,
+    /// A digest of the history: the same seed gives the same digest.
+    pub digest: u64,
+}
+
+#[derive(Debug)]
+pub enum Failure {
+    /// The history has no linearization.
+    NotLinearizable { violation: Violation, faults: Vec<String> },
+    /// The run broke an invariant checked after it settled, or did not settle.
+    Invariant(String),
+    /// The simulation itself failed (a host's software returned an error).
+    Simulation(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::NotLinearizable { violation, faults } => {
+                write!(f, "not linearizable: {violation}")?;
+                writeln!(f, "faults:")?;
+                for line in faults {
+                    writeln!(f, "  {line}")?;
+                }
+                Ok(())
+            }
+            Failure::Invariant(m) => write!(f, "invariant broken: {m}"),
+            Failure::Simulation(m) => write!(f, "simulation failed: {m}"),
+        }
+    }
+}
+
+fn client_config() -> ClientConfig {
+    ClientConfig { timeout: Duration::from_secs(1), dialer: Some(net::dialer()), ..ClientConfig::default() }
+}
+
+fn store_config(seed: u64) -> StoreConfig {
+    StoreConfig { client: client_config(), connect_timeout: Duration::from_secs(1), seed: Some(seed), ..StoreConfig::default() }
+}
+
+async fn open_store(etcd: &Arc<etcd::Etcd>, host: &str, seed: u64) -> Store {
+    loop {
+        if let Ok(control) = Control::over(etcd.plane(host), CLUSTER) {
+            if let Ok(store) = Store::open(control, store_config(seed)).await {
+                return store;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The map once no move is under way, every partition has its replicas on members that are
+/// not leaving, no member is leaving and every member is up.
+async fn settled(control: &Control) -> Option<ClusterMap> {
+    let (map, _) = control.load_map().await.ok()?;
+    let health = control.health().await.ok()?;
+    let placeable = map.members.values().filter(|m| !m.leaving).count().min(usize::from(map.replicas));
+    let full = map.placement.iter().all(|r| r.len() == placeable && r.iter().all(|d| map.members.get(d).is_some_and(|m| !m.leaving)));
+    let up = map.members.keys().all(|id| health.get(id).is_some_and(|h| h.state == HealthState::Up));
+    let leaving = map.members.values().any(|m| m.leaving);
+    let changes = control.pending_changes().await.ok()?;
+    (map.moving.is_empty() && full && up && !leaving && changes.is_empty()).then_some(map)
+}
+
+/// Runs one seed.
+pub fn run(options: &Options) -> Result<Report, Failure> {
+    let seed = options.seed;
+    spindle_cluster::clock::set_wall_clock(|| turmoil::since_epoch().map_or(0, |d| d.as_millis() as u64));
+    let dir = tempfile::tempdir().map_err(|e| Failure::Simulation(e.to_string()))?;
+    let mut sim = turmoil::Builder::new()
+        .rng_seed(seed)
+        .simulation_duration(LONGEST_RUN)
+        .tick_duration(Duration::from_millis(1))
+        .min_message_latency(Duration::from_micros(100))
+        .max_message_latency(Duration::from_millis(5))
+        .build();
+    let etcd = etcd::Etcd::new(seed ^ 0xe7cd);
+    let history = Arc::new(History::default());
+
+    let total = options.drives + options.spares;
+    let mut drives = Vec::new();
+    for i in 0..total {
+        let name = format!("d{i}");
+        let disk = disk::Disk::new();
+        let settings = dir.path().join(&name);
+        let d = disk.clone();
+        sim.host(name.as_str(), move || net::drive(d.clone(), settings.clone()));
+        drives.push((name, disk));
+    }
+    let spares: Vec<String> = drives[options.drives..].iter().map(|(n, _)| n.clone()).collect();
+
+    let coordinators: Vec<String> = (0..options.coordinators).map(|i| format!("k{i}")).collect();
+    for name in &coordinators {
+        let (etcd, host) = (etcd.clone(), name.clone());
+        sim.host(name.as_str(), move || {
+            let name = &host;
+            let (etcd, name) = (etcd.clone(), name.clone());
+            async move {
+                let control = Control::over(etcd.plane(&name), CLUSTER)?;
+                let config = CoordinatorConfig {
+                    name: name.clone(),
+                    probe_interval: Duration::from_millis(100),
+                    down_after: Duration::from_millis(800),
+                    lease_ttl: Duration::from_secs(2),
+                    replace_after: Duration::from_secs(20),
+                    migrate_rate: 0,
+                    sweep_grace: Duration::from_secs(2),
+                    sweep_interval: Duration::from_secs(1),
+                    client: client_config(),
+                    metrics: Arc::default(),
+                };
+                spindle_cluster::coordinator::run(control, config, std::future::pending()).await?;
+                Ok(())
+            }
+        });
+    }
+
+    // The first client sets the cluster up; the others wait for it.
+    let ready = Arc::new(AtomicBool::new(false));
+    let finished = Arc::new(AtomicUsize::new(0));
+    let heal = Arc::new(AtomicBool::new(false));
+    let clients: Vec<String> = (0..options.clients).map(|i| format!("c{i}")).collect();
+    for (i, name) in clients.iter().enumerate() {
+        let (etcd, history, ready, finished, name) = (etcd.clone(), history.clone(), ready.clone(), finished.clone(), name.clone());
+        let members: Vec<String> = drives[..options.drives].iter().map(|(n, _)| n.clone()).collect();
+        let (keys, ops, client_seed) = (options.keys, options.ops, seed.wrapping_mul(31).wrapping_add(i as u64));
+        sim.client(clients[i].as_str(), async move {
+            if i == 0 {
+                set_up(&etcd, &name, &members).await?;
+                ready.store(true, Ordering::Release);
+            }
+            while !ready.load(Ordering::Acquire) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            let store = open_store(&etcd, &name, client_seed).await;
+            workload::client(store, history, i as u64 + 1, keys, ops, client_seed).await;
+            finished.fetch_add(1, Ordering::Release);
+            Ok(())
+        });
+    }
+
+    // The checker: once the workload is done and every fault healed, waits for the cluster to
+    // settle and reads every key.
+    let verdict: Arc<parking_lot::Mutex<Option<String>>> = Arc::default();
+    {
+        let (etcd, history, finished, heal, verdict) = (etcd.clone(), history.clone(), finished.clone(), heal.clone(), verdict.clone());
+        let (clients, keys) = (options.clients, options.keys);
+        sim.client("checker", async move {
+            while finished.load(Ordering::Acquire) < clients {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            heal.store(true, Ordering::Release);
+            let control = Control::over(etcd.plane("checker"), CLUSTER)?;
+            let started = etcd::now();
+            loop {
+                if settled(&control).await.is_some() {
+                    break;
+                }
+                if etcd::now() - started > SETTLE_WITHIN {
+                    *verdict.lock() = Some(format!("the cluster did not settle within {SETTLE_WITHIN:?} of the faults' end"));
+                    return Ok(());
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            let store = open_store(&etcd, "checker", seed ^ 0xc4ec).await;
+            for key in 0..keys {
+                let call = etcd::now().as_micros() as u64;
+                match store.get(workload::key_name(key).as_bytes()).await {
+                    Ok(v) => {
+                        let value = v.and_then(|v| v.value[..].try_into().ok().map(u64::from_be_bytes));
+                        history.events.lock().push(Event { key, op: Op::Read(value), call, ret: Some(etcd::now().as_micros() as u64) });
+                    }
+                    Err(e) => {
+                        *verdict.lock() = Some(format!("a settled cluster failed to read key {key}: {e}"));
+                        return Ok(());
+                    }
+                }
+            }
+            Ok(())
+        });
+    }
+
+    let cast = Cast { drives, spares, coordinators, clients, etcd: etcd.clone(), cluster: CLUSTER.to_string() };
+    let mut faults = Faults::new(StdRng::seed_from_u64(seed ^ 0xfa17), &cast);
+    let mut healed = false;
+    let mut shown = (0usize, Duration::ZERO);
+    loop {
+        let done = sim.step().map_err(|e| Failure::Simulation(e.to_string()))?;
+        if done {
+            break;
+        }
+        if options.trace {
+            for line in &faults.log[shown.0..] {
+                eprintln!("[{seed}] {line}");
+            }
+            shown.0 = faults.log.len();
+            if sim.elapsed() >= shown.1 + Duration::from_secs(5) {
+                shown.1 = sim.elapsed();
+                let done = finished.load(Ordering::Relaxed);
+                eprintln!("[{seed}] {:.0} s simulated, {} events, {done} clients done", shown.1.as_secs_f64(), history.events.lock().len());
+            }
+        }
+        if heal.load(Ordering::Acquire) {
+            if !healed {
+                faults.heal_all(&mut sim, &cast);
+                healed = true;
+            }
+        } else if options.faults && ready.load(Ordering::Acquire) {
+            faults.step(&mut sim, &cast);
+        }
+    }
+    if let Some(m) = verdict.lock().take() {
+        return Err(Failure::Invariant(m));
+    }
+    let events = history.events.lock().clone();
+    if let Err(violation) = history::check(&events) {
+        return Err(Failure::NotLinearizable { violation, faults: faults.log });
+    }
+    if !events.iter().any(|e| matches!(e.op, Op::Read(Some(_)))) {
+        return Err(Failure::Invariant("the history read nothing back".into()));
+    }
+    Ok(Report {
+        seed,
+        events: events.len(),
+        acknowledged: history.acknowledged.load(Ordering::Relaxed),
+        failed: history.failed.load(Ordering::Relaxed),
+        faults: faults.log,
+        simulated: sim.elapsed(),
+        digest: digest(&events),
+    })
+}
+
+/// Creates the cluster and adds the first drives, waiting until they are members and up.
+async fn set_up(etcd: &Arc<etcd::Etcd>, host: &str, members: &[String]) -> turmoil::Result {
+    let control = Control::over(etcd.plane(host), CLUSTER)?;
+    let map = ClusterMap::new(PARTITIONS, REPLICAS, WRITE_QUORUM)?;
+    control.init(&map).await?;
+    for id in members {
+        control.request_change(&MemberChange::Add(faults::member(id))).await?;
+    }
+    loop {
+        if let Some(map) = settled(&control).await {
+            if map.members.len() == members.len() {
+                return Ok(());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn digest(events: &[Event]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    for e in events {
+        format!("{e:?}").hash(&mut h);
+    }
+    h.finish()
+}

@@ -1,0 +1,90 @@
+//! `spindle-sim`: runs the simulator over seeds.
+//!
+//! `spindle-sim --seed N` replays one seed; `spindle-sim --seeds K [--from N]` runs K seeds
+//! from N and stops at the first failure, printing its seed. `--ops`, `--clients`, `--drives`
+//! and `--no-faults` change the run.
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let mut options = spindle_sim::Options::default();
+    let (mut from, mut count, mut verbose) = (0u64, 1u64, false);
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut number = |what: &str| -> Option<u64> {
+            let v = args.next().and_then(|v| v.parse().ok());
+            if v.is_none() {
+                eprintln!("{what} takes a number");
+            }
+            v
+        };
+        let parsed = match arg.as_str() {
+            "--seed" => number("--seed").map(|n| {
+                from = n;
+                count = 1;
+            }),
+            "--from" => number("--from").map(|n| from = n),
+            "--seeds" => number("--seeds").map(|n| count = n),
+            "--ops" => number("--ops").map(|n| options.ops = n),
+            "--clients" => number("--clients").map(|n| options.clients = n as usize),
+            "--drives" => number("--drives").map(|n| options.drives = n as usize),
+            "--keys" => number("--keys").map(|n| options.keys = n),
+            "--no-faults" => {
+                options.faults = false;
+                Some(())
+            }
+            "-v" | "--verbose" => {
+                verbose = true;
+                Some(())
+            }
+            "--trace" => {
+                options.trace = true;
+                Some(())
+            }
+            other => {
+                eprintln!("unknown argument {other}; usage: spindle-sim [--seed N | --seeds K --from N] [--ops N] [--clients N] [--drives N] [--keys N] [--no-faults] [-v]");
+                None
+            }
+        };
+        if parsed.is_none() {
+            return ExitCode::from(2);
+        }
+    }
+    if let Ok(filter) = std::env::var("SPINDLE_LOG") {
+        tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::new(filter)).with_writer(std::io::stderr).init();
+    }
+    let started = std::time::Instant::now();
+    let (mut operations, mut faults) = (0usize, 0usize);
+    for seed in from..from + count {
+        options.seed = seed;
+        match spindle_sim::run(&options) {
+            Ok(report) => {
+                operations += report.events;
+                faults += report.faults.len();
+                if verbose || count == 1 {
+                    println!(
+                        "seed {seed}: {} operations ({} acknowledged, {} unknown), {} faults, {:.1} s simulated, digest {:016x}",
+                        report.events,
+                        report.acknowledged,
+                        report.failed,
+                        report.faults.len(),
+                        report.simulated.as_secs_f64(),
+                        report.digest
+                    );
+                }
+                if verbose && count == 1 {
+                    for line in &report.faults {
+                        println!("  {line}");
+                    }
+                }
+            }
+            Err(failure) => {
+                println!("seed {seed} FAILED: {failure}");
+                println!("replay: spindle-sim --seed {seed}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    println!("{count} seeds from {from} passed: {operations} operations, {faults} faults, in {:.0} s", started.elapsed().as_secs_f64());
+    ExitCode::SUCCESS
+}
