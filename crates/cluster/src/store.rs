@@ -226,9 +226,12 @@ impl Store {
     /// under this map (its replicas, whether its partition moves) is refused by a drive
     /// fenced to a later one, never taken under a view it did not decide with.
     async fn connection(&self, map: &ClusterMap, drive: &str, lane: Lane) -> Result<Client, ClientError> {
+        // Mutant: requests carry the newest epoch this client knows, not the one their
+        // operation was decided with.
+        let epoch = if cfg!(feature = "mutant-epoch") { self.inner.map.read().epoch as i64 } else { map.epoch as i64 };
         if let Some(Some(c)) = self.inner.connections.lock().get(drive).map(|lanes| &lanes[lane as usize]) {
             if !c.is_closed() {
-                return Ok(c.at_cluster_version(map.epoch as i64));
+                return Ok(c.at_cluster_version(epoch));
             }
         }
         let member = map.members.get(drive).ok_or_else(|| ClientError::Protocol(format!("drive {drive} is not in the map")))?;
@@ -238,7 +241,7 @@ impl Store {
             .await
             .map_err(|_| ClientError::Timeout(self.inner.config.connect_timeout))??;
         self.inner.connections.lock().entry(drive.to_string()).or_default()[lane as usize] = Some(client.clone());
-        Ok(client.at_cluster_version(map.epoch as i64))
+        Ok(client.at_cluster_version(epoch))
     }
 
     /// A partition's replicas in the order to ask them: drives that answer well first, then

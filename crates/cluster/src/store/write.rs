@@ -46,13 +46,18 @@ impl Store {
         let tag = Tag::next(Some(&acceptor.position()), map.epoch, self.writer_id(), Kind::Value);
         let stamp = acceptor.accept(tag, tag);
         let (k, v, e) = (dkey.clone(), value.clone(), expected.clone());
+        let needed = if cfg!(feature = "mutant-retag") { usize::from(map.write_quorum) } else { 1 };
         let answers = self
-            .ask(map, partition, 1, Ask::All, move |_, c| {
+            .ask(map, partition, needed, Ask::All, move |_, c| {
                 let (k, v, e) = (k.clone(), v.clone(), e.clone());
                 async move { replica::store_expecting(&c, &k, v, stamp, &e).await }
             })
             .await?;
-        let landed = answers.iter().any(|(_, s)| *s == Stored::Written);
+        let landed = if cfg!(feature = "mutant-retag") {
+            joint_quorum(map, partition, needed, answers.iter().filter(|(_, s)| *s == Stored::Written).map(|(d, _)| d))
+        } else {
+            answers.iter().any(|(_, s)| *s == Stored::Written)
+        };
         if expected == Held::Absent {
             self.guessed_fresh(landed);
         }
@@ -80,8 +85,13 @@ impl Store {
     pub(super) async fn write(&self, map: &Arc<ClusterMap>, key: &[u8], value: Bytes, kind: Kind, condition: &Condition) -> Result<Bytes, OpError> {
         let partition = map.partition_of(key);
         let dkey = map::drive_key(partition, key);
-        let single = map.single_writer(partition);
-        if *condition != Condition::None {
+        // Mutant: every partition tries the one-round-trip put, which retags a value above a
+        // later write when the try is refused.
+        let single = map.single_writer(partition) || cfg!(feature = "mutant-retag");
+        // Mutant: a conditional write checked against a read and written as an unconditional
+        // one, racing an unconditional write for the same tag.
+        let cas_mutant = cfg!(feature = "mutant-cas") && *condition != Condition::None;
+        if *condition != Condition::None && !cas_mutant {
             return match self.round(map, key, &dkey, Proposal::Write { value: &value, kind, condition }).await? {
                 Outcome::Wrote(tag) => Ok(tag.encode()),
                 Outcome::Current { identity, .. } => {
@@ -90,7 +100,7 @@ impl Store {
                 }
             };
         }
-        if single && kind == Kind::Value {
+        if single && kind == Kind::Value && !cas_mutant {
             if let Some(version) = self.write_single(map, partition, &dkey, &value).await? {
                 return Ok(version);
             }
@@ -108,14 +118,14 @@ impl Store {
         let known: BTreeMap<String, Held> = answers.into_iter().collect();
         // An unconditional delete of a key that is not there writes nothing and says so; the
         // refusal reports what the quorum read, so it must stand as a read does.
-        if kind == Kind::Tombstone && live.is_none() {
+        if (kind == Kind::Tombstone && live.is_none()) || (cas_mutant && !condition.admits(live)) {
             if let Some(n) = newest {
                 let settled = self.settle(map, partition, key, &dkey, n, None, false, known).await?;
                 if settled.0 != n.identity {
                     return Err(OpError::Changed);
                 }
             }
-            return Err(OpError::Failed(ClusterError::VersionMismatch { current: None }));
+            return Err(OpError::Failed(ClusterError::VersionMismatch { current: live.map(|t| t.encode()) }));
         }
         let tag = Tag::next(top.as_ref(), map.epoch, self.writer_id(), kind);
         let known = Arc::new(known);
@@ -152,7 +162,13 @@ impl Store {
         of: Judged,
     ) -> Result<(), OpError> {
         let k = dkey.clone();
-        let guess = known.values().max_by_key(|h| h.stamp().map(|s| s.position())).filter(|h| h.stamp().is_none_or(|s| s.admits(ballot))).cloned();
+        // Mutant (the simulator's proof that it bites): a guess that cannot take the ballot
+        // stands in for an unread replica, so a write-back counts a replica never asked.
+        let guess = known
+            .values()
+            .max_by_key(|h| h.stamp().map(|s| s.position()))
+            .filter(|h| cfg!(feature = "mutant-writeback") || h.stamp().is_none_or(|s| s.admits(ballot)))
+            .cloned();
         let answers = self
             .ask_where(map, partition, usize::from(map.write_quorum), Ask::All, Answer::counts, move |drive, c| {
                 let (k, value) = (k.clone(), value.clone());
