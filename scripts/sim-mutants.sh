@@ -1,24 +1,30 @@
 #!/usr/bin/env bash
 # The simulator's proof that it bites: each earlier linearizability bug, put back as a cargo
 # feature of spindle-cluster (never in a product build), is run over seeds until the
-# simulator catches it. Prints, per mutant, the first seed that caught it or the seeds it
-# survived.
+# simulator catches it: first the default runs, then runs with more member changes
+# (`--churn`). Prints, per mutant, the first seed that caught it or the seeds it survived.
 #
-#   scripts/sim-mutants.sh [SEEDS] [OPS]      (default: 20 seeds, from 1, of 400 operations per client)
+#   scripts/sim-mutants.sh [SEEDS] [OPS]      (default: 40 seeds from 1, 400 operations per client)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seeds=${1:-20}
+seeds=${1:-40}
 ops=${2:-400}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 printf '%-18s %s\n' mutant result
 for mutant in cas retag writeback epoch; do
-  cargo build --locked -q -p spindle-sim --features "mutant-$mutant"
-  cp target/debug/spindle-sim "$out/sim-$mutant"
-  if "$out/sim-$mutant" --seeds "$seeds" --from 1 --ops "$ops" > "$out/$mutant.log" 2>&1; then
-    printf '%-18s survived %s seeds\n' "$mutant" "$seeds"
-  else
-    caught=$(grep -m1 -o 'seed [0-9]* FAILED' "$out/$mutant.log" | grep -o '[0-9]*')
-    printf '%-18s caught by seed %s (seeds run from 1)\n' "$mutant" "$caught"
-  fi
+  cargo build --release --locked -q -p spindle-sim --features "mutant-$mutant"
+  cp target/release/spindle-sim "$out/sim-$mutant"
+  result="survived $seeds seeds, and $seeds with --churn"
+  for profile in "" "--churn"; do
+    # shellcheck disable=SC2086 # the profile is one flag or none
+    if ! "$out/sim-$mutant" $profile --seeds "$seeds" --from 1 --ops "$ops" > "$out/$mutant.log" 2>&1; then
+      caught=$(grep -m1 -o 'seed [0-9]* FAILED' "$out/$mutant.log" | grep -o '[0-9]*')
+      result="caught by seed $caught${profile:+ with $profile} (seeds from 1)"
+      break
+    fi
+  done
+  printf '%-18s %s\n' "$mutant" "$result"
 done
+# The product's own build again, so that target/release/spindle-sim has no mutant in it.
+cargo build --release --locked -q -p spindle-sim

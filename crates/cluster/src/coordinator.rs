@@ -22,6 +22,7 @@ use crate::fence::{fence, fenced_client};
 use crate::{migrate, sweeper};
 use crate::metrics::{CoordinatorMetrics, DriveView};
 use crate::repair;
+use crate::store::{Store, StoreConfig};
 use crate::ClusterError;
 
 #[derive(Debug, Clone)]
@@ -45,6 +46,8 @@ pub struct CoordinatorConfig {
     pub client: ClientConfig,
     /// What `/metrics` reports of this coordinator.
     pub metrics: Arc<CoordinatorMetrics>,
+    /// Seeds the cluster client a move settles keys with (`StoreConfig::seed`).
+    pub store_seed: Option<u64>,
 }
 
 impl Default for CoordinatorConfig {
@@ -60,6 +63,7 @@ impl Default for CoordinatorConfig {
             sweep_interval: Duration::from_secs(10),
             client: ClientConfig { timeout: Duration::from_secs(2), ..ClientConfig::default() },
             metrics: Arc::default(),
+            store_seed: None,
         }
     }
 }
@@ -488,7 +492,8 @@ async fn run_move(control: &Control, config: &CoordinatorConfig, map: ClusterMap
         Some(p) if p.epoch == map.epoch => p,
         _ => MoveProgress { epoch: map.epoch, total: map.moving.len() as u32, started_ms: now_ms(), rate_limit: config.migrate_rate, ..MoveProgress::default() },
     };
-    let movers = migrate::Movers::new(migrate::connect_all(&map, &config.client).await, config.migrate_rate);
+    let settler = Store::open(control.clone(), StoreConfig { client: config.client.clone(), seed: config.store_seed, ..StoreConfig::default() }).await?;
+    let movers = migrate::Movers::new(migrate::connect_all(&map, &config.client).await, config.migrate_rate, settler);
     let mut pending = 0;
     let mut first_error = None;
     let done_before = progress.done.len();

@@ -22,10 +22,11 @@ use tokio::time::Instant;
 use bytes::Bytes;
 use futures_util::future::join_all;
 use spindle_client::{Client, ClientConfig, ClientError, LogType, MessageType, Peer, PushOp, RangeQuery, StatusCode};
-use tracing::warn;
+use tracing::{info, warn};
 
 use crate::map::{self, ClusterMap, Member};
 use crate::repair;
+use crate::store::Store;
 use crate::ClusterError;
 
 /// Connections to a map's drives, each fenced to its epoch (those that answered).
@@ -92,12 +93,15 @@ pub struct Movers {
     pub drives: Drives,
     pub throttle: Throttle,
     push_locks: BTreeMap<String, tokio::sync::Mutex<()>>,
+    /// A cluster client at the move's map, for the keys a late accept cannot bring to their
+    /// newest write (`repair::repair_partition_noting`): a round settles those.
+    settler: Store,
 }
 
 impl Movers {
-    pub fn new(drives: Drives, rate: u64) -> Movers {
+    pub fn new(drives: Drives, rate: u64, settler: Store) -> Movers {
         let push_locks = drives.keys().map(|d| (d.clone(), tokio::sync::Mutex::new(()))).collect();
-        Movers { drives, throttle: Throttle::new(rate), push_locks }
+        Movers { drives, throttle: Throttle::new(rate), push_locks, settler }
     }
 }
 
@@ -155,9 +159,23 @@ pub async fn copy_partition(map: &ClusterMap, partition: u32, movers: &Movers) -
     let quorum: Vec<&String> = staying.iter().copied().chain(leaving).take(read_quorum.max(staying.len())).collect();
     let everyone: BTreeSet<&String> = quorum.into_iter().chain(new.iter().filter(|d| drives.contains_key(*d))).collect();
     let reachable: Vec<(String, Client)> = everyone.into_iter().filter_map(|d| drives.get(d).map(|c| (d.clone(), c.clone()))).collect();
-    copied.repaired = repair::repair_partition(partition, &reachable)
+    let mut blocked = Vec::new();
+    copied.repaired = repair::repair_partition_noting(partition, &reachable, &mut blocked)
         .await
         .map_err(|source| ClusterError::CatchUp { partition, source })?;
+    // A replica that promised above a key's newest write (a round that never finished, or a
+    // push's copy of such a promise) refuses the late accept: left so, the new replica set
+    // could hold the write on fewer than a write quorum and a read of it miss the write. A
+    // round above the promise, over the move's joint quorums, makes it stand on the new set.
+    if !blocked.is_empty() {
+        info!("partition {partition}: {} keys refused their newest write for a promise; a round makes it stand", blocked.len());
+    }
+    for dkey in blocked {
+        if let Some(key) = map::user_key(partition, &dkey) {
+            movers.settler.make_chosen(key).await?;
+            copied.repaired += 1;
+        }
+    }
     Ok(copied)
 }
 

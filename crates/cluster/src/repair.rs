@@ -13,11 +13,19 @@ use spindle_client::{Client, ClientError};
 use crate::map;
 use crate::replica::{self, Held};
 use crate::stamp::{Stamp, NOTHING};
-use crate::tag::Tag;
 
 /// Repairs `partition` over `replicas` (drive id and connection; unreachable ones left out).
 /// Returns the number of entries written to replicas that lacked the newest.
 pub async fn repair_partition(partition: u32, replicas: &[(String, Client)]) -> Result<u64, ClientError> {
+    repair_partition_noting(partition, replicas, &mut Vec::new()).await
+}
+
+/// `repair_partition`, noting in `blocked` the drive keys whose newest write a replica lacking
+/// it refused: it promised a higher ballot (to a round that may never have finished, or as a
+/// copy of another replica's entry). A late accept under the write's own ballot can never
+/// land there; only a round above that promise can make the write stand on it
+/// (`Store::make_chosen`).
+pub async fn repair_partition_noting(partition: u32, replicas: &[(String, Client)], blocked: &mut Vec<Bytes>) -> Result<u64, ClientError> {
     let mut copied = 0;
     let mut from: Option<Bytes> = None;
     loop {
@@ -35,7 +43,7 @@ pub async fn repair_partition(partition: u32, replicas: &[(String, Client)]) -> 
             if first.is_some() && tags.all(|t| t == first) {
                 continue;
             }
-            copied += repair_key(partition, key, replicas, per_replica).await?;
+            copied += repair_key(partition, key, replicas, per_replica, blocked).await?;
         }
         match next {
             Some(n) => from = Some(n),
@@ -47,8 +55,32 @@ pub async fn repair_partition(partition: u32, replicas: &[(String, Client)]) -> 
 /// Brings one drive key to its newest write on every replica; returns the copies made: a
 /// late accept of that write under the ballot it holds, taken only by replicas that stand
 /// below it. A batch's entry is copied with the rest of its batch, atomically, as readers
-/// write it back.
-async fn repair_key(partition: u32, key: &Bytes, replicas: &[(String, Client)], held: BTreeMap<&str, Held>) -> Result<u64, ClientError> {
+/// write it back: members the source holds a newer write for are repaired first and left
+/// out (each replica then holds that newer write or the whole batch).
+fn repair_key<'a>(
+    partition: u32,
+    key: &'a Bytes,
+    replicas: &'a [(String, Client)],
+    held: BTreeMap<&'a str, Held>,
+    blocked: &'a mut Vec<Bytes>,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<u64, ClientError>> + Send + 'a>> {
+    Box::pin(repair_held(partition, key, replicas, held, blocked))
+}
+
+/// `repair_key` for a key whose replicas' holdings are not known yet.
+async fn repair_fresh(partition: u32, key: &Bytes, replicas: &[(String, Client)], blocked: &mut Vec<Bytes>) -> Result<u64, ClientError> {
+    let held = try_join_all(replicas.iter().map(|(_, c)| replica::held(c, key))).await?;
+    let per_replica: BTreeMap<&str, Held> = replicas.iter().zip(held).map(|((id, _), h)| (id.as_str(), h)).collect();
+    repair_key(partition, key, replicas, per_replica, blocked).await
+}
+
+async fn repair_held(
+    partition: u32,
+    key: &Bytes,
+    replicas: &[(String, Client)],
+    held: BTreeMap<&str, Held>,
+    blocked: &mut Vec<Bytes>,
+) -> Result<u64, ClientError> {
     let Some(newest) = held.values().filter_map(|h| h.stamp().filter(|s| s.identity != NOTHING)).max_by_key(Stamp::order) else { return Ok(0) };
     let holds = |id: &str| held[id].holds(newest.identity, newest.ballot);
     let Some((_, source)) = replicas.iter().find(|(id, _)| holds(id)) else { return Ok(0) };
@@ -63,31 +95,49 @@ async fn repair_key(partition: u32, key: &Bytes, replicas: &[(String, Client)], 
     }
     let mut copied = 0;
     if newest.identity.is_batch() {
-        let Some(entries) = batch_of(partition, source, key, newest.identity, &entry.value).await? else { return Ok(0) };
+        let Some((entries, replaced)) = batch_of(partition, source, key, newest, &entry.value).await? else { return Ok(0) };
+        // Tags only grow along this recursion (each member newer than the batch that led to it).
+        for member in &replaced {
+            copied += repair_fresh(partition, member, replicas, blocked).await?;
+        }
         for (_, c) in lacking {
-            if replica::accept_batch(c, &entries, newest.ballot, None).await? == replica::Answer::Yes {
-                copied += 1;
+            match replica::accept_batch(c, &entries, newest.ballot, None).await? {
+                replica::Answer::Yes => copied += 1,
+                replica::Answer::No => blocked.push(key.clone()),
+                replica::Answer::Held | replica::Answer::Covered => {}
             }
         }
         return Ok(copied);
     }
     for (id, c) in lacking {
         let known = held.get(id.as_str()).cloned();
-        if replica::accept(c, key, entry.value.clone(), newest.identity, newest.ballot, known).await? == replica::Answer::Yes {
-            copied += 1;
+        match replica::accept(c, key, entry.value.clone(), newest.identity, newest.ballot, known).await? {
+            replica::Answer::Yes => copied += 1,
+            replica::Answer::No => blocked.push(key.clone()),
+            replica::Answer::Held | replica::Answer::Covered => {}
         }
     }
     Ok(copied)
 }
 
-/// The entries of the batch whose entry for `key` (tagged `tag`) is `value`, as `source` holds
-/// them; `None` if `source` no longer holds every member at that write. A member replaced by a
-/// newer write is not copied without it: the batch would then be on replicas with that member
-/// older, which a reader could meet on a quorum. The member's own repair copies the newer
-/// write, and readers write the batch back whole (settling the newer member first).
-async fn batch_of(partition: u32, source: &Client, key: &Bytes, tag: Tag, value: &Bytes) -> Result<Option<Vec<replica::BatchEntry>>, ClientError> {
+/// The entries of the batch whose entry for `key` is `value` (written as `newest`), as
+/// `source` holds them, and the drive keys of members `source` holds a newer write for; `None`
+/// if `source` holds a member at an older write (it does not have the batch whole). A member
+/// replaced by a newer write is not copied with the batch: it must reach every replica first
+/// (`repair_key` does that), or the batch would be on replicas with that member older, which
+/// a reader could meet on a quorum. Left out instead (as readers leave it out when they write
+/// a batch back), the key stayed behind the batch on a replica that missed it.
+async fn batch_of(
+    partition: u32,
+    source: &Client,
+    key: &Bytes,
+    newest: Stamp,
+    value: &Bytes,
+) -> Result<Option<(Vec<replica::BatchEntry>, Vec<Bytes>)>, ClientError> {
+    let tag = newest.identity;
     let Some((members, _)) = crate::batch::decode_entry(value) else { return Ok(None) };
     let mut entries = vec![(key.clone(), value.clone(), tag)];
+    let mut replaced = Vec::new();
     for member in members {
         let mkey = map::drive_key(partition, &member);
         if mkey == *key {
@@ -96,10 +146,11 @@ async fn batch_of(partition: u32, source: &Client, key: &Bytes, tag: Tag, value:
         match source.get(&mkey).await? {
             Some(e) => match Stamp::decode(&e.metadata.version) {
                 Some(s) if s.identity.same_write(&tag) => entries.push((mkey, e.value, s.identity)),
+                Some(s) if s.ballot > newest.ballot => replaced.push(mkey),
                 _ => return Ok(None),
             },
             None => return Ok(None),
         }
     }
-    Ok(Some(entries))
+    Ok(Some((entries, replaced)))
 }

@@ -345,6 +345,19 @@ impl Store {
         self.with_map(|map| async move { self.read(&map, key, true).await }).await
     }
 
+    /// Makes `key`'s newest write chosen on the write quorums of the current map (the
+    /// replicas a move goes to included) by a round above every promise its replicas made:
+    /// what a move's catch-up needs where a replica's promise refuses a late accept
+    /// (`repair::repair_partition_noting`).
+    pub async fn make_chosen(&self, key: &[u8]) -> Result<(), ClusterError> {
+        Self::check_key(key)?;
+        self.with_map(|map| async move {
+            let dkey = map::drive_key(map.partition_of(key), key);
+            self.round(&map, key, &dkey, Proposal::Learn).await.map(drop)
+        })
+        .await
+    }
+
     /// Stores `value`; returns its new version.
     pub async fn put(&self, key: &[u8], value: Bytes, condition: Condition) -> Result<Bytes, ClusterError> {
         Self::check_key(key)?;
@@ -525,15 +538,14 @@ mod tests {
     }
 
     /// A get's or put's future is moved (and so copied) whole, by every caller that boxes it:
-    /// the rare reload of the map must not make it the size of the etcd calls' state (it was
-    /// 11 KB, most of it the reload, and copying it was a tenth of a 1 x 1 get's client CPU).
+    /// the rare reload of the map must not make it the size of the control plane calls' state
+    /// (it was 11 KB, most of it the reload, and copying it was a tenth of a 1 x 1 get's
+    /// client CPU; the plane's calls are boxed now, and the reload is boxed where it is made).
     #[test]
     fn data_path_futures_stay_small() {
         let get = future_size(|s| s.get(b"k"));
         let put = future_size(|s| s.put(b"k", Bytes::new(), Condition::None));
-        let reload = future_size(|s| s.refresh());
         assert!(get < 6 * 1024 && put < 6 * 1024, "get {get} B, put {put} B");
-        assert!(reload > get, "the reload ({reload} B) is the large one: if it shrank, this test needs a new reason");
     }
 
     fn ids(v: &[&str]) -> Vec<String> {

@@ -40,6 +40,10 @@ pub struct Cast {
     pub clients: Vec<String>,
     pub etcd: Arc<Etcd>,
     pub cluster: String,
+    /// Members a leave never goes below.
+    pub min_members: usize,
+    /// Whether a drive that left may join again.
+    pub rejoin: bool,
 }
 
 pub struct Faults {
@@ -49,6 +53,9 @@ pub struct Faults {
     /// Drives that are members now (joined and not asked to leave).
     members: BTreeSet<String>,
     spares: Vec<String>,
+    /// Drives asked to leave: spares again once the map no longer names them (a drive that
+    /// left can join again, with whatever it still holds).
+    departed: Vec<String>,
     /// What happened, for the report (`at ms: what`).
     pub log: Vec<String>,
 }
@@ -60,6 +67,7 @@ impl Faults {
             active: Vec::new(),
             members: cast.drives.iter().filter(|(d, _)| !cast.spares.contains(d)).map(|(d, _)| d.clone()).collect(),
             spares: cast.spares.clone(),
+            departed: Vec::new(),
             log: Vec::new(),
         }
     }
@@ -172,19 +180,26 @@ impl Faults {
         self.active.push((now + lasts, fault));
     }
 
-    /// A spare drive joins, or a member leaves (never below three members).
+    /// A spare drive joins, or a member leaves (never below three members, R).
     fn change_members(&mut self, cast: &Cast, now: Duration) {
+        let map = cast.etcd.peek(&format!("/spindle/{}/map", cast.cluster)).and_then(|v| serde_json::from_slice::<spindle_cluster::map::ClusterMap>(&v).ok());
+        if let Some(map) = map.filter(|_| cast.rejoin) {
+            let (gone, still): (Vec<String>, Vec<String>) = self.departed.drain(..).partition(|d| !map.members.contains_key(d));
+            self.spares.extend(gone);
+            self.departed = still;
+        }
         let change = if !self.spares.is_empty() && self.rng.random_bool(0.5) {
             let id = self.spares.remove(0);
             self.members.insert(id.clone());
             MemberChange::Add(member(&id))
-        } else if self.members.len() > 4 {
+        } else if self.members.len() > cast.min_members {
             let list: Vec<String> = self.members.iter().cloned().collect();
             let id = list[self.rng.random_range(0..list.len())].clone();
             if self.busy(&id) {
                 return;
             }
             self.members.remove(&id);
+            self.departed.push(id.clone());
             MemberChange::Remove { id }
         } else {
             return;

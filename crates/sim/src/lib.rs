@@ -43,6 +43,8 @@ const WRITE_QUORUM: u8 = 2;
 /// Longest the cluster may take, in simulated time, to settle once every fault is healed:
 /// only a liveness defect exceeds it.
 const SETTLE_WITHIN: Duration = Duration::from_secs(300);
+/// Connections a simulated socket queues (turmoil panics past it; a kernel drops them).
+const TCP_BACKLOG: usize = 1 << 14;
 /// How long a run may last in simulated time before it is called stuck.
 const LONGEST_RUN: Duration = Duration::from_secs(3_600);
 
@@ -52,6 +54,10 @@ pub struct Options {
     /// Drives that are members from the start, and spares that may join during the run.
     pub drives: usize,
     pub spares: usize,
+    /// Members a leave never goes below (at least R, three).
+    pub min_members: usize,
+    /// Whether a drive that left may join again once the map no longer names it.
+    pub rejoin: bool,
     pub coordinators: usize,
     pub clients: usize,
     pub keys: u64,
@@ -62,9 +68,17 @@ pub struct Options {
     pub trace: bool,
 }
 
+impl Options {
+    /// More member changes: two spares, leaves down to three members, drives that left join
+    /// again.
+    pub fn churn(seed: u64) -> Options {
+        Options { seed, spares: 2, min_members: 3, rejoin: true, ..Options::default() }
+    }
+}
+
 impl Default for Options {
     fn default() -> Self {
-        Options { seed: 0, drives: 5, spares: 1, coordinators: 2, clients: 3, keys: 8, ops: 120, faults: true, trace: false }
+        Options { seed: 0, drives: 5, spares: 1, min_members: 4, rejoin: false, coordinators: 2, clients: 3, keys: 8, ops: 120, faults: true, trace: false }
     }
 }
 
@@ -151,6 +165,9 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
         .tick_duration(Duration::from_millis(1))
         .min_message_latency(Duration::from_micros(100))
         .max_message_latency(Duration::from_millis(5))
+        // Connections tried while a drive hangs reach it at once when it is released: a
+        // backlog as deep as a server's, where turmoil's default would stop the run.
+        .tcp_capacity(TCP_BACKLOG)
         .build();
     let etcd = etcd::Etcd::new(seed ^ 0xe7cd);
     let history = Arc::new(History::default());
@@ -170,6 +187,7 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
     let coordinators: Vec<String> = (0..options.coordinators).map(|i| format!("k{i}")).collect();
     for name in &coordinators {
         let (etcd, host) = (etcd.clone(), name.clone());
+        let coordinator_seed = seed ^ (0xc0 + name.len() as u64) ^ name.bytes().map(u64::from).sum::<u64>() << 8;
         sim.host(name.as_str(), move || {
             let name = &host;
             let (etcd, name) = (etcd.clone(), name.clone());
@@ -186,6 +204,7 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
                     sweep_interval: Duration::from_secs(1),
                     client: client_config(),
                     metrics: Arc::default(),
+                    store_seed: Some(coordinator_seed),
                 };
                 spindle_cluster::coordinator::run(control, config, std::future::pending()).await?;
                 Ok(())
@@ -258,7 +277,16 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
         });
     }
 
-    let cast = Cast { drives, spares, coordinators, clients, etcd: etcd.clone(), cluster: CLUSTER.to_string() };
+    let cast = Cast {
+        drives,
+        spares,
+        coordinators,
+        clients,
+        etcd: etcd.clone(),
+        cluster: CLUSTER.to_string(),
+        min_members: options.min_members.max(usize::from(REPLICAS)),
+        rejoin: options.rejoin,
+    };
     let mut faults = Faults::new(StdRng::seed_from_u64(seed ^ 0xfa17), &cast);
     let mut healed = false;
     let mut shown = (0usize, Duration::ZERO);

@@ -2,7 +2,8 @@
 //!
 //! `spindle-sim --seed N` replays one seed; `spindle-sim --seeds K [--from N]` runs K seeds
 //! from N and stops at the first failure, printing its seed. `--ops`, `--clients`, `--drives`
-//! and `--no-faults` change the run.
+//! and `--no-faults` change the run; `--churn` adds member changes (two spares, leaves down to
+//! three members, drives that left join again).
 
 use std::process::ExitCode;
 
@@ -37,12 +38,16 @@ fn main() -> ExitCode {
                 verbose = true;
                 Some(())
             }
+            "--churn" => {
+                options = spindle_sim::Options { trace: options.trace, ops: options.ops, clients: options.clients, keys: options.keys, faults: options.faults, ..spindle_sim::Options::churn(0) };
+                Some(())
+            }
             "--trace" => {
                 options.trace = true;
                 Some(())
             }
             other => {
-                eprintln!("unknown argument {other}; usage: spindle-sim [--seed N | --seeds K --from N] [--ops N] [--clients N] [--drives N] [--keys N] [--no-faults] [-v]");
+                eprintln!("unknown argument {other}; usage: spindle-sim [--seed N | --seeds K --from N] [--ops N] [--clients N] [--drives N] [--keys N] [--no-faults] [--churn] [--trace] [-v]");
                 None
             }
         };

@@ -1,5 +1,5 @@
-//! The simulator in the test command: a fixed budget of seeds (about a minute and a half on
-//! two busy cores in a debug build), and the proof that a seed replays exactly. Longer runs:
+//! The simulator in the test command: a fixed budget of seeds (about two and a half minutes
+//! in a debug build), the seeds that found defects, and the proof that a seed replays exactly. Longer runs:
 //! `cargo run --release -p spindle-sim -- --seeds 1000` (docs/design/simulation.md).
 
 use spindle_sim::{run, Options};
@@ -8,18 +8,51 @@ use spindle_sim::{run, Options};
 const SEEDS: u64 = 16;
 const OPS: u64 = 300;
 
+/// Seeds run with more member changes (`Options::churn`).
+const CHURN_SEEDS: u64 = 8;
+
+/// Runs `seeds` seeds of `options`; the operations and faults they made.
+fn budget(seeds: u64, options: impl Fn(u64) -> Options, flag: &str) -> (u64, u64) {
+    let (mut operations, mut faults) = (0, 0);
+    for seed in 0..seeds {
+        let options = options(seed);
+        let report = run(&options).unwrap_or_else(|failure| {
+            panic!("seed {seed}: {failure}\nreplay: cargo run -p spindle-sim --{flag} --seed {seed} --ops {}", options.ops)
+        });
+        operations += report.events as u64;
+        faults += report.faults.len() as u64;
+    }
+    (operations, faults)
+}
+
 #[test]
 fn a_budget_of_seeds_keeps_every_history_linearizable() {
-    let (mut operations, mut faults) = (0, 0);
-    for seed in 0..SEEDS {
-        let report = run(&Options { seed, ops: OPS, ..Options::default() })
-            .unwrap_or_else(|failure| panic!("seed {seed}: {failure}\nreplay: cargo run -p spindle-sim -- --seed {seed} --ops {OPS}"));
-        operations += report.events;
-        faults += report.faults.len();
-    }
+    let (operations, faults) = budget(SEEDS, |seed| Options { seed, ops: OPS, ..Options::default() }, "");
     // The budget means something only if the runs did work under faults.
-    assert!(operations as u64 > SEEDS * OPS, "only {operations} operations in {SEEDS} seeds");
-    assert!(faults as u64 > SEEDS * 5, "only {faults} faults in {SEEDS} seeds");
+    assert!(operations > SEEDS * OPS, "only {operations} operations in {SEEDS} seeds");
+    assert!(faults > SEEDS * 5, "only {faults} faults in {SEEDS} seeds");
+}
+
+#[test]
+fn a_budget_of_seeds_with_member_changes_keeps_every_history_linearizable() {
+    let (operations, faults) = budget(CHURN_SEEDS, |seed| Options { ops: OPS, ..Options::churn(seed) }, " --churn");
+    assert!(operations > CHURN_SEEDS * OPS, "only {operations} operations in {CHURN_SEEDS} seeds");
+    assert!(faults > CHURN_SEEDS * 5, "only {faults} faults in {CHURN_SEEDS} seeds");
+}
+
+/// Seeds that found a defect (docs/design/simulation.md, "Findings"), with the operations per
+/// client they found it at and whether with `--churn`: each runs as a regression case.
+const FOUND: &[(u64, u64, bool)] = &[(124, 400, false), (76, 400, true)];
+
+#[test]
+fn the_seeds_that_found_defects_pass() {
+    for &(seed, ops, churn) in FOUND {
+        let options = if churn { Options { ops, ..Options::churn(seed) } } else { Options { seed, ops, ..Options::default() } };
+        if let Err(failure) = run(&options) {
+            let flag = if churn { " --churn" } else { "" };
+            panic!("seed {seed}: {failure}\nreplay: cargo run -p spindle-sim --{flag} --seed {seed} --ops {ops}");
+        }
+    }
 }
 
 #[test]
