@@ -166,9 +166,10 @@ pub async fn copy_partition(map: &ClusterMap, partition: u32, movers: &Movers) -
     // A replica that promised above a key's newest write (a round that never finished, or a
     // push's copy of such a promise) refuses the late accept: left so, the new replica set
     // could hold the write on fewer than a write quorum and a read of it miss the write. A
-    // round above the promise, over the move's joint quorums, makes it stand on the new set.
+    // read through the cluster client at the move's map writes it back to the joint write
+    // quorums, by a round above the promise where the promise refuses it.
     if !blocked.is_empty() {
-        info!("partition {partition}: {} keys refused their newest write for a promise; a round makes it stand", blocked.len());
+        info!("partition {partition}: {} keys refused their newest write for a promise; settled through the cluster client", blocked.len());
     }
     for dkey in blocked {
         if let Some(key) = map::user_key(partition, &dkey) {

@@ -345,17 +345,14 @@ impl Store {
         self.with_map(|map| async move { self.read(&map, key, true).await }).await
     }
 
-    /// Makes `key`'s newest write chosen on the write quorums of the current map (the
-    /// replicas a move goes to included) by a round above every promise its replicas made:
-    /// what a move's catch-up needs where a replica's promise refuses a late accept
+    /// Reads `key` as a read does and so leaves its newest write on a write quorum of every
+    /// replica set of the current map (the one a move goes to included): written back under
+    /// its own ballot, or, where a replica's promise refuses that, made chosen by a round above
+    /// the promises. What a move's catch-up needs where a late accept was refused
     /// (`repair::repair_partition_noting`).
     pub async fn make_chosen(&self, key: &[u8]) -> Result<(), ClusterError> {
         Self::check_key(key)?;
-        self.with_map(|map| async move {
-            let dkey = map::drive_key(map.partition_of(key), key);
-            self.round(&map, key, &dkey, Proposal::Learn).await.map(drop)
-        })
-        .await
+        self.with_map(|map| async move { self.read(&map, key, false).await.map(drop) }).await
     }
 
     /// Stores `value`; returns its new version.

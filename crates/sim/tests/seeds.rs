@@ -42,7 +42,7 @@ fn a_budget_of_seeds_with_member_changes_keeps_every_history_linearizable() {
 
 /// Seeds that found a defect (docs/design/simulation.md, "Findings"), with the operations per
 /// client they found it at and whether with `--churn`: each runs as a regression case.
-const FOUND: &[(u64, u64, bool)] = &[(124, 400, false), (76, 400, true)];
+const FOUND: &[(u64, u64, bool)] = &[(124, 400, false), (76, 400, true), (78, 400, false), (193, 400, true)];
 
 #[test]
 fn the_seeds_that_found_defects_pass() {

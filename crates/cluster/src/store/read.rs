@@ -168,9 +168,10 @@ impl Store {
         let known = Arc::new(known);
         let entries = Arc::new(entries);
         let ballot = newest.ballot;
+        let to_accept = entries.clone();
         let answers = self
             .ask_where(map, partition, usize::from(map.write_quorum), Ask::All, Answer::counts, move |drive, c| {
-                let (entries, known) = (entries.clone(), known.clone());
+                let (entries, known) = (to_accept.clone(), known.clone());
                 async move {
                     let known = match known.get(&drive) {
                         Some(h) if entries.len() == 1 => Some(vec![h.clone()]),
@@ -180,8 +181,14 @@ impl Store {
                 }
             })
             .await?;
-        // Refused by a write quorum (a round's promise on a member): read again.
-        self.judge(map, partition, answers, Judged::Settle)
+        let refused = answers.iter().any(|(_, a)| *a == Answer::No);
+        match self.judge(map, partition, answers, Judged::Settle) {
+            // A replica's promise (a round's, maybe one that never finished) refuses the
+            // batch's own ballot: a round above it makes the batch chosen, as a single key's
+            // refused write-back goes on with a round.
+            Err(OpError::Changed) if refused => self.learn_batch(map, partition, entries).await,
+            other => other,
+        }
     }
 
     /// A read of `key` for what it settles (boxed: reads and batch write-backs recurse).
