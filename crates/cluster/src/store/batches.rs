@@ -98,29 +98,7 @@ impl Store {
     /// first, and the batch decides again. Returns the ballot and what each promising replica
     /// holds after its promise.
     async fn prepare_batch(&self, map: &Arc<ClusterMap>, partition: u32, ops: &[BatchOp], dkeys: &Arc<Vec<Bytes>>) -> Result<(Tag, BTreeMap<String, Vec<Held>>), OpError> {
-        let quorum = map.read_quorum();
-        let moving = map.moving_to(partition).is_some();
-        let k = dkeys.clone();
-        let read = self
-            .ask(map, partition, quorum, Ask::Quorum, move |_, c| {
-                let k = k.clone();
-                async move { replica::held_many_with_values(&c, &k).await }
-            })
-            .await?;
-        let top = read.iter().flat_map(|(_, h)| h.iter().filter_map(|(h, _)| h.stamp())).map(|s| s.position()).max();
-        let ballot = Tag::next(top.as_ref(), map.epoch, self.round_id(), Kind::BatchValue);
-        let known: Arc<BTreeMap<String, Vec<(Held, Bytes)>>> = Arc::new(read.into_iter().collect());
-        let k = dkeys.clone();
-        let promised = self
-            .ask_where(map, partition, quorum, Ask::Quorum, Option::is_some, move |drive, c| {
-                let (k, known) = (k.clone(), known.get(&drive).cloned());
-                async move { replica::promise_many(&c, &k, ballot, known).await }
-            })
-            .await?;
-        let promised: Vec<(String, Vec<Held>)> = promised.into_iter().filter_map(|(d, p)| p.map(|h| (d, h.into_iter().map(|(h, _)| h).collect()))).collect();
-        if !quorum_met(map, partition, quorum, moving, promised.iter().map(|(d, _)| d)) {
-            return Err(OpError::Changed);
-        }
+        let (ballot, promised) = self.promise_keys(map, partition, dkeys).await?;
         for (i, op) in ops.iter().enumerate() {
             let current = promised.iter().filter_map(|(_, h)| h[i].stamp().filter(|s| s.identity != NOTHING)).max_by_key(Stamp::order);
             if let Some(s) = current {
@@ -142,16 +120,12 @@ impl Store {
         Ok((ballot, after))
     }
 
-    /// A round that makes a batch chosen whose write-back a replica's promise refused:
-    /// `entries` are its members at one write, as a holder has them (members replaced by a
-    /// newer write already settled and left out). A read quorum promises a ballot above every
-    /// position it holds for the batch's keys; if each key's highest accepted write among them
-    /// is still the batch's, the entries are accepted again, whole, under that ballot (their
-    /// identities kept), by a write quorum. Anything newer met on the way: read again.
-    pub(super) async fn learn_batch(&self, map: &Arc<ClusterMap>, partition: u32, entries: Arc<Vec<BatchEntry>>) -> Result<(), OpError> {
+    /// A round's prepare over several keys of one partition at once: a ballot above every
+    /// position a read quorum shows for any of them, promised by a read quorum for all of
+    /// them; what each promising replica held for each key before its promise.
+    async fn promise_keys(&self, map: &Arc<ClusterMap>, partition: u32, dkeys: &Arc<Vec<Bytes>>) -> Result<(Tag, Vec<(String, Vec<Held>)>), OpError> {
         let quorum = map.read_quorum();
         let moving = map.moving_to(partition).is_some();
-        let dkeys: Arc<Vec<Bytes>> = Arc::new(entries.iter().map(|(k, _, _)| k.clone()).collect());
         let k = dkeys.clone();
         let read = self
             .ask(map, partition, quorum, Ask::Quorum, move |_, c| {
@@ -171,8 +145,21 @@ impl Store {
             .await?;
         let promised: Vec<(String, Vec<Held>)> = promised.into_iter().filter_map(|(d, p)| p.map(|h| (d, h.into_iter().map(|(h, _)| h).collect()))).collect();
         if !quorum_met(map, partition, quorum, moving, promised.iter().map(|(d, _)| d)) {
+            // A higher ballot stands on too many replicas: another round is under way.
             return Err(OpError::Changed);
         }
+        Ok((ballot, promised))
+    }
+
+    /// A round that makes a batch chosen whose write-back a replica's promise refused:
+    /// `entries` are its members at one write, as a holder has them (members replaced by a
+    /// newer write already settled and left out). A read quorum promises a ballot above every
+    /// position it holds for the batch's keys; if each key's highest accepted write among them
+    /// is still the batch's, the entries are accepted again, whole, under that ballot (their
+    /// identities kept), by a write quorum. Anything newer met on the way: read again.
+    pub(super) async fn learn_batch(&self, map: &Arc<ClusterMap>, partition: u32, entries: Arc<Vec<BatchEntry>>) -> Result<(), OpError> {
+        let dkeys: Arc<Vec<Bytes>> = Arc::new(entries.iter().map(|(k, _, _)| k.clone()).collect());
+        let (ballot, promised) = self.promise_keys(map, partition, &dkeys).await?;
         for (i, (_, _, tag)) in entries.iter().enumerate() {
             let current = promised.iter().filter_map(|(_, h)| h[i].stamp().filter(|s| s.identity != NOTHING)).max_by_key(Stamp::order);
             if current.map(|s| s.identity) != Some(*tag) {
