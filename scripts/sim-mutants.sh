@@ -2,7 +2,7 @@
 # The simulator's proof that it bites: each earlier linearizability bug, put back as a cargo
 # feature of spindle-cluster (never in a product build), is run over seeds until the
 # simulator catches it: first the default runs, then runs with more member changes
-# (`--churn`). Prints, per mutant, the first seed that caught it or the seeds it survived.
+# (`--churn`), then runs whose links also fail at random (`--lossy`). Prints, per mutant, the first seed that caught it or the seeds it survived.
 #
 #   scripts/sim-mutants.sh [SEEDS] [OPS]      (default: 40 seeds from 1, 400 operations per client)
 set -euo pipefail
@@ -15,8 +15,8 @@ printf '%-18s %s\n' mutant result
 for mutant in cas retag writeback epoch; do
   cargo build --release --locked -q -p spindle-sim --features "mutant-$mutant"
   cp target/release/spindle-sim "$out/sim-$mutant"
-  result="survived $seeds seeds, and $seeds with --churn"
-  for profile in "" "--churn"; do
+  result="survived $seeds seeds, $seeds with --churn and $seeds with --lossy"
+  for profile in "" "--churn" "--lossy"; do
     # shellcheck disable=SC2086 # the profile is one flag or none
     if ! "$out/sim-$mutant" $profile --seeds "$seeds" --from 1 --ops "$ops" > "$out/$mutant.log" 2>&1; then
       caught=$(grep -m1 -o 'seed [0-9]* FAILED' "$out/$mutant.log" | grep -o '[0-9]*')

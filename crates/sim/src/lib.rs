@@ -45,6 +45,10 @@ const WRITE_QUORUM: u8 = 2;
 const SETTLE_WITHIN: Duration = Duration::from_secs(300);
 /// Connections a simulated socket queues (turmoil panics past it; a kernel drops them).
 const TCP_BACKLOG: usize = 1 << 14;
+/// With `lossy`: the chance per link and millisecond that it fails, and that a failed one is
+/// repaired.
+const LINK_FAIL_RATE: f64 = 0.000_5;
+const LINK_REPAIR_RATE: f64 = 0.2;
 /// How long a run may last in simulated time before it is called stuck.
 const LONGEST_RUN: Duration = Duration::from_secs(3_600);
 
@@ -58,6 +62,9 @@ pub struct Options {
     pub min_members: usize,
     /// Whether a drive that left may join again once the map no longer names it.
     pub rejoin: bool,
+    /// Links also fail at random on their own, for a few milliseconds at a time (turmoil's
+    /// message loss): many more requests lost between one client and one drive.
+    pub lossy: bool,
     pub coordinators: usize,
     pub clients: usize,
     pub keys: u64,
@@ -78,7 +85,7 @@ impl Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { seed: 0, drives: 5, spares: 1, min_members: 4, rejoin: false, coordinators: 2, clients: 3, keys: 8, ops: 120, faults: true, trace: false }
+        Options { seed: 0, drives: 5, spares: 1, min_members: 4, rejoin: false, lossy: false, coordinators: 2, clients: 3, keys: 8, ops: 120, faults: true, trace: false }
     }
 }
 
@@ -168,6 +175,8 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
         // Connections tried while a drive hangs reach it at once when it is released: a
         // backlog as deep as a server's, where turmoil's default would stop the run.
         .tcp_capacity(TCP_BACKLOG)
+        .fail_rate(if options.lossy { LINK_FAIL_RATE } else { 0.0 })
+        .repair_rate(LINK_REPAIR_RATE)
         .build();
     let etcd = etcd::Etcd::new(seed ^ 0xe7cd);
     let history = Arc::new(History::default());

@@ -3,7 +3,7 @@
 //! `spindle-sim --seed N` replays one seed; `spindle-sim --seeds K [--from N]` runs K seeds
 //! from N and stops at the first failure, printing its seed. `--ops`, `--clients`, `--drives`
 //! and `--no-faults` change the run; `--churn` adds member changes (two spares, leaves down to
-//! three members, drives that left join again).
+//! three members, drives that left join again); `--lossy` makes links fail at random too.
 
 use std::process::ExitCode;
 
@@ -42,12 +42,16 @@ fn main() -> ExitCode {
                 options = spindle_sim::Options { trace: options.trace, ops: options.ops, clients: options.clients, keys: options.keys, faults: options.faults, ..spindle_sim::Options::churn(0) };
                 Some(())
             }
+            "--lossy" => {
+                options.lossy = true;
+                Some(())
+            }
             "--trace" => {
                 options.trace = true;
                 Some(())
             }
             other => {
-                eprintln!("unknown argument {other}; usage: spindle-sim [--seed N | --seeds K --from N] [--ops N] [--clients N] [--drives N] [--keys N] [--no-faults] [--churn] [--trace] [-v]");
+                eprintln!("unknown argument {other}; usage: spindle-sim [--seed N | --seeds K --from N] [--ops N] [--clients N] [--drives N] [--keys N] [--no-faults] [--churn] [--lossy] [--trace] [-v]");
                 None
             }
         };

@@ -11,10 +11,13 @@ const OPS: u64 = 300;
 /// Seeds run with more member changes (`Options::churn`).
 const CHURN_SEEDS: u64 = 8;
 
-/// Runs `seeds` seeds of `options`; the operations and faults they made.
-fn budget(seeds: u64, options: impl Fn(u64) -> Options, flag: &str) -> (u64, u64) {
+/// Seeds run with links also failing at random (`Options::lossy`).
+const LOSSY_SEEDS: std::ops::RangeInclusive<u64> = 1..=4;
+
+/// Runs `seeds` of `options`; the operations and faults they made.
+fn budget(seeds: impl Iterator<Item = u64>, options: impl Fn(u64) -> Options, flag: &str) -> (u64, u64) {
     let (mut operations, mut faults) = (0, 0);
-    for seed in 0..seeds {
+    for seed in seeds {
         let options = options(seed);
         let report = run(&options).unwrap_or_else(|failure| {
             panic!("seed {seed}: {failure}\nreplay: cargo run -p spindle-sim --{flag} --seed {seed} --ops {}", options.ops)
@@ -27,7 +30,7 @@ fn budget(seeds: u64, options: impl Fn(u64) -> Options, flag: &str) -> (u64, u64
 
 #[test]
 fn a_budget_of_seeds_keeps_every_history_linearizable() {
-    let (operations, faults) = budget(SEEDS, |seed| Options { seed, ops: OPS, ..Options::default() }, "");
+    let (operations, faults) = budget(0..SEEDS, |seed| Options { seed, ops: OPS, ..Options::default() }, "");
     // The budget means something only if the runs did work under faults.
     assert!(operations > SEEDS * OPS, "only {operations} operations in {SEEDS} seeds");
     assert!(faults > SEEDS * 5, "only {faults} faults in {SEEDS} seeds");
@@ -35,9 +38,17 @@ fn a_budget_of_seeds_keeps_every_history_linearizable() {
 
 #[test]
 fn a_budget_of_seeds_with_member_changes_keeps_every_history_linearizable() {
-    let (operations, faults) = budget(CHURN_SEEDS, |seed| Options { ops: OPS, ..Options::churn(seed) }, " --churn");
+    let (operations, faults) = budget(0..CHURN_SEEDS, |seed| Options { ops: OPS, ..Options::churn(seed) }, " --churn");
     assert!(operations > CHURN_SEEDS * OPS, "only {operations} operations in {CHURN_SEEDS} seeds");
     assert!(faults > CHURN_SEEDS * 5, "only {faults} faults in {CHURN_SEEDS} seeds");
+}
+
+#[test]
+fn a_budget_of_seeds_with_lossy_links_keeps_every_history_linearizable() {
+    let seeds = LOSSY_SEEDS.count() as u64;
+    let (operations, faults) = budget(LOSSY_SEEDS, |seed| Options { seed, ops: OPS, lossy: true, ..Options::default() }, " --lossy");
+    assert!(operations > seeds * OPS, "only {operations} operations in {seeds} seeds");
+    assert!(faults > seeds * 5, "only {faults} faults in {seeds} seeds");
 }
 
 /// Seeds that found a defect (docs/design/simulation.md, "Findings"), with the operations per
