@@ -22,7 +22,7 @@ use crate::fence::{fence, fenced_client};
 use crate::{migrate, sweeper};
 use crate::metrics::{CoordinatorMetrics, DriveView};
 use crate::repair;
-use crate::store::{Store, StoreConfig};
+use crate::store::StoreConfig;
 use crate::ClusterError;
 
 #[derive(Debug, Clone)]
@@ -492,7 +492,7 @@ async fn run_move(control: &Control, config: &CoordinatorConfig, map: ClusterMap
         Some(p) if p.epoch == map.epoch => p,
         _ => MoveProgress { epoch: map.epoch, total: map.moving.len() as u32, started_ms: now_ms(), rate_limit: config.migrate_rate, ..MoveProgress::default() },
     };
-    let settler = Store::open(control.clone(), StoreConfig { client: config.client.clone(), seed: config.store_seed, ..StoreConfig::default() }).await?;
+    let settler = (control.clone(), StoreConfig { client: config.client.clone(), seed: config.store_seed, ..StoreConfig::default() });
     let movers = migrate::Movers::new(migrate::connect_all(&map, &config.client).await, config.migrate_rate, settler);
     let mut pending = 0;
     let mut first_error = None;

@@ -26,7 +26,8 @@ use tracing::{info, warn};
 
 use crate::map::{self, ClusterMap, Member};
 use crate::repair;
-use crate::store::Store;
+use crate::control::Control;
+use crate::store::{Store, StoreConfig};
 use crate::ClusterError;
 
 /// Connections to a map's drives, each fenced to its epoch (those that answered).
@@ -94,14 +95,16 @@ pub struct Movers {
     pub throttle: Throttle,
     push_locks: BTreeMap<String, tokio::sync::Mutex<()>>,
     /// A cluster client at the move's map, for the keys a late accept cannot bring to their
-    /// newest write (`repair::repair_partition_noting`): a round settles those.
-    settler: Store,
+    /// newest write (`repair::repair_partition_noting`): opened the first time one is met
+    /// (rarely), from `settler`.
+    settler: (Control, StoreConfig),
+    settling: tokio::sync::OnceCell<Store>,
 }
 
 impl Movers {
-    pub fn new(drives: Drives, rate: u64, settler: Store) -> Movers {
+    pub fn new(drives: Drives, rate: u64, settler: (Control, StoreConfig)) -> Movers {
         let push_locks = drives.keys().map(|d| (d.clone(), tokio::sync::Mutex::new(()))).collect();
-        Movers { drives, throttle: Throttle::new(rate), push_locks, settler }
+        Movers { drives, throttle: Throttle::new(rate), push_locks, settler, settling: tokio::sync::OnceCell::new() }
     }
 }
 
@@ -173,7 +176,9 @@ pub async fn copy_partition(map: &ClusterMap, partition: u32, movers: &Movers) -
     }
     for dkey in blocked {
         if let Some(key) = map::user_key(partition, &dkey) {
-            movers.settler.make_chosen(key).await?;
+            let (control, config) = &movers.settler;
+            let store = movers.settling.get_or_try_init(|| Store::open(control.clone(), config.clone())).await?;
+            store.make_chosen(key).await?;
             copied.repaired += 1;
         }
     }

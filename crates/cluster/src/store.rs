@@ -12,7 +12,7 @@
 //! a drive of a newer view refuses with VERSION_FAILURE, and the client reloads the map from
 //! etcd and retries. No per-key ownership check anywhere.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -106,9 +106,10 @@ struct Inner {
     down: RwLock<Vec<String>>,
     /// Drives that failed or were slow to answer this client lately, until when: tried after
     /// the others (but before those marked down).
-    suspects: Mutex<BTreeMap<String, Instant>>,
-    /// Each drive's connections, by `Lane`.
-    connections: Mutex<BTreeMap<String, [Option<Client>; 2]>>,
+    suspects: Mutex<HashMap<String, Instant>>,
+    /// Each drive's connections, by `Lane`. (This struct's maps are only looked up, never
+    /// walked in an order that decides anything: hashed, as the request path wants.)
+    connections: Mutex<HashMap<String, [Option<Client>; 2]>>,
     /// High half of this client's writer ids: random, so that two clients do not share one.
     writer: u32,
     /// Pauses after lost races.
@@ -120,7 +121,7 @@ struct Inner {
     /// by the key's hash (a 4 KiB key costs no more than a short one; two keys sharing a hash
     /// only cost a refused try): what an unconditional put expects the replica to hold, so
     /// that it stores in one round trip (`write_single`).
-    versions: Mutex<BTreeMap<u64, Stamp>>,
+    versions: Mutex<HashMap<u64, Stamp>>,
     /// How well "a key never seen is new" has been guessing lately.
     fresh: std::sync::atomic::AtomicU32,
     unseen: std::sync::atomic::AtomicU32,
@@ -178,12 +179,12 @@ impl Store {
                 config,
                 map: RwLock::new(Arc::new(map)),
                 down: RwLock::new(down),
-                suspects: Mutex::new(BTreeMap::new()),
-                connections: Mutex::new(BTreeMap::new()),
+                suspects: Mutex::new(HashMap::new()),
+                connections: Mutex::new(HashMap::new()),
                 writer,
                 rng: Mutex::new(rng),
                 writes: std::sync::atomic::AtomicU32::new(0),
-                versions: Mutex::new(BTreeMap::new()),
+                versions: Mutex::new(HashMap::new()),
                 fresh: std::sync::atomic::AtomicU32::new(FRESH_MAX / 2),
                 unseen: std::sync::atomic::AtomicU32::new(0),
                 counts: WriteCounts::default(),

@@ -39,7 +39,8 @@ fn main() -> ExitCode {
                 Some(())
             }
             "--churn" => {
-                options = spindle_sim::Options { trace: options.trace, ops: options.ops, clients: options.clients, keys: options.keys, faults: options.faults, ..spindle_sim::Options::churn(0) };
+                let churn = spindle_sim::Options::churn(0);
+                (options.spares, options.min_members, options.rejoin) = (churn.spares, churn.min_members, churn.rejoin);
                 Some(())
             }
             "--lossy" => {
