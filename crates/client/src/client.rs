@@ -16,8 +16,6 @@ use tokio::sync::{mpsc, oneshot};
 use crate::connect::{handshake, read_frame, Handshake};
 use crate::{ClientConfig, ClientError, DeleteOptions, Entry, Metadata, PutOptions, RangeQuery};
 
-/// Batch ids only need to be unique per connection; one counter per process is simplest.
-static NEXT_BATCH_ID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
 
 /// A drive's answer.
 #[derive(Debug, Clone)]
@@ -55,6 +53,9 @@ struct Shared {
     mac: HmacKey,
     connection_id: i64,
     sign_on: Command,
+    /// Batch ids need only be unique per connection: one counter per connection, so that a
+    /// connection's ids do not depend on what other connections of the process did.
+    next_batch_id: std::sync::atomic::AtomicU32,
     /// Sent in every request's header; starts as `config.cluster_version` and follows
     /// [`Client::set_request_cluster_version`] (a cluster's view changes under open connections).
     cluster_version: std::sync::atomic::AtomicI64,
@@ -113,6 +114,7 @@ impl Client {
             config,
             connection_id,
             sign_on,
+            next_batch_id: std::sync::atomic::AtomicU32::new(1),
             sender: Mutex::new(Sender { next_sequence: 1, frames }),
             pending: Arc::new(Mutex::new(Pending::default())),
         });
@@ -287,7 +289,7 @@ impl Client {
     /// Opens a batch: puts and deletes added to it are applied atomically by
     /// [`Batch::commit`], or not at all.
     pub async fn start_batch(&self) -> Result<crate::Batch, ClientError> {
-        let id = NEXT_BATCH_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = self.shared.next_batch_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let header = Header {
             cluster_version: Some(self.cluster_version()),
             connection_id: Some(self.shared.connection_id),

@@ -13,6 +13,7 @@
 //! etcd and retries. No per-key ownership check anywhere.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, DefaultHasher};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -97,6 +98,9 @@ impl Default for StoreConfig {
     }
 }
 
+/// A hash map whose hasher has fixed keys: its order is the same in every run.
+type Fixed<K, V> = HashMap<K, V, BuildHasherDefault<DefaultHasher>>;
+
 struct Inner {
     /// Replaced by a connection through another etcd member when the one in use fails.
     control: RwLock<Control>,
@@ -107,9 +111,11 @@ struct Inner {
     /// Drives that failed or were slow to answer this client lately, until when: tried after
     /// the others (but before those marked down).
     suspects: Mutex<HashMap<String, Instant>>,
-    /// Each drive's connections, by `Lane`. (This struct's maps are only looked up, never
-    /// walked in an order that decides anything: hashed, as the request path wants.)
-    connections: Mutex<HashMap<String, [Option<Client>; 2]>>,
+    /// Each drive's connections, by `Lane`: hashed, as the request path wants, with fixed keys,
+    /// so that the order they drop in (which closes connections) is the same in every run and
+    /// a simulated run replays. The other maps here are only looked up; their order is never
+    /// seen (the versions map, keyed by what clients name, keeps random keys).
+    connections: Mutex<Fixed<String, [Option<Client>; 2]>>,
     /// High half of this client's writer ids: random, so that two clients do not share one.
     writer: u32,
     /// Pauses after lost races.
@@ -180,7 +186,7 @@ impl Store {
                 map: RwLock::new(Arc::new(map)),
                 down: RwLock::new(down),
                 suspects: Mutex::new(HashMap::new()),
-                connections: Mutex::new(HashMap::new()),
+                connections: Mutex::new(Fixed::default()),
                 writer,
                 rng: Mutex::new(rng),
                 writes: std::sync::atomic::AtomicU32::new(0),

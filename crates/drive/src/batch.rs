@@ -190,7 +190,9 @@ pub struct Batches {
     limits: Limits,
     /// `batch_idle_timeout_ms`.
     idle_timeout: Duration,
-    open: HashMap<u32, OpenBatch>,
+    /// Fixed hash keys: a closed connection frees its batches' slots in the same order in
+    /// every run (a simulated run replays).
+    open: HashMap<u32, OpenBatch, std::hash::BuildHasherDefault<std::hash::DefaultHasher>>,
 }
 
 fn invalid_batch(message: impl Into<String>) -> Reply {
@@ -199,7 +201,7 @@ fn invalid_batch(message: impl Into<String>) -> Reply {
 
 impl Batches {
     pub fn new(slots: Arc<BatchSlots>, limits: Limits, idle_timeout: Duration) -> Self {
-        Batches { slots, limits, idle_timeout, open: HashMap::new() }
+        Batches { slots, limits, idle_timeout, open: HashMap::default() }
     }
 
     /// A device-wide slot for a START_BATCH of batch `id`, waiting up to [`BATCH_SLOT_WAIT`]

@@ -74,7 +74,8 @@ pub struct DriveState {
     /// Batches open on all connections (bounded by maxBatchCountPerDevice).
     pub batch_slots: Arc<crate::batch::BatchSlots>,
     /// Connections to peer drives, for PEER2PEERPUSH.
-    pub peers: Mutex<std::collections::HashMap<PeerKey, spindle_client::Client>>,
+    /// Fixed hash keys: pooled peer connections close in the same order in every run.
+    pub peers: Mutex<std::collections::HashMap<PeerKey, spindle_client::Client, std::hash::BuildHasherDefault<std::hash::DefaultHasher>>>,
     /// Footprint of the writes submitted to the engine and not yet acknowledged.
     pub inflight_write_bytes: std::sync::atomic::AtomicU64,
     /// Opens connections to peers instead of TCP (a drive embedded in the simulator).

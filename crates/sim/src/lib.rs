@@ -49,6 +49,8 @@ const TCP_BACKLOG: usize = 1 << 14;
 /// repaired.
 const LINK_FAIL_RATE: f64 = 0.000_5;
 const LINK_REPAIR_RATE: f64 = 0.2;
+/// The simulated wall clock's start, in seconds after 1970 (2027-01-15).
+const SIM_EPOCH_SECS: u64 = 1_800_000_000;
 /// How long a run may last in simulated time before it is called stuck.
 const LONGEST_RUN: Duration = Duration::from_secs(3_600);
 
@@ -168,6 +170,9 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
     let dir = tempfile::tempdir().map_err(|e| Failure::Simulation(e.to_string()))?;
     let mut sim = turmoil::Builder::new()
         .rng_seed(seed)
+        // A fixed wall clock (turmoil's default starts at the real time): the coordinator's
+        // timestamps, and whatever is rounded from them, are the same in every replay.
+        .epoch(std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(SIM_EPOCH_SECS))
         .simulation_duration(LONGEST_RUN)
         .tick_duration(Duration::from_millis(1))
         .min_message_latency(Duration::from_micros(100))
