@@ -68,6 +68,42 @@ pub fn check(events: &[Event]) -> Result<(), Violation> {
     Ok(())
 }
 
+/// Checks every key's history, and that each batch took effect on all its keys or on none:
+/// `batches` lists each batch's writes as `(key, value)`. A batch whose outcome is unknown but
+/// whose value some operation observed (a read, or a compare-and-swap expecting it) on one key
+/// was done before that operation returned, so its writes on every key must be done by then:
+/// their unknown responses become that moment, and a key where the batch never landed fails.
+pub fn check_with_batches(events: &[Event], batches: &[Vec<(u64, u64)>]) -> Result<(), Violation> {
+    let mut batch_of: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
+    for (i, writes) in batches.iter().enumerate() {
+        for &(_, value) in writes {
+            batch_of.insert(value, i);
+        }
+    }
+    let mut observed: BTreeMap<usize, u64> = BTreeMap::new();
+    for e in events {
+        let seen = match (&e.op, e.ret) {
+            (Op::Read(Some(v)) | Op::Cas { expect: Some(v), .. } | Op::Refused { expect: Some(v) }, Some(ret)) => batch_of.get(v).map(|&b| (b, ret)),
+            _ => None,
+        };
+        if let Some((b, ret)) = seen {
+            let at = observed.entry(b).or_insert(ret);
+            *at = (*at).min(ret);
+        }
+    }
+    let bounded: Vec<Event> = events
+        .iter()
+        .map(|e| match (&e.op, e.ret) {
+            (Op::Write(Some(v)), None) => match batch_of.get(v).and_then(|b| observed.get(b)) {
+                Some(&at) => Event { ret: Some(at.max(e.call)), ..e.clone() },
+                None => e.clone(),
+            },
+            _ => e.clone(),
+        })
+        .collect();
+    check(&bounded)
+}
+
 /// One key's history.
 pub fn check_key(events: &[Event]) -> bool {
     let mut events = events.to_vec();
@@ -122,6 +158,23 @@ fn search(events: &[Event], done: &[u64], state: Value, seen: &mut HashSet<(Vec<
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_batch_seen_on_one_key_must_be_done_on_every_key() {
+        let w = |key, v, call, ret| Event { key, op: Op::Write(Some(v)), call, ret };
+        let r = |key, v, call, ret| Event { key, op: Op::Read(v), call, ret: Some(ret) };
+        // Batch {0: 10, 1: 11}, outcome unknown; key 0 reads it at 5..6.
+        let batch = vec![vec![(0, 10), (1, 11)]];
+        let seen_on_both = vec![w(0, 10, 1, None), w(1, 11, 1, None), r(0, Some(10), 5, 6), r(1, Some(11), 7, 8)];
+        assert!(check_with_batches(&seen_on_both, &batch).is_ok());
+        // Key 1 read absent after key 0 showed the batch: half a batch.
+        let half = vec![w(0, 10, 1, None), w(1, 11, 1, None), r(0, Some(10), 5, 6), r(1, None, 7, 8)];
+        assert!(check(&half).is_ok(), "per key, each history alone is linearizable");
+        assert_eq!(check_with_batches(&half, &batch).map_err(|v| v.key), Err(1));
+        // Read absent on key 1 before key 0 showed it: the batch may have landed in between.
+        let before = vec![w(0, 10, 1, None), w(1, 11, 1, None), r(1, None, 2, 3), r(0, Some(10), 5, 6)];
+        assert!(check_with_batches(&before, &batch).is_ok());
+    }
+
     use super::*;
 
     fn w(v: Value, call: u64, ret: Option<u64>) -> Event {

@@ -12,6 +12,7 @@
 #![deny(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +29,7 @@ use spindle_cluster::store::{Store, StoreConfig};
 pub mod disk;
 pub mod etcd;
 mod faults;
+mod invariants;
 pub mod net;
 mod workload;
 
@@ -69,12 +71,16 @@ pub struct Options {
     pub lossy: bool,
     pub coordinators: usize,
     pub clients: usize,
+    /// Operations each client runs at once over its one cluster client.
+    pub concurrency: u64,
     pub keys: u64,
     /// Operations per client.
     pub ops: u64,
     pub faults: bool,
     /// Print the faults as they start and the simulated time as it passes.
     pub trace: bool,
+    /// Where to write the run's history, one operation a line (`--history FILE`).
+    pub history: Option<std::path::PathBuf>,
 }
 
 impl Options {
@@ -87,7 +93,7 @@ impl Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { seed: 0, drives: 5, spares: 1, min_members: 4, rejoin: false, lossy: false, coordinators: 2, clients: 3, keys: 8, ops: 120, faults: true, trace: false }
+        Options { seed: 0, drives: 5, spares: 1, min_members: 4, rejoin: false, lossy: false, coordinators: 2, clients: 3, concurrency: 2, keys: 8, ops: 120, faults: true, trace: false, history: None }
     }
 }
 
@@ -234,7 +240,7 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
     for (i, name) in clients.iter().enumerate() {
         let (etcd, history, ready, finished, name) = (etcd.clone(), history.clone(), ready.clone(), finished.clone(), name.clone());
         let members: Vec<String> = drives[..options.drives].iter().map(|(n, _)| n.clone()).collect();
-        let (keys, ops, client_seed) = (options.keys, options.ops, seed.wrapping_mul(31).wrapping_add(i as u64));
+        let (keys, ops, workers, client_seed) = (options.keys, options.ops, options.concurrency, seed.wrapping_mul(31).wrapping_add(i as u64));
         sim.client(clients[i].as_str(), async move {
             if i == 0 {
                 set_up(&etcd, &name, &members).await?;
@@ -244,7 +250,7 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
             let store = open_store(&etcd, &name, client_seed).await;
-            workload::client(store, history, i as u64 + 1, keys, ops, client_seed).await;
+            workload::client(store, history, i as u64 + 1, keys, ops, workers, client_seed).await;
             finished.fetch_add(1, Ordering::Release);
             Ok(())
         });
@@ -274,10 +280,12 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             let store = open_store(&etcd, "checker", seed ^ 0xc4ec).await;
+            let mut read = BTreeMap::new();
             for key in 0..keys {
                 let call = etcd::now().as_micros() as u64;
                 match store.get(workload::key_name(key).as_bytes()).await {
                     Ok(v) => {
+                        read.insert(workload::key_name(key), v.as_ref().map(|v| v.version.to_vec()));
                         let value = v.and_then(|v| v.value[..].try_into().ok().map(u64::from_be_bytes));
                         history.events.lock().push(Event { key, op: Op::Read(value), call, ret: Some(etcd::now().as_micros() as u64) });
                     }
@@ -286,6 +294,9 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
                         return Ok(());
                     }
                 }
+            }
+            if let Err(broken) = on_the_drives(&control, &read).await {
+                *verdict.lock() = Some(broken);
             }
             Ok(())
         });
@@ -333,7 +344,12 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
         return Err(Failure::Invariant(m));
     }
     let events = history.events.lock().clone();
-    if let Err(violation) = history::check(&events) {
+    if let Some(path) = &options.history {
+        let lines: String = events.iter().map(|e| format!("{e:?}\n")).collect();
+        std::fs::write(path, lines).map_err(|e| Failure::Simulation(format!("writing {}: {e}", path.display())))?;
+    }
+    let batches = history.batches.lock().clone();
+    if let Err(violation) = history::check_with_batches(&events, &batches) {
         return Err(Failure::NotLinearizable { violation, faults: faults.log });
     }
     if !events.iter().any(|e| matches!(e.op, Op::Read(Some(_)))) {
@@ -348,6 +364,40 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
         simulated: sim.elapsed(),
         digest: digest(&events),
     })
+}
+
+/// The settled cluster's invariants on its drives (`invariants`): every value read stands on
+/// a write quorum, and the sweeper deletes every partition held where it is not placed. Asked
+/// again, with the map reloaded, while a drive does not answer.
+async fn on_the_drives(control: &Control, read: &BTreeMap<String, Option<Vec<u8>>>) -> Result<(), String> {
+    let started = etcd::now();
+    let mut last = String::new();
+    let mut quorum_holds = false;
+    while etcd::now() - started <= invariants::SETTLED_WITHIN {
+        match check_drives(control, read, quorum_holds).await {
+            Ok(None) if quorum_holds => return Ok(()),
+            Ok(None) => {
+                quorum_holds = true;
+                continue;
+            }
+            Ok(Some(unsettled)) | Err(invariants::Found::Unanswered(unsettled)) => last = unsettled,
+            Err(invariants::Found::Broken(m)) => return Err(m),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Err(format!("{:?} after settling: {last}", invariants::SETTLED_WITHIN))
+}
+
+/// One look at the drives, under the map as it is now: whether the values read stand on a
+/// quorum, or (once they do) which partitions are still held where they are not placed.
+async fn check_drives(control: &Control, read: &BTreeMap<String, Option<Vec<u8>>>, quorum_holds: bool) -> Result<Option<String>, invariants::Found> {
+    let (map, _) = control.load_map().await.map_err(|e| invariants::Found::Unanswered(e.to_string()))?;
+    let drives = spindle_cluster::migrate::connect_all(&map, &client_config()).await;
+    if !quorum_holds {
+        return invariants::quorum_holds(&map, &drives, read).await.map(|()| None);
+    }
+    let foreign = invariants::foreign(&map, &drives).await?;
+    Ok((!foreign.is_empty()).then(|| format!("members still hold partitions placed elsewhere: {foreign:?}")))
 }
 
 /// Creates the cluster and adds the first drives, waiting until they are members and up.

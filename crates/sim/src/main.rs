@@ -1,9 +1,11 @@
 //! `spindle-sim`: runs the simulator over seeds.
 //!
 //! `spindle-sim --seed N` replays one seed; `spindle-sim --seeds K [--from N]` runs K seeds
-//! from N and stops at the first failure, printing its seed. `--ops`, `--clients`, `--drives`
+//! from N and stops at the first failure, printing its seed. `--ops`, `--clients`,
+//! `--concurrency` (operations a client runs at once), `--drives`
 //! and `--no-faults` change the run; `--churn` adds member changes (two spares, leaves down to
-//! three members, drives that left join again); `--lossy` makes links fail at random too.
+//! three members, drives that left join again); `--lossy` makes links fail at random too; `--history FILE`
+//! writes each run's history there.
 
 use std::process::ExitCode;
 
@@ -28,6 +30,7 @@ fn main() -> ExitCode {
             "--seeds" => number("--seeds").map(|n| count = n),
             "--ops" => number("--ops").map(|n| options.ops = n),
             "--clients" => number("--clients").map(|n| options.clients = n as usize),
+            "--concurrency" => number("--concurrency").map(|n| options.concurrency = n),
             "--drives" => number("--drives").map(|n| options.drives = n as usize),
             "--keys" => number("--keys").map(|n| options.keys = n),
             "--no-faults" => {
@@ -47,12 +50,13 @@ fn main() -> ExitCode {
                 options.lossy = true;
                 Some(())
             }
+            "--history" => args.next().map(|path| options.history = Some(path.into())),
             "--trace" => {
                 options.trace = true;
                 Some(())
             }
             other => {
-                eprintln!("unknown argument {other}; usage: spindle-sim [--seed N | --seeds K --from N] [--ops N] [--clients N] [--drives N] [--keys N] [--no-faults] [--churn] [--lossy] [--trace] [-v]");
+                eprintln!("unknown argument {other}; usage: spindle-sim [--seed N | --seeds K --from N] [--ops N] [--clients N] [--concurrency N] [--drives N] [--keys N] [--no-faults] [--churn] [--lossy] [--trace] [--history FILE] [-v]");
                 None
             }
         };

@@ -30,6 +30,8 @@ fn now_micros() -> u64 {
 #[derive(Default)]
 pub struct History {
     pub events: Mutex<Vec<Event>>,
+    /// Each batch's writes, `(key, value)`: for the check that a batch lands whole or not at all.
+    pub batches: Mutex<Vec<Vec<(u64, u64)>>>,
     pub acknowledged: AtomicU64,
     pub failed: AtomicU64,
 }
@@ -49,8 +51,23 @@ fn value_of(bytes: &[u8]) -> Option<u64> {
     bytes.try_into().ok().map(u64::from_be_bytes)
 }
 
-/// A client's run of `ops` operations on `keys` keys; values are `(client << 32) | n`.
-pub async fn client(store: Store, history: Arc<History>, client: u64, keys: u64, ops: u64, seed: u64) {
+/// A client's run of `ops` operations on `keys` keys, `workers` of them at a time over its one
+/// cluster client (as the S3 gateway runs its requests): an operation can load a newer map
+/// while another is still under way with the one it was decided with.
+pub async fn client(store: Store, history: Arc<History>, client: u64, keys: u64, ops: u64, workers: u64, seed: u64) {
+    let workers = workers.max(1);
+    let runs = (0..workers).map(|w| {
+        let share = ops / workers + u64::from(w < ops % workers);
+        worker(store.clone(), history.clone(), (client << WORKER_BITS) | w, keys, share, seed.wrapping_add(w.wrapping_mul(0x9e37_79b9)))
+    });
+    futures_util::future::join_all(runs).await;
+}
+
+/// Bits of a writer's number that tell a client's workers apart.
+const WORKER_BITS: u32 = 4;
+
+/// One worker's operations, one at a time; values are `(writer << 32) | n`.
+async fn worker(store: Store, history: Arc<History>, client: u64, keys: u64, ops: u64, seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut n = 0u64;
     for _ in 0..ops {
@@ -139,6 +156,7 @@ async fn batch(store: &Store, history: &History, rng: &mut StdRng, key: u64, key
         .collect();
     let call = now_micros();
     let ret = store.batch(ops).await.is_ok().then(now_micros);
+    history.batches.lock().push(writes.clone());
     for &(k, v) in &writes {
         history.record(Event { key: k, op: Op::Write(Some(v)), call, ret });
     }

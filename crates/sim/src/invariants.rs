@@ -1,0 +1,93 @@
+//! What a settled cluster must show on its drives, asked of each drive directly (Kinetic, as
+//! the coordinator asks them): every key's value a final read returned stands on a write
+//! quorum of the key's replicas (so the loss of any other replica keeps it), and no member
+//! holds a partition it is not placed on once the sweeper has had its time.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use spindle_client::{Client, RangeQuery};
+use spindle_cluster::migrate::Drives;
+use spindle_cluster::map::{self, ClusterMap, KEY_PAGE, PARTITION_PREFIX_LEN};
+use spindle_cluster::replica;
+use spindle_cluster::tag::Tag;
+
+/// Longest, in simulated time, the checks may take once the cluster has settled (the sweeper
+/// deleting what members hold of partitions placed elsewhere: it runs every second with a
+/// two-second grace; drives answering at the map's epoch): only a defect exceeds it.
+pub const SETTLED_WITHIN: Duration = Duration::from_secs(120);
+
+
+/// What a check found: a broken invariant, or a drive that could not answer (the map moved
+/// on under the check, say), to be asked again.
+pub enum Found {
+    Broken(String),
+    Unanswered(String),
+}
+
+/// The first key whose read value does not stand on a write quorum of its replicas. `read`
+/// holds, by key, the version a final read returned (`None`: absent).
+pub async fn quorum_holds(map: &ClusterMap, drives: &Drives, read: &BTreeMap<String, Option<Vec<u8>>>) -> Result<(), Found> {
+    for (key, version) in read {
+        let Some(version) = version else { continue };
+        let tag = Tag::decode(version).ok_or_else(|| Found::Broken(format!("key {key}: the read returned an undecodable version")))?;
+        let partition = map.partition_of(key.as_bytes());
+        let dkey = map::drive_key(partition, key.as_bytes());
+        let mut holders = Vec::new();
+        let mut seen = Vec::new();
+        for drive in map.replicas_of(partition) {
+            let client = drives.get(drive).ok_or_else(|| Found::Unanswered(format!("replica {drive} of key {key} could not be reached")))?;
+            let held = replica::held(client, &dkey).await.map_err(|e| Found::Unanswered(format!("replica {drive} of key {key}: {e}")))?;
+            if held.tag().is_some_and(|t| t.same_write(&tag)) {
+                holders.push(drive.clone());
+            }
+            seen.push(format!("{drive}: {:?}", held.stamp()));
+        }
+        if holders.len() < usize::from(map.write_quorum) {
+            return Err(Found::Broken(format!("key {key}: the value read ({tag:?}) stands on {holders:?} only, fewer than a write quorum; the replicas hold {}", seen.join(", "))));
+        }
+    }
+    Ok(())
+}
+
+/// Partitions each member holds keys of without being placed there: `(drive, partition)`.
+pub async fn foreign(map: &ClusterMap, drives: &Drives) -> Result<Vec<(String, u32)>, Found> {
+    let mut found = Vec::new();
+    for (drive, client) in drives {
+        if !map.members.contains_key(drive) {
+            continue;
+        }
+        for partition in partitions_held(client).await.map_err(|e| Found::Unanswered(format!("listing {drive}: {e}")))? {
+            if !map.assigned(drive, partition) {
+                found.push((drive.clone(), partition));
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// The partitions a drive holds any key of, by walking its whole key space a page at a time.
+async fn partitions_held(client: &Client) -> Result<Vec<u32>, spindle_client::ClientError> {
+    let mut held = Vec::new();
+    let mut start = bytes::Bytes::new();
+    let mut inclusive = true;
+    loop {
+        let query = RangeQuery { start: start.clone(), start_inclusive: inclusive, end: None, end_inclusive: false, max_returned: KEY_PAGE, reverse: false };
+        let keys = client.get_key_range(query).await?;
+        for key in &keys {
+            if let Some(prefix) = key.get(..PARTITION_PREFIX_LEN) {
+                let partition = u32::from_be_bytes(prefix.try_into().unwrap_or_default());
+                if held.last() != Some(&partition) {
+                    held.push(partition);
+                }
+            }
+        }
+        match keys.last() {
+            Some(last) if keys.len() == KEY_PAGE as usize => {
+                start = last.clone();
+                inclusive = false;
+            }
+            _ => return Ok(held),
+        }
+    }
+}
