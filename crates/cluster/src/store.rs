@@ -37,6 +37,7 @@ use quorum::{Ask, Quorum};
 use round::{Judged, Outcome, Proposal};
 
 mod ask;
+mod abandon;
 mod batches;
 mod quorum;
 mod range;

@@ -95,11 +95,13 @@ impl Store {
                         self.suspect(holder);
                         last = Some(e);
                     }
-                    done => {
-                        done?;
+                    Err(e) => return Err(e),
+                    Ok(None) => {
                         last = None;
                         break;
                     }
+                    // Abandoned: the write that stands in its place.
+                    Ok(Some(stands)) => return Ok(stands),
                 }
             }
             if let Some(e) = last {
@@ -120,7 +122,9 @@ impl Store {
     }
 
     /// Writes the batch whose entry for `dkey` is `entry` (tagged `tag`, read from `holder`)
-    /// back to a write quorum, whole: each member's entry of the same write, as `holder` has
+    /// back to a write quorum, whole (`None`), unless a member was overwritten and the batch
+    /// can be proven never chosen: then it is abandoned (`abandon`), and the write standing in
+    /// its place is returned. Whole: each member's entry of the same write, as `holder` has
     /// it (a replica stores a batch all at once, so it has every member at this write or a
     /// newer one, which leaves that member out), stored atomically on each replica. A member
     /// left out for a newer write is first read as any key is (its newer write settled on a
@@ -137,7 +141,7 @@ impl Store {
         newest: Stamp,
         entry: &Bytes,
         known: BTreeMap<String, Held>,
-    ) -> Result<(), OpError> {
+    ) -> Result<Option<(Tag, Option<Bytes>)>, OpError> {
         let tag = newest.identity;
         let (members, _) = batch::decode_entry(entry).ok_or_else(|| undecodable(dkey))?;
         let c = self.connection(map, holder, Lane::Writes).await.map_err(|e| OpError::from_client(holder, e))?;
@@ -160,9 +164,17 @@ impl Store {
                 None => return Err(OpError::Changed),
             }
         }
+        let overwritten = !replaced.is_empty();
         for member in replaced {
             // Tags only grow along this recursion (each newer than the batch that led to it).
             self.settle_key(map, member).await?;
+        }
+        if overwritten {
+            // Never chosen, it never will be: abandoned (`abandon`), not written back without
+            // the member.
+            if let Some(stands) = self.abandon(map, partition, dkey, tag).await? {
+                return Ok(Some(stands));
+            }
         }
         // What each replica held is known for `dkey` only: the store reads the rest.
         let known = Arc::new(known);
@@ -186,8 +198,8 @@ impl Store {
             // A replica's promise (a round's, maybe one that never finished) refuses the
             // batch's own ballot: a round above it makes the batch chosen, as a single key's
             // refused write-back goes on with a round.
-            Err(OpError::Changed) if refused => self.learn_batch(map, partition, entries).await,
-            other => other,
+            Err(OpError::Changed) if refused => self.learn_batch(map, partition, entries).await.map(|()| None),
+            other => other.map(|()| None),
         }
     }
 

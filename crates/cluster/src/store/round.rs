@@ -95,8 +95,24 @@ impl Store {
                 .map(|(d, h, _)| (d.clone(), h.promised(ballot)))
                 .collect(),
         );
-        let k = dkey.clone();
-        self.decided(map, partition, if write == identity { Judged::Settle } else { Judged::Write }, |map| {
+        let judged = if write == identity { Judged::Settle } else { Judged::Write };
+        self.accept_decided(map, partition, dkey, (&value, write, ballot), after, judged).await?;
+        Ok(if write == identity { Outcome::Current { identity, value } } else { Outcome::Wrote(write) })
+    }
+
+    /// A round's accept of `write` (with `value`) under `ballot`, on every replica, carried to
+    /// the map it lands under (`decided`); `after` is what each promising replica holds.
+    pub(super) async fn accept_decided(
+        &self,
+        map: &Arc<ClusterMap>,
+        partition: u32,
+        dkey: &Bytes,
+        (value, write, ballot): (&Bytes, Tag, Tag),
+        after: Arc<BTreeMap<String, Held>>,
+        judged: Judged,
+    ) -> Result<(), OpError> {
+        let (k, value) = (dkey.clone(), value.clone());
+        self.decided(map, partition, judged, |map| {
             let (k, value, after) = (k.clone(), value.clone(), after.clone());
             async move {
                 let answers = self
@@ -105,11 +121,10 @@ impl Store {
                         async move { replica::accept(&c, &k, value, write, ballot, known).await }
                     })
                     .await?;
-                self.judge(&map, partition, answers, if write == identity { Judged::Settle } else { Judged::Write })
+                self.judge(&map, partition, answers, judged)
             }
         })
-        .await?;
-        Ok(if write == identity { Outcome::Current { identity, value } } else { Outcome::Wrote(write) })
+        .await
     }
 
     /// Whether an accept was chosen: `Ok` when a write quorum took it or covers it (`Answer`).
