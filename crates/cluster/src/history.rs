@@ -83,7 +83,7 @@ pub fn check_with_batches(events: &[Event], batches: &[Vec<(u64, u64)>]) -> Resu
     let mut observed: BTreeMap<usize, u64> = BTreeMap::new();
     for e in events {
         let seen = match (&e.op, e.ret) {
-            (Op::Read(Some(v)) | Op::Cas { expect: Some(v), .. } | Op::Refused { expect: Some(v) }, Some(ret)) => batch_of.get(v).map(|&b| (b, ret)),
+            (Op::Read(Some(v)) | Op::Cas { expect: Some(v), .. }, Some(ret)) => batch_of.get(v).map(|&b| (b, ret)),
             _ => None,
         };
         if let Some((b, ret)) = seen {

@@ -22,37 +22,35 @@ impl Store {
     pub(super) async fn abandon(&self, map: &Arc<ClusterMap>, partition: u32, dkey: &Bytes, batch: Tag) -> Result<Option<(Tag, Option<Bytes>)>, OpError> {
         let writers = map.writers_of(partition);
         let k = dkey.clone();
-        let Ok(read) = self
+        let read = match self
             .ask(map, partition, writers.len(), Ask::All, move |_, c| {
                 let k = k.clone();
                 async move { replica::held_with_value(&c, &k).await }
             })
             .await
-        else {
-            tracing::debug!(?batch, "not abandoned: a replica did not answer");
-            return Ok(None);
+        {
+            Ok(read) if read.len() == writers.len() => read,
+            _ => {
+                tracing::debug!(?batch, "not abandoned: a replica did not answer");
+                return Ok(None);
+            }
         };
-        if read.len() < writers.len() {
-            tracing::debug!(?batch, "not abandoned: a replica did not answer");
-            return Ok(None);
-        }
         let top = read.iter().filter_map(|(_, (h, _))| h.stamp()).map(|s| s.position()).max();
         let ballot = Tag::next(top.as_ref(), map.epoch, self.round_id(), Kind::Value);
         let known: Arc<BTreeMap<String, (Held, Bytes)>> = Arc::new(read.into_iter().collect());
         let k = dkey.clone();
         // Promised by every replica: none takes the batch's ballot any more, so what they
         // hold now says whether it was chosen.
-        let Ok(promised) = self
+        let promised: Vec<(String, Held, Bytes)> = match self
             .ask_where(map, partition, writers.len(), Ask::All, Option::is_some, move |drive, c| {
                 let (k, known) = (k.clone(), known.get(&drive).cloned());
                 async move { replica::promise(&c, &k, ballot, known).await }
             })
             .await
-        else {
-            tracing::debug!(?batch, "not abandoned: a replica did not promise");
-            return Ok(None);
+        {
+            Ok(answers) => answers.into_iter().filter_map(|(d, p)| p.map(|(h, v)| (d, h, v))).collect(),
+            Err(_) => Vec::new(),
         };
-        let promised: Vec<(String, Held, Bytes)> = promised.into_iter().filter_map(|(d, p)| p.map(|(h, v)| (d, h, v))).collect();
         if promised.len() < writers.len() {
             tracing::debug!(?batch, "not abandoned: a replica did not promise");
             return Ok(None);
