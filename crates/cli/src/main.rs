@@ -27,6 +27,8 @@ mod cluster_rotate;
 mod cluster_secure;
 #[cfg(feature = "cluster")]
 mod s3_cmds;
+#[cfg(feature = "cluster")]
+mod s3_users;
 #[cfg(feature = "lab")]
 mod json_file;
 #[cfg(feature = "lab")]

@@ -9,7 +9,10 @@ use spindle_s3::{CertFiles, Config, Drive, Keys, Kv, Limits};
 
 #[derive(clap::Args)]
 #[command(group = clap::ArgGroup::new("store").required(true).args(["cluster", "drive"]))]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct S3Args {
+    #[command(subcommand)]
+    command: Option<crate::s3_users::S3Command>,
     /// TOML file of settings, keyed by these flags' names (flags given override it)
     #[arg(long)]
     config: Option<PathBuf>,
@@ -37,6 +40,10 @@ pub struct S3Args {
     /// More keys: a file of `ACCESS_KEY SECRET_KEY` lines
     #[arg(long)]
     pub(crate) keys_file: Option<PathBuf>,
+    /// Users (`spindle s3 user`) sign in with keys sealed by this file (`spindle s3
+    /// users-key`); without it only the keys above do
+    #[arg(long, env = "SPINDLE_S3_USERS_KEY")]
+    users_key: Option<PathBuf>,
     /// Unreferenced data (replaced objects, crashed uploads) is deleted this long after it lost
     /// its last reference; an upload may stall this long between two pieces of its body
     #[arg(long, default_value_t = spindle_s3::SWEEP_GRACE.as_secs())]
@@ -70,6 +77,9 @@ pub struct S3Args {
 }
 
 pub async fn run(a: S3Args) -> Result<(), Box<dyn std::error::Error>> {
+    if let Some(command) = a.command {
+        return crate::s3_users::run(command).await;
+    }
     if let Some(file) = &a.config {
         tracing::info!("settings from {}", file.display());
     }
@@ -118,9 +128,11 @@ pub async fn run(a: S3Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     let scheme = if tls.is_some() { "https" } else { "http" };
     let listener = tokio::net::TcpListener::bind(a.listen).await.map_err(|e| format!("{}: {e}", a.listen))?;
+    let users_key = a.users_key.as_deref().map(spindle_s3::users::UsersKey::load).transpose()?;
     let config = Config {
         kv,
         keys,
+        users_key,
         sweep_grace: Duration::from_secs(a.sweep_grace_secs),
         sweep_interval: Duration::from_secs(a.sweep_interval_secs),
         limits,
@@ -132,7 +144,7 @@ pub async fn run(a: S3Args) -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// `etcd://a:2379,b:2379` (or `etcds://`, over TLS) as the etcd client's endpoint list.
-fn etcd_endpoints(url: &str) -> Result<String, String> {
+pub(crate) fn etcd_endpoints(url: &str) -> Result<String, String> {
     let (scheme, hosts) = match (url.strip_prefix("etcds://"), url.strip_prefix("etcd://")) {
         (Some(hosts), _) => ("https", hosts),
         (None, Some(hosts)) => ("http", hosts),

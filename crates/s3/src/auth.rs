@@ -1,10 +1,15 @@
-//! Access keys: SigV4 signatures are checked by `s3s` with the secret key found here.
+//! Access keys: SigV4 signatures are checked by `s3s` with the secret key found here, the
+//! administrators' (`Keys`, the gateway's own) or a user's (`users::Directory`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use s3s::auth::{S3Auth, SecretKey};
 use s3s::{s3_error, S3Result};
 
+use crate::users::Directory;
+
+/// The administrators' keys.
 #[derive(Default)]
 pub struct Keys {
     secrets: HashMap<String, SecretKey>,
@@ -35,12 +40,35 @@ impl Keys {
     pub fn is_empty(&self) -> bool {
         self.secrets.is_empty()
     }
+
+    pub fn access_keys(&self) -> HashSet<String> {
+        self.secrets.keys().cloned().collect()
+    }
+}
+
+/// Every key the gateway takes.
+pub struct Auth {
+    pub admins: Keys,
+    pub users: Option<Arc<Directory>>,
 }
 
 #[async_trait::async_trait]
-impl S3Auth for Keys {
+impl S3Auth for Auth {
     async fn get_secret_key(&self, access_key: &str) -> S3Result<SecretKey> {
-        self.secrets.get(access_key).cloned().ok_or_else(|| s3_error!(InvalidAccessKeyId, "The AWS Access Key Id you provided does not exist in our records."))
+        if let Some(secret) = self.admins.secrets.get(access_key) {
+            return Ok(secret.clone());
+        }
+        if let Some(users) = &self.users {
+            match users.lookup(access_key).await {
+                Ok(Some((_, secret))) => return Ok(secret),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "users could not be read");
+                    return Err(s3_error!(ServiceUnavailable, "the gateway cannot read its users right now; retry"));
+                }
+            }
+        }
+        Err(s3_error!(InvalidAccessKeyId, "The AWS Access Key Id you provided does not exist in our records."))
     }
 }
 

@@ -17,6 +17,7 @@ const UPLOAD: u8 = b'U';
 const PART: u8 = b'P';
 const DATA: u8 = b'D';
 const INTENT: u8 = b'G';
+const USER: u8 = b'I';
 const SEP: u8 = 0;
 
 /// An object's data (one upload's chunks) is named by a random 128-bit id: two uploads of
@@ -35,6 +36,18 @@ pub fn bucket(name: &str) -> Bytes {
     let mut k = key(BUCKET, name.len());
     k.put_slice(name.as_bytes());
     k.freeze()
+}
+
+/// A user's record (`users`).
+pub fn user(name: &str) -> Bytes {
+    let mut k = key(USER, name.len());
+    k.put_slice(name.as_bytes());
+    k.freeze()
+}
+
+/// The first and last possible user record keys.
+pub fn users() -> (Bytes, Bytes) {
+    (key(USER, 0).freeze(), last_under(key(USER, 0)))
 }
 
 /// The first and last possible bucket record keys.

@@ -6,7 +6,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
-mod access;
+pub mod access;
 pub mod admission;
 mod auth;
 mod gateway;
@@ -21,11 +21,12 @@ mod server;
 mod stall;
 mod sweeper;
 mod tls;
+pub mod users;
 
 use std::time::Duration;
 
 pub use admission::Limits;
-pub use auth::Keys;
+pub use auth::{Auth, Keys};
 pub use kv::{Drive, Kv};
 pub use md5_lanes::{Md5Lanes, Md5Stream};
 pub use server::{serve, Config};
@@ -43,6 +44,11 @@ pub enum GatewayError {
     Invalid(String),
 }
 
+/// The wall clock in milliseconds, as the gateway's records keep time.
+pub fn records_now_ms() -> u64 {
+    records::now_ms()
+}
+
 /// Defaults of the sweeper (`Config`).
 pub const SWEEP_GRACE: Duration = Duration::from_secs(600);
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(60);
@@ -56,6 +62,10 @@ pub fn decode_untrusted(bytes: &[u8]) {
     let _ = records::decode::<records::UploadRecord>("upload", bytes);
     let _ = records::decode::<records::PartRecord>("part", bytes);
     let _ = records::decode::<records::BucketRecord>("bucket", bytes);
+    let _ = records::decode::<users::UserRecord>("user", bytes);
+    if let Ok(s) = std::str::from_utf8(bytes) {
+        let _ = access::policy::Policy::parse(s, "bucket");
+    }
     let _ = layout::bucket_name(bytes);
     let _ = layout::part_number(bytes);
     let _ = layout::intent_data(bytes);

@@ -9,6 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use crate::access::Acl;
 use crate::layout::{DataId, UploadId};
 
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +69,12 @@ pub struct Manifest {
     /// after it succeeded answers as the first did, as in S3.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completed_from: Option<u128>,
+    /// The object's owner (canonical id); none: the bucket's owner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// None: private.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acl: Option<Acl>,
 }
 
 impl Manifest {
@@ -84,9 +91,79 @@ impl Manifest {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BucketRecord {
     pub created_ms: u64,
+    /// The owner's canonical id; none for a bucket of the administrators (and every bucket
+    /// made before users existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// None: private (the owner has full control, nobody else anything).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acl: Option<Acl>,
+    /// The bucket policy as the client gave it (checked when it was put).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_access_block: Option<PublicAccessBlock>,
+    /// None: ObjectWriter (ACLs apply; see docs/design/s3-access.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ownership: Option<Ownership>,
+}
+
+impl BucketRecord {
+    pub fn owner_id(&self) -> &str {
+        self.owner.as_deref().unwrap_or(ADMIN_ID)
+    }
+
+    pub fn block(&self) -> PublicAccessBlock {
+        self.public_access_block.unwrap_or_default()
+    }
+
+    pub fn ownership(&self) -> Ownership {
+        self.ownership.unwrap_or(Ownership::ObjectWriter)
+    }
+}
+
+/// The administrators' canonical id: the owner of what they make.
+pub const ADMIN_ID: &str = "bef122e836e0a19f5ec52856c7e3ce8416148363f03daf9b2ae218812bdabecf";
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PublicAccessBlock {
+    pub block_public_acls: bool,
+    pub ignore_public_acls: bool,
+    pub block_public_policy: bool,
+    pub restrict_public_buckets: bool,
+}
+
+/// S3 Object Ownership.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Ownership {
+    /// ACLs off: the bucket owner owns every object.
+    BucketOwnerEnforced,
+    /// The bucket owner owns objects written with bucket-owner-full-control.
+    BucketOwnerPreferred,
+    /// The writer owns what it writes.
+    ObjectWriter,
+}
+
+impl Ownership {
+    pub fn parse(s: &str) -> Option<Ownership> {
+        Some(match s {
+            "BucketOwnerEnforced" => Ownership::BucketOwnerEnforced,
+            "BucketOwnerPreferred" => Ownership::BucketOwnerPreferred,
+            "ObjectWriter" => Ownership::ObjectWriter,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ownership::BucketOwnerEnforced => "BucketOwnerEnforced",
+            Ownership::BucketOwnerPreferred => "BucketOwnerPreferred",
+            Ownership::ObjectWriter => "ObjectWriter",
+        }
+    }
 }
 
 /// A multipart upload in progress.
@@ -99,6 +176,11 @@ pub struct UploadRecord {
     /// abort is refused until it is older than the sweep grace (a completion that crashed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completing: Option<Completing>,
+    /// The object's owner and ACL once completed (as the manifest has them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acl: Option<Acl>,
 }
 
 /// A completion under way: when it took the upload, and the parts (number, ETag) it chose.
@@ -174,7 +256,7 @@ mod tests {
         fn manifests_round_trip(segments in proptest::collection::vec(segment(), 0..20), etag in "[0-9a-f]{32}(-[0-9]{1,5})?",
                                 meta in proptest::collection::btree_map("[a-z-]{1,10}", "\\PC{0,20}", 0..4)) {
             let size = segments.iter().map(|s| s.size).sum();
-            let m = Manifest { size, etag, modified_ms: 7, attributes: Attributes { metadata: meta, ..Attributes::default() }, segments, completed_from: None };
+            let m = Manifest { size, etag, modified_ms: 7, attributes: Attributes { metadata: meta, ..Attributes::default() }, segments, completed_from: None, owner: None, acl: None };
             prop_assert_eq!(decode_manifest(&encode(&m)).unwrap(), m);
         }
 
@@ -189,7 +271,7 @@ mod tests {
 
     #[test]
     fn a_manifest_whose_segments_disagree_is_refused() {
-        let m = Manifest { size: 10, etag: "x".into(), modified_ms: 0, attributes: Attributes::default(), segments: vec![Segment { data: 1, size: 9, chunk: 4 }], completed_from: None };
+        let m = Manifest { size: 10, etag: "x".into(), modified_ms: 0, attributes: Attributes::default(), segments: vec![Segment { data: 1, size: 9, chunk: 4 }], completed_from: None, owner: None, acl: None };
         assert!(decode_manifest(&encode(&m)).is_err());
         assert_eq!(Segment { data: 1, size: 9, chunk: 4 }.chunks(), 3);
     }

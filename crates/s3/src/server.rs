@@ -16,7 +16,9 @@ use tokio_rustls::TlsAcceptor;
 use tracing::Instrument;
 
 use crate::admission::{Admission, Limits, Refusal, Ticket, MAX_HEADERS, MAX_HEAD_BYTES, MAX_XML_BODY};
-use crate::auth::Keys;
+use crate::access::{Access, Transport};
+use crate::auth::{Auth, Keys};
+use crate::users::{Directory, UsersKey};
 use crate::gateway::{self, Gateway};
 use crate::kv::Kv;
 use crate::objects::Core;
@@ -36,7 +38,11 @@ const REFUSALS_AT_ONCE: usize = 64;
 
 pub struct Config {
     pub kv: Kv,
+    /// The administrators' keys.
     pub keys: Keys,
+    /// Users (`spindle s3 user`) sign in with keys sealed by this; without it only the
+    /// administrators do.
+    pub users_key: Option<UsersKey>,
     /// Unreferenced data is kept this long (`objects::Core::grace`).
     pub sweep_grace: Duration,
     pub sweep_interval: Duration,
@@ -55,10 +61,12 @@ pub async fn serve(listener: TcpListener, config: Config, shutdown: impl Future<
     let chunk = config.kv.max_value().await?;
     let core = Arc::new(Core { kv: config.kv, chunk, grace: config.sweep_grace, md5: crate::md5_lanes::Md5Lanes::start() });
     let sweeper = tokio::spawn(sweep_forever(core.clone(), config.sweep_interval));
+    let users = config.users_key.map(|key| Arc::new(Directory::new(core.clone(), key)));
+    let admins = Arc::new(config.keys.access_keys());
     let service = {
-        let mut b = S3ServiceBuilder::new(Gateway::new(core));
-        b.set_auth(config.keys);
-        b.set_access(crate::access::Access);
+        let mut b = S3ServiceBuilder::new(Gateway::new(core.clone()));
+        b.set_auth(Auth { admins: config.keys, users: users.clone() });
+        b.set_access(Access { core, admins, users });
         b.build()
     };
     let admission = Admission::new(config.limits);
@@ -88,7 +96,8 @@ pub async fn serve(listener: TcpListener, config: Config, shutdown: impl Future<
         let _ = socket.set_nodelay(true);
         match admission.admit(peer.ip()) {
             Ok(ticket) => {
-                let c = Connection { service: service.clone(), http: http.clone(), ticket, watcher: graceful.watcher(), stall: admission.limits().stall_timeout };
+                let transport = Transport { secure: tls.is_some(), peer: peer.ip() };
+                let c = Connection { service: service.clone(), http: http.clone(), ticket, watcher: graceful.watcher(), stall: admission.limits().stall_timeout, transport };
                 tokio::spawn(c.run(socket, tls.clone(), admission.limits().handshake_timeout));
             }
             Err(refusal) => {
@@ -119,6 +128,7 @@ struct Connection {
     ticket: Ticket,
     watcher: Watcher,
     stall: Duration,
+    transport: Transport,
 }
 
 impl Connection {
@@ -140,7 +150,7 @@ impl Connection {
     }
 
     async fn serve<T: AsyncRead + AsyncWrite + Unpin + Send + 'static>(self, io: T) {
-        let Connection { service, http, ticket, watcher, stall } = self;
+        let Connection { service, http, ticket, watcher, stall, transport } = self;
         let ticket = Arc::new(ticket);
         let proof = ticket.clone();
         let svc = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
@@ -148,13 +158,14 @@ impl Connection {
             // XML bodies are read whole by s3s: past the limit it would answer 500 (it does
             // not recognise the limit's own error), so the limit is ours and answered 400.
             let exceeded = xml_bodied(&req).then(|| Arc::new(AtomicBool::new(false)));
-            let req = req.map(|body| {
+            let mut req = req.map(|body| {
                 let body = Stalling::new(body, stall);
                 s3s::Body::http_body(match &exceeded {
                     Some(flag) => body.limited(MAX_XML_BODY, flag.clone()),
                     None => body,
                 })
             });
+            req.extensions_mut().insert(transport);
             let (service, proof) = (service.clone(), proof.clone());
             let id = request_log::new_id();
             let (method, path) = (req.method().clone(), req.uri().path().to_owned());

@@ -3,20 +3,28 @@
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result};
 
-use super::convert::{owner, timestamp};
+use super::acls::{for_new_bucket, Asked};
+use super::convert::timestamp;
+use crate::access::Principal;
 use super::lookup::Gateway;
-use crate::kv::{Cond, Durability, KvError, Pages};
+use crate::kv::{Cond, Durability, Kv, KvError, Pages};
 use crate::layout;
 use crate::records::{self, BucketRecord};
 
 impl Gateway {
     pub(super) async fn create_bucket_in(&self, req: S3Request<CreateBucketInput>) -> S3Result<S3Response<CreateBucketOutput>> {
-        let bucket = req.input.bucket;
-        super::limits::check_bucket_name(&bucket)?;
-        let record = BucketRecord { created_ms: records::now_ms() };
-        match self.core.kv.put(&layout::bucket(&bucket), records::encode(&record), Cond::Absent, Durability::Through).await {
+        let principal = &crate::access::granted(&req.extensions)?.principal;
+        let i = &req.input;
+        let bucket = &i.bucket;
+        super::limits::check_bucket_name(bucket)?;
+        let asked = Asked::headers(i.acl.as_ref().map(|a| a.as_str()), i.grant_read.as_ref(), i.grant_write.as_ref(), i.grant_read_acp.as_ref(), i.grant_write_acp.as_ref(), i.grant_full_control.as_ref());
+        let record = for_new_bucket(principal, &asked, i.object_ownership.as_ref().map(|o| o.as_str()))?;
+        match self.core.kv.put(&layout::bucket(bucket), records::encode(&record), Cond::Absent, Durability::Through).await {
             Ok(_) => Ok(S3Response::new(CreateBucketOutput { location: Some(format!("/{bucket}")) })),
-            Err(KvError::Mismatch) => Err(s3_error!(BucketAlreadyOwnedByYou, "Your previous request to create the named bucket succeeded and you already own it.")),
+            Err(KvError::Mismatch) => match self.bucket_record(bucket).await {
+                Ok(existing) if existing.owner_id() != record.owner_id() => Err(s3_error!(BucketAlreadyExists, "The requested bucket name is not available. Please select a different name and try again.")),
+                _ => Err(s3_error!(BucketAlreadyOwnedByYou, "Your previous request to create the named bucket succeeded and you already own it.")),
+            },
             Err(e) => Err(e.into()),
         }
     }
@@ -69,7 +77,10 @@ impl Gateway {
         Ok(S3Response::new(GetBucketLocationOutput::default()))
     }
 
-    pub(super) async fn list_buckets_in(&self, _req: S3Request<ListBucketsInput>) -> S3Result<S3Response<ListBucketsOutput>> {
+    /// Each requester sees the buckets it owns (the administrators every bucket).
+    pub(super) async fn list_buckets_in(&self, req: S3Request<ListBucketsInput>) -> S3Result<S3Response<ListBucketsOutput>> {
+        let principal = &crate::access::granted(&req.extensions)?.principal;
+        let me = principal.id().unwrap_or(records::ADMIN_ID);
         let mut pages = Pages::new(layout::buckets(), crate::objects::PAGE);
         let mut buckets = Vec::new();
         while let Some(keys) = pages.next(&self.core.kv).await? {
@@ -77,9 +88,33 @@ impl Gateway {
                 let Some(name) = layout::bucket_name(k) else { continue };
                 let Some(s) = self.core.kv.get(k).await? else { continue };
                 let record: BucketRecord = records::decode("bucket", &s.value)?;
+                if *principal != Principal::Admin && record.owner_id() != me {
+                    continue;
+                }
                 buckets.push(Bucket { name: Some(name.to_owned()), creation_date: Some(timestamp(record.created_ms)), bucket_region: None });
             }
         }
-        Ok(S3Response::new(ListBucketsOutput { buckets: Some(buckets), owner: Some(owner()), ..Default::default() }))
+        Ok(S3Response::new(ListBucketsOutput {
+            buckets: Some(buckets),
+            owner: Some(Owner { display_name: Some(principal.display_name().to_owned()), id: Some(me.to_owned()) }),
+            ..Default::default()
+        }))
     }
+}
+
+/// The buckets whose owner is `id`.
+pub async fn buckets_owned_by(kv: &Kv, id: &str) -> Result<Vec<String>, crate::users::UserError> {
+    let mut pages = Pages::new(layout::buckets(), crate::objects::PAGE);
+    let mut owned = Vec::new();
+    while let Some(keys) = pages.next(kv).await? {
+        for k in &keys {
+            let Some(name) = layout::bucket_name(k) else { continue };
+            let Some(s) = kv.get(k).await? else { continue };
+            let record: BucketRecord = records::decode("bucket", &s.value)?;
+            if record.owner.as_deref() == Some(id) {
+                owned.push(name.to_owned());
+            }
+        }
+    }
+    Ok(owned)
 }

@@ -80,7 +80,7 @@ mod tests {
     use s3s::S3ErrorCode;
 
     fn manifest(etag: &str, modified_ms: u64) -> Manifest {
-        Manifest { size: 0, etag: etag.into(), modified_ms, attributes: Attributes::default(), segments: Vec::new(), completed_from: None }
+        Manifest { size: 0, etag: etag.into(), modified_ms, attributes: Attributes::default(), segments: Vec::new(), completed_from: None, owner: None, acl: None }
     }
 
     #[test]

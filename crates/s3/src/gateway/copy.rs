@@ -3,7 +3,9 @@
 use s3s::dto::*;
 use s3s::{s3_error, S3ErrorCode, S3Request, S3Response, S3Result};
 
+use super::acls::{for_new_object, Asked};
 use super::conditions::check_read;
+use crate::access::Granted;
 use super::convert::{hex, timestamp};
 use super::limits::{check_key, MAX_PUT_BYTES};
 use super::lookup::Gateway;
@@ -13,20 +15,24 @@ use crate::records::{self, Attributes, Manifest, Owner};
 
 impl Gateway {
     /// The source object of a copy, after its conditions.
-    pub(super) async fn copy_source(&self, source: &CopySource, cond: &CopyConditions) -> S3Result<(String, String, Manifest)> {
+    pub(super) async fn copy_source(&self, source: &CopySource, cond: &CopyConditions, granted: &Granted) -> S3Result<(String, String, Manifest)> {
         let CopySource::Bucket { bucket, key, version_id } = source else {
             return Err(s3_error!(InvalidArgument, "copy sources are bucket/key"));
         };
         if version_id.is_some() {
             return Err(s3_error!(InvalidArgument, "this store keeps no object versions"));
         }
-        let m = self.existing(bucket, key).await?;
+        let m = match &granted.source {
+            Some(decision) => self.readable(decision, bucket, key).await?,
+            None => self.existing(bucket, key).await?,
+        };
         check_read(&m, cond.if_match.as_ref(), cond.if_none_match.as_ref(), cond.if_modified_since.as_ref(), cond.if_unmodified_since.as_ref())
             .map_err(|e| if *e.code() == S3ErrorCode::NotModified { s3_error!(PreconditionFailed) } else { e })?;
         Ok((bucket.to_string(), key.to_string(), m))
     }
 
     pub(super) async fn copy_object_in(&self, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
+        let granted = crate::access::granted(&req.extensions)?;
         let i = req.input;
         check_key(&i.key)?;
         let cond = CopyConditions {
@@ -35,8 +41,10 @@ impl Gateway {
             if_modified_since: i.copy_source_if_modified_since.clone(),
             if_unmodified_since: i.copy_source_if_unmodified_since.clone(),
         };
-        let (src_bucket, src_key, src) = self.copy_source(&i.copy_source, &cond).await?;
-        self.bucket_exists(&i.bucket).await?;
+        let (src_bucket, src_key, src) = self.copy_source(&i.copy_source, &cond, granted).await?;
+        let record = self.bucket_record(&i.bucket).await?;
+        let asked = Asked::headers(i.acl.as_ref().map(|a| a.as_str()), i.grant_read.as_ref(), None, i.grant_read_acp.as_ref(), i.grant_write_acp.as_ref(), i.grant_full_control.as_ref());
+        let (object_owner, acl) = for_new_object(&granted.principal, &record, &asked)?;
         let replace = i.metadata_directive.as_ref().is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
         if src_bucket == i.bucket && src_key == i.key && !replace {
             return Err(s3_error!(
@@ -63,7 +71,7 @@ impl Gateway {
         let body = StreamingBlob::wrap(self.core.read(src.segments.clone(), 0, src.size));
         let written = self.core.write_data(&owner, body, Default::default(), MAX_PUT_BYTES).await?;
         let data = written.segment.data;
-        let manifest = Manifest { size: written.segment.size, etag: hex(&written.md5), modified_ms: records::now_ms(), attributes, segments: segments_of(written.segment), completed_from: None };
+        let manifest = Manifest { size: written.segment.size, etag: hex(&written.md5), modified_ms: records::now_ms(), attributes, segments: segments_of(written.segment), completed_from: None, owner: object_owner, acl };
         if let Err(e) = self.core.commit(&i.bucket, &i.key, &manifest, |_| Ok(()), false, vec![Own { data, owner: owner.clone(), intent: written.intent }]).await {
             self.abandon(&e, data, &owner).await;
             return Err(e);

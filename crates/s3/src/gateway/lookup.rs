@@ -9,7 +9,8 @@ use s3s::{s3_error, S3Result};
 use super::limits::check_key;
 use crate::layout::{self, UploadId};
 use crate::objects::Core;
-use crate::records::{self, Manifest, UploadRecord};
+use crate::access::Decision;
+use crate::records::{self, BucketRecord, Manifest, UploadRecord};
 
 pub struct Gateway {
     pub(super) core: Arc<Core>,
@@ -24,6 +25,34 @@ impl Gateway {
         match self.core.kv.get(&layout::bucket(bucket)).await? {
             Some(_) => Ok(()),
             None => Err(s3_error!(NoSuchBucket, "The specified bucket does not exist: {bucket}")),
+        }
+    }
+
+    /// The bucket's record, or NoSuchBucket.
+    pub(super) async fn bucket_record(&self, bucket: &str) -> S3Result<BucketRecord> {
+        Ok(self.bucket_record_versioned(bucket).await?.0)
+    }
+
+    pub(super) async fn bucket_record_versioned(&self, bucket: &str) -> S3Result<(BucketRecord, Bytes)> {
+        match self.core.kv.get(&layout::bucket(bucket)).await? {
+            Some(s) => Ok((records::decode("bucket", &s.value)?, s.version)),
+            None => Err(s3_error!(NoSuchBucket, "The specified bucket does not exist: {bucket}")),
+        }
+    }
+
+    /// The object, if the request's access decision lets it be read (a missing object is
+    /// AccessDenied to a requester who may not list the bucket, as in S3).
+    pub(super) async fn readable(&self, decision: &Decision, bucket: &str, key: &str) -> S3Result<Manifest> {
+        match self.existing(bucket, key).await {
+            Ok(m) => {
+                decision.object(Some(&m))?;
+                Ok(m)
+            }
+            Err(e) if *e.code() == s3s::S3ErrorCode::NoSuchKey => {
+                decision.object(None)?;
+                Err(e)
+            }
+            Err(e) => Err(e),
         }
     }
 

@@ -8,6 +8,8 @@
 //! look up first), `limits`, `conditions`, `checksums`, `convert` (S3's forms of stored
 //! values) and `errors`.
 
+mod acls;
+mod bucket_config;
 mod buckets;
 mod checksums;
 mod conditions;
@@ -27,6 +29,7 @@ use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, S3};
 
 use errors::closing;
+pub use buckets::buckets_owned_by;
 pub use finish::finish_stale_completions;
 pub use lookup::Gateway;
 
@@ -54,7 +57,8 @@ impl S3 for Gateway {
 
     async fn put_object(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
         limits::check_length_declared(&req.headers).map_err(closing)?;
-        let out = self.put(req.input, req.trailing_headers).await.map_err(closing)?;
+        let principal = crate::access::granted(&req.extensions)?.principal.clone();
+        let out = self.put(req.input, req.trailing_headers, &principal).await.map_err(closing)?;
         Ok(S3Response::new(out))
     }
 
@@ -109,6 +113,62 @@ impl S3 for Gateway {
 
     async fn abort_multipart_upload(&self, req: S3Request<AbortMultipartUploadInput>) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
         self.abort_multipart_upload_in(req).await
+    }
+
+    async fn get_bucket_acl(&self, req: S3Request<GetBucketAclInput>) -> S3Result<S3Response<GetBucketAclOutput>> {
+        self.get_bucket_acl_in(req).await
+    }
+
+    async fn put_bucket_acl(&self, req: S3Request<PutBucketAclInput>) -> S3Result<S3Response<PutBucketAclOutput>> {
+        self.put_bucket_acl_in(req).await
+    }
+
+    async fn get_object_acl(&self, req: S3Request<GetObjectAclInput>) -> S3Result<S3Response<GetObjectAclOutput>> {
+        self.get_object_acl_in(req).await
+    }
+
+    async fn put_object_acl(&self, req: S3Request<PutObjectAclInput>) -> S3Result<S3Response<PutObjectAclOutput>> {
+        self.put_object_acl_in(req).await
+    }
+
+    async fn get_bucket_policy(&self, req: S3Request<GetBucketPolicyInput>) -> S3Result<S3Response<GetBucketPolicyOutput>> {
+        self.get_bucket_policy_in(req).await
+    }
+
+    async fn put_bucket_policy(&self, req: S3Request<PutBucketPolicyInput>) -> S3Result<S3Response<PutBucketPolicyOutput>> {
+        self.put_bucket_policy_in(req).await
+    }
+
+    async fn delete_bucket_policy(&self, req: S3Request<DeleteBucketPolicyInput>) -> S3Result<S3Response<DeleteBucketPolicyOutput>> {
+        self.delete_bucket_policy_in(req).await
+    }
+
+    async fn get_bucket_policy_status(&self, req: S3Request<GetBucketPolicyStatusInput>) -> S3Result<S3Response<GetBucketPolicyStatusOutput>> {
+        self.get_bucket_policy_status_in(req).await
+    }
+
+    async fn get_public_access_block(&self, req: S3Request<GetPublicAccessBlockInput>) -> S3Result<S3Response<GetPublicAccessBlockOutput>> {
+        self.get_public_access_block_in(req).await
+    }
+
+    async fn put_public_access_block(&self, req: S3Request<PutPublicAccessBlockInput>) -> S3Result<S3Response<PutPublicAccessBlockOutput>> {
+        self.put_public_access_block_in(req).await
+    }
+
+    async fn delete_public_access_block(&self, req: S3Request<DeletePublicAccessBlockInput>) -> S3Result<S3Response<DeletePublicAccessBlockOutput>> {
+        self.delete_public_access_block_in(req).await
+    }
+
+    async fn get_bucket_ownership_controls(&self, req: S3Request<GetBucketOwnershipControlsInput>) -> S3Result<S3Response<GetBucketOwnershipControlsOutput>> {
+        self.get_bucket_ownership_controls_in(req).await
+    }
+
+    async fn put_bucket_ownership_controls(&self, req: S3Request<PutBucketOwnershipControlsInput>) -> S3Result<S3Response<PutBucketOwnershipControlsOutput>> {
+        self.put_bucket_ownership_controls_in(req).await
+    }
+
+    async fn delete_bucket_ownership_controls(&self, req: S3Request<DeleteBucketOwnershipControlsInput>) -> S3Result<S3Response<DeleteBucketOwnershipControlsOutput>> {
+        self.delete_bucket_ownership_controls_in(req).await
     }
 
     async fn complete_multipart_upload(&self, req: S3Request<CompleteMultipartUploadInput>) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {

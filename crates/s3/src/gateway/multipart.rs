@@ -5,6 +5,7 @@ use bytes::Bytes;
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result};
 
+use super::acls::{for_new_object, Asked};
 use super::checksums::{verify, Checksums};
 use super::convert::{hex, timestamp};
 use super::copy::CopyConditions;
@@ -17,9 +18,12 @@ use crate::records::{self, Attributes, Owner, PartRecord, UploadRecord};
 
 impl Gateway {
     pub(super) async fn create_multipart_upload_in(&self, req: S3Request<CreateMultipartUploadInput>) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
+        let principal = crate::access::granted(&req.extensions)?.principal.clone();
         let i = req.input;
         check_key(&i.key)?;
-        self.bucket_exists(&i.bucket).await?;
+        let bucket = self.bucket_record(&i.bucket).await?;
+        let asked = Asked::headers(i.acl.as_ref().map(|a| a.as_str()), i.grant_read.as_ref(), None, i.grant_read_acp.as_ref(), i.grant_write_acp.as_ref(), i.grant_full_control.as_ref());
+        let (owner, acl) = for_new_object(&principal, &bucket, &asked)?;
         let id: UploadId = rand::random();
         let record = UploadRecord {
             initiated_ms: records::now_ms(),
@@ -32,6 +36,8 @@ impl Gateway {
                 metadata: sorted(i.metadata),
             },
             completing: None,
+            owner,
+            acl,
         };
         self.core.kv.put(&layout::upload(&i.bucket, &i.key, id), records::encode(&record), Cond::Absent, Durability::Through).await?;
         Ok(S3Response::new(CreateMultipartUploadOutput {
@@ -76,6 +82,7 @@ impl Gateway {
     }
 
     pub(super) async fn upload_part_copy_in(&self, req: S3Request<UploadPartCopyInput>) -> S3Result<S3Response<UploadPartCopyOutput>> {
+        let granted = crate::access::granted(&req.extensions)?.clone();
         let i = req.input;
         let number = part_number(i.part_number)?;
         let (id, record, _) = self.upload(&i.bucket, &i.key, &i.upload_id).await?;
@@ -88,7 +95,7 @@ impl Gateway {
             if_modified_since: i.copy_source_if_modified_since.clone(),
             if_unmodified_since: i.copy_source_if_unmodified_since.clone(),
         };
-        let (_, _, src) = self.copy_source(&i.copy_source, &cond).await?;
+        let (_, _, src) = self.copy_source(&i.copy_source, &cond, &granted).await?;
         let range = match &i.copy_source_range {
             Some(r) => {
                 let r = Range::parse(r).map_err(|_| s3_error!(InvalidArgument, "x-amz-copy-source-range must be bytes=first-last"))?;

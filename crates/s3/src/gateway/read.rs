@@ -13,8 +13,9 @@ use crate::records::Manifest;
 
 impl Gateway {
     pub(super) async fn get_object_in(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
-        let i = req.input;
-        let m = self.existing(&i.bucket, &i.key).await?;
+        let granted = crate::access::granted(&req.extensions)?;
+        let i = &req.input;
+        let m = self.readable(&granted.object, &i.bucket, &i.key).await?;
         check_read(&m, i.if_match.as_ref(), i.if_none_match.as_ref(), i.if_modified_since.as_ref(), i.if_unmodified_since.as_ref())?;
         let (range, parts_count) = span(&m, i.part_number, i.range.as_ref())?;
         let whole = 0..m.size;
@@ -40,8 +41,9 @@ impl Gateway {
     }
 
     pub(super) async fn head_object_in(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
-        let i = req.input;
-        let m = self.existing(&i.bucket, &i.key).await?;
+        let granted = crate::access::granted(&req.extensions)?;
+        let i = &req.input;
+        let m = self.readable(&granted.object, &i.bucket, &i.key).await?;
         check_read(&m, i.if_match.as_ref(), i.if_none_match.as_ref(), i.if_modified_since.as_ref(), i.if_unmodified_since.as_ref())?;
         let (range, parts_count) = span(&m, i.part_number, i.range.as_ref())?;
         let r = range.clone().unwrap_or(0..m.size);

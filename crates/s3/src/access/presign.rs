@@ -1,28 +1,13 @@
-//! Who may make a request: anyone who signed it with a key the gateway knows (`auth`), and
-//! nobody anonymous. A presigned URL may live a week at most, as in S3: one that claims more
-//! is refused before anything is done.
+//! A presigned URL may live a week at most, as in S3: one that claims more is refused before
+//! anything is done.
 
-use s3s::access::{S3Access, S3AccessContext};
 use s3s::{s3_error, S3Result};
 
 /// The longest life S3 gives a presigned URL: 7 days.
 pub const MAX_PRESIGNED_SECS: u64 = 7 * 24 * 3600;
 
-pub(crate) struct Access;
-
-#[async_trait::async_trait]
-impl S3Access for Access {
-    async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
-        presigned_within_a_week(cx.uri().query())?;
-        match cx.credentials() {
-            Some(_) => Ok(()),
-            None => Err(s3_error!(AccessDenied, "Signature is required")),
-        }
-    }
-}
-
 /// Refuses a query whose `X-Amz-Expires` is more than [`MAX_PRESIGNED_SECS`] (or no number).
-fn presigned_within_a_week(query: Option<&str>) -> S3Result<()> {
+pub(super) fn presigned_within_a_week(query: Option<&str>) -> S3Result<()> {
     for pair in query.unwrap_or("").split('&') {
         if let Some(value) = pair.strip_prefix("X-Amz-Expires=") {
             match value.parse::<u64>() {
