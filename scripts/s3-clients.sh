@@ -13,7 +13,10 @@
 #   races   tests/s3/test_races.py: racing PUT/DELETE/copy/complete of one key, swept meanwhile;
 #   hostile tests/s3/test_hostile.py: trickling, flooding, oversize and stalled clients against
 #           gateways with small limits, and HTTPS with a certificate renewed in place;
-#   store-ops tests/s3/test_store_ops.py: the store operations a PUT makes, counted by a drive.
+#   store-ops tests/s3/test_store_ops.py: the store operations a PUT makes, counted by a drive;
+#   access  tests/s3/test_access.py: users kept apart, ACLs, policies, public access block,
+#           object ownership, key rotation and removal.
+# S3_CLIENTS="NAME ..." runs only the clients named.
 # Prints "NAME: ok" or "NAME: FAILED" per client, then "s3 clients: N passed, N failed", and
 # exits nonzero on any failure. Everything it starts is stopped on exit, failure and interrupt.
 #
@@ -26,7 +29,7 @@ log() { echo "s3-clients: $*" >&2; }
 die() { log "$*"; exit 1; }
 install_only=0
 [[ $# -eq 2 && $2 == --install-only ]] && install_only=1 && set -- "$1"
-[[ $# -eq 1 && $1 != -* ]] || { sed -n '2,21p' "$0" >&2; exit 2; }
+[[ $# -eq 1 && $1 != -* ]] || { sed -n '2,24p' "$0" >&2; exit 2; }
 spindle_bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 [[ -x $spindle_bin ]] || die "$1 is not an executable"
 
@@ -341,6 +344,10 @@ passed=0 failed=0
 # One client: its output goes to a log shown on failure; errexit holds inside it.
 run_client() { # NAME FUNCTION [ARGS...]
     local name=$1 out=$work/$1.log rc=0 started=$SECONDS
+    # S3_CLIENTS="NAME ..." runs only those (a suite being worked on); unset, every one.
+    if [[ -n ${S3_CLIENTS:-} && " $S3_CLIENTS " != *" $name "* ]]; then
+        return 0
+    fi
     shift
     log "running $name"
     set +e
@@ -368,6 +375,7 @@ run_client crash pytest_suite test_crash.py::test_gateway_killed_mid_upload
 run_client races pytest_suite test_races.py
 run_client hostile pytest_suite test_hostile.py
 run_client store-ops pytest_suite test_store_ops.py
+run_client access pytest_suite test_access.py
 
 if kill -0 "${server_pids[@]}" 2>/dev/null; then :; else
     log "a server exited during the run"

@@ -72,12 +72,19 @@ impl Directory {
         k.expires_ms.is_none_or(|t| records::now_ms() < t).then(|| (k.user.clone(), k.secret.clone()))
     }
 
-    /// Reads every user again unless that was done less than `unless_within` ago.
-    async fn reload(&self, unless_within: Duration) -> Result<(), UserError> {
+    /// Reads every user again, at least `pause` after the last read (waiting out the rest of
+    /// it: a key added just after a read is found, and misses at once share one read).
+    async fn reload(&self, pause: Duration) -> Result<(), UserError> {
+        let asked = Instant::now();
         let mut read_at = self.read_at.lock().await;
-        if read_at.is_some_and(|t| t.elapsed() < unless_within) {
+        if read_at.is_some_and(|t| t > asked) {
+            // Read while this request waited for the lock: that read saw what it would.
             return Ok(());
         }
+        if let Some(t) = *read_at {
+            tokio::time::sleep_until(t + pause).await;
+        }
+        let started = Instant::now();
         let now = records::now_ms();
         let mut keys = HashMap::new();
         for record in list(&self.core.kv).await? {
@@ -93,7 +100,7 @@ impl Directory {
             }
         }
         *self.keys.write() = keys;
-        *read_at = Some(Instant::now());
+        *read_at = Some(started);
         Ok(())
     }
 }
