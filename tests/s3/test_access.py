@@ -181,7 +181,7 @@ def test_policies_that_allow_and_deny(gateway, ann, bob, ann_bucket):
         "Statement": [
             {"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::000000000000:user/{bob[0]}"}, "Action": ["s3:GetObject"], "Resource": f"{arn}/shared/*"},
             {"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::000000000000:user/{bob[0]}"}, "Action": "s3:ListBucket", "Resource": arn, "Condition": {"StringLike": {"s3:prefix": "shared/*"}}},
-            {"Effect": "Deny", "Principal": "*", "Action": "s3:GetObject", "Resource": f"{arn}/secret/*"},
+            {"Effect": "Deny", "Principal": "*", "Action": ["s3:GetObject", "s3:DeleteObject"], "Resource": f"{arn}/secret/*"},
         ],
     }
     a.put_bucket_policy(Bucket=ann_bucket, Policy=json.dumps(policy))
@@ -193,6 +193,11 @@ def test_policies_that_allow_and_deny(gateway, ann, bob, ann_bucket):
     assert [o["Key"] for o in b.list_objects_v2(Bucket=ann_bucket, Prefix="shared/")["Contents"]] == ["shared/x"]
     denied(b.list_objects_v2, Bucket=ann_bucket)
     denied(a.get_object, Bucket=ann_bucket, Key="secret/x")  # a Deny binds the owner too
+    denied(a.delete_object, Bucket=ann_bucket, Key="secret/x")
+    # DeleteObjects names its keys in its body: each is decided on its own.
+    out = a.delete_objects(Bucket=ann_bucket, Delete={"Objects": [{"Key": "secret/x"}, {"Key": "private/x"}]})
+    assert [(e["Key"], e["Code"]) for e in out.get("Errors", [])] == [("secret/x", "AccessDenied")]
+    assert [d["Key"] for d in out["Deleted"]] == ["private/x"]
     denied(b.put_bucket_policy, Bucket=ann_bucket, Policy=json.dumps(policy))
     for bad in ["{not json", json.dumps({"Statement": [{"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::elsewhere/*"}]})]:
         with pytest.raises(botocore.exceptions.ClientError) as e:

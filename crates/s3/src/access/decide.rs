@@ -2,6 +2,7 @@
 //! module's order, each a plain function of the requester, the operation and the bucket.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use http::HeaderMap;
 use s3s::dto::CopySource;
@@ -21,6 +22,25 @@ pub struct Granted {
     pub object: Decision,
     /// For a copy's source object.
     pub source: Option<Box<Decision>>,
+    /// Where a request names its keys in its body (DeleteObjects), the bucket and facts to
+    /// decide each key by: set when the bucket has a policy, which may name keys.
+    pub per_key: Option<Arc<PerKey>>,
+}
+
+#[derive(Debug)]
+pub struct PerKey {
+    pub bucket: String,
+    pub record: BucketRecord,
+    pub facts: Facts,
+}
+
+impl Granted {
+    /// Whether `op` may be done on `key` of the request's bucket.
+    pub fn key_allowed(&self, key: &str, op: &str) -> S3Result<()> {
+        let Some(k) = &self.per_key else { return Ok(()) };
+        let (action, scope) = super::ops::of(op);
+        decide(&self.principal, op, action, scope, Some(&k.bucket), Some(key), Some(&k.record), &k.facts).map(|_| ())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,6 +83,7 @@ impl Decision {
 }
 
 /// What policies' conditions may ask of the request.
+#[derive(Debug)]
 pub struct Facts {
     secure: bool,
     peer: Option<IpAddr>,
@@ -99,9 +120,9 @@ pub fn private(owner: &str) -> Acl {
     Acl::canned("private", &Parties { owner, bucket_owner: owner }).unwrap_or_default()
 }
 
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments, reason = "the facts of one request, each a plain value: a struct would only rename them")]
 pub fn decide(principal: &Principal, op: &str, action: &str, scope: Scope, bucket: Option<&str>, key: Option<&str>, record: Option<&BucketRecord>, facts: &Facts) -> S3Result<Granted> {
-    let granted = |object| Ok(Granted { principal: principal.clone(), object, source: None });
+    let granted = |object| Ok(Granted { principal: principal.clone(), object, source: None, per_key: None });
     if *principal == Principal::Admin {
         return granted(Decision::Allowed);
     }
@@ -170,8 +191,6 @@ pub fn copy_source(header: &str) -> S3Result<(String, String)> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
     use crate::records::{PublicAccessBlock, ADMIN_ID};
     use crate::users::UserId;

@@ -22,7 +22,7 @@ use s3s::path::S3Path;
 use s3s::{s3_error, S3Result};
 
 pub use acl::{Acl, Grant, Grantee, Permission};
-pub use decide::{private as private_acl, Decision, Granted};
+pub use decide::{private as private_acl, Decision, Granted, PerKey};
 pub use presign::MAX_PRESIGNED_SECS;
 
 use crate::layout;
@@ -124,6 +124,11 @@ impl S3Access for Access {
         };
         let mut granted = granted;
         granted.source = source.map(|s| Box::new(s.object));
+        if let (Some(record), Some(bucket), "DeleteObjects") = (record, bucket.clone(), op) {
+            if record.policy.is_some() {
+                granted.per_key = Some(Arc::new(decide::PerKey { bucket, record, facts }));
+            }
+        }
         tracing::debug!(op, principal = principal.display_name(), ?bucket, "access granted");
         cx.extensions_mut().insert(granted);
         Ok(())

@@ -29,6 +29,8 @@ impl Gateway {
     }
 
     pub(super) async fn delete_objects_in(&self, req: S3Request<DeleteObjectsInput>) -> S3Result<S3Response<DeleteObjectsOutput>> {
+        let granted = crate::access::granted(&req.extensions)?.clone();
+        let granted = &granted;
         let i = req.input;
         self.bucket_exists(&i.bucket).await?;
         if i.delete.objects.len() > MAX_LIST as usize {
@@ -39,7 +41,7 @@ impl Gateway {
         let bucket = &i.bucket;
         let results: Vec<(String, S3Result<()>)> = stream::iter(i.delete.objects)
             .map(|o| async move {
-                let r = match check_key(&o.key) {
+                let r = match check_key(&o.key).and_then(|()| granted.key_allowed(&o.key, "DeleteObject")) {
                     Ok(()) => self.core.remove(bucket, &o.key, |_| Ok(()), false).await.map(|_| ()),
                     Err(e) => Err(e),
                 };
