@@ -17,7 +17,9 @@
 #   - a client without credentials is refused by the drives (the factory identity, over TCP and
 #     TLS; the cluster's identity over plain TCP), by etcd (no user; plain HTTP), by the gateways
 #     (unsigned, unknown key), and by the cluster commands;
-#   - the two gateways hold different keys (besides a shared one): neither takes the other's;
+#   - S3 users (`spindle s3 user add`, their secrets sealed by one users key on both gateways)
+#     are kept apart at either gateway: user B cannot read, list or write user A's bucket, and
+#     a user's key works at both gateways;
 #   - S3 traffic through both gateways (retried on the next one as a load balancer does) keeps
 #     being served, and every acknowledged object reads back whole, through the loss of one etcd
 #     member (SIGKILL, then restarted) and then of host h3 (every process on it killed, its link
@@ -196,19 +198,24 @@ until_ok "six drives in place, every partition with its three replicas" 300 sett
 log "six drives on three hosts, provisioned over TLS"
 
 shared=SPINDLEDEPLOYSHARED1:shared-secret-0123456789abcdef0123
-user_a=SPINDLEDEPLOYUSERA01:user-a-secret-0123456789abcdef0123
-user_b=SPINDLEDEPLOYUSERB01:user-b-secret-0123456789abcdef0123
-start_gateway() { # HOST NAME OWN_KEY
+printf '%s\n' "${shared/:/ }" >"$work/s3-keys"
+chmod 600 "$work/s3-keys"
+in_host op "$spindle_bin" s3 users-key "$work/s3-users.key"
+s3_user() { # NAME: AK:SK of a new S3 user
+    in_host op timeout 60 env SPINDLE_CREDENTIALS="$creds" "$spindle_bin" s3 user add "$1" --cluster "etcds://${addr[h1]}:2379,${addr[h2]}:2379" \
+        --cluster-name prod --users-key "$work/s3-users.key" --json | "$python" -c 'import json,sys; k=json.load(sys.stdin); print(k["access_key"] + ":" + k["secret_key"])'
+}
+user_a=$(s3_user user-a)
+user_b=$(s3_user user-b)
+start_gateway() { # HOST NAME
     local h=$1 g=$2
-    printf '%s\n%s\n' "${shared/:/ }" "${3/:/ }" >"$work/keys-$g"
-    chmod 600 "$work/keys-$g"
     config s3.toml "$work/s3-$g.toml" "${etcd_to_hosts[@]}" -e "s|^listen = .*|listen = \"${addr[$h]}:9000\"|" \
-        -e "s|/etc/spindle/tls/s3|$work/tls/$h|" -e "s|/etc/spindle/s3-keys|$work/keys-$g|"
+        -e "s|/etc/spindle/tls/s3|$work/tls/$h|" -e "s|/etc/spindle/s3-keys|$work/s3-keys|" -e "s|/etc/spindle/s3-users.key|$work/s3-users.key|"
     spawn "$h" "gateway-$g" "$spindle_bin" s3 --config "$work/s3-$g.toml"
     await "gateway-$g" 'S3 gateway (listening)' 60 >/dev/null
 }
-start_gateway h2 g1 "$user_a"
-start_gateway h3 g2 "$user_b"
+start_gateway h2 g1
+start_gateway h3 g2
 g1=https://${addr[h2]}:9000 g2=https://${addr[h3]}:9000
 traffic() { # KEY GATEWAYS ARGS...
     local key=$1 gateways=$2
@@ -242,10 +249,10 @@ traffic "$user_a" "$g1" verify bucket-a "$work/a.manifest" >/dev/null
 # (These exit nonzero, saying what was served, unless every gateway answers 403.)
 traffic "$shared" "$g1,$g2" anonymous bucket-a secret/00000 >/dev/null || die "an unsigned GET at either gateway was served"
 log "refused: an unsigned GET at either gateway"
-traffic "$user_a" "$g2" denied bucket-a secret/00000 >/dev/null || die "user A's key at gateway g2 was served"
-log "refused: user A's key at gateway g2"
-traffic "$user_b" "$g1" denied bucket-a secret/00000 >/dev/null || die "user B's key at gateway g1 was served"
-log "refused: user B's key at gateway g1"
+traffic "$user_a" "$g2" verify bucket-a "$work/a.manifest" >/dev/null
+log "user A's objects read back at both gateways"
+traffic "$user_b" "$g1,$g2" denied bucket-a secret/00000 >/dev/null || die "user B was served user A's object"
+log "refused: user B reading user A's bucket, at either gateway"
 
 # --- losses -----------------------------------------------------------------------------------
 manifest=$work/acknowledged.manifest

@@ -96,15 +96,21 @@ def verify(args, gateways):
 
 
 def denied(args, gateways):
+    """Every gateway refuses this key reading, listing and writing the bucket (403 AccessDenied)."""
     for c in gateways:
-        try:
-            c.get_object(Bucket=args.bucket, Key=args.object)
-        except botocore.exceptions.ClientError as e:
-            status = e.response["ResponseMetadata"]["HTTPStatusCode"]
-            if status != 403:
-                sys.exit(f"{c.meta.endpoint_url}: answered {status}, not 403: {e}")
-            continue
-        sys.exit(f"{c.meta.endpoint_url}: served {args.bucket}/{args.object} to a key it does not know")
+        for what, call in [
+            ("read", lambda: c.get_object(Bucket=args.bucket, Key=args.object)),
+            ("list", lambda: c.list_objects_v2(Bucket=args.bucket)),
+            ("write", lambda: c.put_object(Bucket=args.bucket, Key=args.object, Body=b"intruder")),
+        ]:
+            try:
+                call()
+            except botocore.exceptions.ClientError as e:
+                status = e.response["ResponseMetadata"]["HTTPStatusCode"]
+                if status != 403:
+                    sys.exit(f"{c.meta.endpoint_url}: a {what} answered {status}, not 403: {e}")
+                continue
+            sys.exit(f"{c.meta.endpoint_url}: a {what} of {args.bucket} was served to a key without access")
     print("refused")
 
 
