@@ -71,7 +71,7 @@ enum Command {
     Cluster(cluster_cmds::ClusterCommand),
     /// Serve the S3 API over a cluster (--cluster etcd://...) or one drive (--drive HOST:PORT).
     #[cfg(feature = "cluster")]
-    S3(s3_cmds::S3Args),
+    S3(Box<s3_cmds::S3Args>),
     /// Administer a drive: ACLs, PINs, lock/erase, cluster version, power (TLS for security).
     #[command(subcommand)]
     Admin(admin_cmds::AdminCommand),
@@ -236,7 +236,7 @@ fn main() {
             #[cfg(feature = "cluster")]
             Command::Cluster(cmd) => cluster_cmds::run(cmd).await,
             #[cfg(feature = "cluster")]
-            Command::S3(args) => s3_cmds::run(args).await,
+            Command::S3(args) => s3_cmds::run(*args).await,
             #[cfg(feature = "lab")]
             Command::Plan(args) => plan_cmds::run(args),
         }

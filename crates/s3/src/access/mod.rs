@@ -126,7 +126,7 @@ impl S3Access for Access {
         granted.source = source.map(|s| Box::new(s.object));
         if let (Some(record), Some(bucket), "DeleteObjects") = (record, bucket.clone(), op) {
             if record.policy.is_some() {
-                granted.per_key = Some(Arc::new(decide::PerKey { bucket, record, facts }));
+                granted.per_key = Some(Arc::new(PerKey { bucket, record, facts }));
             }
         }
         tracing::debug!(op, principal = principal.display_name(), ?bucket, "access granted");
