@@ -130,3 +130,16 @@ pub(crate) async fn wait_for(control: &Control, done: impl Fn(&ClusterMap) -> bo
         Some(l) => format!("coordinator {l} has not finished the change within {limit:?} (spindle cluster status shows where it is)").into(),
     })
 }
+
+/// `etcd://a:2379,b:2379` (or `etcds://`, over TLS) as the etcd client's endpoint list.
+pub(crate) fn etcd_endpoints(url: &str) -> Result<String, String> {
+    let (scheme, hosts) = match (url.strip_prefix("etcds://"), url.strip_prefix("etcd://")) {
+        (Some(hosts), _) => ("https", hosts),
+        (None, Some(hosts)) => ("http", hosts),
+        _ => return Err(format!("{url}: expected etcd://HOST:PORT[,HOST:PORT...] (or etcds:// for TLS)")),
+    };
+    if hosts.is_empty() {
+        return Err(format!("{url}: no etcd host"));
+    }
+    Ok(hosts.split(',').map(|h| format!("{scheme}://{h}")).collect::<Vec<_>>().join(","))
+}

@@ -102,7 +102,7 @@ pub async fn run(a: S3Args) -> Result<(), Box<dyn std::error::Error>> {
     spindle_drive::memory::start();
     let kv = match (&a.cluster, a.drive) {
         (Some(url), _) => {
-            let endpoints = etcd_endpoints(url)?;
+            let endpoints = crate::cluster_access::etcd_endpoints(url)?;
             let control = crate::cluster_access::connect(&endpoints, &a.cluster_name, a.credentials.as_deref()).await?;
             Kv::Cluster(crate::cluster_access::open_store(control, &a.cluster_name, a.credentials.as_deref()).await?)
         }
@@ -143,26 +143,13 @@ pub async fn run(a: S3Args) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// `etcd://a:2379,b:2379` (or `etcds://`, over TLS) as the etcd client's endpoint list.
-pub(crate) fn etcd_endpoints(url: &str) -> Result<String, String> {
-    let (scheme, hosts) = match (url.strip_prefix("etcds://"), url.strip_prefix("etcd://")) {
-        (Some(hosts), _) => ("https", hosts),
-        (None, Some(hosts)) => ("http", hosts),
-        _ => return Err(format!("{url}: expected etcd://HOST:PORT[,HOST:PORT...] (or etcds:// for TLS)")),
-    };
-    if hosts.is_empty() {
-        return Err(format!("{url}: no etcd host"));
-    }
-    Ok(hosts.split(',').map(|h| format!("{scheme}://{h}")).collect::<Vec<_>>().join(","))
-}
-
 #[cfg(test)]
 mod tests {
     #[test]
     fn etcd_urls() {
-        assert_eq!(super::etcd_endpoints("etcd://127.0.0.1:2379").unwrap(), "http://127.0.0.1:2379");
-        assert_eq!(super::etcd_endpoints("etcd://a:1,b:2").unwrap(), "http://a:1,http://b:2");
-        assert!(super::etcd_endpoints("http://a:1").is_err());
-        assert_eq!(super::etcd_endpoints("etcds://a:1,b:2").unwrap(), "https://a:1,https://b:2");
+        assert_eq!(crate::cluster_access::etcd_endpoints("etcd://127.0.0.1:2379").unwrap(), "http://127.0.0.1:2379");
+        assert_eq!(crate::cluster_access::etcd_endpoints("etcd://a:1,b:2").unwrap(), "http://a:1,http://b:2");
+        assert!(crate::cluster_access::etcd_endpoints("http://a:1").is_err());
+        assert_eq!(crate::cluster_access::etcd_endpoints("etcds://a:1,b:2").unwrap(), "https://a:1,https://b:2");
     }
 }

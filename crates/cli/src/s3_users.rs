@@ -82,7 +82,7 @@ pub enum UserCommand {
 async fn open(store: &Store) -> Result<Kv, Box<dyn std::error::Error>> {
     match (&store.cluster, store.drive) {
         (Some(url), _) => {
-            let endpoints = crate::s3_cmds::etcd_endpoints(url)?;
+            let endpoints = crate::cluster_access::etcd_endpoints(url)?;
             let control = crate::cluster_access::connect(&endpoints, &store.cluster_name, store.credentials.as_deref()).await?;
             Ok(Kv::Cluster(crate::cluster_access::open_store(control, &store.cluster_name, store.credentials.as_deref()).await?))
         }

@@ -7,6 +7,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod access;
+pub mod acl;
 pub mod admission;
 mod auth;
 mod gateway;

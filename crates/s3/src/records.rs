@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use crate::access::Acl;
+use crate::acl::Acl;
 use crate::layout::{DataId, UploadId};
 
 #[derive(Debug, thiserror::Error)]

@@ -8,7 +8,7 @@ use http::HeaderMap;
 use s3s::dto::CopySource;
 use s3s::{s3_error, S3Result};
 
-use super::acl::{Acl, Parties, Permission};
+use crate::acl::{Acl, Parties, Permission};
 use super::ops::Scope;
 use super::policy::{Policy, Request, Verdict};
 use super::{Principal, Transport};
@@ -276,7 +276,7 @@ mod tests {
 
     #[test]
     fn copy_sources() {
-        assert_eq!(copy_source("/b/a%20k").unwrap(), ("b".into(), "a k".into()));
+        assert_eq!(copy_source("/bkt/a%20k").unwrap(), ("bkt".into(), "a k".into()));
         assert!(copy_source("nokey").is_err());
         assert_eq!(urlencoding_decode("home%2Fann+x%"), "home/ann x%");
     }

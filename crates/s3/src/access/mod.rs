@@ -7,7 +7,6 @@
 //! owner), the decision travels with the request (`Granted`) and the operation checks the
 //! object it reads (`Granted::object`). docs/design/s3-access.md says more.
 
-pub mod acl;
 mod decide;
 mod ops;
 pub mod policy;
@@ -21,7 +20,7 @@ use s3s::access::{S3Access, S3AccessContext};
 use s3s::path::S3Path;
 use s3s::{s3_error, S3Result};
 
-pub use acl::{Acl, Grant, Grantee, Permission};
+pub use crate::acl::{Acl, Grant, Grantee, Permission};
 pub use decide::{private as private_acl, Decision, Granted, PerKey};
 pub use presign::MAX_PRESIGNED_SECS;
 

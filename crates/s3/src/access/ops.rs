@@ -1,7 +1,7 @@
 //! What each S3 operation asks for: its IAM action (as policies name it) and what grants it
 //! when no policy does (the bucket's ACL, the object's ACL, or the bucket owner only).
 
-use super::acl::Permission;
+use crate::acl::Permission;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {

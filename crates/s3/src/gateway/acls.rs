@@ -7,7 +7,7 @@ use s3s::dto::{self, AccessControlPolicy};
 use s3s::{s3_error, S3Request, S3Response, S3Result};
 
 use super::lookup::Gateway;
-use crate::access::acl::{AclError, Parties};
+use crate::acl::{AclError, Parties};
 use crate::access::{self, Acl, Grant, Grantee, Permission, Principal};
 use crate::kv::{Cond, Durability, KvError};
 use crate::layout;

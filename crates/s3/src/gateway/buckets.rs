@@ -7,7 +7,7 @@ use super::acls::{for_new_bucket, Asked};
 use super::convert::timestamp;
 use crate::access::Principal;
 use super::lookup::Gateway;
-use crate::kv::{Cond, Durability, Kv, KvError, Pages};
+use crate::kv::{Cond, Durability, KvError, Pages};
 use crate::layout;
 use crate::records::{self, BucketRecord};
 
@@ -102,19 +102,3 @@ impl Gateway {
     }
 }
 
-/// The buckets whose owner is `id`.
-pub async fn buckets_owned_by(kv: &Kv, id: &str) -> Result<Vec<String>, crate::users::UserError> {
-    let mut pages = Pages::new(layout::buckets(), crate::objects::PAGE);
-    let mut owned = Vec::new();
-    while let Some(keys) = pages.next(kv).await? {
-        for k in &keys {
-            let Some(name) = layout::bucket_name(k) else { continue };
-            let Some(s) = kv.get(k).await? else { continue };
-            let record: BucketRecord = records::decode("bucket", &s.value)?;
-            if record.owner.as_deref() == Some(id) {
-                owned.push(name.to_owned());
-            }
-        }
-    }
-    Ok(owned)
-}

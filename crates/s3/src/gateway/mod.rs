@@ -29,7 +29,6 @@ use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, S3};
 
 use errors::closing;
-pub use buckets::buckets_owned_by;
 pub use finish::finish_stale_completions;
 pub use lookup::Gateway;
 

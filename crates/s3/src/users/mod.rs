@@ -149,7 +149,7 @@ pub async fn get(kv: &Kv, name: &str) -> Result<(UserRecord, bytes::Bytes), User
 /// Removes user `name`, refused while it owns a bucket (its objects would have no owner).
 pub async fn remove(kv: &Kv, name: &str) -> Result<(), UserError> {
     let (record, version) = get(kv, name).await?;
-    let owned = crate::gateway::buckets_owned_by(kv, &record.id).await?;
+    let owned = buckets_owned_by(kv, &record.id).await?;
     if !owned.is_empty() {
         return Err(UserError::OwnsBuckets { name: name.to_owned(), buckets: owned });
     }
@@ -177,6 +177,23 @@ pub async fn rotate(kv: &Kv, key: &UsersKey, name: &str, overlap: Duration) -> R
         Err(KvError::Mismatch) => Err(UserError::Raced(name.to_owned())),
         Err(e) => Err(e.into()),
     }
+}
+
+/// The buckets whose owner is `id`.
+pub async fn buckets_owned_by(kv: &Kv, id: &str) -> Result<Vec<String>, UserError> {
+    let mut pages = Pages::new(layout::buckets(), crate::objects::PAGE);
+    let mut owned = Vec::new();
+    while let Some(keys) = pages.next(kv).await? {
+        for k in &keys {
+            let Some(name) = layout::bucket_name(k) else { continue };
+            let Some(s) = kv.get(k).await? else { continue };
+            let record: records::BucketRecord = records::decode("bucket", &s.value)?;
+            if record.owner.as_deref() == Some(id) {
+                owned.push(name.to_owned());
+            }
+        }
+    }
+    Ok(owned)
 }
 
 /// Writes `text` to a new file readable by its owner only; an existing file is an error.
