@@ -39,9 +39,9 @@ def _stop(process):
 
 
 @contextlib.contextmanager
-def drive_and_gateway():
-    """A drive and a gateway over it, both the test's own; yields (boto3 client, drive address,
-    a reader of the gateway's log)."""
+def drive_and_gateway(*flags):
+    """A drive and a gateway over it (with FLAGS), both the test's own; yields (boto3 client,
+    drive address, a reader of the gateway's log, the gateway's endpoint)."""
     spindle = os.environ.get("SPINDLE_BIN")
     assert spindle, "SPINDLE_BIN must name the spindle binary"
     with tempfile.TemporaryDirectory(prefix="s3-store-ops-") as work:
@@ -56,10 +56,11 @@ def drive_and_gateway():
             _wait_for(drive, lambda: open(drive_log, errors="replace").read(), "listening on", "the drive")
             with open(gateway_log, "w") as log:
                 gateway = subprocess.Popen([spindle, "s3", "--drive", f"127.0.0.1:{drive_port}", "--listen", f"127.0.0.1:{gateway_port}",
-                                            "--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY], stdout=log, stderr=log)
+                                            "--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY, *flags], stdout=log, stderr=log)
             processes.append(gateway)
             _wait_for(gateway, lambda: open(gateway_log, errors="replace").read(), f"listening on 127.0.0.1:{gateway_port}", "the gateway")
-            yield make_client(endpoint=f"http://127.0.0.1:{gateway_port}"), f"127.0.0.1:{drive_port}", lambda: open(gateway_log, errors="replace").read()
+            endpoint = f"http://127.0.0.1:{gateway_port}"
+            yield make_client(endpoint=endpoint), f"127.0.0.1:{drive_port}", lambda: open(gateway_log, errors="replace").read(), endpoint
         finally:
             for p in reversed(processes):
                 _stop(p)
@@ -80,7 +81,7 @@ def ops_of(drive, action):
 
 
 def test_a_put_asks_the_store_only_what_its_crash_safety_needs():
-    with drive_and_gateway() as (s3, drive, _):
+    with drive_and_gateway() as (s3, drive, _, _):
         bucket = unique_bucket_name("ops")
         s3.create_bucket(Bucket=bucket)
         body = b"x" * 1000
@@ -98,8 +99,29 @@ def test_a_put_asks_the_store_only_what_its_crash_safety_needs():
         assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == body
 
 
+def test_a_users_put_asks_the_store_what_an_administrators_does():
+    """The access decision reads the bucket's record, and the PUT takes it from there."""
+    with tempfile.TemporaryDirectory(prefix="s3-store-ops-users-") as keys:
+        users_key = os.path.join(keys, "users.key")
+        subprocess.run([os.environ["SPINDLE_BIN"], "s3", "users-key", users_key], check=True, capture_output=True)
+        with drive_and_gateway("--users-key", users_key) as (_, drive, _, endpoint):
+            made = subprocess.run([os.environ["SPINDLE_BIN"], "s3", "user", "add", "ops-user", "--drive", drive, "--users-key", users_key, "--json"],
+                                  check=True, capture_output=True, text=True).stdout
+            key = json.loads(made)
+            s3 = make_client(access_key=key["access_key"], secret_key=key["secret_key"], endpoint=endpoint)
+            bucket = unique_bucket_name("uops")
+            s3.create_bucket(Bucket=bucket)
+            new = ops_of(drive, lambda: s3.put_object(Bucket=bucket, Key="k", Body=b"x" * 1000))
+            # The gateway re-reads its users every few seconds (a range and one record per
+            # user): a re-read that fell within the PUT is not the PUT's.
+            if new.get("GETKEYRANGE") == 1:
+                del new["GETKEYRANGE"]
+                new["GET"] -= 1
+            assert new == {"GET": 2, "PUT": 4, "FLUSHALLDATA": 1, "DELETE": 1}, new
+
+
 def test_every_answer_carries_a_request_id_and_client_errors_are_not_logged_as_errors():
-    with drive_and_gateway() as (s3, _, log):
+    with drive_and_gateway() as (s3, _, log, _):
         bucket = unique_bucket_name("ids")
         s3.create_bucket(Bucket=bucket)
         ok = s3.put_object(Bucket=bucket, Key="k", Body=b"x")["ResponseMetadata"]["RequestId"]

@@ -339,9 +339,9 @@ mod settings_file_tests {
         let Command::S3(args) = parse(&["spindle", "s3", "--listen", "0.0.0.0:9100", "--config", &file]).unwrap().command else {
             panic!("parsed as another command");
         };
-        assert_eq!(args.cluster.as_deref(), Some("etcds://10.0.1.1:2379,10.0.1.2:2379,10.0.1.3:2379"));
-        assert_eq!((args.cluster_name.as_str(), args.listen.to_string().as_str()), ("prod", "0.0.0.0:9100"));
-        assert_eq!(args.credentials.as_deref(), Some(std::path::Path::new("/etc/spindle/cluster")));
+        assert_eq!(args.store.cluster.as_deref(), Some("etcds://10.0.1.1:2379,10.0.1.2:2379,10.0.1.3:2379"));
+        assert_eq!((args.store.cluster_name.as_str(), args.listen.to_string().as_str()), ("prod", "0.0.0.0:9100"));
+        assert_eq!(args.store.credentials.as_deref(), Some(std::path::Path::new("/etc/spindle/cluster")));
         assert_eq!(args.tls_cert.as_deref(), Some(std::path::Path::new("/etc/spindle/tls/s3/cert.pem")));
         assert_eq!(args.keys_file.as_deref(), Some(std::path::Path::new("/etc/spindle/s3-keys")));
     }

@@ -4,11 +4,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use spindle_client::ClientConfig;
-use spindle_s3::{CertFiles, Config, Drive, Keys, Kv, Limits};
+use spindle_s3::{CertFiles, Config, Keys, Limits};
 
 #[derive(clap::Args)]
-#[command(group = clap::ArgGroup::new("store").required(true).args(["cluster", "drive"]))]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct S3Args {
     #[command(subcommand)]
@@ -16,18 +14,8 @@ pub struct S3Args {
     /// TOML file of settings, keyed by these flags' names (flags given override it)
     #[arg(long)]
     config: Option<PathBuf>,
-    /// A cluster's control plane: etcd://HOST:PORT[,HOST:PORT...]
-    #[arg(long)]
-    pub(crate) cluster: Option<String>,
-    /// Name of the cluster in etcd
-    #[arg(long, default_value = "spindle")]
-    pub(crate) cluster_name: String,
-    /// A secured cluster's credentials directory (identity.json, ca.pem)
-    #[arg(long, env = "SPINDLE_CREDENTIALS", requires = "cluster")]
-    pub(crate) credentials: Option<PathBuf>,
-    /// One Kinetic drive as the store: HOST:PORT
-    #[arg(long)]
-    drive: Option<SocketAddr>,
+    #[command(flatten)]
+    pub(crate) store: crate::s3_users::Store,
     /// Address to serve S3 on
     #[arg(long, default_value = "127.0.0.1:9000")]
     pub(crate) listen: SocketAddr,
@@ -100,15 +88,7 @@ pub async fn run(a: S3Args) -> Result<(), Box<dyn std::error::Error>> {
     // (large buffers reused, not faulted in afresh) and its trimmer (memory returned above a
     // limit).
     spindle_drive::memory::start();
-    let kv = match (&a.cluster, a.drive) {
-        (Some(url), _) => {
-            let endpoints = crate::cluster_access::etcd_endpoints(url)?;
-            let control = crate::cluster_access::connect(&endpoints, &a.cluster_name, a.credentials.as_deref()).await?;
-            Kv::Cluster(crate::cluster_access::open_store(control, &a.cluster_name, a.credentials.as_deref()).await?)
-        }
-        (None, Some(addr)) => Kv::Drive(Drive::connect(addr, ClientConfig::default()).await.map_err(|e| format!("drive {addr}: {e}"))?),
-        (None, None) => unreachable!("clap requires --cluster or --drive"),
-    };
+    let kv = a.store.open().await?;
     let limits = Limits {
         max_connections: a.max_connections,
         reserved_for_proven: a.reserved_connections,

@@ -21,20 +21,36 @@ pub enum S3Command {
     User(UserCommand),
 }
 
+/// The store a gateway serves and its users live in: a cluster or one drive.
 #[derive(clap::Args)]
 #[command(group = clap::ArgGroup::new("store").required(true).args(["cluster", "drive"]))]
 pub struct Store {
     /// A cluster's control plane: etcd://HOST:PORT[,HOST:PORT...] (etcds:// for TLS)
     #[arg(long)]
-    cluster: Option<String>,
+    pub(crate) cluster: Option<String>,
+    /// Name of the cluster in etcd
     #[arg(long, default_value = "spindle")]
-    cluster_name: String,
-    /// A secured cluster's credentials directory
+    pub(crate) cluster_name: String,
+    /// A secured cluster's credentials directory (identity.json, ca.pem)
     #[arg(long, env = "SPINDLE_CREDENTIALS", requires = "cluster")]
-    credentials: Option<PathBuf>,
+    pub(crate) credentials: Option<PathBuf>,
     /// One Kinetic drive as the store: HOST:PORT
     #[arg(long)]
     drive: Option<SocketAddr>,
+}
+
+impl Store {
+    pub(crate) async fn open(&self) -> Result<Kv, Box<dyn std::error::Error>> {
+        match (&self.cluster, self.drive) {
+            (Some(url), _) => {
+                let endpoints = crate::cluster_access::etcd_endpoints(url)?;
+                let control = crate::cluster_access::connect(&endpoints, &self.cluster_name, self.credentials.as_deref()).await?;
+                Ok(Kv::Cluster(crate::cluster_access::open_store(control, &self.cluster_name, self.credentials.as_deref()).await?))
+            }
+            (None, Some(addr)) => Ok(Kv::Drive(Drive::connect(addr, ClientConfig::default()).await.map_err(|e| format!("drive {addr}: {e}"))?)),
+            (None, None) => Err("give --cluster or --drive".into()),
+        }
+    }
 }
 
 #[derive(clap::Subcommand)]
@@ -79,18 +95,6 @@ pub enum UserCommand {
     },
 }
 
-async fn open(store: &Store) -> Result<Kv, Box<dyn std::error::Error>> {
-    match (&store.cluster, store.drive) {
-        (Some(url), _) => {
-            let endpoints = crate::cluster_access::etcd_endpoints(url)?;
-            let control = crate::cluster_access::connect(&endpoints, &store.cluster_name, store.credentials.as_deref()).await?;
-            Ok(Kv::Cluster(crate::cluster_access::open_store(control, &store.cluster_name, store.credentials.as_deref()).await?))
-        }
-        (None, Some(addr)) => Ok(Kv::Drive(Drive::connect(addr, ClientConfig::default()).await.map_err(|e| format!("drive {addr}: {e}"))?)),
-        (None, None) => Err("give --cluster or --drive".into()),
-    }
-}
-
 fn print_key(k: &users::NewKey, json: bool) {
     if json {
         println!("{}", serde_json::json!({"user": k.user, "access_key": k.access_key, "secret_key": k.secret_key}));
@@ -107,37 +111,37 @@ pub async fn run(command: S3Command) -> CmdResult {
         }
         S3Command::User(UserCommand::Add { name, store, users_key, json }) => {
             let key = UsersKey::load(&users_key)?;
-            let kv = open(&store).await?;
+            let kv = store.open().await?;
             print_key(&users::add(&kv, &key, &name).await?, json);
         }
         S3Command::User(UserCommand::List { store, json }) => {
-            let kv = open(&store).await?;
+            let kv = store.open().await?;
             let list = users::list(&kv).await?;
-            let now = spindle_s3::records_now_ms();
             if json {
-                let rows: Vec<_> = list
-                    .iter()
-                    .map(|u| serde_json::json!({"name": u.name, "id": u.id, "created_ms": u.created_ms, "keys": u.keys.iter().filter(|k| k.valid_at(now)).map(|k| serde_json::json!({"access_key": k.access_key, "created_ms": k.created_ms, "expires_ms": k.expires_ms})).collect::<Vec<_>>()}))
-                    .collect();
+                let key = |k: &users::StoredKey| serde_json::json!({"access_key": k.access_key, "created_ms": k.created_ms, "expires_ms": k.expires_ms});
+                let rows: Vec<_> = list.iter().map(|u| serde_json::json!({"name": u.name, "id": u.id, "created_ms": u.created_ms, "keys": u.valid_keys().map(key).collect::<Vec<_>>()})).collect();
                 println!("{}", serde_json::to_string_pretty(&rows)?);
             } else {
                 for u in &list {
-                    let keys: Vec<String> = u.keys.iter().filter(|k| k.valid_at(now)).map(|k| match k.expires_ms {
-                        Some(t) => format!("{} (until {}s from now)", k.access_key, t.saturating_sub(now) / 1000),
-                        None => k.access_key.clone(),
-                    }).collect();
+                    let keys: Vec<String> = u
+                        .valid_keys()
+                        .map(|k| match k.left() {
+                            Some(left) => format!("{} (for {} s more)", k.access_key, left.as_secs()),
+                            None => k.access_key.clone(),
+                        })
+                        .collect();
                     println!("{:<20} {}  {}", u.name, u.id, keys.join(", "));
                 }
             }
         }
         S3Command::User(UserCommand::Remove { name, store }) => {
-            let kv = open(&store).await?;
+            let kv = store.open().await?;
             users::remove(&kv, &name).await?;
             eprintln!("user {name} removed");
         }
         S3Command::User(UserCommand::Rotate { name, store, users_key, overlap_secs, json }) => {
             let key = UsersKey::load(&users_key)?;
-            let kv = open(&store).await?;
+            let kv = store.open().await?;
             print_key(&users::rotate(&kv, &key, &name, Duration::from_secs(overlap_secs)).await?, json);
         }
     }

@@ -32,6 +32,7 @@ pub mod repair;
 pub mod stamp;
 pub mod replica;
 mod secret_file;
+pub use secret_file::write_new_secret_file;
 pub mod store;
 pub mod sweep;
 mod sweeper;

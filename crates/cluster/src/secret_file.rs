@@ -17,13 +17,19 @@ pub(crate) fn content(path: &Path, what: impl std::fmt::Display) -> ClusterError
 
 /// Writes `text` to `path` readable by its owner only (a secret), refusing to replace a file.
 pub(crate) fn write_secret(path: &Path, text: &str) -> Result<(), ClusterError> {
+    write_new_secret_file(path, text.as_bytes()).map_err(io_at(path))
+}
+
+/// Writes `bytes` to a new file at `path`, readable by its owner only and synced; an existing
+/// file is an error (a secret is never replaced by accident).
+pub fn write_new_secret_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut f = options.open(path).map_err(io_at(path))?;
-    f.write_all(text.as_bytes()).and_then(|()| f.sync_all()).map_err(io_at(path))
+    let mut f = options.open(path)?;
+    f.write_all(bytes).and_then(|()| f.sync_all())
 }
 
 /// Writes `text` to `path` whole or not at all (a temporary file renamed over it).

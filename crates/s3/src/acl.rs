@@ -92,8 +92,13 @@ pub struct Acl {
     pub grants: Vec<Grant>,
 }
 
+/// Grants an ACL holds at most, as in S3.
+pub const MAX_GRANTS: usize = 100;
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AclError {
+    #[error("an ACL holds at most {MAX_GRANTS} grants, not {0}")]
+    TooMany(usize),
     #[error("unknown canned ACL {0}")]
     UnknownCanned(String),
     #[error("grants by e-mail address cannot be resolved here: grant by id or group uri")]
@@ -159,7 +164,18 @@ impl Acl {
                 grants.push(Grant { grantee, permission: *permission });
             }
         }
-        Ok((!grants.is_empty()).then_some(Acl { grants }))
+        if grants.is_empty() {
+            return Ok(None);
+        }
+        Acl::limited(grants).map(Some)
+    }
+
+    /// An ACL of `grants`, refused past [`MAX_GRANTS`].
+    pub fn limited(grants: Vec<Grant>) -> Result<Acl, AclError> {
+        if grants.len() > MAX_GRANTS {
+            return Err(AclError::TooMany(grants.len()));
+        }
+        Ok(Acl { grants })
     }
 
     pub fn is_public(&self) -> bool {
@@ -218,5 +234,9 @@ mod tests {
         assert!(matches!(Acl::from_grant_headers(&[(Permission::Read, "id=\"nobody\"")], known), Err(AclError::UnknownUser(_))));
         assert!(matches!(Acl::from_grant_headers(&[(Permission::Read, "junk")], known), Err(AclError::Malformed(_))));
         assert!(matches!(Acl::from_grant_headers(&[(Permission::Read, "uri=\"http://x\"")], known), Err(AclError::UnknownGroup(_))));
+        let many = vec!["id=u1"; MAX_GRANTS + 1].join(",");
+        assert_eq!(Acl::from_grant_headers(&[(Permission::Read, &many)], known), Err(AclError::TooMany(MAX_GRANTS + 1)));
+        let most = vec!["id=u1"; MAX_GRANTS].join(",");
+        assert!(Acl::from_grant_headers(&[(Permission::Read, &most)], known).is_ok());
     }
 }

@@ -1,7 +1,7 @@
 //! Access keys: SigV4 signatures are checked by `s3s` with the secret key found here, the
 //! administrators' (`Keys`, the gateway's own) or a user's (`users::Directory`).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use s3s::auth::{S3Auth, SecretKey};
@@ -41,14 +41,14 @@ impl Keys {
         self.secrets.is_empty()
     }
 
-    pub fn access_keys(&self) -> HashSet<String> {
-        self.secrets.keys().cloned().collect()
+    pub fn contains(&self, access_key: &str) -> bool {
+        self.secrets.contains_key(access_key)
     }
 }
 
 /// Every key the gateway takes.
 pub struct Auth {
-    pub admins: Keys,
+    pub admins: Arc<Keys>,
     pub users: Option<Arc<Directory>>,
 }
 

@@ -45,11 +45,6 @@ pub enum GatewayError {
     Invalid(String),
 }
 
-/// The wall clock in milliseconds, as the gateway's records keep time.
-pub fn records_now_ms() -> u64 {
-    records::now_ms()
-}
-
 /// Defaults of the sweeper (`Config`).
 pub const SWEEP_GRACE: Duration = Duration::from_secs(600);
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(60);

@@ -62,10 +62,10 @@ pub async fn serve(listener: TcpListener, config: Config, shutdown: impl Future<
     let core = Arc::new(Core { kv: config.kv, chunk, grace: config.sweep_grace, md5: crate::md5_lanes::Md5Lanes::start() });
     let sweeper = tokio::spawn(sweep_forever(core.clone(), config.sweep_interval));
     let users = config.users_key.map(|key| Arc::new(Directory::new(core.clone(), key)));
-    let admins = Arc::new(config.keys.access_keys());
+    let admins = Arc::new(config.keys);
     let service = {
         let mut b = S3ServiceBuilder::new(Gateway::new(core.clone()));
-        b.set_auth(Auth { admins: config.keys, users: users.clone() });
+        b.set_auth(Auth { admins: admins.clone(), users: users.clone() });
         b.set_access(Access { core, admins, users });
         b.build()
     };

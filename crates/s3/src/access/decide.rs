@@ -22,24 +22,46 @@ pub struct Granted {
     pub object: Decision,
     /// For a copy's source object.
     pub source: Option<Box<Decision>>,
-    /// Where a request names its keys in its body (DeleteObjects), the bucket and facts to
-    /// decide each key by: set when the bucket has a policy, which may name keys.
-    pub per_key: Option<Arc<PerKey>>,
-}
-
-#[derive(Debug)]
-pub struct PerKey {
-    pub bucket: String,
-    pub record: BucketRecord,
-    pub facts: Facts,
+    /// The bucket as the decision read it (none for the administrators, whose requests are
+    /// not decided by it): the operation takes its record from here rather than reading it
+    /// again.
+    pub bucket: Option<Arc<BucketView>>,
+    /// Where a request names its keys in its body (DeleteObjects), the facts to decide each
+    /// key by: set when the bucket has a policy, which may name keys.
+    pub per_key: Option<Arc<Facts>>,
 }
 
 impl Granted {
     /// Whether `op` may be done on `key` of the request's bucket.
     pub fn key_allowed(&self, key: &str, op: &str) -> S3Result<()> {
-        let Some(k) = &self.per_key else { return Ok(()) };
+        let (Some(facts), Some(view)) = (&self.per_key, &self.bucket) else { return Ok(()) };
         let (action, scope) = super::ops::of(op);
-        decide(&self.principal, op, action, scope, Some(&k.bucket), Some(key), Some(&k.record), &k.facts).map(|_| ())
+        decide(&self.principal, op, action, scope, Some(&view.name), Some(key), Some(view), facts).map(|_| ())
+    }
+
+    /// The record of `bucket` if the decision read it.
+    pub fn record_of(&self, bucket: &str) -> Option<&BucketRecord> {
+        self.bucket.as_deref().filter(|v| v.name == bucket).map(|v| &v.record)
+    }
+}
+
+/// A bucket as decisions read it: its record, and its policy parsed once.
+#[derive(Debug)]
+pub struct BucketView {
+    pub name: String,
+    pub record: BucketRecord,
+    /// Err: a stored policy that no longer parses (it was checked when it was put).
+    policy: Option<Result<Policy, ()>>,
+}
+
+impl BucketView {
+    pub fn new(name: String, record: BucketRecord) -> BucketView {
+        let policy = record.policy.as_deref().map(|text| Policy::parse(text, &name).map_err(|_| ()));
+        BucketView { name, record, policy }
+    }
+
+    pub fn has_policy(&self) -> bool {
+        self.policy.is_some()
     }
 }
 
@@ -115,14 +137,15 @@ fn urlencoding_decode(s: &str) -> String {
     urlencoding::decode(&spaced).map(|c| c.into_owned()).unwrap_or(spaced)
 }
 
-/// The default ACL of a bucket or object: its owner has full control.
+/// The default ACL of a bucket or object: its owner has full control (shown by GetBucketAcl and
+/// GetObjectAcl; decisions read a missing ACL as "nobody but the owner").
 pub fn private(owner: &str) -> Acl {
     Acl::canned("private", &Parties { owner, bucket_owner: owner }).unwrap_or_default()
 }
 
 #[allow(clippy::too_many_arguments, reason = "the facts of one request, each a plain value: a struct would only rename them")]
-pub fn decide(principal: &Principal, op: &str, action: &str, scope: Scope, bucket: Option<&str>, key: Option<&str>, record: Option<&BucketRecord>, facts: &Facts) -> S3Result<Granted> {
-    let granted = |object| Ok(Granted { principal: principal.clone(), object, source: None, per_key: None });
+pub fn decide(principal: &Principal, op: &str, action: &str, scope: Scope, bucket: Option<&str>, key: Option<&str>, view: Option<&BucketView>, facts: &Facts) -> S3Result<Granted> {
+    let granted = |object| Ok(Granted { principal: principal.clone(), object, source: None, bucket: None, per_key: None });
     if *principal == Principal::Admin {
         return granted(Decision::Allowed);
     }
@@ -130,7 +153,8 @@ pub fn decide(principal: &Principal, op: &str, action: &str, scope: Scope, bucke
     let (Some(bucket), false) = (bucket, scope == Scope::Service) else {
         return if me.is_some() { granted(Decision::Allowed) } else { Err(denied()) };
     };
-    let Some(record) = record else { return Err(s3_error!(NoSuchBucket, "The specified bucket does not exist: {bucket}")) };
+    let Some(view) = view else { return Err(s3_error!(NoSuchBucket, "The specified bucket does not exist: {bucket}")) };
+    let record = &view.record;
     let owner = record.owner_id();
     let is_owner = me == Some(owner);
     let block = record.block();
@@ -146,12 +170,10 @@ pub fn decide(principal: &Principal, op: &str, action: &str, scope: Scope, bucke
     };
     let keys: Vec<(&str, &str)> = facts.keys.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let req = Request { user, action, resource: &resource, secure: facts.secure, source_ip: facts.peer, keys: &keys };
-    let verdict = match &record.policy {
-        Some(text) => match Policy::parse(text, bucket) {
-            Ok(p) => p.verdict(&req, block.restrict_public_buckets && p.is_public()),
-            // Checked when it was put: one that no longer reads refuses everyone but the owner.
-            Err(_) => Verdict::Deny,
-        },
+    let verdict = match &view.policy {
+        Some(Ok(p)) => p.verdict(&req, block.restrict_public_buckets && p.is_public()),
+        // Checked when it was put: one that no longer reads refuses everyone but the owner.
+        Some(Err(())) => Verdict::Deny,
         None => Verdict::Silent,
     };
     // The owner can always mend the policy that denies it.
@@ -159,24 +181,21 @@ pub fn decide(principal: &Principal, op: &str, action: &str, scope: Scope, bucke
     if verdict == Verdict::Deny && !(is_owner && manages_policy) {
         return Err(denied());
     }
-    let object_acl = |may_list| Decision::ByObjectAcl { wanted: Permission::Read, requester: me.map(str::to_owned), ignore_public: block.ignore_public_acls, bucket_owner: owner.to_owned(), may_list };
-    let with_wanted = |d: Decision, w: Permission| match d {
-        Decision::ByObjectAcl { requester, ignore_public, bucket_owner, may_list, .. } => Decision::ByObjectAcl { wanted: w, requester, ignore_public, bucket_owner, may_list },
-        other => other,
-    };
+    let by_object = |wanted, may_list| Decision::ByObjectAcl { wanted, requester: me.map(str::to_owned), ignore_public: block.ignore_public_acls, bucket_owner: owner.to_owned(), may_list };
     if is_owner {
         return match scope {
-            Scope::Object(wanted) if !enforced => granted(with_wanted(object_acl(true), wanted)),
+            Scope::Object(wanted) if !enforced => granted(by_object(wanted, true)),
             _ => granted(Decision::Allowed),
         };
     }
     if verdict == Verdict::Allow {
         return granted(Decision::Allowed);
     }
-    let bucket_acl = |wanted| !enforced && record.acl.clone().unwrap_or_else(|| private(owner)).allows(me, wanted, block.ignore_public_acls);
+    // No ACL: private, which grants nobody but the owner (who is not asking here).
+    let bucket_acl = |wanted| !enforced && record.acl.as_ref().is_some_and(|a| a.allows(me, wanted, block.ignore_public_acls));
     match scope {
         Scope::Bucket(wanted) if bucket_acl(wanted) => granted(Decision::Allowed),
-        Scope::Object(wanted) if !enforced => granted(with_wanted(object_acl(bucket_acl(Permission::Read)), wanted)),
+        Scope::Object(wanted) if !enforced => granted(by_object(wanted, bucket_acl(Permission::Read))),
         _ => Err(denied()),
     }
 }
@@ -205,7 +224,7 @@ mod tests {
 
     fn ask(p: &Principal, op: &str, record: &BucketRecord, key: Option<&str>) -> S3Result<Granted> {
         let (action, scope) = super::super::ops::of(op);
-        decide(p, op, action, scope, Some("b"), key, Some(record), &facts())
+        decide(p, op, action, scope, Some("b"), key, Some(&BucketView::new("b".into(), record.clone())), &facts())
     }
 
     fn owned_by(name: &str) -> BucketRecord {
@@ -272,6 +291,30 @@ mod tests {
         assert!(ask(&bob, "GetObject", &b, Some("secret/x")).is_err());
         assert!(ask(&user("ann"), "GetObject", &b, Some("secret/x")).is_err(), "a Deny binds the owner too");
         assert!(ask(&user("ann"), "DeleteBucketPolicy", &b, None).is_ok(), "but not from mending the policy");
+    }
+
+    #[test]
+    fn a_stored_policy_that_no_longer_reads_refuses_all_but_its_mending() {
+        let b = BucketRecord { policy: Some("{garbled".into()), acl: Some(Acl::canned("public-read", &Parties { owner: "id-ann", bucket_owner: "id-ann" }).unwrap()), ..owned_by("ann") };
+        assert!(ask(&Principal::Anonymous, "ListObjects", &b, None).is_err(), "not even the public ACL");
+        assert!(ask(&user("ann"), "GetObject", &b, Some("k")).is_err());
+        assert!(ask(&user("ann"), "PutBucketPolicy", &b, None).is_ok());
+        assert!(ask(&user("bob"), "PutBucketPolicy", &b, None).is_err());
+        assert!(ask(&Principal::Admin, "GetObject", &b, Some("k")).is_ok());
+    }
+
+    #[test]
+    fn deletes_named_in_a_body_are_decided_key_by_key() {
+        let policy = r#"{"Statement":[{"Effect":"Deny","Principal":"*","Action":"s3:DeleteObject","Resource":"arn:aws:s3:::b/keep/*"}]}"#;
+        let view = Arc::new(BucketView::new("b".into(), BucketRecord { policy: Some(policy.into()), ..owned_by("ann") }));
+        let mut g = ask(&user("ann"), "DeleteObjects", &view.record, None).unwrap();
+        assert!(g.key_allowed("keep/x", "DeleteObject").is_ok(), "without the facts nothing is asked again");
+        g.bucket = Some(view);
+        g.per_key = Some(Arc::new(facts()));
+        assert!(g.key_allowed("keep/x", "DeleteObject").is_err());
+        assert!(g.key_allowed("other", "DeleteObject").is_ok());
+        assert_eq!(g.record_of("b").map(|r| r.owner_id()), Some("id-ann"));
+        assert!(g.record_of("elsewhere").is_none());
     }
 
     #[test]

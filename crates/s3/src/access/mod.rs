@@ -12,7 +12,6 @@ mod ops;
 pub mod policy;
 mod presign;
 
-use std::collections::HashSet;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -21,9 +20,10 @@ use s3s::path::S3Path;
 use s3s::{s3_error, S3Result};
 
 pub use crate::acl::{Acl, Grant, Grantee, Permission};
-pub use decide::{private as private_acl, Decision, Granted, PerKey};
+pub use decide::{private as private_acl, BucketView, Decision, Granted};
 pub use presign::MAX_PRESIGNED_SECS;
 
+use crate::auth::Keys;
 use crate::layout;
 use crate::objects::Core;
 use crate::records::{self, BucketRecord, ADMIN_ID};
@@ -67,7 +67,7 @@ pub struct Transport {
 
 pub struct Access {
     pub core: Arc<Core>,
-    pub admins: Arc<HashSet<String>>,
+    pub admins: Arc<Keys>,
     pub users: Option<Arc<Directory>>,
 }
 
@@ -106,28 +106,26 @@ impl S3Access for Access {
             S3Path::Object { bucket, key } => (Some(bucket.to_string()), Some(key.to_string())),
         };
         let facts = decide::Facts::of(cx.uri().query(), cx.headers(), transport);
-        let record = match &bucket {
-            Some(b) if principal != Principal::Admin => self.bucket(b).await?,
+        let view = match &bucket {
+            Some(b) if principal != Principal::Admin => self.bucket(b).await?.map(|r| Arc::new(BucketView::new(b.clone(), r))),
             _ => None,
         };
-        let granted = decide::decide(&principal, op, action, scope, bucket.as_deref(), key.as_deref(), record.as_ref(), &facts)?;
+        let mut granted = decide::decide(&principal, op, action, scope, bucket.as_deref(), key.as_deref(), view.as_deref(), &facts)?;
         // A copy reads its source: that needs s3:GetObject there too.
         let source = match cx.headers().get("x-amz-copy-source").and_then(|v| v.to_str().ok()) {
             Some(src) if principal != Principal::Admin && (op == "CopyObject" || op == "UploadPartCopy") => {
                 let (sb, sk) = decide::copy_source(src)?;
-                let record = self.bucket(&sb).await?;
+                let source = self.bucket(&sb).await?.map(|r| BucketView::new(sb.clone(), r));
                 let (action, scope) = ops::of("GetObject");
-                Some(decide::decide(&principal, "GetObject", action, scope, Some(&sb), Some(&sk), record.as_ref(), &facts)?)
+                Some(decide::decide(&principal, "GetObject", action, scope, Some(&sb), Some(&sk), source.as_ref(), &facts)?)
             }
             _ => None,
         };
-        let mut granted = granted;
         granted.source = source.map(|s| Box::new(s.object));
-        if let (Some(record), Some(bucket), "DeleteObjects") = (record, bucket.clone(), op) {
-            if record.policy.is_some() {
-                granted.per_key = Some(Arc::new(PerKey { bucket, record, facts }));
-            }
+        if op == "DeleteObjects" && view.as_ref().is_some_and(|v| v.has_policy()) {
+            granted.per_key = Some(Arc::new(facts));
         }
+        granted.bucket = view;
         tracing::debug!(op, principal = principal.display_name(), ?bucket, "access granted");
         cx.extensions_mut().insert(granted);
         Ok(())

@@ -24,11 +24,18 @@ fn bad(s: impl Into<String>) -> PolicyError {
     PolicyError(s.into())
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 enum Who {
     Everyone,
-    UserName(String),
+    /// A user name, wildcards allowed.
+    UserName(WildMatch),
     CanonicalId(String),
+}
+
+impl Who {
+    fn everyone(&self) -> bool {
+        matches!(self, Who::Everyone)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -101,7 +108,7 @@ fn principals(v: &Value) -> Result<Vec<Who>, PolicyError> {
                 "AWS" if name == "*" => Who::Everyone,
                 "AWS" => match name.strip_prefix("arn:aws:iam::").and_then(|r| r.split_once(':')) {
                     Some((_, rest)) => match rest.strip_prefix("user/") {
-                        Some(user) if !user.is_empty() => Who::UserName(user.to_owned()),
+                        Some(user) if !user.is_empty() => Who::UserName(WildMatch::new(user)),
                         _ => return Err(bad(format!("Invalid principal in policy: {name} (name users as arn:aws:iam::ACCOUNT:user/NAME)"))),
                     },
                     None => return Err(bad(format!("Invalid principal in policy: {name}"))),
@@ -210,21 +217,22 @@ impl Policy {
     /// Whether a statement allows everyone something without a condition that narrows who
     /// (S3's "public" policy: what BlockPublicPolicy refuses and RestrictPublicBuckets stops).
     pub fn is_public(&self) -> bool {
-        self.statements.iter().any(|s| !s.deny && s.principals.contains(&Who::Everyone) && !s.tests.iter().any(|t| t.key == "aws:sourceip" || t.key == "aws:username" || t.key == "aws:userid"))
+        self.statements.iter().any(|s| !s.deny && s.principals.iter().any(Who::everyone) && !s.tests.iter().any(|t| t.key == "aws:sourceip" || t.key == "aws:username" || t.key == "aws:userid"))
     }
 
     /// The verdict for `req`; `public_ignored` drops public statements' Allows
     /// (RestrictPublicBuckets).
     pub fn verdict(&self, req: &Request<'_>, public_ignored: bool) -> Verdict {
         let mut allowed = false;
+        let action = req.action.to_ascii_lowercase();
         for s in &self.statements {
-            if !s.applies(req) {
+            if !s.applies(req, &action) {
                 continue;
             }
             if s.deny {
                 return Verdict::Deny;
             }
-            let public = s.principals.contains(&Who::Everyone);
+            let public = s.principals.iter().any(Who::everyone);
             if !(public && public_ignored) {
                 allowed = true;
             }
@@ -238,14 +246,14 @@ impl Policy {
 }
 
 impl Statement {
-    fn applies(&self, req: &Request<'_>) -> bool {
+    /// `action`: the request's, lowercased (IAM's actions are case-insensitive).
+    fn applies(&self, req: &Request<'_>, action: &str) -> bool {
         let who = self.principals.iter().any(|p| match p {
             Who::Everyone => true,
-            Who::UserName(n) => req.user.is_some_and(|(name, _)| WildMatch::new(n).matches(name)),
+            Who::UserName(n) => req.user.is_some_and(|(name, _)| n.matches(name)),
             Who::CanonicalId(id) => req.user.is_some_and(|(_, uid)| uid == id),
         });
-        let action = req.action.to_ascii_lowercase();
-        let acts = self.actions.iter().any(|a| a.matches(&action)) != self.not_action;
+        let acts = self.actions.iter().any(|a| a.matches(action)) != self.not_action;
         let on = self.resources.iter().any(|r| r.matches(req.resource)) != self.not_resource;
         who && acts && on && self.tests.iter().all(|t| t.holds(req))
     }

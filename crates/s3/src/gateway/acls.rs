@@ -37,7 +37,7 @@ impl<'a> Asked<'a> {
 fn acl_error(e: AclError) -> s3s::S3Error {
     match e {
         AclError::ByEmail => s3_error!(UnresolvableGrantByEmailAddress, "{e}"),
-        AclError::UnknownUser(_) => s3_error!(InvalidArgument, "{e}"),
+        AclError::TooMany(_) => s3_error!(MalformedACLError, "{e}"),
         _ => s3_error!(InvalidArgument, "{e}"),
     }
 }
@@ -76,7 +76,7 @@ fn grants_of(asked: &Asked<'_>, owner: &str, bucket_owner: &str) -> S3Result<Opt
             };
             grants.push(Grant { grantee, permission });
         }
-        return Ok(Some(Acl { grants }));
+        return Acl::limited(grants).map(Some).map_err(acl_error);
     }
     Ok(None)
 }
@@ -169,7 +169,7 @@ impl Gateway {
     }
 
     pub(super) async fn get_bucket_acl_in(&self, req: S3Request<dto::GetBucketAclInput>) -> S3Result<S3Response<dto::GetBucketAclOutput>> {
-        let record = self.bucket_record(&req.input.bucket).await?;
+        let record = self.bucket_record(access::granted(&req.extensions)?, &req.input.bucket).await?;
         let owner = record.owner_id();
         Ok(S3Response::new(dto::GetBucketAclOutput { grants: Some(grants_dto(owner, record.acl.as_ref())), owner: Some(owner_dto(owner)) }))
     }
@@ -195,7 +195,7 @@ impl Gateway {
     pub(super) async fn get_object_acl_in(&self, req: S3Request<dto::GetObjectAclInput>) -> S3Result<S3Response<dto::GetObjectAclOutput>> {
         let granted = access::granted(&req.extensions)?;
         let i = &req.input;
-        let record = self.bucket_record(&i.bucket).await?;
+        let record = self.bucket_record(granted, &i.bucket).await?;
         let m = self.readable(&granted.object, &i.bucket, &i.key).await?;
         let owner = m.owner.as_deref().unwrap_or(record.owner_id());
         Ok(S3Response::new(dto::GetObjectAclOutput { grants: Some(grants_dto(owner, m.acl.as_ref())), owner: Some(owner_dto(owner)), ..Default::default() }))
@@ -206,12 +206,12 @@ impl Gateway {
         let i = &req.input;
         let mut asked = Asked::headers(i.acl.as_ref().map(|a| a.as_str()), i.grant_read.as_ref(), i.grant_write.as_ref(), i.grant_read_acp.as_ref(), i.grant_write_acp.as_ref(), i.grant_full_control.as_ref());
         asked.policy = i.access_control_policy.as_ref();
-        let record = self.bucket_record(&i.bucket).await?;
+        let record = self.bucket_record(granted, &i.bucket).await?;
         if record.ownership() == Ownership::BucketOwnerEnforced && !(asked.canned == Some("bucket-owner-full-control") || asked.canned == Some("private") || asked.is_empty()) {
             return Err(s3_error!(AccessControlListNotSupported, "The bucket does not allow ACLs"));
         }
+        super::limits::check_key(&i.key)?;
         for _ in 0..RETRIES {
-            super::limits::check_key(&i.key)?;
             let Some(stored) = self.core.kv.get(&layout::object(&i.bucket, &i.key)).await? else {
                 granted.object.object(None)?;
                 return Err(s3_error!(NoSuchKey, "The specified key does not exist."));

@@ -21,8 +21,8 @@ impl Gateway {
         let record = for_new_bucket(principal, &asked, i.object_ownership.as_ref().map(|o| o.as_str()))?;
         match self.core.kv.put(&layout::bucket(bucket), records::encode(&record), Cond::Absent, Durability::Through).await {
             Ok(_) => Ok(S3Response::new(CreateBucketOutput { location: Some(format!("/{bucket}")) })),
-            Err(KvError::Mismatch) => match self.bucket_record(bucket).await {
-                Ok(existing) if existing.owner_id() != record.owner_id() => Err(s3_error!(BucketAlreadyExists, "The requested bucket name is not available. Please select a different name and try again.")),
+            Err(KvError::Mismatch) => match self.bucket_record_versioned(bucket).await {
+                Ok((existing, _)) if existing.owner_id() != record.owner_id() => Err(s3_error!(BucketAlreadyExists, "The requested bucket name is not available. Please select a different name and try again.")),
                 _ => Err(s3_error!(BucketAlreadyOwnedByYou, "Your previous request to create the named bucket succeeded and you already own it.")),
             },
             Err(e) => Err(e.into()),

@@ -42,7 +42,7 @@ impl Gateway {
             if_unmodified_since: i.copy_source_if_unmodified_since.clone(),
         };
         let (src_bucket, src_key, src) = self.copy_source(&i.copy_source, &cond, granted).await?;
-        let record = self.bucket_record(&i.bucket).await?;
+        let record = self.bucket_record(granted, &i.bucket).await?;
         let asked = Asked::headers(i.acl.as_ref().map(|a| a.as_str()), i.grant_read.as_ref(), None, i.grant_read_acp.as_ref(), i.grant_write_acp.as_ref(), i.grant_full_control.as_ref());
         let (object_owner, acl) = for_new_object(&granted.principal, &record, &asked)?;
         let replace = i.metadata_directive.as_ref().is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);

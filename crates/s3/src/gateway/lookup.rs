@@ -9,7 +9,9 @@ use s3s::{s3_error, S3Result};
 use super::limits::check_key;
 use crate::layout::{self, UploadId};
 use crate::objects::Core;
-use crate::access::Decision;
+use std::borrow::Cow;
+
+use crate::access::{Decision, Granted};
 use crate::records::{self, BucketRecord, Manifest, UploadRecord};
 
 pub struct Gateway {
@@ -28,9 +30,13 @@ impl Gateway {
         }
     }
 
-    /// The bucket's record, or NoSuchBucket.
-    pub(super) async fn bucket_record(&self, bucket: &str) -> S3Result<BucketRecord> {
-        Ok(self.bucket_record_versioned(bucket).await?.0)
+    /// The bucket's record, or NoSuchBucket: the one the request's access decision read, or
+    /// read now (the administrators' requests are not decided by it).
+    pub(super) async fn bucket_record<'a>(&self, granted: &'a Granted, bucket: &str) -> S3Result<Cow<'a, BucketRecord>> {
+        match granted.record_of(bucket) {
+            Some(record) => Ok(Cow::Borrowed(record)),
+            None => Ok(Cow::Owned(self.bucket_record_versioned(bucket).await?.0)),
+        }
     }
 
     pub(super) async fn bucket_record_versioned(&self, bucket: &str) -> S3Result<(BucketRecord, Bytes)> {

@@ -56,8 +56,8 @@ impl S3 for Gateway {
 
     async fn put_object(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
         limits::check_length_declared(&req.headers).map_err(closing)?;
-        let principal = crate::access::granted(&req.extensions)?.principal.clone();
-        let out = self.put(req.input, req.trailing_headers, &principal).await.map_err(closing)?;
+        let granted = crate::access::granted(&req.extensions)?;
+        let out = self.put(req.input, req.trailing_headers, granted).await.map_err(closing)?;
         Ok(S3Response::new(out))
     }
 

@@ -18,12 +18,15 @@ use crate::records::{self, Attributes, Owner, PartRecord, UploadRecord};
 
 impl Gateway {
     pub(super) async fn create_multipart_upload_in(&self, req: S3Request<CreateMultipartUploadInput>) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
-        let principal = crate::access::granted(&req.extensions)?.principal.clone();
+        let granted = crate::access::granted(&req.extensions)?;
+        let (owner, acl) = {
+            let i = &req.input;
+            check_key(&i.key)?;
+            let bucket = self.bucket_record(granted, &i.bucket).await?;
+            let asked = Asked::headers(i.acl.as_ref().map(|a| a.as_str()), i.grant_read.as_ref(), None, i.grant_read_acp.as_ref(), i.grant_write_acp.as_ref(), i.grant_full_control.as_ref());
+            for_new_object(&granted.principal, &bucket, &asked)?
+        };
         let i = req.input;
-        check_key(&i.key)?;
-        let bucket = self.bucket_record(&i.bucket).await?;
-        let asked = Asked::headers(i.acl.as_ref().map(|a| a.as_str()), i.grant_read.as_ref(), None, i.grant_read_acp.as_ref(), i.grant_write_acp.as_ref(), i.grant_full_control.as_ref());
-        let (owner, acl) = for_new_object(&principal, &bucket, &asked)?;
         let id: UploadId = rand::random();
         let record = UploadRecord {
             initiated_ms: records::now_ms(),

@@ -8,7 +8,7 @@ use s3s::{s3_error, S3Error, S3ErrorCode, S3Result};
 
 use super::acls::{for_new_object, Asked};
 use super::checksums::{verify, Checksums};
-use crate::access::Principal;
+use crate::access::Granted;
 use super::conditions::check_write;
 use super::convert::hex;
 use super::limits::{check_key, MAX_PUT_BYTES};
@@ -29,12 +29,12 @@ impl Gateway {
     }
 
     /// Writes the object's data from `body` and makes it the object, as PutObject does.
-    pub(super) async fn put(&self, input: PutObjectInput, trailers: Option<s3s::TrailingHeaders>, principal: &Principal) -> S3Result<PutObjectOutput> {
+    pub(super) async fn put(&self, input: PutObjectInput, trailers: Option<s3s::TrailingHeaders>, granted: &Granted) -> S3Result<PutObjectOutput> {
         let (bucket, key) = (input.bucket.clone(), input.key.clone());
         check_key(&key)?;
-        let record = self.bucket_record(&bucket).await?;
+        let record = self.bucket_record(granted, &bucket).await?;
         let asked = Asked::headers(input.acl.as_ref().map(|a| a.as_str()), input.grant_read.as_ref(), None, input.grant_read_acp.as_ref(), input.grant_write_acp.as_ref(), input.grant_full_control.as_ref());
-        let (object_owner, acl) = for_new_object(principal, &record, &asked)?;
+        let (object_owner, acl) = for_new_object(&granted.principal, &record, &asked)?;
         if input.content_length.is_some_and(|n| n as u64 > MAX_PUT_BYTES) {
             return Err(s3_error!(EntityTooLarge, "a single PUT is at most {MAX_PUT_BYTES} bytes; use a multipart upload"));
         }

@@ -38,19 +38,26 @@ struct Known {
 pub struct Directory {
     core: Arc<Core>,
     key: UsersKey,
-    keys: RwLock<HashMap<String, Known>>,
-    /// When the users were last read (a reload holds the lock: concurrent misses share it).
-    read_at: Mutex<Option<Instant>>,
+    view: RwLock<View>,
+    /// Held by a reload: requests that miss at once share one read.
+    reloading: Mutex<()>,
+}
+
+#[derive(Default)]
+struct View {
+    keys: HashMap<String, Known>,
+    /// When the read these keys came from started.
+    read_at: Option<Instant>,
 }
 
 impl Directory {
     pub fn new(core: Arc<Core>, key: UsersKey) -> Directory {
-        Directory { core, key, keys: RwLock::new(HashMap::new()), read_at: Mutex::new(None) }
+        Directory { core, key, view: RwLock::new(View::default()), reloading: Mutex::new(()) }
     }
 
     /// The user and secret of `access_key`, if it is a valid key of a user.
     pub async fn lookup(&self, access_key: &str) -> Result<Option<(Arc<UserId>, SecretKey)>, UserError> {
-        let stale = self.read_at.lock().await.is_none_or(|t| t.elapsed() >= REFRESH);
+        let stale = self.view.read().read_at.is_none_or(|t| t.elapsed() >= REFRESH);
         if stale {
             self.reload(Duration::ZERO).await?;
         }
@@ -67,8 +74,8 @@ impl Directory {
     }
 
     fn known(&self, access_key: &str) -> Option<(Arc<UserId>, SecretKey)> {
-        let keys = self.keys.read();
-        let k = keys.get(access_key)?;
+        let view = self.view.read();
+        let k = view.keys.get(access_key)?;
         k.expires_ms.is_none_or(|t| records::now_ms() < t).then(|| (k.user.clone(), k.secret.clone()))
     }
 
@@ -76,12 +83,13 @@ impl Directory {
     /// it: a key added just after a read is found, and misses at once share one read).
     async fn reload(&self, pause: Duration) -> Result<(), UserError> {
         let asked = Instant::now();
-        let mut read_at = self.read_at.lock().await;
-        if read_at.is_some_and(|t| t > asked) {
+        let _reloading = self.reloading.lock().await;
+        let last = self.view.read().read_at;
+        if last.is_some_and(|t| t > asked) {
             // Read while this request waited for the lock: that read saw what it would.
             return Ok(());
         }
-        if let Some(t) = *read_at {
+        if let Some(t) = last {
             tokio::time::sleep_until(t + pause).await;
         }
         let started = Instant::now();
@@ -99,8 +107,7 @@ impl Directory {
                 }
             }
         }
-        *self.keys.write() = keys;
-        *read_at = Some(started);
+        *self.view.write() = View { keys, read_at: Some(started) };
         Ok(())
     }
 }

@@ -8,7 +8,6 @@
 mod directory;
 mod seal;
 
-use std::path::Path;
 use std::time::Duration;
 
 use ring::rand::{SecureRandom, SystemRandom};
@@ -28,6 +27,9 @@ const ACCESS_KEY_CHARS: usize = 20;
 const SECRET_KEY_CHARS: usize = 40;
 /// How long a rotated key keeps working beside its successor, unless told otherwise.
 pub const ROTATION_OVERLAP: Duration = Duration::from_secs(24 * 3600);
+/// Keys a user holds at most: a rotation beyond it retires the oldest at once, so that
+/// rotations within one overlap cannot pile keys up.
+pub const MAX_KEYS_PER_USER: usize = 4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum UserError {
@@ -77,6 +79,19 @@ impl StoredKey {
     pub fn valid_at(&self, now_ms: u64) -> bool {
         self.expires_ms.is_none_or(|t| now_ms < t)
     }
+
+    /// How long a rotated key still works (None: no end); zero once it has expired.
+    pub fn left(&self) -> Option<Duration> {
+        self.expires_ms.map(|t| Duration::from_millis(t.saturating_sub(records::now_ms())))
+    }
+}
+
+impl UserRecord {
+    /// The keys that still work.
+    pub fn valid_keys(&self) -> impl Iterator<Item = &StoredKey> {
+        let now = records::now_ms();
+        self.keys.iter().filter(move |k| k.valid_at(now))
+    }
 }
 
 /// A key pair just made: the only time its secret is shown.
@@ -99,8 +114,7 @@ pub fn check_name(name: &str) -> Result<(), UserError> {
 fn random_text(alphabet: &[u8], n: usize) -> Result<String, UserError> {
     let mut bytes = vec![0u8; n];
     SystemRandom::new().fill(&mut bytes).map_err(|_| UserError::Seal("no randomness"))?;
-    // 256 is a multiple of neither alphabet's size; the bias (under 1 %) costs no security at
-    // these lengths.
+    debug_assert!(256 % alphabet.len() == 0, "a byte modulo the alphabet's size is uniform only if it divides 256");
     Ok(bytes.iter().map(|b| alphabet[usize::from(*b) % alphabet.len()] as char).collect())
 }
 
@@ -172,6 +186,8 @@ pub async fn rotate(kv: &Kv, key: &UsersKey, name: &str, overlap: Duration) -> R
     }
     let (stored, new) = new_key(key, name)?;
     record.keys.push(stored);
+    let excess = record.keys.len().saturating_sub(MAX_KEYS_PER_USER);
+    record.keys.drain(..excess);
     match kv.put(&layout::user(name), records::encode(&record), Cond::Version(version), Durability::Through).await {
         Ok(_) => Ok(new),
         Err(KvError::Mismatch) => Err(UserError::Raced(name.to_owned())),
@@ -194,17 +210,6 @@ pub async fn buckets_owned_by(kv: &Kv, id: &str) -> Result<Vec<String>, UserErro
         }
     }
     Ok(owned)
-}
-
-/// Writes `text` to a new file readable by its owner only; an existing file is an error.
-pub(crate) fn write_new_secret_file(path: &Path, text: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut f = options.open(path)?;
-    f.write_all(text).and_then(|()| f.sync_all())
 }
 
 #[cfg(test)]

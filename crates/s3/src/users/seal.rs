@@ -32,7 +32,7 @@ impl UsersKey {
     /// secret sealed with the key in it would be lost.
     pub fn create_file(path: &Path) -> Result<UsersKey, UserError> {
         let (key, text) = UsersKey::generate()?;
-        crate::users::write_new_secret_file(path, text.as_bytes()).map_err(|e| UserError::KeyFile(format!("{}: {e}", path.display())))?;
+        spindle_cluster::write_new_secret_file(path, text.as_bytes()).map_err(|e| UserError::KeyFile(format!("{}: {e}", path.display())))?;
         Ok(key)
     }
 
