@@ -15,7 +15,9 @@
 #           gateways with small limits, and HTTPS with a certificate renewed in place;
 #   store-ops tests/s3/test_store_ops.py: the store operations a PUT makes, counted by a drive;
 #   access  tests/s3/test_access.py: users kept apart, ACLs, policies, public access block,
-#           object ownership, key rotation and removal.
+#           object ownership, key rotation and removal;
+#   versioning tests/s3/test_versioning.py: versions, delete markers, ListObjectVersions and the
+#           sweeper under versioning, over the cluster and over one drive.
 # S3_CLIENTS="NAME ..." runs only the clients named.
 # Prints "NAME: ok" or "NAME: FAILED" per client, then "s3 clients: N passed, N failed", and
 # exits nonzero on any failure. Everything it starts is stopped on exit, failure and interrupt.
@@ -29,7 +31,7 @@ log() { echo "s3-clients: $*" >&2; }
 die() { log "$*"; exit 1; }
 install_only=0
 [[ $# -eq 2 && $2 == --install-only ]] && install_only=1 && set -- "$1"
-[[ $# -eq 1 && $1 != -* ]] || { sed -n '2,24p' "$0" >&2; exit 2; }
+[[ $# -eq 1 && $1 != -* ]] || { sed -n '2,26p' "$0" >&2; exit 2; }
 spindle_bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 [[ -x $spindle_bin ]] || die "$1 is not an executable"
 
@@ -362,8 +364,8 @@ run_client() { # NAME FUNCTION [ARGS...]
         passed=$((passed + 1)); echo "$name: ok"
     else
         failed=$((failed + 1)); echo "$name: FAILED"
-        echo "--- $name output (last 80 lines) ---"
-        tail -n 80 "$out"
+        echo "--- $name output (last ${S3_TAIL:-80} lines) ---"
+        tail -n ${S3_TAIL:-80} "$out"
     fi
 }
 
@@ -376,6 +378,7 @@ run_client races pytest_suite test_races.py
 run_client hostile pytest_suite test_hostile.py
 run_client store-ops pytest_suite test_store_ops.py
 run_client access pytest_suite test_access.py
+run_client versioning pytest_suite test_versioning.py
 
 if kill -0 "${server_pids[@]}" 2>/dev/null; then :; else
     log "a server exited during the run"

@@ -96,7 +96,7 @@ def error_of(excinfo):
 
 
 def empty_bucket(s3, bucket):
-    """Aborts every multipart upload and deletes every object of BUCKET."""
+    """Aborts every multipart upload and deletes every object (and version) of BUCKET."""
     for page in s3.get_paginator("list_multipart_uploads").paginate(Bucket=bucket):
         for up in page.get("Uploads", []):
             s3.abort_multipart_upload(Bucket=bucket, Key=up["Key"], UploadId=up["UploadId"])
@@ -104,6 +104,11 @@ def empty_bucket(s3, bucket):
         keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
         for i in range(0, len(keys), 1000):
             s3.delete_objects(Bucket=bucket, Delete={"Objects": keys[i : i + 1000], "Quiet": True})
+    # A versioned bucket keeps versions and delete markers: each removed by its id.
+    for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
+        keys = [{"Key": v["Key"], "VersionId": v["VersionId"]} for v in page.get("Versions", []) + page.get("DeleteMarkers", [])]
+        if keys:
+            s3.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
 
 
 def remove_bucket(s3, bucket):

@@ -18,6 +18,7 @@ const PART: u8 = b'P';
 const DATA: u8 = b'D';
 const INTENT: u8 = b'G';
 const USER: u8 = b'I';
+const VERSION: u8 = b'V';
 const SEP: u8 = 0;
 
 /// An object's data (one upload's chunks) is named by a random 128-bit id: two uploads of
@@ -78,6 +79,39 @@ pub fn object(bucket: &str, name: &str) -> Bytes {
     let mut k = object_prefix(bucket);
     k.put_slice(name.as_bytes());
     k.freeze()
+}
+
+/// A bucket's kept versions (noncurrent ones and delete markers), by name and then newest
+/// first: `name`, NUL, the version's order key (`versions::order_key`).
+pub fn version_prefix(bucket: &str) -> BytesMut {
+    tagged(VERSION, bucket)
+}
+
+/// The kept version of `name` whose order key is `order`.
+pub fn version(bucket: &str, name: &str, order: &str) -> Bytes {
+    let mut k = versions_of_prefix(bucket, name);
+    k.put_slice(order.as_bytes());
+    k.freeze()
+}
+
+fn versions_of_prefix(bucket: &str, name: &str) -> BytesMut {
+    let mut k = version_prefix(bucket);
+    k.put_slice(name.as_bytes());
+    k.put_u8(SEP);
+    k
+}
+
+/// Every kept version of `name`, newest first.
+pub fn versions_of(bucket: &str, name: &str) -> (Bytes, Bytes) {
+    let k = versions_of_prefix(bucket, name);
+    (k.clone().freeze(), last_under(k))
+}
+
+/// (name, order key) of a kept version's record key under `prefix` (= `version_prefix`).
+pub fn version_of<'a>(prefix: &[u8], record_key: &'a [u8]) -> Option<(&'a str, &'a str)> {
+    let rest = record_key.strip_prefix(prefix)?;
+    let at = rest.iter().rposition(|&b| b == SEP)?;
+    Some((std::str::from_utf8(&rest[..at]).ok()?, std::str::from_utf8(&rest[at + 1..]).ok()?))
 }
 
 pub fn upload_prefix(bucket: &str) -> BytesMut {
@@ -211,6 +245,12 @@ mod tests {
         assert!(start <= intent(0) && intent(u128::MAX) <= end && intent(0xFF << 120) <= end);
         assert_eq!(parse_upload_id(&upload_id_text(12345)), Some(12345));
         assert_eq!(parse_upload_id("xyz"), None);
+        let vp = version_prefix("b");
+        assert_eq!(version_of(&vp, &version("b", "k/1", "ff00")), Some(("k/1", "ff00")));
+        let (first, last) = versions_of("b", "k");
+        assert!(first <= version("b", "k", "0") && version("b", "k", "ffnull") <= last);
+        // A longer name's versions lie outside: "k" and "k0" are apart.
+        assert!(version("b", "k0", "0") > last);
     }
 
     #[test]

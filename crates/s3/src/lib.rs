@@ -23,6 +23,7 @@ mod stall;
 mod sweeper;
 mod tls;
 pub mod users;
+mod versions;
 
 use std::time::Duration;
 

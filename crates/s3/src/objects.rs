@@ -19,7 +19,7 @@ use s3s::{s3_error, S3Error, S3ErrorCode, S3Result};
 use crate::kv::{Cond, Durability, Kv, KvError};
 use crate::layout::{self, DataId};
 use crate::md5_lanes::{Md5Lanes, Md5Stream};
-use crate::records::{self, Intent, Manifest, Owner, Segment};
+use crate::records::{self, Intent, Manifest, Owner, Segment, Versioning};
 
 /// Chunks of one upload in flight to the store at once: enough to keep every replica busy,
 /// few enough that an upload holds a handful of chunks in memory.
@@ -250,8 +250,9 @@ impl Core {
     /// Makes `manifest` the object `bucket/key` if `check` accepts the object it replaces
     /// (compare-and-swap on the manifest, retried while other writers race). `own`: the data
     /// the manifest references with its intents, refreshed just before the swap (so data the
-    /// sweeper took is never referenced) and dropped after it. The replaced object's data is
-    /// released. Returns the old manifest.
+    /// sweeper took is never referenced) and dropped after it. The replaced object is kept as
+    /// a version where `versioning` says so (`versions`), and its data released otherwise.
+    /// Returns the manifest as committed (its time and version id set by `Core::stamp`).
     ///
     /// A swap that raced another (`KvError::Contended`: some replicas took it) is settled by
     /// reading the object again: ours there, it took effect; the version it replaced still
@@ -260,6 +261,7 @@ impl Core {
     /// and was replaced by it, which no reader can tell apart), and a conditional one
     /// (`conditional`: If-Match, If-None-Match) cannot say whether its condition held then,
     /// and answers 503.
+    #[allow(clippy::too_many_arguments, reason = "one write's object, rules and data")]
     pub async fn commit(
         &self,
         bucket: &str,
@@ -268,22 +270,22 @@ impl Core {
         check: impl Fn(Option<&Manifest>) -> S3Result<()>,
         conditional: bool,
         mut own: Vec<Own>,
-    ) -> S3Result<Option<Manifest>> {
+        versioning: Option<Versioning>,
+    ) -> S3Result<Manifest> {
         let object = layout::object(bucket, key);
         let owner = Owner { bucket: bucket.to_owned(), key: key.to_owned(), part: None };
-        let value = records::encode(manifest);
-        // The version a swap that raced was made on, and the object it replaced.
-        let mut raced: Option<(Option<Bytes>, Option<Manifest>)> = None;
+        // The version a swap that raced was made on, and what it wrote.
+        let mut raced: Option<(Option<Bytes>, Manifest, Bytes)> = None;
         for _ in 0..COMMIT_ATTEMPTS {
             let current = self.kv.get(&object).await?;
-            if let Some((based, replaced)) = raced.take() {
+            if let Some((based, ours, value)) = raced.take() {
                 match &current {
-                    Some(s) if s.value == value => return Ok(replaced),
+                    Some(s) if s.value == value => return self.committed(bucket, key, ours, versioning).await,
                     now if now.as_ref().map(|s| &s.version) != based.as_ref() => {
                         if conditional {
                             return Err(s3_error!(ServiceUnavailable, "the write raced another and its condition cannot be known to have held; read the object"));
                         }
-                        return Ok(replaced);
+                        return self.committed(bucket, key, ours, versioning).await;
                     }
                     _ => {}
                 }
@@ -293,6 +295,8 @@ impl Core {
                 None => None,
             };
             check(old.as_ref())?;
+            let ours = Core::stamp(manifest, old.as_ref(), versioning);
+            let value = records::encode(&ours);
             let intents: Vec<(DataId, Owner, Bytes)> = own.iter().map(|o| (o.data, o.owner.clone(), o.intent.clone())).collect();
             let refreshed: Vec<S3Result<Bytes>> = futures_util::stream::iter(intents)
                 .map(|(d, o, v)| async move { self.refresh_before_swap(d, &o, &v).await })
@@ -302,9 +306,14 @@ impl Core {
             for (o, v) in own.iter_mut().zip(refreshed) {
                 o.intent = v?;
             }
-            if let Some(old) = &old {
-                let gone: Vec<DataId> = old.segments.iter().map(|s| s.data).filter(|d| !manifest.references(*d)).collect();
-                self.release_all(gone, &owner).await?;
+            match &old {
+                // Kept before it is replaced: a crash in between leaves a copy, never a loss.
+                Some(old) if Core::keeps(old, versioning) => self.keep(bucket, key, old).await?,
+                Some(old) => {
+                    let gone: Vec<DataId> = old.segments.iter().map(|s| s.data).filter(|d| !ours.references(*d)).collect();
+                    self.release_all(gone, &owner).await?;
+                }
+                None => {}
             }
             let based = current.as_ref().map(|s| s.version.clone());
             let cond = current.map_or(Cond::Absent, |s| Cond::Version(s.version));
@@ -316,14 +325,23 @@ impl Core {
                         .map(|o| async move { self.kv.delete(&layout::intent(o.data), Cond::Version(o.intent), Durability::Lazy).await })
                         .buffer_unordered(RELEASES_AT_ONCE);
                     while drops.next().await.is_some() {}
-                    return Ok(old);
+                    return self.committed(bucket, key, ours, versioning).await;
                 }
                 Err(KvError::Mismatch) => continue,
-                Err(KvError::Contended(_)) => raced = Some((based, old)),
+                Err(KvError::Contended(_)) => raced = Some((based, ours, value)),
                 Err(e) => return Err(e.into()),
             }
         }
         Err(s3_error!(SlowDown, "the object was replaced {COMMIT_ATTEMPTS} times while this write tried to replace it"))
+    }
+
+    /// After a commit: a null version written while versioning is suspended replaces the
+    /// null version kept from before.
+    async fn committed(&self, bucket: &str, key: &str, ours: Manifest, versioning: Option<Versioning>) -> S3Result<Manifest> {
+        if versioning == Some(Versioning::Suspended) {
+            self.drop_kept_null(bucket, key).await?;
+        }
+        Ok(ours)
     }
 
     /// Deletes the object `bucket/key` if `check` accepts it; its data is released. `None`

@@ -54,8 +54,9 @@ impl Segment {
 }
 
 /// An object: written last, after all its chunks, so a reader finds either the whole old
-/// object or the whole new one.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// object or the whole new one. In a versioned bucket also each version kept beside the
+/// current one, and each delete marker (docs/design/s3-versioning.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {
     pub size: u64,
     /// As S3 gives it, without quotes: the MD5 in hex, or for a multipart object the MD5 of
@@ -75,9 +76,21 @@ pub struct Manifest {
     /// None: private.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acl: Option<Acl>,
+    /// The version id (`versions::new_id`); none: the "null" version, the only one of an
+    /// unversioned bucket and the one written while versioning is suspended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// A delete marker: no data, and a GET of the key without a version finds nothing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub delete_marker: bool,
 }
 
 impl Manifest {
+    /// The version id as S3 shows it.
+    pub fn version_id(&self) -> &str {
+        self.version.as_deref().unwrap_or(NULL_VERSION)
+    }
+
     pub fn references(&self, data: DataId) -> bool {
         self.segments.iter().any(|s| s.data == data)
     }
@@ -109,6 +122,22 @@ pub struct BucketRecord {
     /// None: ObjectWriter (ACLs apply; see docs/design/s3-access.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ownership: Option<Ownership>,
+    /// None: versioning was never enabled (a bucket cannot go back to that state).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub versioning: Option<Versioning>,
+}
+
+/// The version id of the version an unversioned or suspended bucket writes.
+pub const NULL_VERSION: &str = "null";
+
+/// A bucket's versioning, once set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Versioning {
+    /// Every write makes a new version; the one it replaces is kept.
+    Enabled,
+    /// Writes make the "null" version, replacing an earlier null one; versions made while
+    /// enabled are kept.
+    Suspended,
 }
 
 impl BucketRecord {
@@ -122,6 +151,11 @@ impl BucketRecord {
 
     pub fn ownership(&self) -> Ownership {
         self.ownership.unwrap_or(Ownership::ObjectWriter)
+    }
+
+    /// Whether writes keep the versions they replace (`None`: never versioned).
+    pub fn versioning(&self) -> Option<Versioning> {
+        self.versioning
     }
 }
 
@@ -256,7 +290,7 @@ mod tests {
         fn manifests_round_trip(segments in proptest::collection::vec(segment(), 0..20), etag in "[0-9a-f]{32}(-[0-9]{1,5})?",
                                 meta in proptest::collection::btree_map("[a-z-]{1,10}", "\\PC{0,20}", 0..4)) {
             let size = segments.iter().map(|s| s.size).sum();
-            let m = Manifest { size, etag, modified_ms: 7, attributes: Attributes { metadata: meta, ..Attributes::default() }, segments, completed_from: None, owner: None, acl: None };
+            let m = Manifest { size, etag, modified_ms: 7, attributes: Attributes { metadata: meta, ..Attributes::default() }, segments, version: Some("v".into()), ..Manifest::default() };
             prop_assert_eq!(decode_manifest(&encode(&m)).unwrap(), m);
         }
 
@@ -271,7 +305,7 @@ mod tests {
 
     #[test]
     fn a_manifest_whose_segments_disagree_is_refused() {
-        let m = Manifest { size: 10, etag: "x".into(), modified_ms: 0, attributes: Attributes::default(), segments: vec![Segment { data: 1, size: 9, chunk: 4 }], completed_from: None, owner: None, acl: None };
+        let m = Manifest { size: 10, etag: "x".into(), segments: vec![Segment { data: 1, size: 9, chunk: 4 }], ..Manifest::default() };
         assert!(decode_manifest(&encode(&m)).is_err());
         assert_eq!(Segment { data: 1, size: 9, chunk: 4 }.chunks(), 3);
     }

@@ -11,15 +11,35 @@ use crate::objects::{Core, PAGE};
 use crate::records::{self, Intent, Owner};
 
 impl Core {
+    /// Whether the object's current record references `data` (an unreadable one is taken to:
+    /// an operator may still repair it).
+    async fn current_references(&self, owner: &Owner, data: DataId) -> S3Result<bool> {
+        Ok(match self.kv.get(&layout::object(&owner.bucket, &owner.key)).await? {
+            Some(s) => records::decode_manifest(&s.value).map_or(true, |m| m.references(data)),
+            None => false,
+        })
+    }
+
     /// Whether any record still references `data`.
     async fn referenced(&self, owner: &Owner, data: DataId) -> S3Result<bool> {
-        if let Some(s) = self.kv.get(&layout::object(&owner.bucket, &owner.key)).await? {
-            match records::decode_manifest(&s.value) {
-                Ok(m) if m.references(data) => return Ok(true),
-                Ok(_) => {}
-                // Data of an unreadable manifest is kept: an operator may still repair it.
-                Err(_) => return Ok(true),
+        if self.current_references(owner, data).await? {
+            return Ok(true);
+        }
+        // Kept versions of the key: an object's data stays as long as any version of it.
+        let mut kept = Pages::new(layout::versions_of(&owner.bucket, &owner.key), PAGE);
+        while let Some(keys) = kept.next(&self.kv).await? {
+            for k in keys {
+                if let Some(s) = self.kv.get(&k).await? {
+                    if records::decode_manifest(&s.value).map_or(true, |m| m.references(data)) {
+                        return Ok(true);
+                    }
+                }
             }
+        }
+        // Read again: a version moves between the current record and the kept ones by being
+        // written at its new place before it leaves the old, so one of the three reads sees it.
+        if self.current_references(owner, data).await? {
+            return Ok(true);
         }
         if let Some((upload, number)) = owner.part {
             if self.kv.get(&layout::upload(&owner.bucket, &owner.key, upload)).await?.is_some() {

@@ -232,7 +232,7 @@ mod tests {
     }
 
     fn manifest(owner: Option<&str>, acl: Option<Acl>) -> Manifest {
-        Manifest { size: 0, etag: String::new(), modified_ms: 0, attributes: Default::default(), segments: Vec::new(), completed_from: None, owner: owner.map(str::to_owned), acl }
+        Manifest { owner: owner.map(str::to_owned), acl, ..Manifest::default() }
     }
 
     #[test]

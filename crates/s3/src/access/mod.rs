@@ -100,6 +100,8 @@ impl S3Access for Access {
         let transport = cx.extensions_mut().get::<Transport>().copied();
         let op = cx.s3_op().name();
         let (action, scope) = ops::of(op);
+        let names_version = cx.uri().query().is_some_and(|q| q.split('&').any(|p| p.split('=').next() == Some("versionId")));
+        let action = if names_version { ops::of_version(action) } else { action };
         let (bucket, key) = match cx.s3_path() {
             S3Path::Root => (None, None),
             S3Path::Bucket { bucket } => (Some(bucket.to_string()), None),

@@ -61,6 +61,20 @@ pub fn of(op: &str) -> (&'static str, Scope) {
     }
 }
 
+/// The IAM action of an operation on one version of an object (`?versionId=`), as policies
+/// name it: `s3:GetObject` allows the current version only.
+pub fn of_version(action: &'static str) -> &'static str {
+    match action {
+        "s3:GetObject" => "s3:GetObjectVersion",
+        "s3:DeleteObject" => "s3:DeleteObjectVersion",
+        "s3:GetObjectAcl" => "s3:GetObjectVersionAcl",
+        "s3:PutObjectAcl" => "s3:PutObjectVersionAcl",
+        "s3:GetObjectTagging" => "s3:GetObjectVersionTagging",
+        "s3:PutObjectTagging" => "s3:PutObjectVersionTagging",
+        other => other,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,5 +87,7 @@ mod tests {
         assert_eq!(of("ListObjectsV2"), ("s3:ListBucket", Scope::Bucket(Permission::Read)));
         assert_eq!(of("PutBucketPolicy").1, Scope::Owner);
         assert_eq!(of("SomethingNew").1, Scope::Owner);
+        assert_eq!(of_version(of("HeadObject").0), "s3:GetObjectVersion");
+        assert_eq!(of_version(of("PutObject").0), "s3:PutObject");
     }
 }

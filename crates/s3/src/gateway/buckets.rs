@@ -35,8 +35,11 @@ impl Gateway {
         let kv = &self.core.kv;
         let objects = layout::object_prefix(&bucket);
         let uploads = layout::upload_prefix(&bucket);
+        let kept = layout::version_prefix(&bucket);
         let has_object = !kv.range(&objects.clone().freeze(), &layout::last_under(objects), 1).await?.is_empty();
-        if has_object {
+        // Versions and delete markers count: S3 deletes a bucket only once every one is gone.
+        let has_version = !kv.range(&kept.clone().freeze(), &layout::last_under(kept), 1).await?.is_empty();
+        if has_object || has_version {
             return Err(s3_error!(BucketNotEmpty, "The bucket you tried to delete is not empty"));
         }
         // Uploads left unfinished go with the bucket, as in S3, Ceph and MinIO: each aborted

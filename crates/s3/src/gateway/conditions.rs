@@ -76,11 +76,10 @@ pub(super) fn check_write(old: Option<&Manifest>, if_match: Option<&ETagConditio
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::records::Attributes;
     use s3s::S3ErrorCode;
 
     fn manifest(etag: &str, modified_ms: u64) -> Manifest {
-        Manifest { size: 0, etag: etag.into(), modified_ms, attributes: Attributes::default(), segments: Vec::new(), completed_from: None, owner: None, acl: None }
+        Manifest { etag: etag.into(), modified_ms, ..Manifest::default() }
     }
 
     #[test]

@@ -14,18 +14,20 @@ use crate::objects::Own;
 use crate::records::{self, Attributes, Manifest, Owner};
 
 impl Gateway {
-    /// The source object of a copy, after its conditions.
+    /// The source object of a copy (its current version, or the one it names), after its
+    /// conditions.
     pub(super) async fn copy_source(&self, source: &CopySource, cond: &CopyConditions, granted: &Granted) -> S3Result<(String, String, Manifest)> {
         let CopySource::Bucket { bucket, key, version_id } = source else {
             return Err(s3_error!(InvalidArgument, "copy sources are bucket/key"));
         };
-        if version_id.is_some() {
-            return Err(s3_error!(InvalidArgument, "this store keeps no object versions"));
-        }
         let m = match &granted.source {
-            Some(decision) => self.readable(decision, bucket, key).await?,
-            None => self.existing(bucket, key).await?,
+            Some(decision) => self.readable(decision, bucket, key, version_id.as_deref()).await?,
+            None => self.existing(bucket, key, version_id.as_deref()).await?,
         };
+        if m.delete_marker {
+            // A copy names a delete marker only by its version id.
+            return Err(s3_error!(InvalidRequest, "The source of a copy request may not specifically refer to a delete marker by version id."));
+        }
         check_read(&m, cond.if_match.as_ref(), cond.if_none_match.as_ref(), cond.if_modified_since.as_ref(), cond.if_unmodified_since.as_ref())
             .map_err(|e| if *e.code() == S3ErrorCode::NotModified { s3_error!(PreconditionFailed) } else { e })?;
         Ok((bucket.to_string(), key.to_string(), m))
@@ -71,13 +73,19 @@ impl Gateway {
         let body = StreamingBlob::wrap(self.core.read(src.segments.clone(), 0, src.size));
         let written = self.core.write_data(&owner, body, Default::default(), MAX_PUT_BYTES).await?;
         let data = written.segment.data;
-        let manifest = Manifest { size: written.segment.size, etag: hex(&written.md5), modified_ms: records::now_ms(), attributes, segments: segments_of(written.segment), completed_from: None, owner: object_owner, acl };
-        if let Err(e) = self.core.commit(&i.bucket, &i.key, &manifest, |_| Ok(()), false, vec![Own { data, owner: owner.clone(), intent: written.intent }]).await {
-            self.abandon(&e, data, &owner).await;
-            return Err(e);
-        }
+        let manifest = Manifest { size: written.segment.size, etag: hex(&written.md5), modified_ms: records::now_ms(), attributes, segments: segments_of(written.segment), completed_from: None, owner: object_owner, acl, ..Manifest::default() };
+        let own = vec![Own { data, owner: owner.clone(), intent: written.intent }];
+        let committed = match self.core.commit(&i.bucket, &i.key, &manifest, |_| Ok(()), false, own, record.versioning()).await {
+            Ok(m) => m,
+            Err(e) => {
+                self.abandon(&e, data, &owner).await;
+                return Err(e);
+            }
+        };
         Ok(S3Response::new(CopyObjectOutput {
-            copy_object_result: Some(CopyObjectResult { e_tag: Some(ETag::Strong(manifest.etag)), last_modified: Some(timestamp(manifest.modified_ms)), ..Default::default() }),
+            copy_object_result: Some(CopyObjectResult { e_tag: Some(ETag::Strong(committed.etag)), last_modified: Some(timestamp(committed.modified_ms)), ..Default::default() }),
+            copy_source_version_id: src.version.clone(),
+            version_id: committed.version,
             ..Default::default()
         }))
     }

@@ -18,8 +18,10 @@ use crate::records::{self, Manifest, Owner, PartRecord, Segment, UploadRecord};
 
 impl Gateway {
     pub(super) async fn complete_multipart_upload_in(&self, req: S3Request<CompleteMultipartUploadInput>) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
+        let granted = crate::access::granted(&req.extensions)?;
         let i = req.input;
         let (bucket, key) = (i.bucket.clone(), i.key.clone());
+        let versioning = self.bucket_record(granted, &bucket).await?.versioning();
         let (id, mut record, version) = match self.upload(&bucket, &key, &i.upload_id).await {
             Ok(upload) => upload,
             Err(e) if *e.code() == s3s::S3ErrorCode::NoSuchUpload => return self.completed_already(&bucket, &key, &i.upload_id).await.ok_or(e),
@@ -86,15 +88,17 @@ impl Gateway {
         let etag = format!("{}-{}", hex(&h.finalize()), chosen.len());
         let segments: Vec<Segment> = chosen.iter().map(|(_, p)| p.segment).collect();
         let size = segments.iter().map(|s| s.size).sum();
-        let manifest = Manifest { size, etag, modified_ms: records::now_ms(), attributes: record.attributes.clone(), segments, completed_from: Some(id), owner: record.owner.clone(), acl: record.acl.clone() };
+        let manifest = Manifest { size, etag, modified_ms: records::now_ms(), attributes: record.attributes.clone(), segments, completed_from: Some(id), owner: record.owner.clone(), acl: record.acl.clone(), ..Manifest::default() };
         let conditional = if_match.is_some() || if_none_match.is_some();
-        let committed = self.core.commit(&bucket, &key, &manifest, |old| check_write(old, if_match.as_ref(), if_none_match.as_ref()), conditional, own).await;
-        if let Err(e) = committed {
-            // The upload is given back as it was (its parts still referenced by their records).
-            record.completing = before;
-            let _ = self.core.kv.put(&upload_key, records::encode(&record), Cond::Version(version), Durability::Through).await;
-            return Err(e);
-        }
+        let committed = match self.core.commit(&bucket, &key, &manifest, |old| check_write(old, if_match.as_ref(), if_none_match.as_ref()), conditional, own, versioning).await {
+            Ok(m) => m,
+            Err(e) => {
+                // The upload is given back as it was (its parts still referenced by their records).
+                record.completing = before;
+                let _ = self.core.kv.put(&upload_key, records::encode(&record), Cond::Version(version), Durability::Through).await;
+                return Err(e);
+            }
+        };
         // Part records go; data the object does not use (parts left out, parts uploaded again
         // after the completion read them) is released.
         for (n, k, p) in Self::parts_of(&self.core, id).await? {
@@ -104,7 +108,7 @@ impl Gateway {
             self.core.kv.delete(&k, Cond::Any, Durability::Through).await?;
         }
         let _ = self.core.kv.delete(&upload_key, Cond::Version(version), Durability::Through).await;
-        Ok(S3Response::new(completed(&bucket, &key, manifest.etag)))
+        Ok(S3Response::new(completed(&bucket, &key, committed)))
     }
 
     /// A completion of an upload that is gone: if the object is the one this upload was
@@ -113,7 +117,7 @@ impl Gateway {
     async fn completed_already(&self, bucket: &str, key: &str, upload_id: &str) -> Option<S3Response<CompleteMultipartUploadOutput>> {
         let id = layout::parse_upload_id(upload_id)?;
         let m = self.manifest(bucket, key).await.ok()??;
-        (m.completed_from == Some(id)).then(|| S3Response::new(completed(bucket, key, m.etag)))
+        (m.completed_from == Some(id)).then(|| S3Response::new(completed(bucket, key, m)))
     }
 
     pub(super) async fn abort_multipart_upload_in(&self, req: S3Request<AbortMultipartUploadInput>) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
@@ -199,11 +203,12 @@ pub(super) fn upload_parts_of(k: &[u8]) -> Option<(String, String, UploadId)> {
     Some((bucket, key.to_owned(), id))
 }
 
-fn completed(bucket: &str, key: &str, etag: String) -> CompleteMultipartUploadOutput {
+fn completed(bucket: &str, key: &str, m: Manifest) -> CompleteMultipartUploadOutput {
     CompleteMultipartUploadOutput {
         bucket: Some(bucket.to_owned()),
         key: Some(key.to_owned()),
-        e_tag: Some(ETag::Strong(etag)),
+        e_tag: Some(ETag::Strong(m.etag)),
+        version_id: m.version,
         location: Some(format!("/{bucket}/{key}")),
         ..Default::default()
     }

@@ -12,7 +12,17 @@ use crate::objects::Core;
 use std::borrow::Cow;
 
 use crate::access::{Decision, Granted};
-use crate::records::{self, BucketRecord, Manifest, UploadRecord};
+use crate::records::{self, BucketRecord, Manifest, UploadRecord, Versioning};
+
+/// What S3 says of a delete marker met by a request: `x-amz-delete-marker` and its version.
+pub(super) fn marker_headers(marker: &Manifest) -> http::HeaderMap {
+    let mut h = http::HeaderMap::new();
+    h.insert("x-amz-delete-marker", http::HeaderValue::from_static("true"));
+    if let Ok(v) = http::HeaderValue::from_str(marker.version_id()) {
+        h.insert("x-amz-version-id", v);
+    }
+    h
+}
 
 pub struct Gateway {
     pub(super) core: Arc<Core>,
@@ -46,15 +56,16 @@ impl Gateway {
         }
     }
 
-    /// The object, if the request's access decision lets it be read (a missing object is
-    /// AccessDenied to a requester who may not list the bucket, as in S3).
-    pub(super) async fn readable(&self, decision: &Decision, bucket: &str, key: &str) -> S3Result<Manifest> {
-        match self.existing(bucket, key).await {
+    /// The object (its current version, or `version`), if the request's access decision lets
+    /// it be read (a missing object is AccessDenied to a requester who may not list the
+    /// bucket, as in S3).
+    pub(super) async fn readable(&self, decision: &Decision, bucket: &str, key: &str, version: Option<&str>) -> S3Result<Manifest> {
+        match self.existing(bucket, key, version).await {
             Ok(m) => {
                 decision.object(Some(&m))?;
                 Ok(m)
             }
-            Err(e) if *e.code() == s3s::S3ErrorCode::NoSuchKey => {
+            Err(e) if matches!(e.code(), s3s::S3ErrorCode::NoSuchKey | s3s::S3ErrorCode::NoSuchVersion) => {
                 decision.object(None)?;
                 Err(e)
             }
@@ -69,16 +80,39 @@ impl Gateway {
         }
     }
 
-    /// The object, or NoSuchKey (NoSuchBucket when the bucket is missing).
-    pub(super) async fn existing(&self, bucket: &str, key: &str) -> S3Result<Manifest> {
+    /// The object's current version, or NoSuchKey (NoSuchBucket when the bucket is missing;
+    /// with the delete marker's headers when one hides the key). With `version`: that
+    /// version, a delete marker included, or NoSuchVersion.
+    pub(super) async fn existing(&self, bucket: &str, key: &str, version: Option<&str>) -> S3Result<Manifest> {
         check_key(key)?;
+        if let Some(id) = version {
+            if !crate::versions::valid_id(id) {
+                return Err(s3_error!(InvalidArgument, "Invalid version id specified"));
+            }
+            return match self.core.version(bucket, key, id).await? {
+                Some(m) => Ok(m),
+                None => {
+                    self.bucket_exists(bucket).await?;
+                    Err(s3_error!(NoSuchVersion, "The specified version does not exist."))
+                }
+            };
+        }
         match self.manifest(bucket, key).await? {
             Some(m) => Ok(m),
             None => {
                 self.bucket_exists(bucket).await?;
-                Err(s3_error!(NoSuchKey, "The specified key does not exist."))
+                let mut e = s3_error!(NoSuchKey, "The specified key does not exist.");
+                if let Some(marker) = self.core.deleted_by(bucket, key).await? {
+                    e.set_headers(marker_headers(&marker));
+                }
+                Err(e)
             }
         }
+    }
+
+    /// The bucket's versioning (`None`: never enabled).
+    pub(super) async fn versioning(&self, granted: &Granted, bucket: &str) -> S3Result<Option<Versioning>> {
+        Ok(self.bucket_record(granted, bucket).await?.versioning())
     }
 
     pub(super) async fn upload(&self, bucket: &str, key: &str, upload_id: &str) -> S3Result<(UploadId, UploadRecord, Bytes)> {

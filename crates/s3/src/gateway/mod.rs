@@ -4,7 +4,7 @@
 //! The `S3` trait's implementation here is a thin layer over the operations, each in the
 //! module of its idea: `buckets`; `put`, `read` (GET and HEAD, ranges and parts), `copy`,
 //! `delete`; `multipart` (creation and parts) and `finish` (completion, abort, stale
-//! completions); `listings`. Beside them: `lookup` (the `Gateway` and the records operations
+//! completions); `listings`; `versions` (versioning and ListObjectVersions). Beside them: `lookup` (the `Gateway` and the records operations
 //! look up first), `limits`, `conditions`, `checksums`, `convert` (S3's forms of stored
 //! values) and `errors`.
 
@@ -24,6 +24,7 @@ mod lookup;
 mod multipart;
 mod put;
 mod read;
+mod versions;
 
 use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, S3};
@@ -168,6 +169,18 @@ impl S3 for Gateway {
 
     async fn delete_bucket_ownership_controls(&self, req: S3Request<DeleteBucketOwnershipControlsInput>) -> S3Result<S3Response<DeleteBucketOwnershipControlsOutput>> {
         self.delete_bucket_ownership_controls_in(req).await
+    }
+
+    async fn get_bucket_versioning(&self, req: S3Request<GetBucketVersioningInput>) -> S3Result<S3Response<GetBucketVersioningOutput>> {
+        self.get_bucket_versioning_in(req).await
+    }
+
+    async fn put_bucket_versioning(&self, req: S3Request<PutBucketVersioningInput>) -> S3Result<S3Response<PutBucketVersioningOutput>> {
+        self.put_bucket_versioning_in(req).await
+    }
+
+    async fn list_object_versions(&self, req: S3Request<ListObjectVersionsInput>) -> S3Result<S3Response<ListObjectVersionsOutput>> {
+        self.list_object_versions_in(req).await
     }
 
     async fn complete_multipart_upload(&self, req: S3Request<CompleteMultipartUploadInput>) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {

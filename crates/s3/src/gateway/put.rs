@@ -71,18 +71,21 @@ impl Gateway {
             completed_from: None,
             owner: object_owner,
             acl,
+            ..Manifest::default()
         };
-        let committed = self
-            .core
-            .commit(&bucket, &key, &manifest, |old| check_write(old, if_match.as_ref(), if_none_match.as_ref()), if_match.is_some() || if_none_match.is_some(), vec![Own { data, owner: owner.clone(), intent: written.intent.clone() }])
-            .await;
-        if let Err(e) = committed {
-            self.abandon(&e, data, &owner).await;
-            return Err(e);
-        }
+        let conditional = if_match.is_some() || if_none_match.is_some();
+        let own = vec![Own { data, owner: owner.clone(), intent: written.intent.clone() }];
+        let committed = match self.core.commit(&bucket, &key, &manifest, |old| check_write(old, if_match.as_ref(), if_none_match.as_ref()), conditional, own, record.versioning()).await {
+            Ok(m) => m,
+            Err(e) => {
+                self.abandon(&e, data, &owner).await;
+                return Err(e);
+            }
+        };
         let c = written.checksum;
         Ok(PutObjectOutput {
             e_tag: Some(ETag::Strong(manifest.etag)),
+            version_id: committed.version,
             checksum_crc32: c.checksum_crc32,
             checksum_crc32c: c.checksum_crc32c,
             checksum_sha1: c.checksum_sha1,

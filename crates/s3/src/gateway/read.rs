@@ -15,10 +15,12 @@ impl Gateway {
     pub(super) async fn get_object_in(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
         let granted = crate::access::granted(&req.extensions)?;
         let i = &req.input;
-        let m = self.readable(&granted.object, &i.bucket, &i.key).await?;
+        let m = self.readable(&granted.object, &i.bucket, &i.key, i.version_id.as_deref()).await?;
+        refuse_marker(&m)?;
         check_read(&m, i.if_match.as_ref(), i.if_none_match.as_ref(), i.if_modified_since.as_ref(), i.if_unmodified_since.as_ref())?;
         let (range, parts_count) = span(&m, i.part_number, i.range.as_ref())?;
         let whole = 0..m.size;
+        let version_id = m.version.clone().or_else(|| i.version_id.clone());
         let r = range.clone().unwrap_or(whole);
         let body = self.core.read(m.segments.clone(), r.start, r.end);
         let a = m.attributes;
@@ -36,6 +38,7 @@ impl Gateway {
             content_language: a.content_language,
             cache_control: a.cache_control,
             parts_count,
+            version_id,
             ..Default::default()
         }))
     }
@@ -43,10 +46,12 @@ impl Gateway {
     pub(super) async fn head_object_in(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
         let granted = crate::access::granted(&req.extensions)?;
         let i = &req.input;
-        let m = self.readable(&granted.object, &i.bucket, &i.key).await?;
+        let m = self.readable(&granted.object, &i.bucket, &i.key, i.version_id.as_deref()).await?;
+        refuse_marker(&m)?;
         check_read(&m, i.if_match.as_ref(), i.if_none_match.as_ref(), i.if_modified_since.as_ref(), i.if_unmodified_since.as_ref())?;
         let (range, parts_count) = span(&m, i.part_number, i.range.as_ref())?;
         let r = range.clone().unwrap_or(0..m.size);
+        let version_id = m.version.clone().or_else(|| i.version_id.clone());
         let a = m.attributes;
         Ok(S3Response::new(HeadObjectOutput {
             content_length: Some((r.end - r.start) as i64),
@@ -61,9 +66,20 @@ impl Gateway {
             content_language: a.content_language,
             cache_control: a.cache_control,
             parts_count,
+            version_id,
             ..Default::default()
         }))
     }
+}
+
+/// A delete marker asked for by its version id has no body: 405, as S3 answers.
+pub(super) fn refuse_marker(m: &Manifest) -> S3Result<()> {
+    if !m.delete_marker {
+        return Ok(());
+    }
+    let mut e = s3_error!(MethodNotAllowed, "The specified method is not allowed against this resource.");
+    e.set_headers(super::lookup::marker_headers(m));
+    Err(e)
 }
 
 /// The bytes a GET or HEAD asks for (`None`: all) and, for a multipart object asked by part,
