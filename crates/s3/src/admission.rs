@@ -34,6 +34,12 @@ pub const MAX_HEADERS: usize = 100;
 /// The largest XML body (CompleteMultipartUpload, DeleteObjects, configurations): 10,000
 /// parts or 1,000 keys take well under it. s3s reads these whole.
 pub const MAX_XML_BODY: u64 = 4 * 1024 * 1024;
+/// The largest file a browser form upload (POST object) carries: s3s holds it whole in memory
+/// before the form's policy and the request's access are decided, so it is bounded as a body
+/// read whole is. Larger uploads go by PUT or multipart.
+pub const MAX_POST_FILE: u64 = 16 * 1024 * 1024;
+/// A form upload's fields together (the policy document, its signature, metadata).
+pub const MAX_POST_FIELDS: usize = 256 * 1024;
 
 /// The gateway's connection limits and timeouts.
 #[derive(Debug, Clone)]

@@ -15,7 +15,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 use tracing::Instrument;
 
-use crate::admission::{Admission, Limits, Refusal, Ticket, MAX_HEADERS, MAX_HEAD_BYTES, MAX_XML_BODY};
+use crate::admission::{Admission, Limits, Refusal, Ticket, MAX_HEADERS, MAX_HEAD_BYTES, MAX_POST_FIELDS, MAX_POST_FILE, MAX_XML_BODY};
 use crate::access::{Access, Transport};
 use crate::auth::{Auth, Keys};
 use crate::users::{Directory, UsersKey};
@@ -67,6 +67,12 @@ pub async fn serve(listener: TcpListener, config: Config, shutdown: impl Future<
         let mut b = S3ServiceBuilder::new(Gateway::new(core.clone()));
         b.set_auth(Auth { admins: admins.clone(), users: users.clone() });
         b.set_access(Access { core, admins, users });
+        let mut limits = s3s::config::S3Config::default();
+        limits.xml_max_body_size = MAX_XML_BODY as usize;
+        limits.post_object_max_file_size = MAX_POST_FILE;
+        limits.form_max_fields_size = MAX_POST_FIELDS;
+        limits.form_max_field_size = MAX_POST_FIELDS;
+        b.set_config(Arc::new(s3s::config::StaticConfigProvider::new(Arc::new(limits))));
         b.build()
     };
     let admission = Admission::new(config.limits);
@@ -207,7 +213,9 @@ fn xml_bodied<B>(req: &hyper::Request<B>) -> bool {
     const SUBRESOURCES: [&str; 14] =
         ["acl", "tagging", "cors", "lifecycle", "versioning", "policy", "notification", "replication", "encryption", "website", "logging", "ownershipControls", "publicAccessBlock", "object-lock"];
     match *req.method() {
-        hyper::Method::POST => true,
+        // A browser form upload (POST object) is bounded by s3s's form limits instead
+        // (MAX_POST_FILE, MAX_POST_FIELDS), which it checks as it reads.
+        hyper::Method::POST => !req.headers().get(hyper::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|t| t.to_ascii_lowercase().starts_with("multipart/form-data")),
         hyper::Method::PUT => req.uri().query().is_some_and(|q| q.split('&').any(|pair| SUBRESOURCES.contains(&pair.split('=').next().unwrap_or("")))),
         _ => false,
     }

@@ -27,7 +27,7 @@ pub fn of(op: &str) -> (&'static str, Scope) {
         "ListMultipartUploads" => ("s3:ListBucketMultipartUploads", Bucket(Read)),
         "GetBucketAcl" => ("s3:GetBucketAcl", Bucket(ReadAcp)),
         "PutBucketAcl" => ("s3:PutBucketAcl", Bucket(WriteAcp)),
-        "PutObject" | "CreateMultipartUpload" | "UploadPart" | "UploadPartCopy" | "CompleteMultipartUpload" | "CopyObject" => ("s3:PutObject", Bucket(Write)),
+        "PutObject" | "PostObject" | "CreateMultipartUpload" | "UploadPart" | "UploadPartCopy" | "CompleteMultipartUpload" | "CopyObject" => ("s3:PutObject", Bucket(Write)),
         "DeleteObject" | "DeleteObjects" => ("s3:DeleteObject", Bucket(Write)),
         "AbortMultipartUpload" => ("s3:AbortMultipartUpload", Bucket(Write)),
         "ListParts" => ("s3:ListMultipartUploadParts", Bucket(Write)),
