@@ -261,15 +261,17 @@ def test_delete_objects_by_version_and_a_bucket_with_versions_is_not_empty(store
         raise
 
 
-def test_a_versioned_put_costs_the_store_what_an_unversioned_one_does():
+def test_a_versioned_put_costs_the_store_one_range_more_than_an_unversioned_one():
     with drive_and_gateway() as (client, drive, _, _):
         bucket = unique_bucket_name("vops")
         client.create_bucket(Bucket=bucket)
         client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
         client.put_object(Bucket=bucket, Key="k", Body=b"x" * 1000)
-        # The replaced version is kept (one PUT) instead of its data being released (one PUT).
+        # As an unversioned replacement (test_store_ops.py), but the replaced version is kept
+        # (one PUT) instead of its data being released (one PUT), and the newest kept version's
+        # time is read off its key (one range), so the new version sorts after every other.
         again = ops_of(drive, lambda: client.put_object(Bucket=bucket, Key="k", Body=b"x" * 1000))
-        assert again == {"GET": 2, "PUT": 5, "FLUSHALLDATA": 1, "DELETE": 1}, again
+        assert again == {"GET": 2, "PUT": 5, "FLUSHALLDATA": 1, "DELETE": 1, "GETKEYRANGE": 1}, again
 
 
 def chunk_keys(drive):
@@ -316,3 +318,69 @@ def test_the_sweeper_keeps_what_versions_reference_and_takes_what_they_let_go(st
         assert read(client, bucket, "k") == bodies[2]
     finally:
         remove_bucket(client, bucket)
+
+
+def test_deleting_every_version_of_a_key_at_once_leaves_none(versioned):
+    """DeleteObjects naming every version and marker of a key (as tools emptying a bucket do)
+    deletes them concurrently: none may survive by being made current meanwhile."""
+    client, bucket, _ = versioned
+    for round_ in range(4):
+        ids = [client.put_object(Bucket=bucket, Key="k", Body=f"{round_}-{n}".encode())["VersionId"] for n in range(5)]
+        ids.append(client.delete_object(Bucket=bucket, Key="k")["VersionId"])
+        ids.append(client.put_object(Bucket=bucket, Key="k", Body=b"last")["VersionId"])
+        out = client.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": "k", "VersionId": v} for v in ids]})
+        assert len(out["Deleted"]) == len(ids) and not out.get("Errors"), out
+        assert versions(client, bucket) == [], round_
+
+
+def test_a_version_made_after_a_delete_marker_is_newer_than_it(versioned):
+    client, bucket, _ = versioned
+    client.put_object(Bucket=bucket, Key="k", Body=b"v")
+    marker = client.delete_object(Bucket=bucket, Key="k")["VersionId"]
+    p = client.put_object(Bucket=bucket, Key="k", Body=b"p")["VersionId"]
+    q = client.put_object(Bucket=bucket, Key="k", Body=b"q")["VersionId"]
+    listed = client.list_object_versions(Bucket=bucket)
+    order = [(v["VersionId"], v["LastModified"]) for v in listed["Versions"]]
+    assert [vid for vid, _ in order][:2] == [q, p]
+    client.delete_object(Bucket=bucket, Key="k", VersionId=q)
+    assert read(client, bucket, "k") == b"p"
+    client.delete_object(Bucket=bucket, Key="k", VersionId=p)
+    # The marker is the newest left: the key reads as deleted.
+    with pytest.raises(ClientError) as e:
+        client.get_object(Bucket=bucket, Key="k")
+    assert error_of(e) == ("NoSuchKey", 404)
+    assert e.value.response["ResponseMetadata"]["HTTPHeaders"].get("x-amz-version-id") == marker
+
+
+def test_pages_of_one_entry_with_a_delimiter_and_while_emptying(versioned):
+    client, bucket, _ = versioned
+    for key in ("a/1", "a/2", "b", "c/1"):
+        for n in range(2):
+            client.put_object(Bucket=bucket, Key=key, Body=bytes([n]))
+    seen = []
+    for page in client.get_paginator("list_object_versions").paginate(Bucket=bucket, Delimiter="/", PaginationConfig={"PageSize": 1}):
+        seen += [p["Prefix"] for p in page.get("CommonPrefixes", [])] + [v["Key"] for v in page.get("Versions", [])]
+    assert seen == ["a/", "b", "b", "c/"], seen
+    assert client.list_object_versions(Bucket=bucket, MaxKeys=0)["IsTruncated"] is False
+    # Emptying page by page, each page deleted before the next is asked for.
+    for page in client.get_paginator("list_object_versions").paginate(Bucket=bucket, PaginationConfig={"PageSize": 3}):
+        objects = [{"Key": v["Key"], "VersionId": v["VersionId"]} for v in page.get("Versions", []) + page.get("DeleteMarkers", [])]
+        if objects:
+            client.delete_objects(Bucket=bucket, Delete={"Objects": objects})
+    assert versions(client, bucket) == []
+
+
+def test_an_acl_is_set_on_the_version_named(versioned):
+    client, bucket, _ = versioned
+    old = client.put_object(Bucket=bucket, Key="k", Body=b"old")["VersionId"]
+    client.put_object(Bucket=bucket, Key="k", Body=b"new")
+    client.put_object_acl(Bucket=bucket, Key="k", VersionId=old, ACL="public-read")
+
+    def public(**kwargs):
+        grants = client.get_object_acl(Bucket=bucket, Key="k", **kwargs)["Grants"]
+        return any(g["Grantee"].get("URI", "").endswith("/AllUsers") for g in grants)
+
+    assert public(VersionId=old) and not public()
+    with pytest.raises(ClientError) as e:
+        client.put_object_acl(Bucket=bucket, Key="k", VersionId="0" * 32, ACL="public-read")
+    assert error_of(e) == ("NoSuchVersion", 404)

@@ -295,7 +295,8 @@ impl Core {
                 None => None,
             };
             check(old.as_ref())?;
-            let ours = Core::stamp(manifest, old.as_ref(), versioning);
+            let newest = self.newest_time(bucket, key, old.as_ref(), versioning).await?;
+            let ours = Core::stamp(manifest, newest, versioning);
             let value = records::encode(&ours);
             let intents: Vec<(DataId, Owner, Bytes)> = own.iter().map(|o| (o.data, o.owner.clone(), o.intent.clone())).collect();
             let refreshed: Vec<S3Result<Bytes>> = futures_util::stream::iter(intents)
@@ -339,7 +340,7 @@ impl Core {
     /// null version kept from before.
     async fn committed(&self, bucket: &str, key: &str, ours: Manifest, versioning: Option<Versioning>) -> S3Result<Manifest> {
         if versioning == Some(Versioning::Suspended) {
-            self.drop_kept_null(bucket, key).await?;
+            self.drop_kept_null(bucket, key, ours.modified_ms).await?;
         }
         Ok(ours)
     }

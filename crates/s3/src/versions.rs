@@ -41,6 +41,13 @@ pub fn valid_id(id: &str) -> bool {
     id == NULL_VERSION || (id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()))
 }
 
+/// What a key with no current record shows (`Core::after_miss`).
+pub enum Missing {
+    Marker(Manifest),
+    Current(Manifest),
+    Nothing,
+}
+
 /// A kept version as stored: its record key, store version and manifest.
 pub struct Kept {
     pub key: Bytes,
@@ -48,22 +55,36 @@ pub struct Kept {
     pub manifest: Manifest,
 }
 
-/// The current version's time floor: a new version of a key is always newer than the one it
-/// replaces, so versions sort by the order they were made even when two share a millisecond.
-fn after(old: Option<&Manifest>, ms: u64) -> u64 {
-    old.map_or(ms, |o| ms.max(o.modified_ms.saturating_add(1)))
+/// The time of a version from its order key (its first 16 hex digits).
+fn time_of(order: &str) -> Option<u64> {
+    Some(u64::MAX - u64::from_str_radix(order.get(..16)?, 16).ok()?)
 }
 
 impl Core {
-    /// Prepares `manifest` to replace `old` under `versioning`: its time after `old`'s and,
+    /// Prepares `manifest` to become the newest version of its key under `versioning`: its
+    /// time after `newest` (the newest version's time, current or kept), so versions sort by
+    /// the order they were made even when two share a millisecond or clocks disagree, and,
     /// when versioning is enabled, a new version id.
-    pub fn stamp(manifest: &Manifest, old: Option<&Manifest>, versioning: Option<Versioning>) -> Manifest {
+    pub fn stamp(manifest: &Manifest, newest: Option<u64>, versioning: Option<Versioning>) -> Manifest {
         let mut m = manifest.clone();
         if versioning.is_some() {
-            m.modified_ms = after(old, m.modified_ms);
+            m.modified_ms = newest.map_or(m.modified_ms, |n| m.modified_ms.max(n.saturating_add(1)));
             m.version = (versioning == Some(Versioning::Enabled)).then(|| new_id(m.modified_ms));
         }
         m
+    }
+
+    /// The newest version's time under `versioning` (none for an unversioned bucket): the
+    /// current one's, or a kept one's if newer (a delete marker whose delete was cut short),
+    /// read off the kept record's key.
+    pub async fn newest_time(&self, bucket: &str, key: &str, current: Option<&Manifest>, versioning: Option<Versioning>) -> S3Result<Option<u64>> {
+        if versioning.is_none() {
+            return Ok(None);
+        }
+        let (start, end) = layout::versions_of(bucket, key);
+        let prefix = layout::version_prefix(bucket);
+        let kept = self.kv.range(&start, &end, 1).await?.first().and_then(|k| layout::version_of(&prefix, k).and_then(|(_, order)| time_of(order)));
+        Ok(current.map(|m| m.modified_ms).max(kept))
     }
 
     /// Whether a write under `versioning` keeps the version `old` it replaces (or releases
@@ -109,21 +130,37 @@ impl Core {
         Ok(None)
     }
 
-    /// Whether the newest version of a key with no current record is a delete marker (and
-    /// that marker): what a GET of a deleted key in a versioned bucket says.
-    pub async fn deleted_by(&self, bucket: &str, key: &str) -> S3Result<Option<Manifest>> {
-        Ok(self.newest_kept(bucket, key).await?.map(|k| k.manifest).filter(|m| m.delete_marker))
+    /// What stands in for a key with no current record: the delete marker that hides it, or
+    /// the newest kept version, made current again here (a delete of the current version cut
+    /// short before it promoted the next), or nothing.
+    pub async fn after_miss(&self, bucket: &str, key: &str) -> S3Result<Missing> {
+        let Some(newest) = self.newest_kept(bucket, key).await? else { return Ok(Missing::Nothing) };
+        if newest.manifest.delete_marker {
+            return Ok(Missing::Marker(newest.manifest));
+        }
+        self.promote(bucket, key).await?;
+        match self.kv.get(&layout::object(bucket, key)).await? {
+            Some(s) => Ok(Missing::Current(records::decode_manifest(&s.value)?)),
+            None => Ok(Missing::Nothing),
+        }
+    }
+
+    /// Where version `id` of `bucket/key` is stored: its record key, store version and
+    /// manifest (the current record, or a kept one).
+    pub async fn version_record(&self, bucket: &str, key: &str, id: &str) -> S3Result<Option<Kept>> {
+        let object = layout::object(bucket, key);
+        if let Some(s) = self.kv.get(&object).await? {
+            let m = records::decode_manifest(&s.value)?;
+            if m.version_id() == id {
+                return Ok(Some(Kept { key: object, stored: s.version, manifest: m }));
+            }
+        }
+        self.kept_version(bucket, key, id).await
     }
 
     /// The version `id` of `bucket/key` (a delete marker included), current or kept.
     pub async fn version(&self, bucket: &str, key: &str, id: &str) -> S3Result<Option<Manifest>> {
-        if let Some(s) = self.kv.get(&layout::object(bucket, key)).await? {
-            let m = records::decode_manifest(&s.value)?;
-            if m.version_id() == id {
-                return Ok(Some(m));
-            }
-        }
-        Ok(self.kept_version(bucket, key, id).await?.map(|k| k.manifest))
+        Ok(self.version_record(bucket, key, id).await?.map(|k| k.manifest))
     }
 
     /// The kept version `id`: found by its key, the null one by a walk of the key's versions.
@@ -138,12 +175,13 @@ impl Core {
         }
     }
 
-    /// After a write of a null version while suspended: the null version kept from before is
-    /// replaced, its data released.
-    pub async fn drop_kept_null(&self, bucket: &str, key: &str) -> S3Result<()> {
+    /// After a write of a null version made at `ms` while suspended: a null version kept from
+    /// before it is replaced, its data released (a newer one, written by a later request that
+    /// finished first, stays).
+    pub async fn drop_kept_null(&self, bucket: &str, key: &str, ms: u64) -> S3Result<()> {
         let owner = Owner { bucket: bucket.to_owned(), key: key.to_owned(), part: None };
         for k in self.kept(bucket, key).await? {
-            if k.manifest.version.is_some() {
+            if k.manifest.version.is_some() || k.manifest.modified_ms >= ms {
                 continue;
             }
             self.release_all(k.manifest.segments.iter().map(|s| s.data).collect(), &owner).await?;
@@ -157,40 +195,56 @@ impl Core {
 
     /// DeleteObject without a version in a versioned bucket: the current version is kept (or,
     /// a null one while suspended, released) and a delete marker becomes the newest version.
-    /// Returns the marker.
+    /// The marker is written before the current record goes, so a delete cut short leaves the
+    /// object as it was (and a marker older readers see as not latest), never a key with
+    /// neither. Returns the marker.
     pub async fn delete_versioned(&self, bucket: &str, key: &str, versioning: Versioning, check: impl Fn(Option<&Manifest>) -> S3Result<()>) -> S3Result<Manifest> {
         let object = layout::object(bucket, key);
         let owner = Owner { bucket: bucket.to_owned(), key: key.to_owned(), part: None };
+        // A marker written and a delete of the current record sent that may have taken effect.
+        let mut sent: Option<(Manifest, Bytes)> = None;
         for _ in 0..REMOVE_ATTEMPTS {
             let current = self.kv.get(&object).await?;
+            if let Some((marker, based)) = sent.take() {
+                // Gone or replaced: an unconditional delete took effect (or was overtaken).
+                if current.as_ref().map(|s| &s.version) != Some(&based) {
+                    return Ok(marker);
+                }
+                self.unkeep(bucket, key, &marker).await?;
+            }
             let old = match &current {
                 Some(s) => Some(records::decode_manifest(&s.value)?),
                 None => None,
             };
             check(old.as_ref())?;
             let base = Manifest { delete_marker: true, modified_ms: records::now_ms(), ..Manifest::default() };
-            let marker = Core::stamp(&base, old.as_ref(), Some(versioning));
-            if let (Some(s), Some(o)) = (current, &old) {
-                if Core::keeps(o, Some(versioning)) {
-                    self.keep(bucket, key, o).await?;
-                } else {
-                    self.release_all(o.segments.iter().map(|s| s.data).collect(), &owner).await?;
-                }
-                match self.kv.delete(&object, Cond::Version(s.version), Durability::Through).await {
-                    Ok(_) => {}
-                    Err(KvError::Mismatch) => continue,
-                    // Whether the delete took effect is found by the next read of the key.
-                    Err(KvError::Contended(_)) => continue,
-                    Err(e) => return Err(e.into()),
-                }
+            let newest = self.newest_time(bucket, key, old.as_ref(), Some(versioning)).await?;
+            let marker = Core::stamp(&base, newest, Some(versioning));
+            match &old {
+                Some(o) if Core::keeps(o, Some(versioning)) => self.keep(bucket, key, o).await?,
+                Some(o) => self.release_all(o.segments.iter().map(|s| s.data).collect(), &owner).await?,
+                None => {}
             }
             if versioning == Versioning::Suspended {
-                self.drop_kept_null(bucket, key).await?;
+                self.drop_kept_null(bucket, key, marker.modified_ms).await?;
             }
             self.keep(bucket, key, &marker).await?;
-            return Ok(marker);
+            let Some(s) = current else { return Ok(marker) };
+            match self.kv.delete(&object, Cond::Version(s.version.clone()), Durability::Through).await {
+                Ok(_) => return Ok(marker),
+                // Replaced meanwhile: this try's marker goes, and the delete starts over.
+                Err(KvError::Mismatch) => self.unkeep(bucket, key, &marker).await?,
+                Err(KvError::Contended(_)) => sent = Some((marker, s.version)),
+                Err(e) => return Err(e.into()),
+            }
         }
         Err(s3_error!(SlowDown, "the object was replaced {REMOVE_ATTEMPTS} times while this delete tried to remove it"))
+    }
+
+    /// Takes away a marker this request kept and did not make the newest version after all.
+    async fn unkeep(&self, bucket: &str, key: &str, marker: &Manifest) -> S3Result<()> {
+        self.kv.delete(&layout::version(bucket, key, &order_key(marker)), Cond::Any, Durability::Through).await?;
+        Ok(())
     }
 
     /// DeleteObject of version `id`: gone for good, its data released. When it was the
@@ -236,8 +290,9 @@ impl Core {
             };
             self.release_all(k.manifest.segments.iter().map(|s| s.data).collect(), &owner).await?;
             match self.kv.delete(&k.key, Cond::Version(k.stored), Durability::Through).await {
-                Ok(_) => {}
-                Err(KvError::Mismatch) => continue,
+                Ok(true) => {}
+                // Gone meanwhile: promoted to current, perhaps; the next read finds it there.
+                Ok(false) | Err(KvError::Mismatch) => continue,
                 Err(e) => return Err(e.into()),
             }
             self.promote(bucket, key).await?;
@@ -301,12 +356,14 @@ mod tests {
     fn a_new_version_is_newer_than_the_one_it_replaces() {
         let old = Manifest { modified_ms: 5_000, version: Some(new_id(5_000)), ..Manifest::default() };
         let m = Manifest { modified_ms: 4_000, ..Manifest::default() };
-        let stamped = Core::stamp(&m, Some(&old), Some(Versioning::Enabled));
+        let stamped = Core::stamp(&m, Some(old.modified_ms), Some(Versioning::Enabled));
         assert_eq!(stamped.modified_ms, 5_001);
         assert!(order_key(&stamped) < order_key(&old));
-        let suspended = Core::stamp(&m, Some(&old), Some(Versioning::Suspended));
+        assert_eq!(time_of(&order_key(&stamped)), Some(5_001));
+        let suspended = Core::stamp(&m, Some(old.modified_ms), Some(Versioning::Suspended));
         assert_eq!(suspended.version, None);
-        assert_eq!(Core::stamp(&m, Some(&old), None), m);
+        assert_eq!(time_of(&order_key(&suspended)), Some(5_001));
+        assert_eq!(Core::stamp(&m, Some(old.modified_ms), None), m);
         assert!(Core::keeps(&old, Some(Versioning::Suspended)) && !Core::keeps(&suspended, Some(Versioning::Suspended)));
         assert!(Core::keeps(&suspended, Some(Versioning::Enabled)) && !Core::keeps(&old, None));
     }

@@ -33,9 +33,10 @@ pub struct Granted {
 
 impl Granted {
     /// Whether `op` may be done on `key` of the request's bucket.
-    pub fn key_allowed(&self, key: &str, op: &str) -> S3Result<()> {
+    pub fn key_allowed(&self, key: &str, op: &str, version: bool) -> S3Result<()> {
         let (Some(facts), Some(view)) = (&self.per_key, &self.bucket) else { return Ok(()) };
         let (action, scope) = super::ops::of(op);
+        let action = if version { super::ops::of_version(action) } else { action };
         decide(&self.principal, op, action, scope, Some(&view.name), Some(key), Some(view), facts).map(|_| ())
     }
 
@@ -305,14 +306,19 @@ mod tests {
 
     #[test]
     fn deletes_named_in_a_body_are_decided_key_by_key() {
-        let policy = r#"{"Statement":[{"Effect":"Deny","Principal":"*","Action":"s3:DeleteObject","Resource":"arn:aws:s3:::b/keep/*"}]}"#;
+        let policy = r#"{"Statement":[{"Effect":"Deny","Principal":"*","Action":"s3:DeleteObject","Resource":"arn:aws:s3:::b/keep/*"},
+            {"Effect":"Deny","Principal":"*","Action":"s3:DeleteObjectVersion","Resource":"arn:aws:s3:::b/old/*"}]}"#;
         let view = Arc::new(BucketView::new("b".into(), BucketRecord { policy: Some(policy.into()), ..owned_by("ann") }));
         let mut g = ask(&user("ann"), "DeleteObjects", &view.record, None).unwrap();
-        assert!(g.key_allowed("keep/x", "DeleteObject").is_ok(), "without the facts nothing is asked again");
+        assert!(g.key_allowed("keep/x", "DeleteObject", false).is_ok(), "without the facts nothing is asked again");
         g.bucket = Some(view);
         g.per_key = Some(Arc::new(facts()));
-        assert!(g.key_allowed("keep/x", "DeleteObject").is_err());
-        assert!(g.key_allowed("other", "DeleteObject").is_ok());
+        assert!(g.key_allowed("keep/x", "DeleteObject", false).is_err());
+        assert!(g.key_allowed("other", "DeleteObject", false).is_ok());
+        // A version named in the body asks s3:DeleteObjectVersion.
+        assert!(g.key_allowed("old/x", "DeleteObject", true).is_err());
+        assert!(g.key_allowed("old/x", "DeleteObject", false).is_ok());
+        assert!(g.key_allowed("keep/x", "DeleteObject", true).is_ok());
         assert_eq!(g.record_of("b").map(|r| r.owner_id()), Some("id-ann"));
         assert!(g.record_of("elsewhere").is_none());
     }

@@ -67,7 +67,7 @@ impl Gateway {
         let bucket = &i.bucket;
         let results: Vec<(ObjectIdentifier, S3Result<Deleted>)> = stream::iter(i.delete.objects)
             .map(|o| async move {
-                let r = match granted.key_allowed(&o.key, "DeleteObject") {
+                let r = match granted.key_allowed(&o.key, "DeleteObject", o.version_id.is_some()) {
                     Ok(()) => self.delete_one(bucket, &o.key, o.version_id.as_deref(), versioning, None).await,
                     Err(e) => Err(e),
                 };

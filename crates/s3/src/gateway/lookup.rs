@@ -13,6 +13,7 @@ use std::borrow::Cow;
 
 use crate::access::{Decision, Granted};
 use crate::records::{self, BucketRecord, Manifest, UploadRecord, Versioning};
+use crate::versions::Missing;
 
 /// What S3 says of a delete marker met by a request: `x-amz-delete-marker` and its version.
 pub(super) fn marker_headers(marker: &Manifest) -> http::HeaderMap {
@@ -102,8 +103,10 @@ impl Gateway {
             None => {
                 self.bucket_exists(bucket).await?;
                 let mut e = s3_error!(NoSuchKey, "The specified key does not exist.");
-                if let Some(marker) = self.core.deleted_by(bucket, key).await? {
-                    e.set_headers(marker_headers(&marker));
+                match self.core.after_miss(bucket, key).await? {
+                    Missing::Current(m) => return Ok(m),
+                    Missing::Marker(marker) => e.set_headers(marker_headers(&marker)),
+                    Missing::Nothing => {}
                 }
                 Err(e)
             }

@@ -57,8 +57,7 @@ impl Gateway {
     }
 
     /// Every version of `name`, newest first, with whether it is the latest: the current
-    /// record, then the kept versions (a kept copy of the current one skipped). With no
-    /// current record the newest is the latest only if it is a delete marker.
+    /// record, then the kept versions (a kept copy of the current one skipped).
     async fn versions_of(&self, bucket: &str, name: &str) -> S3Result<Vec<(Manifest, bool)>> {
         let current = self.manifest(bucket, name).await?;
         let kept = self.core.kept(bucket, name).await?;
@@ -71,7 +70,9 @@ impl Gateway {
             if current_id.as_deref() == Some(k.manifest.version_id()) {
                 continue;
             }
-            let latest = out.is_empty() && k.manifest.delete_marker;
+            // With no current record the newest kept version is the latest (a reader makes a
+            // version current again, `Core::after_miss`).
+            let latest = out.is_empty();
             out.push((k.manifest, latest));
         }
         Ok(out)
@@ -138,23 +139,30 @@ impl Gateway {
             // Versions list in their order keys' order, so a page resumes after its marker
             // even when the marker version was deleted meanwhile (as a client emptying a
             // bucket page by page does); the null version is found by its id.
+            // A null marker version gone meanwhile: the key's versions are listed from its
+            // newest (some again, rather than any skipped).
             let after = match vm.as_str() {
-                NULL_VERSION => all.iter().find(|(m, _)| m.version.is_none()).map(|(m, _)| versions::order_key(m)),
-                id => Some(id.to_owned()),
+                NULL_VERSION => all.iter().find(|(m, _)| m.version.is_none()).map(|(m, _)| versions::order_key(m)).unwrap_or_default(),
+                id => id.to_owned(),
             };
-            if let Some(after) = after {
-                for (m, latest) in all.into_iter().filter(|(m, _)| versions::order_key(m) > after) {
-                    if entries.len() == max {
-                        truncated = true;
-                        break;
-                    }
-                    entries.push(Entry::Version { name: k.clone(), manifest: Box::new(m), latest });
+            for (m, latest) in all.into_iter().filter(|(m, _)| versions::order_key(m) > after) {
+                if entries.len() == max {
+                    truncated = max > 0;
+                    break;
                 }
+                entries.push(Entry::Version { name: k.clone(), manifest: Box::new(m), latest });
             }
         }
         let mut cursor = key_marker.map_or(Cursor::Start, Cursor::After);
-        'names: while !truncated {
+        'names: while !truncated && max > 0 {
             let Some(next) = self.next_name(bucket, &prefix, i.delimiter.as_deref(), &cursor).await? else { break };
+            // A page that ended on a common prefix resumes past it.
+            if let Entry::Prefix(p) = &next {
+                if i.key_marker.as_ref().is_some_and(|m| p.as_str() <= m.as_str()) {
+                    cursor = Cursor::PastPrefix(p.clone());
+                    continue;
+                }
+            }
             if entries.len() == max {
                 truncated = true;
                 break;
