@@ -8,6 +8,7 @@
 
 pub mod access;
 pub mod acl;
+pub mod cors;
 pub mod admission;
 mod auth;
 mod gateway;

@@ -125,6 +125,9 @@ pub struct BucketRecord {
     /// None: versioning was never enabled (a bucket cannot go back to that state).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub versioning: Option<Versioning>,
+    /// None: no CORS configuration (browsers' cross-origin requests are refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cors: Option<Vec<CorsRule>>,
 }
 
 /// The version id of the version an unversioned or suspended bucket writes.
@@ -157,6 +160,21 @@ impl BucketRecord {
     pub fn versioning(&self) -> Option<Versioning> {
         self.versioning
     }
+}
+
+/// One CORS rule of a bucket (`cors` decides requests by them).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CorsRule {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub allowed_origins: Vec<String>,
+    pub allowed_methods: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_headers: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expose_headers: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_age_seconds: Option<i32>,
 }
 
 /// The administrators' canonical id: the owner of what they make.

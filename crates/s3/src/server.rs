@@ -18,6 +18,7 @@ use tracing::Instrument;
 use crate::admission::{Admission, Limits, Refusal, Ticket, MAX_HEADERS, MAX_HEAD_BYTES, MAX_POST_FIELDS, MAX_POST_FILE, MAX_XML_BODY};
 use crate::access::{Access, Transport};
 use crate::auth::{Auth, Keys};
+use crate::cors;
 use crate::users::{Directory, UsersKey};
 use crate::gateway::{self, Gateway};
 use crate::kv::Kv;
@@ -66,7 +67,7 @@ pub async fn serve(listener: TcpListener, config: Config, shutdown: impl Future<
     let service = {
         let mut b = S3ServiceBuilder::new(Gateway::new(core.clone()));
         b.set_auth(Auth { admins: admins.clone(), users: users.clone() });
-        b.set_access(Access { core, admins, users });
+        b.set_access(Access { core: core.clone(), admins, users });
         let mut limits = s3s::config::S3Config::default();
         limits.xml_max_body_size = MAX_XML_BODY as usize;
         limits.post_object_max_file_size = MAX_POST_FILE;
@@ -103,7 +104,7 @@ pub async fn serve(listener: TcpListener, config: Config, shutdown: impl Future<
         match admission.admit(peer.ip()) {
             Ok(ticket) => {
                 let transport = Transport { secure: tls.is_some(), peer: peer.ip() };
-                let c = Connection { service: service.clone(), http: http.clone(), ticket, watcher: graceful.watcher(), stall: admission.limits().stall_timeout, transport };
+                let c = Connection { service: service.clone(), http: http.clone(), ticket, watcher: graceful.watcher(), stall: admission.limits().stall_timeout, transport, core: core.clone() };
                 tokio::spawn(c.run(socket, tls.clone(), admission.limits().handshake_timeout));
             }
             Err(refusal) => {
@@ -135,6 +136,8 @@ struct Connection {
     watcher: Watcher,
     stall: Duration,
     transport: Transport,
+    /// Preflights are answered, and cross-origin answers decorated, from the buckets' rules.
+    core: Arc<Core>,
 }
 
 impl Connection {
@@ -156,7 +159,7 @@ impl Connection {
     }
 
     async fn serve<T: AsyncRead + AsyncWrite + Unpin + Send + 'static>(self, io: T) {
-        let Connection { service, http, ticket, watcher, stall, transport } = self;
+        let Connection { service, http, ticket, watcher, stall, transport, core } = self;
         let ticket = Arc::new(ticket);
         let proof = ticket.clone();
         let svc = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
@@ -172,12 +175,23 @@ impl Connection {
                 })
             });
             req.extensions_mut().insert(transport);
-            let (service, proof) = (service.clone(), proof.clone());
+            let (service, proof, core) = (service.clone(), proof.clone(), core.clone());
             let id = request_log::new_id();
             let (method, path) = (req.method().clone(), req.uri().path().to_owned());
+            let origin = req.headers().get(hyper::header::ORIGIN).and_then(|v| v.to_str().ok()).map(str::to_owned);
             let span = tracing::info_span!("request", request_id = %id);
             async move {
-                let mut answer = service.call(req).await;
+                // A browser's preflight is unsigned and never reaches s3s.
+                let mut answer = if method == hyper::Method::OPTIONS {
+                    Ok(cors::preflight(&core, &path, req.headers()).await)
+                } else {
+                    service.call(req).await
+                };
+                if let (Some(origin), Ok(r)) = (&origin, &mut answer) {
+                    if method != hyper::Method::OPTIONS {
+                        cors::decorate(&core, &path, origin, &method, r.headers_mut()).await;
+                    }
+                }
                 if exceeded.is_some_and(|flag| flag.load(Ordering::Relaxed)) {
                     answer = Ok(too_large());
                 }

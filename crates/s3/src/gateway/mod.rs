@@ -4,7 +4,7 @@
 //! The `S3` trait's implementation here is a thin layer over the operations, each in the
 //! module of its idea: `buckets`; `put`, `read` (GET and HEAD, ranges and parts), `copy`,
 //! `delete`; `multipart` (creation and parts) and `finish` (completion, abort, stale
-//! completions); `listings`; `versions` (versioning and ListObjectVersions). Beside them: `lookup` (the `Gateway` and the records operations
+//! completions); `listings`; `versions` (versioning and ListObjectVersions); `cors`. Beside them: `lookup` (the `Gateway` and the records operations
 //! look up first), `limits`, `conditions`, `checksums`, `convert` (S3's forms of stored
 //! values) and `errors`.
 
@@ -15,6 +15,7 @@ mod checksums;
 mod conditions;
 mod convert;
 mod copy;
+mod cors;
 mod delete;
 mod errors;
 mod finish;
@@ -169,6 +170,18 @@ impl S3 for Gateway {
 
     async fn delete_bucket_ownership_controls(&self, req: S3Request<DeleteBucketOwnershipControlsInput>) -> S3Result<S3Response<DeleteBucketOwnershipControlsOutput>> {
         self.delete_bucket_ownership_controls_in(req).await
+    }
+
+    async fn get_bucket_cors(&self, req: S3Request<GetBucketCorsInput>) -> S3Result<S3Response<GetBucketCorsOutput>> {
+        self.get_bucket_cors_in(req).await
+    }
+
+    async fn put_bucket_cors(&self, req: S3Request<PutBucketCorsInput>) -> S3Result<S3Response<PutBucketCorsOutput>> {
+        self.put_bucket_cors_in(req).await
+    }
+
+    async fn delete_bucket_cors(&self, req: S3Request<DeleteBucketCorsInput>) -> S3Result<S3Response<DeleteBucketCorsOutput>> {
+        self.delete_bucket_cors_in(req).await
     }
 
     async fn get_bucket_versioning(&self, req: S3Request<GetBucketVersioningInput>) -> S3Result<S3Response<GetBucketVersioningOutput>> {
