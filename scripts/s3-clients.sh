@@ -11,7 +11,8 @@
 #   boto3   tests/s3/test_behaviour.py: the gateway's suite of S3 behaviours, and
 #           test_streaming.py: aws-chunked uploads (signed chunks, trailers), and
 #           test_post_object.py: browser form uploads with policy documents, and
-#           test_cors.py: CORS configurations, preflights and cross-origin answers;
+#           test_cors.py: CORS configurations, preflights and cross-origin answers, and
+#           test_tagging.py: object and bucket tagging, GetObjectAttributes;
 #   crash   tests/s3/test_crash.py: a gateway SIGKILLed mid-upload, restarted, swept;
 #   races   tests/s3/test_races.py: racing PUT/DELETE/copy/complete of one key, swept meanwhile;
 #   hostile tests/s3/test_hostile.py: trickling, flooding, oversize and stalled clients against
@@ -34,7 +35,7 @@ log() { echo "s3-clients: $*" >&2; }
 die() { log "$*"; exit 1; }
 install_only=0
 [[ $# -eq 2 && $2 == --install-only ]] && install_only=1 && set -- "$1"
-[[ $# -eq 1 && $1 != -* ]] || { sed -n '2,29p' "$0" >&2; exit 2; }
+[[ $# -eq 1 && $1 != -* ]] || { sed -n '2,30p' "$0" >&2; exit 2; }
 spindle_bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 [[ -x $spindle_bin ]] || die "$1 is not an executable"
 
@@ -375,7 +376,7 @@ run_client() { # NAME FUNCTION [ARGS...]
 run_client awscli awscli_checks
 run_client s3cmd s3cmd_checks
 run_client rclone rclone_checks
-run_client boto3 pytest_suite test_behaviour.py test_streaming.py test_post_object.py test_cors.py test_crash.py::test_client_abandoning_an_upload
+run_client boto3 pytest_suite test_behaviour.py test_streaming.py test_post_object.py test_cors.py test_tagging.py test_crash.py::test_client_abandoning_an_upload
 run_client crash pytest_suite test_crash.py::test_gateway_killed_mid_upload
 run_client races pytest_suite test_races.py
 run_client hostile pytest_suite test_hostile.py

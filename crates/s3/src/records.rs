@@ -83,6 +83,9 @@ pub struct Manifest {
     /// A delete marker: no data, and a GET of the key without a version finds nothing.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub delete_marker: bool,
+    /// The object's tags (S3 object tagging).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
 }
 
 impl Manifest {
@@ -128,6 +131,9 @@ pub struct BucketRecord {
     /// None: no CORS configuration (browsers' cross-origin requests are refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cors: Option<Vec<CorsRule>>,
+    /// None: no tag set (GetBucketTagging answers NoSuchTagSet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<BTreeMap<String, String>>,
 }
 
 /// The version id of the version an unversioned or suspended bucket writes.
@@ -233,6 +239,9 @@ pub struct UploadRecord {
     pub owner: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acl: Option<Acl>,
+    /// The object's tags once completed (x-amz-tagging at its creation).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
 }
 
 /// A completion under way: when it took the upload, and the parts (number, ETag) it chose.

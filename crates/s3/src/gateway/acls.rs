@@ -11,7 +11,7 @@ use crate::acl::{AclError, Parties};
 use crate::access::{self, Acl, Grant, Grantee, Permission, Principal};
 use crate::kv::{Cond, Durability, KvError};
 use crate::layout;
-use crate::records::{self, BucketRecord, Manifest, Ownership, ADMIN_ID};
+use crate::records::{self, BucketRecord, Ownership, ADMIN_ID};
 
 /// What a request says of the ACL it wants.
 pub(super) struct Asked<'a> {
@@ -211,39 +211,15 @@ impl Gateway {
         if record.ownership() == Ownership::BucketOwnerEnforced && !(asked.canned == Some("bucket-owner-full-control") || asked.canned == Some("private") || asked.is_empty()) {
             return Err(s3_error!(AccessControlListNotSupported, "The bucket does not allow ACLs"));
         }
-        super::limits::check_key(&i.key)?;
-        if let Some(id) = &i.version_id {
-            if !crate::versions::valid_id(id) {
-                return Err(s3_error!(InvalidArgument, "Invalid version id specified"));
-            }
-        }
-        for _ in 0..RETRIES {
-            // The current version, or the one named (current or kept).
-            let found = match &i.version_id {
-                None => self.core.kv.get(&layout::object(&i.bucket, &i.key)).await?.map(|s| (layout::object(&i.bucket, &i.key), s.value, s.version)),
-                Some(id) => self.core.version_record(&i.bucket, &i.key, id).await?.map(|k| (k.key, records::encode(&k.manifest), k.stored)),
-            };
-            let Some((record_key, value, stored_version)) = found else {
-                granted.object.object(None)?;
-                return Err(match i.version_id {
-                    None => s3_error!(NoSuchKey, "The specified key does not exist."),
-                    Some(_) => s3_error!(NoSuchVersion, "The specified version does not exist."),
-                });
-            };
-            let mut m: Manifest = records::decode_manifest(&value)?;
-            super::read::refuse_marker(&m)?;
-            granted.object.object(Some(&m))?;
+        self.update_object(&i.bucket, &i.key, i.version_id.as_deref(), &granted.object, |m| {
             let owner = m.owner.clone().unwrap_or_else(|| record.owner_id().to_owned());
             let acl = grants_of(&asked, &owner, record.owner_id())?;
             check_not_blocked(&record, acl.as_ref())?;
             m.acl = acl;
-            match self.core.kv.put(&record_key, records::encode(&m), Cond::Version(stored_version), Durability::Through).await {
-                Ok(_) => return Ok(S3Response::new(dto::PutObjectAclOutput::default())),
-                Err(KvError::Mismatch) => continue,
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Err(s3_error!(OperationAborted, "A conflicting conditional operation is currently in progress against this resource. Please try again."))
+            Ok(())
+        })
+        .await?;
+        Ok(S3Response::new(dto::PutObjectAclOutput::default()))
     }
 }
 

@@ -11,7 +11,7 @@ use crate::records::{BucketRecord, Ownership, PublicAccessBlock as Block};
 
 impl Gateway {
     /// Sets part of the bucket's record, with nothing to check on the way.
-    async fn set_in_bucket(&self, bucket: &str, set: impl Fn(&mut BucketRecord)) -> S3Result<()> {
+    pub(super) async fn set_in_bucket(&self, bucket: &str, set: impl Fn(&mut BucketRecord)) -> S3Result<()> {
         self.update_bucket(bucket, |record| {
             set(record);
             Ok(())

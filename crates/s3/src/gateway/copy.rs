@@ -69,11 +69,16 @@ impl Gateway {
         } else {
             src.attributes.clone()
         };
+        // Tags go with the copy unless the request replaces them.
+        let tags = match i.tagging_directive.as_ref().map(|d| d.as_str()) {
+            Some(TaggingDirective::REPLACE) => super::tagging::of_header(i.tagging.as_deref())?,
+            _ => src.tags.clone(),
+        };
         let owner = Owner { bucket: i.bucket.clone(), key: i.key.clone(), part: None };
         let body = StreamingBlob::wrap(self.core.read(src.segments.clone(), 0, src.size));
         let written = self.core.write_data(&owner, body, Default::default(), MAX_PUT_BYTES).await?;
         let data = written.segment.data;
-        let manifest = Manifest { size: written.segment.size, etag: hex(&written.md5), modified_ms: records::now_ms(), attributes, segments: segments_of(written.segment), completed_from: None, owner: object_owner, acl, ..Manifest::default() };
+        let manifest = Manifest { size: written.segment.size, etag: hex(&written.md5), modified_ms: records::now_ms(), attributes, segments: segments_of(written.segment), completed_from: None, owner: object_owner, acl, tags, ..Manifest::default() };
         let own = vec![Own { data, owner: owner.clone(), intent: written.intent }];
         let committed = match self.core.commit(&i.bucket, &i.key, &manifest, |_| Ok(()), false, own, record.versioning()).await {
             Ok(m) => m,

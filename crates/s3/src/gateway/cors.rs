@@ -40,20 +40,12 @@ impl Gateway {
             })
             .collect();
         cors::check(&rules).map_err(|e| s3_error!(InvalidRequest, "{e}"))?;
-        self.update_bucket(&i.bucket, |record| {
-            record.cors = Some(rules.clone());
-            Ok(())
-        })
-        .await?;
+        self.set_in_bucket(&i.bucket, |record| record.cors = Some(rules.clone())).await?;
         Ok(S3Response::new(PutBucketCorsOutput {}))
     }
 
     pub(super) async fn delete_bucket_cors_in(&self, req: S3Request<DeleteBucketCorsInput>) -> S3Result<S3Response<DeleteBucketCorsOutput>> {
-        self.update_bucket(&req.input.bucket, |record| {
-            record.cors = None;
-            Ok(())
-        })
-        .await?;
+        self.set_in_bucket(&req.input.bucket, |record| record.cors = None).await?;
         Ok(S3Response::new(DeleteBucketCorsOutput {}))
     }
 }

@@ -13,7 +13,11 @@ use std::borrow::Cow;
 
 use crate::access::{Decision, Granted};
 use crate::records::{self, BucketRecord, Manifest, UploadRecord, Versioning};
+use crate::kv::{Cond, Durability, KvError};
 use crate::versions::Missing;
+
+/// Attempts to change an object's record while other writers keep changing it.
+const UPDATE_ATTEMPTS: usize = 5;
 
 /// What S3 says of a delete marker met by a request: `x-amz-delete-marker` and its version.
 pub(super) fn marker_headers(marker: &Manifest) -> http::HeaderMap {
@@ -111,6 +115,41 @@ impl Gateway {
                 Err(e)
             }
         }
+    }
+
+    /// Changes the object's current version, or the version named (current or kept), by a
+    /// compare-and-swap of its record, retried while other writers race; `decision` says
+    /// whether the requester may (an absent object is AccessDenied to one who may not list).
+    /// Returns the manifest as changed.
+    pub(super) async fn update_object(&self, bucket: &str, key: &str, version: Option<&str>, decision: &Decision, change: impl Fn(&mut Manifest) -> S3Result<()>) -> S3Result<Manifest> {
+        check_key(key)?;
+        if version.is_some_and(|id| !crate::versions::valid_id(id)) {
+            return Err(s3_error!(InvalidArgument, "Invalid version id specified"));
+        }
+        for _ in 0..UPDATE_ATTEMPTS {
+            let found = match version {
+                None => self.core.kv.get(&layout::object(bucket, key)).await?.map(|s| (layout::object(bucket, key), records::decode_manifest(&s.value), s.version)),
+                Some(id) => self.core.version_record(bucket, key, id).await?.map(|k| (k.key, Ok(k.manifest), k.stored)),
+            };
+            let Some((record_key, m, stored)) = found else {
+                decision.object(None)?;
+                self.bucket_exists(bucket).await?;
+                return Err(match version {
+                    None => s3_error!(NoSuchKey, "The specified key does not exist."),
+                    Some(_) => s3_error!(NoSuchVersion, "The specified version does not exist."),
+                });
+            };
+            let mut m = m?;
+            super::read::refuse_marker(&m)?;
+            decision.object(Some(&m))?;
+            change(&mut m)?;
+            match self.core.kv.put(&record_key, records::encode(&m), Cond::Version(stored), Durability::Through).await {
+                Ok(_) => return Ok(m),
+                Err(KvError::Mismatch) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(s3_error!(OperationAborted, "A conflicting conditional operation is currently in progress against this resource. Please try again."))
     }
 
     /// The bucket's versioning (`None`: never enabled).

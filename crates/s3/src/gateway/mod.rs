@@ -4,7 +4,7 @@
 //! The `S3` trait's implementation here is a thin layer over the operations, each in the
 //! module of its idea: `buckets`; `put`, `read` (GET and HEAD, ranges and parts), `copy`,
 //! `delete`; `multipart` (creation and parts) and `finish` (completion, abort, stale
-//! completions); `listings`; `versions` (versioning and ListObjectVersions); `cors`. Beside them: `lookup` (the `Gateway` and the records operations
+//! completions); `listings`; `versions` (versioning and ListObjectVersions); `cors`; `tagging`. Beside them: `lookup` (the `Gateway` and the records operations
 //! look up first), `limits`, `conditions`, `checksums`, `convert` (S3's forms of stored
 //! values) and `errors`.
 
@@ -25,6 +25,7 @@ mod lookup;
 mod multipart;
 mod put;
 mod read;
+mod tagging;
 mod versions;
 
 use s3s::dto::*;
@@ -170,6 +171,34 @@ impl S3 for Gateway {
 
     async fn delete_bucket_ownership_controls(&self, req: S3Request<DeleteBucketOwnershipControlsInput>) -> S3Result<S3Response<DeleteBucketOwnershipControlsOutput>> {
         self.delete_bucket_ownership_controls_in(req).await
+    }
+
+    async fn get_object_tagging(&self, req: S3Request<GetObjectTaggingInput>) -> S3Result<S3Response<GetObjectTaggingOutput>> {
+        self.get_object_tagging_in(req).await
+    }
+
+    async fn put_object_tagging(&self, req: S3Request<PutObjectTaggingInput>) -> S3Result<S3Response<PutObjectTaggingOutput>> {
+        self.put_object_tagging_in(req).await
+    }
+
+    async fn delete_object_tagging(&self, req: S3Request<DeleteObjectTaggingInput>) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
+        self.delete_object_tagging_in(req).await
+    }
+
+    async fn get_bucket_tagging(&self, req: S3Request<GetBucketTaggingInput>) -> S3Result<S3Response<GetBucketTaggingOutput>> {
+        self.get_bucket_tagging_in(req).await
+    }
+
+    async fn put_bucket_tagging(&self, req: S3Request<PutBucketTaggingInput>) -> S3Result<S3Response<PutBucketTaggingOutput>> {
+        self.put_bucket_tagging_in(req).await
+    }
+
+    async fn delete_bucket_tagging(&self, req: S3Request<DeleteBucketTaggingInput>) -> S3Result<S3Response<DeleteBucketTaggingOutput>> {
+        self.delete_bucket_tagging_in(req).await
+    }
+
+    async fn get_object_attributes(&self, req: S3Request<GetObjectAttributesInput>) -> S3Result<S3Response<GetObjectAttributesOutput>> {
+        self.get_object_attributes_in(req).await
     }
 
     async fn get_bucket_cors(&self, req: S3Request<GetBucketCorsInput>) -> S3Result<S3Response<GetBucketCorsOutput>> {

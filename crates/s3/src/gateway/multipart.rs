@@ -27,6 +27,7 @@ impl Gateway {
             for_new_object(&granted.principal, &bucket, &asked)?
         };
         let i = req.input;
+        let tags = super::tagging::of_header(i.tagging.as_deref())?;
         let id: UploadId = rand::random();
         let record = UploadRecord {
             initiated_ms: records::now_ms(),
@@ -41,6 +42,7 @@ impl Gateway {
             completing: None,
             owner,
             acl,
+            tags,
         };
         self.core.kv.put(&layout::upload(&i.bucket, &i.key, id), records::encode(&record), Cond::Absent, Durability::Through).await?;
         Ok(S3Response::new(CreateMultipartUploadOutput {

@@ -44,6 +44,7 @@ impl Gateway {
         if if_match.is_some() || if_none_match.is_some() {
             check_write(self.manifest(&bucket, &key).await?.as_ref(), if_match.as_ref(), if_none_match.as_ref())?;
         }
+        let tags = super::tagging::of_header(input.tagging.as_deref())?;
         let wanted = Checksums::of_put(&input);
         let Some(body) = input.body else { return Err(s3_error!(IncompleteBody)) };
         let owner = Owner { bucket: bucket.clone(), key: key.clone(), part: None };
@@ -71,6 +72,7 @@ impl Gateway {
             completed_from: None,
             owner: object_owner,
             acl,
+            tags,
             ..Manifest::default()
         };
         let conditional = if_match.is_some() || if_none_match.is_some();

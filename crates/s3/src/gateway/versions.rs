@@ -48,11 +48,7 @@ impl Gateway {
             Some(BucketVersioningStatus::SUSPENDED) => Versioning::Suspended,
             _ => return Err(s3_error!(MalformedXML, "the versioning status is Enabled or Suspended")),
         };
-        self.update_bucket(&req.input.bucket, |record| {
-            record.versioning = Some(v);
-            Ok(())
-        })
-        .await?;
+        self.set_in_bucket(&req.input.bucket, |record| record.versioning = Some(v)).await?;
         Ok(S3Response::new(PutBucketVersioningOutput {}))
     }
 
