@@ -10,7 +10,11 @@
 #
 #   scripts/bench-s3.sh --spindle BIN [--quick] [--out FILE.md] [--results DIR]
 #       [--servers minio,spindle] [--duration 20s] [--concurrency 8] [--settle 10] [--tls]
+#       [--versioning]
 #
+# --versioning: the bucket is versioned on both servers (made and switched on with awscli from
+# the S3 clients' venv, scripts/s3-clients.sh --install-only): every overwrite and delete keeps
+# a version.
 # --tls: both servers over HTTPS, with one certificate for 127.0.0.1 (from a throwaway CA made
 # by `spindle cluster new-credentials` and `issue-cert`) that the load generator trusts.
 #
@@ -30,7 +34,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 minio_module=github.com/minio/minio@v0.0.0-20260212201848-7aac2a2c5b7c
-spindle_bin= quick=0 out= results= servers=minio,spindle duration= concurrency=8 settle= tls=0
+spindle_bin= quick=0 out= results= servers=minio,spindle duration= concurrency=8 settle= tls=0 versioning=0
 while [ $# -gt 0 ]; do
   case $1 in
     --spindle) spindle_bin=$2; shift ;;
@@ -42,6 +46,7 @@ while [ $# -gt 0 ]; do
     --concurrency) concurrency=$2; shift ;;
     --settle) settle=$2; shift ;;
     --tls) tls=1 ;;
+    --versioning) versioning=1 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -139,6 +144,20 @@ if want spindle; then
   spindle_url=$scheme://127.0.0.1:$server_match
 fi
 
+if ((versioning)); then
+  scripts/s3-clients.sh "$spindle_bin" --install-only >&2
+  aws=$root/target/s3-venv/bin/aws
+  ca=()
+  ((tls)) && ca=(--ca-bundle "$work/ca/ca.pem")
+  for url in ${minio_url:-} ${spindle_url:-}; do
+    AWS_ACCESS_KEY_ID=$access_key AWS_SECRET_ACCESS_KEY=$secret_key AWS_DEFAULT_REGION=us-east-1 \
+      "$aws" --endpoint-url "$url" ${ca[@]+"${ca[@]}"} s3api create-bucket --bucket spindle-bench >/dev/null
+    AWS_ACCESS_KEY_ID=$access_key AWS_SECRET_ACCESS_KEY=$secret_key AWS_DEFAULT_REGION=us-east-1 \
+      "$aws" --endpoint-url "$url" ${ca[@]+"${ca[@]}"} s3api put-bucket-versioning --bucket spindle-bench --versioning-configuration Status=Enabled
+    log "versioning enabled on $url"
+  done
+fi
+
 # Runs SERVER only: the other one paused.
 only_server() { # minio|minio-relay|spindle
   local p
@@ -206,7 +225,7 @@ if [ -n "$out" ]; then
   {
     echo "# S3: Spindle's gateway and MinIO, $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo
-    echo "Reproduce: \`scripts/bench-s3.sh --spindle PATH$([ $quick = 1 ] && echo ' --quick')$([ $tls = 1 ] && echo ' --tls') --servers $servers --duration $duration --concurrency $concurrency --settle $settle\` on a $(nproc)-core $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1) with $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo); every server on 127.0.0.1 with its data on $(df --output=source,fstype "$work" | tail -n 1 | tr -s ' ' ' '), the load generator (\`spindle bench s3\`) on the same $(nproc) cores. Per cell: $concurrency workers, each with its own keep-alive connection and one request in flight, for $duration; GET reads a prepared set ($([ $quick = 1 ] && echo "4 objects" || echo "about 1 GiB, at most 2500 objects")) uploaded before the clock starts, whole bodies; objects of 16 MiB and more go up as multipart uploads in 16 MiB parts (a 64 MiB object: 4 parts, one after the other). Requests are SigV4 presigned (payload unsigned) HTTP/1.1$([ $tls = 1 ] && echo ' over TLS (both servers serve HTTPS with one certificate; the load generator is a rustls client)'). The server not measured is paused; before each measurement the disk is synced and left ${settle} s to settle. Took $(($(date +%s) - started)) s."
+    echo "Reproduce: \`scripts/bench-s3.sh --spindle PATH$([ $quick = 1 ] && echo ' --quick')$([ $tls = 1 ] && echo ' --tls')$([ $versioning = 1 ] && echo ' --versioning') --servers $servers --duration $duration --concurrency $concurrency --settle $settle\` on a $(nproc)-core $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1) with $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo); every server on 127.0.0.1 with its data on $(df --output=source,fstype "$work" | tail -n 1 | tr -s ' ' ' '), the load generator (\`spindle bench s3\`) on the same $(nproc) cores. Per cell: $concurrency workers, each with its own keep-alive connection and one request in flight, for $duration; GET reads a prepared set ($([ $quick = 1 ] && echo "4 objects" || echo "about 1 GiB, at most 2500 objects")) uploaded before the clock starts, whole bodies; objects of 16 MiB and more go up as multipart uploads in 16 MiB parts (a 64 MiB object: 4 parts, one after the other). Requests are SigV4 presigned (payload unsigned) HTTP/1.1$([ $tls = 1 ] && echo ' over TLS (both servers serve HTTPS with one certificate; the load generator is a rustls client)')$([ $versioning = 1 ] && echo '; the bucket is versioned on both servers (every overwrite and delete keeps a version)'). The server not measured is paused; before each measurement the disk is synced and left ${settle} s to settle. Took $(($(date +%s) - started)) s."
     echo
     durability
     echo

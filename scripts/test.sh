@@ -173,7 +173,7 @@ section "S3 gateway memory: 4 GiB up and down through a gateway over one drive, 
 check "s3 memory" "$logs/s3-memory.log" scripts/s3-memory.sh "$spindle" --gib 4 --limit-mib 512
 
 section "S3 benchmark smoke run over HTTPS (Spindle's gateway over one drive, single-node MinIO; PUT and GET)"
-check "s3 bench smoke" "$logs/s3-bench.log" scripts/bench-s3.sh --quick --tls --spindle "$spindle" --out "$logs/s3-bench.md"
+check "s3 bench smoke" "$logs/s3-bench.log" scripts/bench-s3.sh --quick --tls --versioning --spindle "$spindle" --out "$logs/s3-bench.md"
 
 section "archival workloads against the S3 gateway, smoke run"
 check "archive s3 smoke" "$logs/archive-s3.log" scripts/bench-archive.sh --quick --s3 --spindle "$spindle" --out "$logs/archive-s3.md"
