@@ -6,8 +6,12 @@
 # test's own gateways, and runs, each as one check with its output in a log shown on failure:
 #   awscli  mb, cp up and down (one file small, one multipart), ls, sync both ways, rm, rb, and
 #           s3api head-object (user metadata), copy-object, delete-objects, get-object --range;
-#   s3cmd   mb, put (one multipart), get, ls, la, info, del, rb;
+#           versioning (versions, delete markers, list-object-versions, emptying by version)
+#           and access (two users kept apart, an object made public);
+#   s3cmd   mb, put (one multipart), get, ls, la, info, del, rb; setversioning; two users,
+#           setacl --acl-public, settagging/gettagging;
 #   rclone  copy, ls, lsf, check (MD5 against ETags), sync, delete, purge, one multipart file;
+#           backend versioning, --s3-versions, cleanup-hidden; two users' remotes;
 #   boto3   tests/s3/test_behaviour.py: the gateway's suite of S3 behaviours, and
 #           test_streaming.py: aws-chunked uploads (signed chunks, trailers), and
 #           test_post_object.py: browser form uploads with policy documents, and
@@ -35,7 +39,7 @@ log() { echo "s3-clients: $*" >&2; }
 die() { log "$*"; exit 1; }
 install_only=0
 [[ $# -eq 2 && $2 == --install-only ]] && install_only=1 && set -- "$1"
-[[ $# -eq 1 && $1 != -* ]] || { sed -n '2,30p' "$0" >&2; exit 2; }
+[[ $# -eq 1 && $1 != -* ]] || { sed -n '2,35p' "$0" >&2; exit 2; }
 spindle_bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 [[ -x $spindle_bin ]] || die "$1 is not an executable"
 
@@ -90,8 +94,11 @@ until settled; do
 done
 
 gateway_port=$(free_port)
+# Users sign in with keys sealed by this (`spindle s3 users-key`); each client's checks make
+# two users of their own (`new_user`).
+"$spindle_bin" s3 users-key "$work/users.key" >/dev/null
 start_server gateway 'listening on 127\.0\.0\.1:([0-9]+)' sh -c "exec '$spindle_bin' s3 --cluster etcd://${etcd_url#http://} \
-    --listen 127.0.0.1:$gateway_port --access-key $access_key --secret-key $secret_key 2>&1"
+    --listen 127.0.0.1:$gateway_port --access-key $access_key --secret-key $secret_key --users-key $work/users.key 2>&1"
 endpoint=http://127.0.0.1:$gateway_port
 log "gateway at $endpoint over the cluster of etcd $etcd_url"
 
@@ -118,6 +125,12 @@ s3 =
     multipart_threshold = 8MB
     multipart_chunksize = 5MB
 EOF
+
+# NAME: a new S3 user; prints its access key and secret on one line.
+new_user() {
+    "$spindle_bin" s3 user add "$1-$RANDOM$RANDOM" --cluster "etcd://${etcd_url#http://}" --users-key "$work/users.key" --json |
+        "$python" -c 'import json, sys; k = json.load(sys.stdin); print(k["access_key"], k["secret_key"])'
+}
 
 # FILE SIZE SEED: SIZE bytes (k, M suffixes as in 5M) of seeded pseudo-random data.
 make_file() {
@@ -163,6 +176,16 @@ expect_failure() { # COMMAND...
         echo "expected to fail: $*" >&2
         return 1
     fi
+}
+
+# COMMAND...: must fail for being refused access (403 AccessDenied), not for another reason.
+refused() {
+    local out
+    if out=$("$@" 2>&1); then
+        echo "expected to be refused: $*" >&2
+        return 1
+    fi
+    grep -Eq 'AccessDenied|Access Denied|403|Forbidden' <<<"$out" || { echo "failed, but not refused: $*: $out" >&2; return 1; }
 }
 
 md5_of() { md5sum <"$1" | cut -d' ' -f1; }
@@ -248,6 +271,44 @@ awscli_checks() {
     expect_equal "aws s3 ls of an emptied bucket" "" "$got"
     aws s3 rb "s3://$b"
     expect_failure aws s3 ls "s3://$b/"
+
+    # Versioning: versions through an overwrite (multipart) and a delete, one read back by its
+    # id, listed, and the bucket emptied through its versions.
+    local bv=$b-versions v1
+    aws s3 mb "s3://$bv"
+    aws s3api put-bucket-versioning --bucket "$bv" --versioning-configuration Status=Enabled
+    got=$(aws s3api get-bucket-versioning --bucket "$bv" --query Status --output text)
+    expect_equal "get-bucket-versioning" Enabled "$got"
+    v1=$(aws s3api put-object --bucket "$bv" --key doc.bin --body "$d/small.bin" --query VersionId --output text)
+    aws s3 cp "$d/big.bin" "s3://$bv/doc.bin"
+    aws s3 rm "s3://$bv/doc.bin"
+    expect_failure aws s3api head-object --bucket "$bv" --key doc.bin
+    aws s3api get-object --bucket "$bv" --key doc.bin --version-id "$v1" "$d/v1.down" >/dev/null
+    cmp "$d/small.bin" "$d/v1.down"
+    got=$(aws s3api list-object-versions --bucket "$bv" --query '[length(Versions), length(DeleteMarkers), Versions[1].VersionId]' --output text)
+    expect_equal "list-object-versions" "$(printf '2\t1\t%s' "$v1")" "$got"
+    expect_failure aws s3 rb "s3://$bv"
+    aws s3api list-object-versions --bucket "$bv" --output json \
+        --query '{Objects: [Versions, DeleteMarkers][][].{Key: Key, VersionId: VersionId}, Quiet: `true`}' >"$d/versions.json"
+    aws s3api delete-objects --bucket "$bv" --delete "file://$d/versions.json" >/dev/null
+    aws s3 rb "s3://$bv"
+
+    # Access: a user's bucket is refused to another user and to anonymous requests, until its
+    # owner makes an object public.
+    local ann bob
+    read -r -a ann < <(new_user awscli-ann)
+    read -r -a bob < <(new_user awscli-bob)
+    AWS_ACCESS_KEY_ID=${ann[0]} AWS_SECRET_ACCESS_KEY=${ann[1]} aws s3 mb "s3://$b-ann"
+    AWS_ACCESS_KEY_ID=${ann[0]} AWS_SECRET_ACCESS_KEY=${ann[1]} aws s3 cp "$d/small.bin" "s3://$b-ann/mine.bin"
+    AWS_ACCESS_KEY_ID=${bob[0]} AWS_SECRET_ACCESS_KEY=${bob[1]} refused aws s3 ls "s3://$b-ann/"
+    AWS_ACCESS_KEY_ID=${bob[0]} AWS_SECRET_ACCESS_KEY=${bob[1]} refused aws s3api get-object --bucket "$b-ann" --key mine.bin "$d/stolen"
+    refused aws --no-sign-request s3api get-object --bucket "$b-ann" --key mine.bin "$d/anonymous"
+    got=$(AWS_ACCESS_KEY_ID=${bob[0]} AWS_SECRET_ACCESS_KEY=${bob[1]} aws s3 ls)
+    ! grep -q " $b-ann\$" <<<"$got" || { echo "bob lists ann's bucket: $got" >&2; return 1; }
+    AWS_ACCESS_KEY_ID=${ann[0]} AWS_SECRET_ACCESS_KEY=${ann[1]} aws s3api put-object-acl --bucket "$b-ann" --key mine.bin --acl public-read
+    command aws --endpoint-url "$endpoint" --no-sign-request s3 cp --only-show-errors "s3://$b-ann/mine.bin" "$d/public.down"
+    cmp "$d/small.bin" "$d/public.down"
+    AWS_ACCESS_KEY_ID=${ann[0]} AWS_SECRET_ACCESS_KEY=${ann[1]} aws s3 rb --force "s3://$b-ann"
 }
 
 s3cmd_checks() {
@@ -292,6 +353,46 @@ s3cmd_checks() {
     expect_equal "s3cmd ls of an emptied bucket" "" "$got"
     s3cmd rb "s3://$b"
     expect_failure s3cmd ls "s3://$b"
+
+    # Versioning: an overwritten object's earlier version stays (read by awscli by its id:
+    # s3cmd does not read versions); suspended again with `disable`.
+    local bv=$b-versions
+    s3cmd mb "s3://$bv"
+    s3cmd setversioning "s3://$bv" enable
+    got=$(command aws --endpoint-url "$endpoint" s3api get-bucket-versioning --bucket "$bv" --query Status --output text)
+    expect_equal "s3cmd setversioning enable" Enabled "$got"
+    s3cmd put "$d/small.bin" "s3://$bv/doc.bin"
+    s3cmd put "$d/big.bin" "s3://$bv/doc.bin"
+    s3cmd del "s3://$bv/doc.bin"
+    got=$(s3cmd ls --recursive "s3://$bv")
+    expect_equal "s3cmd ls of a bucket whose object is deleted" "" "$got"
+    got=$(command aws --endpoint-url "$endpoint" s3api list-object-versions --bucket "$bv" --query '[length(Versions), length(DeleteMarkers)]' --output text)
+    expect_equal "versions after s3cmd put, put, del" "$(printf '2\t1')" "$got"
+    s3cmd setversioning "s3://$bv" disable
+    got=$(command aws --endpoint-url "$endpoint" s3api get-bucket-versioning --bucket "$bv" --query Status --output text)
+    expect_equal "s3cmd setversioning disable" Suspended "$got"
+
+    # Access: a user's bucket under its own configuration; another user refused; an object
+    # made public with setacl read anonymously; tags set and read.
+    local ann bob
+    read -r -a ann < <(new_user s3cmd-ann)
+    read -r -a bob < <(new_user s3cmd-bob)
+    sed "s|^access_key = .*|access_key = ${ann[0]}|; s|^secret_key = .*|secret_key = ${ann[1]}|" "$d/s3cfg" >"$d/ann.cfg"
+    sed "s|^access_key = .*|access_key = ${bob[0]}|; s|^secret_key = .*|secret_key = ${bob[1]}|" "$d/s3cfg" >"$d/bob.cfg"
+    command s3cmd -c "$d/ann.cfg" --no-progress mb "s3://$b-ann"
+    command s3cmd -c "$d/ann.cfg" --no-progress put "$d/small.bin" "s3://$b-ann/mine.bin"
+    refused command s3cmd -c "$d/bob.cfg" --no-progress get "s3://$b-ann/mine.bin" "$d/stolen"
+    refused command s3cmd -c "$d/bob.cfg" --no-progress ls "s3://$b-ann"
+    got=$(curl -s -o /dev/null -w '%{http_code}' "$endpoint/$b-ann/mine.bin")
+    expect_equal "an anonymous GET of a private object" 403 "$got"
+    command s3cmd -c "$d/ann.cfg" setacl --acl-public "s3://$b-ann/mine.bin"
+    curl -sf -o "$d/public.down" "$endpoint/$b-ann/mine.bin"
+    cmp "$d/small.bin" "$d/public.down"
+    command s3cmd -c "$d/ann.cfg" settagging "s3://$b-ann/mine.bin" "team=storage&stage=hot"
+    got=$(command s3cmd -c "$d/ann.cfg" gettagging "s3://$b-ann/mine.bin")
+    grep -Eq 'team:[[:space:]]+storage' <<<"$got" || { echo "s3cmd gettagging: $got" >&2; return 1; }
+    command s3cmd -c "$d/ann.cfg" del "s3://$b-ann/mine.bin"
+    command s3cmd -c "$d/ann.cfg" rb "s3://$b-ann"
 }
 
 rclone_checks() {
@@ -338,6 +439,42 @@ rclone_checks() {
         echo "bucket $b still listed after purge" >&2
         return 1
     fi
+
+    # Versioning: switched on by rclone's backend command; an overwritten file's old version
+    # shown by --s3-versions and removed by cleanup-hidden.
+    local bv=$b-versions
+    rclone mkdir "spindle:$bv"
+    rclone backend versioning "spindle:$bv" Enabled
+    got=$(rclone backend versioning "spindle:$bv")
+    expect_equal "rclone backend versioning" Enabled "$got"
+    make_file "$d/doc.txt" 3k rclone-v1
+    rclone copyto "$d/doc.txt" "spindle:$bv/doc.txt"
+    make_file "$d/doc.txt" 4k rclone-v2
+    rclone copyto "$d/doc.txt" "spindle:$bv/doc.txt"
+    got=$(rclone lsf "spindle:$bv")
+    expect_equal "rclone lsf of a versioned bucket" doc.txt "$got"
+    got=$(rclone lsf --s3-versions "spindle:$bv" | wc -l)
+    expect_equal "rclone lsf --s3-versions" 2 "$got"
+    rclone backend cleanup-hidden "spindle:$bv"
+    got=$(rclone lsf --s3-versions "spindle:$bv")
+    expect_equal "rclone lsf --s3-versions after cleanup-hidden" doc.txt "$got"
+    rclone purge "spindle:$bv"
+
+    # Access: a user's remote; another user's refused.
+    local ann bob
+    read -r -a ann < <(new_user rclone-ann)
+    read -r -a bob < <(new_user rclone-bob)
+    printf '%s\n' "[ann]" "type = s3" "provider = Other" "access_key_id = ${ann[0]}" "secret_access_key = ${ann[1]}" \
+        "endpoint = $endpoint" "region = $region" "force_path_style = true" \
+        "[bob]" "type = s3" "provider = Other" "access_key_id = ${bob[0]}" "secret_access_key = ${bob[1]}" \
+        "endpoint = $endpoint" "region = $region" "force_path_style = true" >>"$d/rclone.conf"
+    rclone mkdir "ann:$b-ann"
+    rclone copyto "$d/doc.txt" "ann:$b-ann/mine.txt"
+    refused rclone copyto "bob:$b-ann/mine.txt" "$d/stolen"
+    refused rclone lsf "bob:$b-ann"
+    got=$(rclone lsf "ann:$b-ann")
+    expect_equal "rclone lsf as the bucket's owner" mine.txt "$got"
+    rclone purge "ann:$b-ann"
 }
 
 export S3_ENDPOINT=$endpoint S3_ACCESS_KEY=$access_key S3_SECRET_KEY=$secret_key S3_REGION=$region
