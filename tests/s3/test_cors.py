@@ -83,3 +83,7 @@ def test_cross_origin_answers_carry_the_rules_headers(s3, bucket):
     # Without an Origin nothing is added.
     status, h, _ = request("GET", f"/{bucket}/public.txt", {})
     assert "access-control-allow-origin" not in h
+    # A request naming the method its page's preflight asked for is matched by that method
+    # (a HEAD here, which the GET rule allows), as S3 matches it.
+    status, h, _ = request("HEAD", f"/{bucket}/public.txt", {"Origin": "https://upload.example.org", "Access-Control-Request-Method": "PUT"})
+    assert status == 200 and h["access-control-allow-origin"] == "https://upload.example.org"

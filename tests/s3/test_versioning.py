@@ -86,6 +86,9 @@ def test_overwrites_keep_every_version_readable_by_its_id(versioned):
         assert head["ContentLength"] == len(body) and head["VersionId"] == vid
     current = client.get_object(Bucket=bucket, Key="k")
     assert current["Body"].read() == bodies[2] and current["VersionId"] == ids[2]
+    # Each version names the owner GetObjectAcl names.
+    owner = client.get_object_acl(Bucket=bucket, Key="k")["Owner"]["ID"]
+    assert {v["Owner"]["ID"] for v in client.list_object_versions(Bucket=bucket)["Versions"]} == {owner}
     # The current listing shows the key once.
     assert [o["Key"] for o in client.list_objects_v2(Bucket=bucket).get("Contents", [])] == ["k"]
 
@@ -151,6 +154,10 @@ def test_the_null_version_before_versioning_and_while_suspended(store):
     client.create_bucket(Bucket=bucket)
     try:
         client.put_object(Bucket=bucket, Key="k", Body=b"before")
+        # A key no marker hides says so on its 404.
+        with pytest.raises(ClientError) as e:
+            client.head_object(Bucket=bucket, Key="absent")
+        assert e.value.response["ResponseMetadata"]["HTTPHeaders"].get("x-amz-delete-marker") == "false"
         # An unversioned bucket lists through ListObjectVersions too, with version "null".
         assert versions(client, bucket) == [("k", "null", True, False)]
         client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})

@@ -40,6 +40,9 @@ pub const MAX_XML_BODY: u64 = 4 * 1024 * 1024;
 pub const MAX_POST_FILE: u64 = 16 * 1024 * 1024;
 /// A form upload's fields together (the policy document, its signature, metadata).
 pub const MAX_POST_FIELDS: usize = 256 * 1024;
+/// Form uploads held in memory at once (each up to `MAX_POST_FILE`); more are answered
+/// 503 SlowDown at once, so unsigned forms cannot fill the gateway's memory.
+pub const FORMS_AT_ONCE: usize = 8;
 
 /// The gateway's connection limits and timeouts.
 #[derive(Debug, Clone)]

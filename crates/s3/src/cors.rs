@@ -6,12 +6,17 @@
 use http::{HeaderMap, HeaderValue};
 
 pub use crate::records::CorsRule;
+use crate::kv::KvError;
 use crate::layout;
 use crate::objects::Core;
 use crate::records::{self, BucketRecord};
 
-/// S3's limits: rules per bucket, and the methods a rule may allow.
+/// S3's limits: rules per bucket, the size of a configuration (its stored form), and the
+/// methods a rule may allow.
 pub const MAX_RULES: usize = 100;
+pub const MAX_CONFIGURATION_BYTES: usize = 64 * 1024;
+/// Headers a preflight may ask for; one asking more is refused without matching.
+const MAX_ASKED_HEADERS: usize = 100;
 const METHODS: [&str; 5] = ["GET", "PUT", "POST", "DELETE", "HEAD"];
 
 /// Refuses what S3 refuses: no rules or too many, a method S3 does not know, an origin or
@@ -19,6 +24,9 @@ const METHODS: [&str; 5] = ["GET", "PUT", "POST", "DELETE", "HEAD"];
 pub fn check(rules: &[CorsRule]) -> Result<(), String> {
     if rules.is_empty() || rules.len() > MAX_RULES {
         return Err(format!("a CORS configuration has 1 to {MAX_RULES} rules"));
+    }
+    if records::encode(&rules).len() > MAX_CONFIGURATION_BYTES {
+        return Err(format!("a CORS configuration is at most {MAX_CONFIGURATION_BYTES} bytes"));
     }
     for r in rules {
         if r.allowed_origins.is_empty() || r.allowed_methods.is_empty() {
@@ -87,10 +95,11 @@ pub fn headers(rule: &CorsRule, origin: &str, preflight_headers: Option<&[&str]>
     h
 }
 
-/// The CORS rules of `bucket` (none: no such bucket, or no configuration).
-pub async fn rules_of(core: &Core, bucket: &str) -> Option<Vec<CorsRule>> {
-    let stored = core.kv.get(&layout::bucket(bucket)).await.ok()??;
-    records::decode::<BucketRecord>("bucket", &stored.value).ok()?.cors
+/// The CORS rules of `bucket` (none: no such bucket, or no configuration); an error when the
+/// store does not answer.
+pub async fn rules_of(core: &Core, bucket: &str) -> Result<Option<Vec<CorsRule>>, KvError> {
+    let Some(stored) = core.kv.get(&layout::bucket(bucket)).await? else { return Ok(None) };
+    Ok(records::decode::<BucketRecord>("bucket", &stored.value).ok().and_then(|r| r.cors))
 }
 
 /// The answer to a preflight (OPTIONS) request: 200 with the headers of the rule that allows
@@ -102,11 +111,17 @@ pub async fn preflight(core: &Core, path: &str, asked: &HeaderMap) -> hyper::Res
     };
     let wanted = text("access-control-request-headers").unwrap_or_default();
     let wanted: Vec<&str> = wanted.split(',').map(str::trim).filter(|h| !h.is_empty()).collect();
-    let Some(rules) = bucket_of(path).map(|b| rules_of(core, b)) else {
-        return refusal(hyper::StatusCode::FORBIDDEN, "AccessForbidden", "CORSResponse: CORS is not enabled for this bucket.");
+    if wanted.len() > MAX_ASKED_HEADERS {
+        return refusal(hyper::StatusCode::BAD_REQUEST, "BadRequest", "A preflight asks for at most 100 headers.");
+    }
+    let rules = match bucket_of(path) {
+        Some(b) => rules_of(core, b).await,
+        None => Ok(None),
     };
-    let Some(rules) = rules.await else {
-        return refusal(hyper::StatusCode::FORBIDDEN, "AccessForbidden", "CORSResponse: CORS is not enabled for this bucket.");
+    let rules = match rules {
+        Ok(Some(rules)) => rules,
+        Ok(None) => return refusal(hyper::StatusCode::FORBIDDEN, "AccessForbidden", "CORSResponse: CORS is not enabled for this bucket."),
+        Err(_) => return refusal(hyper::StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable", "The store did not answer; retry later."),
     };
     match find(&rules, &origin, &method, &wanted) {
         Some(rule) => {
@@ -126,7 +141,8 @@ pub async fn preflight(core: &Core, path: &str, asked: &HeaderMap) -> hyper::Res
 /// answer (nothing when no rule does: the browser then withholds the answer from the page).
 pub async fn decorate(core: &Core, path: &str, origin: &str, method: &http::Method, answer: &mut HeaderMap) {
     let Some(bucket) = bucket_of(path) else { return };
-    let Some(rules) = rules_of(core, bucket).await else { return };
+    // Without the rules the answer goes without CORS headers: the page sees a CORS error.
+    let Ok(Some(rules)) = rules_of(core, bucket).await else { return };
     if let Some(rule) = find(&rules, origin, method.as_str(), &[]) {
         answer.extend(headers(rule, origin, None));
     }

@@ -15,8 +15,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 use tracing::Instrument;
 
-use crate::admission::{Admission, Limits, Refusal, Ticket, MAX_HEADERS, MAX_HEAD_BYTES, MAX_POST_FIELDS, MAX_POST_FILE, MAX_XML_BODY};
-use crate::access::{Access, Transport};
+use crate::admission::{Admission, Limits, Refusal, Ticket, FORMS_AT_ONCE, MAX_HEADERS, MAX_HEAD_BYTES, MAX_POST_FIELDS, MAX_POST_FILE, MAX_XML_BODY};
+use crate::access::{Access, Transport, Verified};
 use crate::auth::{Auth, Keys};
 use crate::cors;
 use crate::users::{Directory, UsersKey};
@@ -33,6 +33,8 @@ const DRAIN: Duration = Duration::from_secs(10);
 /// Each connection's read buffer grows to at most this (hyper's default is about 400 KiB):
 /// with `MAX_CONNECTIONS` open it bounds what sockets can hold of the gateway's memory.
 const CONNECTION_BUFFER: usize = 128 * 1024;
+/// The largest frame a form upload's body is handed to s3s in (`Stalling::in_pieces`).
+const FORM_PIECE: usize = 16 * 1024;
 /// Refusals answered at once (each a short write, or a handshake and a short write); more are
 /// closed without an answer.
 const REFUSALS_AT_ONCE: usize = 64;
@@ -85,6 +87,7 @@ pub async fn serve(listener: TcpListener, config: Config, shutdown: impl Future<
         .max_buf_size(CONNECTION_BUFFER);
     let http = Arc::new(http);
     let refusals = Arc::new(tokio::sync::Semaphore::new(REFUSALS_AT_ONCE));
+    let forms = Arc::new(tokio::sync::Semaphore::new(FORMS_AT_ONCE));
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -104,7 +107,7 @@ pub async fn serve(listener: TcpListener, config: Config, shutdown: impl Future<
         match admission.admit(peer.ip()) {
             Ok(ticket) => {
                 let transport = Transport { secure: tls.is_some(), peer: peer.ip() };
-                let c = Connection { service: service.clone(), http: http.clone(), ticket, watcher: graceful.watcher(), stall: admission.limits().stall_timeout, transport, core: core.clone() };
+                let c = Connection { service: service.clone(), http: http.clone(), ticket, watcher: graceful.watcher(), stall: admission.limits().stall_timeout, transport, core: core.clone(), forms: forms.clone() };
                 tokio::spawn(c.run(socket, tls.clone(), admission.limits().handshake_timeout));
             }
             Err(refusal) => {
@@ -138,6 +141,8 @@ struct Connection {
     transport: Transport,
     /// Preflights are answered, and cross-origin answers decorated, from the buckets' rules.
     core: Arc<Core>,
+    /// Places for form uploads held in memory (`FORMS_AT_ONCE`), shared by every connection.
+    forms: Arc<tokio::sync::Semaphore>,
 }
 
 impl Connection {
@@ -159,45 +164,56 @@ impl Connection {
     }
 
     async fn serve<T: AsyncRead + AsyncWrite + Unpin + Send + 'static>(self, io: T) {
-        let Connection { service, http, ticket, watcher, stall, transport, core } = self;
+        let Connection { service, http, ticket, watcher, stall, transport, core, forms } = self;
         let ticket = Arc::new(ticket);
         let proof = ticket.clone();
         let svc = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
-            let signed = is_signed(&req);
             // XML bodies are read whole by s3s: past the limit it would answer 500 (it does
             // not recognise the limit's own error), so the limit is ours and answered 400.
             let exceeded = xml_bodied(&req).then(|| Arc::new(AtomicBool::new(false)));
+            let form = is_form(&req);
             let mut req = req.map(|body| {
                 let body = Stalling::new(body, stall);
+                let body = if form { body.in_pieces(FORM_PIECE) } else { body };
                 s3s::Body::http_body(match &exceeded {
                     Some(flag) => body.limited(MAX_XML_BODY, flag.clone()),
                     None => body,
                 })
             });
             req.extensions_mut().insert(transport);
-            let (service, proof, core) = (service.clone(), proof.clone(), core.clone());
+            let verified = Verified::default();
+            req.extensions_mut().insert(verified.clone());
+            let (service, proof, core, forms) = (service.clone(), proof.clone(), core.clone(), forms.clone());
             let id = request_log::new_id();
             let (method, path) = (req.method().clone(), req.uri().path().to_owned());
-            let origin = req.headers().get(hyper::header::ORIGIN).and_then(|v| v.to_str().ok()).map(str::to_owned);
+            let attributes = method == hyper::Method::GET && req.uri().query().is_some_and(|q| q.split('&').any(|p| p.split('=').next() == Some("attributes")));
+            let origin = header_text(&req, hyper::header::ORIGIN.as_str());
+            // A request may name the method its page's preflight asked for (as S3 reads it).
+            let cors_method = header_text(&req, "access-control-request-method").and_then(|m| hyper::Method::from_bytes(m.as_bytes()).ok()).unwrap_or_else(|| method.clone());
             let span = tracing::info_span!("request", request_id = %id);
             async move {
-                // A browser's preflight is unsigned and never reaches s3s.
-                let mut answer = if method == hyper::Method::OPTIONS {
-                    Ok(cors::preflight(&core, &path, req.headers()).await)
-                } else {
-                    service.call(req).await
+                // A browser's preflight is unsigned and never reaches s3s; a form upload is held
+                // in memory by s3s, so only a few are taken at once.
+                let permit = if form { Some(forms.try_acquire_owned()) } else { None };
+                let mut answer = match permit {
+                    Some(Err(_)) => Ok(slow_down("As many form uploads as the gateway holds at once are in progress; retry later.")),
+                    _ if method == hyper::Method::OPTIONS => Ok(cors::preflight(&core, &path, req.headers()).await),
+                    _ => service.call(req).await,
                 };
-                if let (Some(origin), Ok(r)) = (&origin, &mut answer) {
-                    if method != hyper::Method::OPTIONS {
-                        cors::decorate(&core, &path, origin, &method, r.headers_mut()).await;
-                    }
-                }
                 if exceeded.is_some_and(|flag| flag.load(Ordering::Relaxed)) {
                     answer = Ok(too_large());
                 }
-                // A signature s3s accepted: anything but 403 (a request it refuses for its
-                // signature or key never gets further).
-                if signed && answer.as_ref().is_ok_and(|r| r.status() != hyper::StatusCode::FORBIDDEN) {
+                if let (Some(origin), Ok(r)) = (&origin, &mut answer) {
+                    if method != hyper::Method::OPTIONS {
+                        cors::decorate(&core, &path, origin, &cors_method, r.headers_mut()).await;
+                    }
+                }
+                if let (true, Ok(r)) = (attributes, &mut answer) {
+                    unquote_etag(r);
+                }
+                // A signature s3s verified (a request it refuses for its signature or key
+                // never reaches the access decision that says so).
+                if verified.0.load(Ordering::Relaxed) {
                     proof.prove();
                 }
                 match &mut answer {
@@ -229,7 +245,7 @@ fn xml_bodied<B>(req: &hyper::Request<B>) -> bool {
     match *req.method() {
         // A browser form upload (POST object) is bounded by s3s's form limits instead
         // (MAX_POST_FILE, MAX_POST_FIELDS), which it checks as it reads.
-        hyper::Method::POST => !req.headers().get(hyper::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|t| t.to_ascii_lowercase().starts_with("multipart/form-data")),
+        hyper::Method::POST => !is_form(req),
         hyper::Method::PUT => req.uri().query().is_some_and(|q| q.split('&').any(|pair| SUBRESOURCES.contains(&pair.split('=').next().unwrap_or("")))),
         _ => false,
     }
@@ -246,8 +262,37 @@ fn too_large() -> s3s::HttpResponse {
 }
 
 /// Whether a request carries a signature (header or presigned query) rather than none.
-fn is_signed<B>(req: &hyper::Request<B>) -> bool {
-    req.headers().contains_key(hyper::header::AUTHORIZATION) || req.uri().query().is_some_and(|q| q.contains("X-Amz-Signature=") || q.contains("Signature="))
+/// A browser form upload (POST object): a POST of `multipart/form-data`.
+fn is_form<B>(req: &hyper::Request<B>) -> bool {
+    req.method() == hyper::Method::POST && header_text(req, hyper::header::CONTENT_TYPE.as_str()).is_some_and(|t| t.to_ascii_lowercase().starts_with("multipart/form-data"))
+}
+
+fn header_text<B>(req: &hyper::Request<B>, name: &str) -> Option<String> {
+    req.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
+}
+
+/// GetObjectAttributes' ETag is unquoted on S3 (s3s quotes every ETag it writes in XML).
+fn unquote_etag(answer: &mut s3s::HttpResponse) {
+    if answer.status() != hyper::StatusCode::OK {
+        return;
+    }
+    let Some(body) = answer.body().bytes() else { return };
+    let Ok(text) = std::str::from_utf8(&body) else { return };
+    let fixed = text.replace("<ETag>\"", "<ETag>").replace("\"</ETag>", "</ETag>");
+    if fixed.len() != text.len() {
+        answer.headers_mut().insert(hyper::header::CONTENT_LENGTH, hyper::header::HeaderValue::from(fixed.len()));
+        *answer.body_mut() = s3s::Body::from(fixed);
+    }
+}
+
+/// A 503 SlowDown answered by the server itself.
+fn slow_down(message: &str) -> s3s::HttpResponse {
+    let body = format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>SlowDown</Code><Message>{message}</Message></Error>");
+    let mut answer = hyper::Response::new(s3s::Body::from(body));
+    *answer.status_mut() = hyper::StatusCode::SERVICE_UNAVAILABLE;
+    answer.headers_mut().insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/xml"));
+    answer.headers_mut().insert(hyper::header::RETRY_AFTER, hyper::header::HeaderValue::from_static("1"));
+    answer
 }
 
 /// Answers a connection that was not admitted with a 503 SlowDown, inside TLS if the gateway

@@ -110,22 +110,32 @@ pub enum BodyError {
 }
 
 /// A request body that fails once no frame has come for the stall timeout, and, given a
-/// limit, once it has carried more bytes than that (raising the flag it was given).
+/// limit, once it has carried more bytes than that (raising the flag it was given); given a
+/// piece size, it hands its bytes on in frames no larger.
 pub struct Stalling<B> {
     body: B,
     frames: Deadline,
     limit: Option<(u64, Arc<AtomicBool>)>,
     seen: u64,
+    piece: usize,
+    /// Bytes of a frame larger than `piece` not handed on yet.
+    rest: Bytes,
 }
 
 impl<B> Stalling<B> {
     pub fn new(body: B, stall: Duration) -> Stalling<B> {
-        Stalling { body, frames: Deadline::new(stall), limit: None, seen: 0 }
+        Stalling { body, frames: Deadline::new(stall), limit: None, seen: 0, piece: usize::MAX, rest: Bytes::new() }
     }
 
     /// At most `limit` bytes: past it the body fails and `exceeded` is raised.
     pub fn limited(self, limit: u64, exceeded: Arc<AtomicBool>) -> Stalling<B> {
         Stalling { limit: Some((limit, exceeded)), ..self }
+    }
+
+    /// Frames of at most `piece` bytes. s3s's form parser fails a file when a frame that
+    /// ends in part of the form's boundary is followed by one of 64 KiB or more.
+    pub fn in_pieces(self, piece: usize) -> Stalling<B> {
+        Stalling { piece: piece.max(1), ..self }
     }
 }
 
@@ -139,6 +149,10 @@ where
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         let this = &mut *self;
+        if !this.rest.is_empty() {
+            let n = this.rest.len().min(this.piece);
+            return Poll::Ready(Some(Ok(Frame::data(this.rest.split_to(n)))));
+        }
         if let Some((limit, exceeded)) = &this.limit {
             if this.seen > *limit || this.body.size_hint().lower() > *limit {
                 exceeded.store(true, Ordering::Relaxed);
@@ -149,7 +163,14 @@ where
         match this.frames.watch(cx, polled) {
             Poll::Ready(Ok(Some(Ok(frame)))) => {
                 this.seen += frame.data_ref().map_or(0, |d| d.len() as u64);
-                Poll::Ready(Some(Ok(frame)))
+                match frame.into_data() {
+                    Ok(mut data) if data.len() > this.piece => {
+                        this.rest = data.split_off(this.piece);
+                        Poll::Ready(Some(Ok(Frame::data(data))))
+                    }
+                    Ok(data) => Poll::Ready(Some(Ok(Frame::data(data)))),
+                    Err(frame) => Poll::Ready(Some(Ok(frame))),
+                }
             }
             Poll::Ready(Ok(frame)) => Poll::Ready(frame.map(|f| f.map_err(|e| BodyError::Http(e.into())))),
             Poll::Ready(Err(_)) => Poll::Ready(Some(Err(BodyError::Stalled(this.frames.after)))),
@@ -158,11 +179,18 @@ where
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        self.rest.is_empty() && self.body.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
+        let inner = self.body.size_hint();
+        let rest = self.rest.len() as u64;
+        let mut hint = SizeHint::new();
+        hint.set_lower(inner.lower() + rest);
+        if let Some(upper) = inner.upper() {
+            hint.set_upper(upper + rest);
+        }
+        hint
     }
 }
 
@@ -244,5 +272,23 @@ mod tests {
         });
         watched.write_all(&vec![7u8; 64 * 1024]).await.unwrap();
         assert_eq!(reader.await.unwrap(), 64 * 1024);
+    }
+
+    /// A large frame is handed on in pieces of at most the piece size, every byte in order,
+    /// with the body's remaining length counting what is held back.
+    #[tokio::test]
+    async fn frames_are_handed_on_in_pieces() {
+        use http_body_util::{BodyExt, Full};
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        let mut body = Stalling::new(Full::new(Bytes::from(data.clone())), Duration::from_secs(60)).in_pieces(16 * 1024);
+        let mut got = Vec::new();
+        while let Some(frame) = body.frame().await {
+            let piece = frame.unwrap().into_data().unwrap();
+            assert!(piece.len() <= 16 * 1024);
+            got.extend_from_slice(&piece);
+            assert_eq!(body.size_hint().exact(), Some((data.len() - got.len()) as u64));
+        }
+        assert_eq!(got, data);
+        assert!(body.is_end_stream());
     }
 }

@@ -130,6 +130,13 @@ impl Facts {
         }
         Facts { secure: transport.is_some_and(|t| t.secure), peer: transport.map(|t| t.peer), keys }
     }
+
+    /// The canned ACL a request asks for where it is not a header (a form upload's field).
+    pub fn with_acl(mut self, acl: &str) -> Facts {
+        self.keys.retain(|(k, _)| *k != "s3:x-amz-acl");
+        self.keys.push(("s3:x-amz-acl", acl.to_owned()));
+        self
+    }
 }
 
 /// A query value as the client meant it (`+` is a space in a query).

@@ -17,7 +17,8 @@ use std::sync::Arc;
 
 use s3s::access::{S3Access, S3AccessContext};
 use s3s::path::S3Path;
-use s3s::{s3_error, S3Result};
+use s3s::dto::PostObjectInput;
+use s3s::{s3_error, S3Request, S3Result};
 
 pub use crate::acl::{Acl, Grant, Grantee, Permission};
 pub use decide::{private as private_acl, BucketView, Decision, Granted};
@@ -65,6 +66,11 @@ pub struct Transport {
     pub peer: IpAddr,
 }
 
+/// Set by `check` once s3s verified the request's signature (it does before access is
+/// decided): only then does the server count the connection as a signed-in client's.
+#[derive(Debug, Clone, Default)]
+pub struct Verified(pub Arc<std::sync::atomic::AtomicBool>);
+
 pub struct Access {
     pub core: Arc<Core>,
     pub admins: Arc<Keys>,
@@ -94,8 +100,21 @@ impl Access {
 
 #[async_trait::async_trait]
 impl S3Access for Access {
+    async fn post_object(&self, req: &mut S3Request<PostObjectInput>) -> S3Result<()> {
+        self.decide_form(req).await
+    }
+
     async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
         presign::presigned_within_a_week(cx.uri().query())?;
+        if cx.credentials().is_some() {
+            if let Some(v) = cx.extensions_mut().get::<Verified>() {
+                v.0.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        // A form upload names its key and ACL in the form: `post_object` decides it.
+        if cx.s3_op().name() == "PostObject" {
+            return Ok(());
+        }
         let principal = self.principal(cx.credentials().map(|c| c.access_key.as_str()));
         let transport = cx.extensions_mut().get::<Transport>().copied();
         let op = cx.s3_op().name();
@@ -130,6 +149,29 @@ impl S3Access for Access {
         granted.bucket = view;
         tracing::debug!(op, principal = principal.display_name(), ?bucket, "access granted");
         cx.extensions_mut().insert(granted);
+        Ok(())
+    }
+}
+
+impl Access {
+    /// A form upload (POST object), decided as the PutObject of the key its form names, with
+    /// the form's ACL as `s3:x-amz-acl` (s3s has checked the form's signature and policy).
+    async fn decide_form(&self, req: &mut S3Request<PostObjectInput>) -> S3Result<()> {
+        let bucket = req.input.bucket.clone();
+        let principal = self.principal(req.credentials.as_ref().map(|c| c.access_key.as_str()));
+        let transport = req.extensions.get::<Transport>().copied();
+        let mut facts = decide::Facts::of(req.uri.query(), &req.headers, transport);
+        if let Some(acl) = &req.input.acl {
+            facts = facts.with_acl(acl.as_str());
+        }
+        let view = match principal {
+            Principal::Admin => None,
+            _ => self.bucket(&bucket).await?.map(|r| Arc::new(BucketView::new(bucket.clone(), r))),
+        };
+        let (action, scope) = ops::of("PutObject");
+        let mut granted = decide::decide(&principal, "PutObject", action, scope, Some(&bucket), Some(&req.input.key), view.as_deref(), &facts)?;
+        granted.bucket = view;
+        req.extensions.insert(granted);
         Ok(())
     }
 }

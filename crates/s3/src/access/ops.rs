@@ -35,8 +35,9 @@ pub fn of(op: &str) -> (&'static str, Scope) {
         "GetObjectAttributes" => ("s3:GetObjectAttributes", Object(Read)),
         "GetObjectAcl" => ("s3:GetObjectAcl", Object(ReadAcp)),
         "PutObjectAcl" => ("s3:PutObjectAcl", Object(WriteAcp)),
-        "GetObjectTagging" => ("s3:GetObjectTagging", Object(Read)),
-        "PutObjectTagging" | "DeleteObjectTagging" => ("s3:PutObjectTagging", Object(Write)),
+        // No ACL grants tagging (READ on an object is its bytes only), as on S3.
+        "GetObjectTagging" => ("s3:GetObjectTagging", Owner),
+        "PutObjectTagging" | "DeleteObjectTagging" => ("s3:PutObjectTagging", Owner),
         "DeleteBucket" => ("s3:DeleteBucket", Owner),
         "GetBucketLocation" => ("s3:GetBucketLocation", Owner),
         "GetBucketPolicy" => ("s3:GetBucketPolicy", Owner),

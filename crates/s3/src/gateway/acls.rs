@@ -124,11 +124,6 @@ pub(super) fn for_new_bucket(principal: &Principal, asked: &Asked<'_>, ownership
     Ok(record)
 }
 
-fn owner_dto(id: &str) -> dto::Owner {
-    let name = if id == ADMIN_ID { "spindle".to_owned() } else { id.to_owned() };
-    dto::Owner { display_name: Some(name), id: Some(id.to_owned()) }
-}
-
 fn grants_dto(owner: &str, acl: Option<&Acl>) -> dto::Grants {
     let private;
     let acl = match acl {
@@ -171,7 +166,7 @@ impl Gateway {
     pub(super) async fn get_bucket_acl_in(&self, req: S3Request<dto::GetBucketAclInput>) -> S3Result<S3Response<dto::GetBucketAclOutput>> {
         let record = self.bucket_record(access::granted(&req.extensions)?, &req.input.bucket).await?;
         let owner = record.owner_id();
-        Ok(S3Response::new(dto::GetBucketAclOutput { grants: Some(grants_dto(owner, record.acl.as_ref())), owner: Some(owner_dto(owner)) }))
+        Ok(S3Response::new(dto::GetBucketAclOutput { grants: Some(grants_dto(owner, record.acl.as_ref())), owner: Some(super::convert::owner(owner)) }))
     }
 
     pub(super) async fn put_bucket_acl_in(&self, req: S3Request<dto::PutBucketAclInput>) -> S3Result<S3Response<dto::PutBucketAclOutput>> {
@@ -199,7 +194,7 @@ impl Gateway {
         let m = self.readable(&granted.object, &i.bucket, &i.key, i.version_id.as_deref()).await?;
         super::read::refuse_marker(&m)?;
         let owner = m.owner.as_deref().unwrap_or(record.owner_id());
-        Ok(S3Response::new(dto::GetObjectAclOutput { grants: Some(grants_dto(owner, m.acl.as_ref())), owner: Some(owner_dto(owner)), ..Default::default() }))
+        Ok(S3Response::new(dto::GetObjectAclOutput { grants: Some(grants_dto(owner, m.acl.as_ref())), owner: Some(super::convert::owner(owner)), ..Default::default() }))
     }
 
     pub(super) async fn put_object_acl_in(&self, req: S3Request<dto::PutObjectAclInput>) -> S3Result<S3Response<dto::PutObjectAclOutput>> {

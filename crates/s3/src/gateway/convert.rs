@@ -41,8 +41,17 @@ pub(super) fn encoder(encoding: Option<&EncodingType>) -> impl Fn(String) -> Str
     move |s| if url { url_encode(&s) } else { s }
 }
 
-pub(super) fn owner() -> s3s::dto::Owner {
-    s3s::dto::Owner { display_name: Some("spindle".into()), id: Some("spindle".into()) }
+/// An owner as S3 shows it: the canonical id, with the administrators' display name for
+/// theirs.
+pub(super) fn owner(id: &str) -> s3s::dto::Owner {
+    let name = if id == records::ADMIN_ID { "spindle".to_owned() } else { id.to_owned() };
+    s3s::dto::Owner { display_name: Some(name), id: Some(id.to_owned()) }
+}
+
+/// The initiator of an upload: its owner, as ListParts and ListMultipartUploads show it.
+pub(super) fn initiator(id: &str) -> s3s::dto::Initiator {
+    let o = owner(id);
+    s3s::dto::Initiator { display_name: o.display_name, id: o.id }
 }
 
 /// Continuation tokens are opaque to clients: the resume name, hex-encoded so that any name

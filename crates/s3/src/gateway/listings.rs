@@ -5,7 +5,7 @@ use futures_util::stream::{self, StreamExt};
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result};
 
-use super::convert::{decode_token, encode_token, encoder, owner, timestamp};
+use super::convert::{decode_token, encode_token, encoder, initiator, owner, timestamp};
 use super::limits::{LIST_FETCH, MAX_KEY_BYTES, MAX_LIST};
 use super::lookup::Gateway;
 use crate::layout;
@@ -14,8 +14,10 @@ use crate::records::{self, PartRecord, UploadRecord};
 
 impl Gateway {
     /// Lists a bucket's objects and fills in each entry from its manifest.
+    /// Each object's owner is filled in (ListObjects shows it; V2 only when asked).
     async fn list_objects(&self, bucket: &str, prefix: &str, delimiter: Option<&str>, after: Option<&str>, max: i32) -> S3Result<(Vec<Object>, Vec<CommonPrefix>, bool, Option<String>)> {
-        self.bucket_exists(bucket).await?;
+        let bucket_owner = self.bucket_record_versioned(bucket).await?.0.owner_id().to_owned();
+        let bucket_owner = &bucket_owner;
         if max < 0 {
             return Err(s3_error!(InvalidArgument, "max-keys must not be negative"));
         }
@@ -40,6 +42,7 @@ impl Gateway {
                             e_tag: Some(ETag::Strong(m.etag)),
                             last_modified: Some(timestamp(m.modified_ms)),
                             storage_class: Some(ObjectStorageClass::from_static(ObjectStorageClass::STANDARD)),
+                            owner: Some(owner(m.owner.as_deref().unwrap_or(bucket_owner))),
                             ..Default::default()
                         }))
                     }
@@ -115,8 +118,8 @@ impl Gateway {
                     .into_iter()
                     .map(|mut o| {
                         o.key = o.key.map(&enc);
-                        if i.fetch_owner == Some(true) {
-                            o.owner = Some(owner());
+                        if i.fetch_owner != Some(true) {
+                            o.owner = None;
                         }
                         o
                     })
@@ -132,7 +135,7 @@ impl Gateway {
 
     pub(super) async fn list_multipart_uploads_in(&self, req: S3Request<ListMultipartUploadsInput>) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
         let i = req.input;
-        self.bucket_exists(&i.bucket).await?;
+        let bucket_owner = self.bucket_record_versioned(&i.bucket).await?.0.owner_id().to_owned();
         let base = layout::upload_prefix(&i.bucket);
         let prefix = i.prefix.clone().unwrap_or_default();
         let max = i.max_uploads.unwrap_or(MAX_LIST).clamp(0, MAX_LIST) as usize;
@@ -168,8 +171,8 @@ impl Gateway {
                         key: Some(name.clone()),
                         upload_id: Some(layout::upload_id_text(id)),
                         initiated: Some(timestamp(r.initiated_ms)),
-                        owner: Some(owner()),
-                        initiator: Some(Initiator { display_name: Some("spindle".into()), id: Some("spindle".into()) }),
+                        owner: Some(owner(r.owner.as_deref().unwrap_or(&bucket_owner))),
+                        initiator: Some(initiator(r.owner.as_deref().unwrap_or(&bucket_owner))),
                         storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
                         ..Default::default()
                     });
@@ -203,7 +206,11 @@ impl Gateway {
 
     pub(super) async fn list_parts_in(&self, req: S3Request<ListPartsInput>) -> S3Result<S3Response<ListPartsOutput>> {
         let i = req.input;
-        let (id, _, _) = self.upload(&i.bucket, &i.key, &i.upload_id).await?;
+        let (id, upload, _) = self.upload(&i.bucket, &i.key, &i.upload_id).await?;
+        let upload_owner = match upload.owner {
+            Some(o) => o,
+            None => self.bucket_record_versioned(&i.bucket).await?.0.owner_id().to_owned(),
+        };
         let max = i.max_parts.unwrap_or(MAX_LIST).clamp(0, MAX_LIST) as usize;
         let marker = i.part_number_marker.unwrap_or(0).max(0) as u32;
         let (start, end) = layout::parts(id, marker.saturating_add(1), u32::MAX);
@@ -225,8 +232,8 @@ impl Gateway {
             max_parts: Some(max as i32),
             is_truncated: Some(truncated),
             parts: Some(parts),
-            owner: Some(owner()),
-            initiator: Some(Initiator { display_name: Some("spindle".into()), id: Some("spindle".into()) }),
+            owner: Some(owner(&upload_owner)),
+            initiator: Some(initiator(&upload_owner)),
             storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
             ..Default::default()
         }))

@@ -110,7 +110,8 @@ impl Gateway {
                 match self.core.after_miss(bucket, key).await? {
                     Missing::Current(m) => return Ok(m),
                     Missing::Marker(marker) => e.set_headers(marker_headers(&marker)),
-                    Missing::Nothing => {}
+                    // What S3 says of a key no marker hides.
+                    Missing::Nothing => e.set_headers(http::HeaderMap::from_iter([(http::HeaderName::from_static("x-amz-delete-marker"), http::HeaderValue::from_static("false"))])),
                 }
                 Err(e)
             }

@@ -248,5 +248,8 @@ mod tests {
         assert!(check_key("a\0b").is_err());
         assert!(check_key(&"k".repeat(MAX_KEY_BYTES + 1)).is_err());
         assert_eq!(upload_parts_of(&layout::upload("bk", "a/b", 9)), Some(("bk".into(), "a/b".into(), 9)));
+        assert_eq!(super::put::stored_encoding(Some("gzip, aws-chunked".into())).as_deref(), Some("gzip"));
+        assert_eq!(super::put::stored_encoding(Some("aws-chunked".into())), None);
+        assert_eq!(super::put::stored_encoding(Some("br".into())).as_deref(), Some("br"));
     }
 }

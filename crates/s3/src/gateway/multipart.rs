@@ -33,7 +33,7 @@ impl Gateway {
             initiated_ms: records::now_ms(),
             attributes: Attributes {
                 content_type: i.content_type,
-                content_encoding: i.content_encoding,
+                content_encoding: super::put::stored_encoding(i.content_encoding),
                 content_disposition: i.content_disposition,
                 content_language: i.content_language,
                 cache_control: i.cache_control,

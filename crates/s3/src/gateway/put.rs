@@ -57,7 +57,7 @@ impl Gateway {
         }
         let attributes = Attributes {
             content_type: input.content_type,
-            content_encoding: input.content_encoding,
+            content_encoding: stored_encoding(input.content_encoding),
             content_disposition: input.content_disposition,
             content_language: input.content_language,
             cache_control: input.cache_control,
@@ -96,6 +96,13 @@ impl Gateway {
             ..Default::default()
         })
     }
+}
+
+/// The Content-Encoding an object keeps: as sent, less `aws-chunked`, which says how the
+/// request's body was framed, not what the object is (none when nothing else is left).
+pub(super) fn stored_encoding(sent: Option<String>) -> Option<String> {
+    let kept: Vec<&str> = sent.as_deref()?.split(',').map(str::trim).filter(|e| !e.is_empty() && !e.eq_ignore_ascii_case("aws-chunked")).collect();
+    (!kept.is_empty()).then(|| kept.join(", "))
 }
 
 pub(super) fn segments_of(s: Segment) -> Vec<Segment> {

@@ -53,8 +53,9 @@ impl Gateway {
         let (range, parts_count) = span(&m, i.part_number, i.range.as_ref())?;
         let r = range.clone().unwrap_or(0..m.size);
         let version_id = m.version.clone().or_else(|| i.version_id.clone());
+        let tags = m.tags.len();
         let a = m.attributes;
-        Ok(S3Response::new(HeadObjectOutput {
+        let mut answer = S3Response::new(HeadObjectOutput {
             content_length: Some((r.end - r.start) as i64),
             content_range: range.map(|r| format!("bytes {}-{}/{}", r.start, r.end.saturating_sub(1), m.size)),
             accept_ranges: Some("bytes".into()),
@@ -69,7 +70,12 @@ impl Gateway {
             parts_count,
             version_id,
             ..Default::default()
-        }))
+        });
+        // HEAD tells the tag count as GET does (s3s' HEAD answer has no field for it).
+        if tags > 0 {
+            answer.headers.insert("x-amz-tagging-count", http::HeaderValue::from(tags));
+        }
+        Ok(answer)
     }
 }
 

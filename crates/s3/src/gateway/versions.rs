@@ -111,8 +111,8 @@ impl Gateway {
     }
 
     pub(super) async fn list_object_versions_in(&self, req: S3Request<ListObjectVersionsInput>) -> S3Result<S3Response<ListObjectVersionsOutput>> {
+        let record = self.bucket_record(crate::access::granted(&req.extensions)?, &req.input.bucket).await?.into_owned();
         let i = req.input;
-        self.bucket_exists(&i.bucket).await?;
         let prefix = i.prefix.clone().unwrap_or_default();
         let max = i.max_keys.unwrap_or(MAX_LIST).clamp(0, MAX_LIST) as usize;
         if prefix.len() > MAX_KEY_BYTES || i.key_marker.as_ref().is_some_and(|k| k.len() > MAX_KEY_BYTES) {
@@ -194,7 +194,7 @@ impl Gateway {
                     is_latest: Some(latest),
                     key: Some(enc(name)),
                     last_modified: Some(timestamp(m.modified_ms)),
-                    owner: Some(owner()),
+                    owner: Some(owner(m.owner.as_deref().unwrap_or(record.owner_id()))),
                     version_id: Some(m.version_id().to_owned()),
                 }),
                 Entry::Version { name, manifest: m, latest } => found.push(ObjectVersion {
@@ -202,7 +202,7 @@ impl Gateway {
                     is_latest: Some(latest),
                     key: Some(enc(name)),
                     last_modified: Some(timestamp(m.modified_ms)),
-                    owner: Some(owner()),
+                    owner: Some(owner(m.owner.as_deref().unwrap_or(record.owner_id()))),
                     size: Some(m.size as i64),
                     storage_class: Some(ObjectVersionStorageClass::from_static(ObjectVersionStorageClass::STANDARD)),
                     version_id: Some(m.version_id().to_owned()),
