@@ -186,7 +186,7 @@ refused() {
         echo "expected to be refused: $*" >&2
         return 1
     fi
-    grep -Eq 'AccessDenied|Access Denied|\(403\)|status code: 403|403 Forbidden' <<<"$out" || { echo "failed, but not refused: $*: $out" >&2; return 1; }
+    grep -Eq 'AccessDenied|Access Denied|\(403\)|403 \(Forbidden\)|status code: 403|403 Forbidden' <<<"$out" || { echo "failed, but not refused: $*: $out" >&2; return 1; }
 }
 
 md5_of() { md5sum <"$1" | cut -d' ' -f1; }
