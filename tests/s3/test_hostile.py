@@ -66,6 +66,20 @@ def closed_by_peer(s):
         return True
 
 
+def head_of(s, bound=BOUND):
+    """The head of the gateway's answer on S (its connection left open), as text."""
+    s.setblocking(True)
+    s.settimeout(bound)
+    got = b""
+    while b"\r\n\r\n" not in got:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+    s.setblocking(False)
+    return got.decode(errors="replace")
+
+
 def answer(s, bound=BOUND):
     """What the gateway answers on S (until it closes it or BOUND passes), as text."""
     return received(s, bound).decode(errors="replace")
@@ -210,6 +224,32 @@ def test_a_flood_of_unauthenticated_sockets_cannot_lock_out_signed_clients(bucke
         fresh = make_client(endpoint=endpoint)
         assert fresh.get_object(Bucket=bucket, Key="k")["Body"].read() == b"value"
         for s in proven + flood:
+            s.close()
+
+
+def test_a_made_up_signature_or_a_preflight_proves_nothing():
+    """Connections whose requests carry an Authorization header s3s cannot verify, or that send
+    CORS preflights, stay unproven: a flood of them is closed to make room like silent ones."""
+    raise_fd_limit(1024)
+    flags = ("--max-connections", "64", "--reserved-connections", "16", "--unproven-per-address", "1000", "--header-timeout-secs", "600")
+    with own_gateway(*flags) as (_, port, _, _):
+        pretending = []
+        for n in range(48):
+            s = connect(port)
+            if n % 2:
+                send_all(s, b"OPTIONS / HTTP/1.1\r\nHost: x\r\nAuthorization: made-up\r\n\r\n")
+            else:
+                send_all(s, b"GET / HTTP/1.1\r\nHost: x\r\nAuthorization: AWS4-HMAC-SHA256 nonsense\r\n\r\n")
+            reply = head_of(s)
+            assert reply.startswith("HTTP/1.1 4"), reply[:200]
+            pretending.append(s)
+        # Answered and kept open, each holds a place of the unproven share.
+        assert not any(closed_by_peer(s) for s in pretending)
+        # The share is full of them: a flood of newcomers makes room by closing the oldest (as
+        # in the flood test above), these first.
+        flood = [connect(port) for _ in range(400)]
+        wait_for(lambda: sum(closed_by_peer(s) for s in pretending) == 48, "the pretending connections closed for newer ones")
+        for s in pretending + flood:
             s.close()
 
 
