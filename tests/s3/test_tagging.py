@@ -3,6 +3,9 @@ multipart creation, changed and removed by the tagging calls (per version in a v
 bucket), counted on GET, refused past S3's limits; a bucket's tag set; an object's attributes
 and the parts of a multipart object, a page at a time."""
 
+import base64
+import hashlib
+
 import boto3
 import pytest
 from botocore.exceptions import ClientError
@@ -118,3 +121,20 @@ def test_a_public_objects_tags_are_not_public(s3, bucket):
     with pytest.raises(ClientError) as e:
         anonymous.get_object_tagging(Bucket=bucket, Key="public")
     assert error_of(e) == ("AccessDenied", 403)
+
+
+def test_a_puts_checksums_are_kept_and_answered(s3, bucket):
+    """Checksums a PUT asked for are kept with the object: HEAD and GET answer them when asked
+    (x-amz-checksum-mode), and GetObjectAttributes names them."""
+    data = payload(300_000, "checksummed")
+    s3.put_object(Bucket=bucket, Key="c", Body=data, ChecksumAlgorithm="SHA256")
+    want = base64.b64encode(hashlib.sha256(data).digest()).decode()
+    head = s3.head_object(Bucket=bucket, Key="c", ChecksumMode="ENABLED")
+    assert head["ChecksumSHA256"] == want
+    assert "ChecksumSHA256" not in s3.head_object(Bucket=bucket, Key="c")
+    got = s3.get_object(Bucket=bucket, Key="c", ChecksumMode="ENABLED")
+    assert got["ChecksumSHA256"] == want and got["Body"].read() == data
+    # A range is not the whole object: no whole-object checksum on it.
+    assert "ChecksumSHA256" not in s3.get_object(Bucket=bucket, Key="c", ChecksumMode="ENABLED", Range="bytes=0-9")
+    attrs = s3.get_object_attributes(Bucket=bucket, Key="c", ObjectAttributes=["Checksum"])
+    assert attrs["Checksum"]["ChecksumSHA256"] == want

@@ -86,6 +86,24 @@ pub struct Manifest {
     /// The object's tags (S3 object tagging).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tags: BTreeMap<String, String>,
+    /// The checksums of its bytes computed as they were written (a PUT that asked for one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<ObjectChecksum>,
+}
+
+/// An object's checksums as S3 shows them (base64), each kept when the write computed it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectChecksum {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crc32: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crc32c: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha1: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crc64nvme: Option<String>,
 }
 
 impl Manifest {

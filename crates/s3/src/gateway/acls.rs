@@ -192,7 +192,7 @@ impl Gateway {
         let i = &req.input;
         let record = self.bucket_record(granted, &i.bucket).await?;
         let m = self.readable(&granted.object, &i.bucket, &i.key, i.version_id.as_deref()).await?;
-        super::read::refuse_marker(&m)?;
+        super::lookup::refuse_marker(&m)?;
         let owner = m.owner.as_deref().unwrap_or(record.owner_id());
         Ok(S3Response::new(dto::GetObjectAclOutput { grants: Some(grants_dto(owner, m.acl.as_ref())), owner: Some(super::convert::owner(owner)), ..Default::default() }))
     }

@@ -4,6 +4,8 @@
 use s3s::dto::*;
 use s3s::{s3_error, S3Result};
 
+use crate::records::ObjectChecksum;
+
 /// The checksums a client asked the gateway to verify (`x-amz-checksum-*`, `x-amz-sdk-checksum-algorithm`).
 #[derive(Default)]
 pub(super) struct Checksums {
@@ -93,6 +95,35 @@ pub(super) fn verify(w: &crate::objects::Written, content_md5: Option<&str>, mut
         }
     }
     Ok(())
+}
+
+/// What an object keeps of the checksums its write computed (none when it computed none).
+pub(super) fn kept(c: &Checksum) -> Option<ObjectChecksum> {
+    let k = ObjectChecksum {
+        crc32: c.checksum_crc32.clone(),
+        crc32c: c.checksum_crc32c.clone(),
+        sha1: c.checksum_sha1.clone(),
+        sha256: c.checksum_sha256.clone(),
+        crc64nvme: c.checksum_crc64nvme.clone(),
+    };
+    (k != ObjectChecksum::default()).then_some(k)
+}
+
+/// An object's kept checksums as S3 answers them: of the whole object.
+pub(super) fn answered(k: &ObjectChecksum) -> Checksum {
+    Checksum {
+        checksum_crc32: k.crc32.clone(),
+        checksum_crc32c: k.crc32c.clone(),
+        checksum_sha1: k.sha1.clone(),
+        checksum_sha256: k.sha256.clone(),
+        checksum_crc64nvme: k.crc64nvme.clone(),
+        checksum_type: Some(ChecksumType::from_static(ChecksumType::FULL_OBJECT)),
+    }
+}
+
+/// Whether a GET or HEAD asks for the object's checksums (`x-amz-checksum-mode: ENABLED`).
+pub(super) fn asked(mode: Option<&ChecksumMode>) -> bool {
+    mode.is_some_and(|m| m.as_str() == ChecksumMode::ENABLED)
 }
 
 /// A Content-MD5 header's 16 bytes.

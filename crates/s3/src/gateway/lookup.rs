@@ -19,6 +19,16 @@ use crate::versions::Missing;
 /// Attempts to change an object's record while other writers keep changing it.
 const UPDATE_ATTEMPTS: usize = 5;
 
+/// A delete marker asked for by its version id has no body: 405, as S3 answers.
+pub(super) fn refuse_marker(m: &Manifest) -> S3Result<()> {
+    if !m.delete_marker {
+        return Ok(());
+    }
+    let mut e = s3_error!(MethodNotAllowed, "The specified method is not allowed against this resource.");
+    e.set_headers(marker_headers(m));
+    Err(e)
+}
+
 /// What S3 says of a delete marker met by a request: `x-amz-delete-marker` and its version.
 pub(super) fn marker_headers(marker: &Manifest) -> http::HeaderMap {
     let mut h = http::HeaderMap::new();
@@ -141,7 +151,7 @@ impl Gateway {
                 });
             };
             let mut m = m?;
-            super::read::refuse_marker(&m)?;
+            refuse_marker(&m)?;
             decision.object(Some(&m))?;
             change(&mut m)?;
             match self.core.kv.put(&record_key, records::encode(&m), Cond::Version(stored), Durability::Through).await {

@@ -73,6 +73,7 @@ impl Gateway {
             owner: object_owner,
             acl,
             tags,
+            checksum: super::checksums::kept(&written.checksum),
             ..Manifest::default()
         };
         let conditional = if_match.is_some() || if_none_match.is_some();

@@ -5,10 +5,11 @@ use std::collections::{BTreeMap, HashMap};
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result};
 
+use super::checksums::{answered, asked};
 use super::conditions::check_read;
 use super::convert::timestamp;
 use super::limits::{part_number, MAX_LIST};
-use super::lookup::Gateway;
+use super::lookup::{refuse_marker, Gateway};
 use crate::records::Manifest;
 
 impl Gateway {
@@ -23,8 +24,16 @@ impl Gateway {
         let version_id = m.version.clone().or_else(|| i.version_id.clone());
         let r = range.clone().unwrap_or(whole);
         let body = self.core.read(m.segments.clone(), r.start, r.end);
+        // The whole object's checksums, when asked for and the whole object is sent.
+        let c = m.checksum.as_ref().filter(|_| asked(i.checksum_mode.as_ref()) && range.is_none()).map(answered).unwrap_or_default();
         let a = m.attributes;
         Ok(S3Response::new(GetObjectOutput {
+            checksum_crc32: c.checksum_crc32,
+            checksum_crc32c: c.checksum_crc32c,
+            checksum_sha1: c.checksum_sha1,
+            checksum_sha256: c.checksum_sha256,
+            checksum_crc64nvme: c.checksum_crc64nvme,
+            checksum_type: c.checksum_type,
             body: Some(StreamingBlob::wrap(body)),
             content_length: Some((r.end - r.start) as i64),
             content_range: range.map(|r| format!("bytes {}-{}/{}", r.start, r.end.saturating_sub(1), m.size)),
@@ -54,8 +63,15 @@ impl Gateway {
         let r = range.clone().unwrap_or(0..m.size);
         let version_id = m.version.clone().or_else(|| i.version_id.clone());
         let tags = m.tags.len();
+        let c = m.checksum.as_ref().filter(|_| asked(i.checksum_mode.as_ref()) && range.is_none()).map(answered).unwrap_or_default();
         let a = m.attributes;
         let mut answer = S3Response::new(HeadObjectOutput {
+            checksum_crc32: c.checksum_crc32,
+            checksum_crc32c: c.checksum_crc32c,
+            checksum_sha1: c.checksum_sha1,
+            checksum_sha256: c.checksum_sha256,
+            checksum_crc64nvme: c.checksum_crc64nvme,
+            checksum_type: c.checksum_type,
             content_length: Some((r.end - r.start) as i64),
             content_range: range.map(|r| format!("bytes {}-{}/{}", r.start, r.end.saturating_sub(1), m.size)),
             accept_ranges: Some("bytes".into()),
@@ -109,6 +125,7 @@ impl Gateway {
             object_size: wanted(ObjectAttributes::OBJECT_SIZE).then_some(m.size as i64),
             storage_class: wanted(ObjectAttributes::STORAGE_CLASS).then(|| StorageClass::from_static(StorageClass::STANDARD)),
             object_parts: parts,
+            checksum: m.checksum.as_ref().filter(|_| wanted(ObjectAttributes::CHECKSUM)).map(answered),
             last_modified: Some(timestamp(m.modified_ms)),
             version_id: m.version.clone(),
             ..Default::default()
@@ -116,15 +133,6 @@ impl Gateway {
     }
 }
 
-/// A delete marker asked for by its version id has no body: 405, as S3 answers.
-pub(super) fn refuse_marker(m: &Manifest) -> S3Result<()> {
-    if !m.delete_marker {
-        return Ok(());
-    }
-    let mut e = s3_error!(MethodNotAllowed, "The specified method is not allowed against this resource.");
-    e.set_headers(super::lookup::marker_headers(m));
-    Err(e)
-}
 
 /// The bytes a GET or HEAD asks for (`None`: all) and, for a multipart object asked by part,
 /// its part count.

@@ -76,7 +76,7 @@ impl Gateway {
         let granted = crate::access::granted(&req.extensions)?;
         let i = &req.input;
         let m = self.readable(&granted.object, &i.bucket, &i.key, i.version_id.as_deref()).await?;
-        super::read::refuse_marker(&m)?;
+        super::lookup::refuse_marker(&m)?;
         Ok(S3Response::new(GetObjectTaggingOutput { tag_set: to_set(&m.tags), version_id: m.version }))
     }
 
