@@ -191,8 +191,7 @@ impl Gateway {
         let granted = access::granted(&req.extensions)?;
         let i = &req.input;
         let record = self.bucket_record(granted, &i.bucket).await?;
-        let m = self.readable(&granted.object, &i.bucket, &i.key, i.version_id.as_deref()).await?;
-        super::lookup::refuse_marker(&m)?;
+        let m = self.readable_body(&granted.object, &i.bucket, &i.key, i.version_id.as_deref()).await?;
         let owner = m.owner.as_deref().unwrap_or(record.owner_id());
         Ok(S3Response::new(dto::GetObjectAclOutput { grants: Some(grants_dto(owner, m.acl.as_ref())), owner: Some(super::convert::owner(owner)), ..Default::default() }))
     }

@@ -121,9 +121,11 @@ pub(super) fn answered(k: &ObjectChecksum) -> Checksum {
     }
 }
 
-/// Whether a GET or HEAD asks for the object's checksums (`x-amz-checksum-mode: ENABLED`).
-pub(super) fn asked(mode: Option<&ChecksumMode>) -> bool {
-    mode.is_some_and(|m| m.as_str() == ChecksumMode::ENABLED)
+/// The checksums a GET or HEAD answers: the whole object's, when it asks for them
+/// (`x-amz-checksum-mode: ENABLED`) and is sent the whole object; none otherwise.
+pub(super) fn of_read(kept: Option<&ObjectChecksum>, mode: Option<&ChecksumMode>, whole: bool) -> Checksum {
+    let asked = mode.is_some_and(|m| m.as_str() == ChecksumMode::ENABLED);
+    kept.filter(|_| asked && whole).map(answered).unwrap_or_default()
 }
 
 /// A Content-MD5 header's 16 bytes.

@@ -88,6 +88,13 @@ impl Gateway {
         }
     }
 
+    /// `readable`, and not a delete marker (which has no body: 405).
+    pub(super) async fn readable_body(&self, decision: &Decision, bucket: &str, key: &str, version: Option<&str>) -> S3Result<Manifest> {
+        let m = self.readable(decision, bucket, key, version).await?;
+        refuse_marker(&m)?;
+        Ok(m)
+    }
+
     pub(super) async fn manifest(&self, bucket: &str, key: &str) -> S3Result<Option<Manifest>> {
         match self.core.kv.get(&layout::object(bucket, key)).await? {
             Some(s) => Ok(Some(records::decode_manifest(&s.value)?)),

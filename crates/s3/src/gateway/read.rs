@@ -5,27 +5,25 @@ use std::collections::{BTreeMap, HashMap};
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result};
 
-use super::checksums::{answered, asked};
+use super::checksums::{answered, of_read};
 use super::conditions::check_read;
 use super::convert::timestamp;
 use super::limits::{part_number, MAX_LIST};
-use super::lookup::{refuse_marker, Gateway};
+use super::lookup::Gateway;
 use crate::records::Manifest;
 
 impl Gateway {
     pub(super) async fn get_object_in(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
         let granted = crate::access::granted(&req.extensions)?;
         let i = &req.input;
-        let m = self.readable(&granted.object, &i.bucket, &i.key, i.version_id.as_deref()).await?;
-        refuse_marker(&m)?;
+        let m = self.readable_body(&granted.object, &i.bucket, &i.key, i.version_id.as_deref()).await?;
         check_read(&m, i.if_match.as_ref(), i.if_none_match.as_ref(), i.if_modified_since.as_ref(), i.if_unmodified_since.as_ref())?;
         let (range, parts_count) = span(&m, i.part_number, i.range.as_ref())?;
         let whole = 0..m.size;
         let version_id = m.version.clone().or_else(|| i.version_id.clone());
         let r = range.clone().unwrap_or(whole);
         let body = self.core.read(m.segments.clone(), r.start, r.end);
-        // The whole object's checksums, when asked for and the whole object is sent.
-        let c = m.checksum.as_ref().filter(|_| asked(i.checksum_mode.as_ref()) && range.is_none()).map(answered).unwrap_or_default();
+        let c = of_read(m.checksum.as_ref(), i.checksum_mode.as_ref(), range.is_none());
         let a = m.attributes;
         Ok(S3Response::new(GetObjectOutput {
             checksum_crc32: c.checksum_crc32,
@@ -56,14 +54,13 @@ impl Gateway {
     pub(super) async fn head_object_in(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
         let granted = crate::access::granted(&req.extensions)?;
         let i = &req.input;
-        let m = self.readable(&granted.object, &i.bucket, &i.key, i.version_id.as_deref()).await?;
-        refuse_marker(&m)?;
+        let m = self.readable_body(&granted.object, &i.bucket, &i.key, i.version_id.as_deref()).await?;
         check_read(&m, i.if_match.as_ref(), i.if_none_match.as_ref(), i.if_modified_since.as_ref(), i.if_unmodified_since.as_ref())?;
         let (range, parts_count) = span(&m, i.part_number, i.range.as_ref())?;
         let r = range.clone().unwrap_or(0..m.size);
         let version_id = m.version.clone().or_else(|| i.version_id.clone());
         let tags = m.tags.len();
-        let c = m.checksum.as_ref().filter(|_| asked(i.checksum_mode.as_ref()) && range.is_none()).map(answered).unwrap_or_default();
+        let c = of_read(m.checksum.as_ref(), i.checksum_mode.as_ref(), range.is_none());
         let a = m.attributes;
         let mut answer = S3Response::new(HeadObjectOutput {
             checksum_crc32: c.checksum_crc32,
@@ -101,8 +98,7 @@ impl Gateway {
     pub(super) async fn get_object_attributes_in(&self, req: S3Request<GetObjectAttributesInput>) -> S3Result<S3Response<GetObjectAttributesOutput>> {
         let granted = crate::access::granted(&req.extensions)?;
         let i = &req.input;
-        let m = self.readable(&granted.object, &i.bucket, &i.key, i.version_id.as_deref()).await?;
-        refuse_marker(&m)?;
+        let m = self.readable_body(&granted.object, &i.bucket, &i.key, i.version_id.as_deref()).await?;
         // One header of comma-separated names, as SDKs send it, arrives as one item.
         let wanted = |a: &str| i.object_attributes.iter().flat_map(|x| x.as_str().split(',')).any(|x| x.trim() == a);
         let multipart = m.etag.contains('-');

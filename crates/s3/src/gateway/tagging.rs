@@ -75,8 +75,7 @@ impl Gateway {
     pub(super) async fn get_object_tagging_in(&self, req: S3Request<GetObjectTaggingInput>) -> S3Result<S3Response<GetObjectTaggingOutput>> {
         let granted = crate::access::granted(&req.extensions)?;
         let i = &req.input;
-        let m = self.readable(&granted.object, &i.bucket, &i.key, i.version_id.as_deref()).await?;
-        super::lookup::refuse_marker(&m)?;
+        let m = self.readable_body(&granted.object, &i.bucket, &i.key, i.version_id.as_deref()).await?;
         Ok(S3Response::new(GetObjectTaggingOutput { tag_set: to_set(&m.tags), version_id: m.version }))
     }
 
