@@ -151,7 +151,7 @@ pub async fn run_migrate(spec: MigrateSpec) -> Result<MigrateResult, BenchError>
     let mut moves = Vec::new();
     tokio::time::sleep(spec.settle).await;
     if let Some((id, addr)) = &spec.add {
-        let member = Member { id: id.clone(), addr: addr.clone(), tls_port: None, capacity: 0, weight: 1.0, domain: None, leaving: false };
+        let member = Member { id: id.clone(), addr: addr.clone(), tls_port: None, capacity: 0, weight: 1.0, domain: None, leaving: false, pool: None };
         moves.push(watch_move(&control, &shared, &spec, MemberChange::Add(member)).await?);
         tokio::time::sleep(spec.settle).await;
     }
@@ -240,6 +240,7 @@ async fn watch_move(control: &Control, shared: &Shared, spec: &MigrateSpec, chan
     let (kind, drive) = match &change {
         MemberChange::Add(m) => ("join", m.id.clone()),
         MemberChange::Remove { id } => ("leave", id.clone()),
+        MemberChange::AddPool { .. } => return Err(BenchError::Invalid("a pool is not a move".into())),
     };
     let (before, _) = control.load_map().await.map_err(e)?;
     let last_before = control.last_move().await.map_err(e)?;

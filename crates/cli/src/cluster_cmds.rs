@@ -48,6 +48,9 @@ pub enum ClusterCommand {
         /// Failure domain (host, rack): replicas avoid sharing one
         #[arg(long)]
         domain: Option<String>,
+        /// The erasure-coded pool the drive serves [default: the replicated pool]
+        #[arg(long)]
+        pool: Option<String>,
         #[command(flatten)]
         provision: crate::cluster_secure::ProvisionArgs,
         #[command(flatten)]
@@ -105,6 +108,9 @@ pub enum ClusterCommand {
         #[command(flatten)]
         etcd: Etcd,
     },
+    /// Erasure-coded pools: add, list, status.
+    #[command(subcommand)]
+    Pool(crate::cluster_pools::PoolCommand),
     /// Drives, health, partitions per drive, replicas missing, epoch, coordinators.
     Status {
         #[command(flatten)]
@@ -243,20 +249,23 @@ pub async fn run(cmd: ClusterCommand) -> CmdResult {
         ClusterCommand::RotateKey { step, keep_factory_key, etcd } => crate::cluster_rotate::rotate_key(&etcd, step, keep_factory_key).await?,
         ClusterCommand::RotateCa { step, etcd } => crate::cluster_rotate::rotate_ca(&etcd, step).await?,
         ClusterCommand::IssueCert { names, out, etcd } => crate::cluster_secure::issue_cert(etcd.credentials.as_deref(), &names, &out)?,
-        ClusterCommand::AddDrive { id, addr, tls_port, capacity, weight, domain, provision, etcd } => {
+        ClusterCommand::AddDrive { id, addr, tls_port, capacity, weight, domain, pool, provision, etcd } => {
             let weight = weight.unwrap_or(if capacity > 0 { capacity as f64 / (1u64 << 30) as f64 } else { 1.0 });
             let control = etcd.control().await?;
             let (map, _) = control.load_map().await?;
+            if let Some(p) = &pool {
+                map.pool(p)?;
+            }
             if let Some(done) = crate::cluster_secure::provision_drive(&etcd, &map, &addr, &provision).await? {
                 println!("{done}");
             }
-            let member = Member { id: id.clone(), addr, tls_port, capacity, weight, domain, leaving: false };
+            let member = Member { id: id.clone(), addr, tls_port, capacity, weight, domain, leaving: false, pool: pool.clone() };
             control.request_change(&MemberChange::Add(member)).await?;
             let map = wait_for(&control, |m| m.members.get(&id).is_some_and(|m| !m.leaving), Duration::from_secs(30)).await?;
-            println!(
-                "{id} added: epoch {}; partitions move to it live (spindle cluster status shows the move)",
-                map.epoch
-            );
+            match pool {
+                Some(p) => println!("{id} added to pool {p}: epoch {}; it takes positions in the pool's groups (spindle cluster pool status)", map.epoch),
+                None => println!("{id} added: epoch {}; partitions move to it live (spindle cluster status shows the move)", map.epoch),
+            }
         }
         ClusterCommand::RemoveDrive { id, wait_secs, etcd } => {
             let control = etcd.control().await?;
@@ -272,6 +281,7 @@ pub async fn run(cmd: ClusterCommand) -> CmdResult {
             let map = wait_for(&control, |m| !m.members.contains_key(&id), Duration::from_secs(wait_secs)).await?;
             println!("{id} drained and removed: epoch {}", map.epoch);
         }
+        ClusterCommand::Pool(cmd) => crate::cluster_pools::run(cmd).await?,
         ClusterCommand::Status { etcd } => status(&etcd).await?,
         ClusterCommand::Put { key, value, if_version, etcd } => {
             let version = etcd.store().await?.put(key.as_bytes(), Bytes::from(value), condition(&if_version)?).await?;
@@ -414,6 +424,7 @@ async fn status(etcd: &Etcd) -> CmdResult {
             json!({"cluster": etcd.cluster, "epoch": map.epoch, "partitions": map.partitions, "replicas": map.replicas,
                    "write_quorum": map.write_quorum, "drives": drives, "replicas_missing": missing,
                    "coordinators": coordinators, "leader": leader, "pending_changes": pending,
+                   "pools": map.pools.keys().map(|n| crate::cluster_pools::pool_json(&map, &health, n)).collect::<Vec<_>>(),
                    "move": progress.as_ref().map(|p| json!({"partitions": p.total, "done": p.done.len(), "bytes": p.bytes,
                        "entries": p.entries, "caught_up": p.repaired, "started_ms": p.started_ms, "updated_ms": p.updated_ms,
                        "rate_limit": p.rate_limit, "eta_secs": p.eta_secs()}))})
@@ -443,6 +454,11 @@ async fn status(etcd: &Etcd) -> CmdResult {
             state,
             load.get(&m.id).copied().unwrap_or(0)
         );
+    }
+    for name in map.pools.keys() {
+        for line in crate::cluster_pools::pool_lines(&map, &health, name) {
+            println!("{line}");
+        }
     }
     println!("replicas missing: {missing}{}", if pending > 0 { format!("  (member changes waiting: {pending})") } else { String::new() });
     if let Some(p) = progress {

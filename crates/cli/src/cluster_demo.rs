@@ -157,7 +157,7 @@ pub async fn demo(drives: usize, data: &Path, check: bool, insecure: bool) -> Cm
             continue;
         }
         // A member known at another address takes the new one (an update, not a move).
-        let member = Member { id: id.clone(), addr: addr.clone(), tls_port: None, capacity: 0, weight: 1.0, domain: None, leaving: false };
+        let member = Member { id: id.clone(), addr: addr.clone(), tls_port: None, capacity: 0, weight: 1.0, domain: None, leaving: false, pool: None };
         control.request_change(&MemberChange::Add(member)).await?;
         let a = addr.clone();
         wait_for(&control, |m| m.members.get(&id).is_some_and(|m| m.addr == a), Duration::from_secs(30)).await?;

@@ -20,6 +20,8 @@ mod cluster_access;
 #[cfg(feature = "cluster")]
 mod cluster_cmds;
 #[cfg(feature = "cluster")]
+mod cluster_pools;
+#[cfg(feature = "cluster")]
 mod cluster_demo;
 #[cfg(feature = "cluster")]
 mod cluster_rotate;

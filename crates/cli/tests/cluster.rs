@@ -99,7 +99,7 @@ fn compare_and_swap_is_linearizable_against_unconditional_writes() {
         .await;
         let load = Workload::mixed(&clients, 3, &rec, keys);
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let d3 = Member { id: "d3".into(), addr: addrs[3].clone(), tls_port: None, capacity: 0, weight: 1.0, domain: None, leaving: false };
+        let d3 = Member { id: "d3".into(), addr: addrs[3].clone(), tls_port: None, capacity: 0, weight: 1.0, domain: None, leaving: false, pool: None };
         control.request_change(&MemberChange::Add(d3)).await.unwrap();
         until("the move to d3 done", Duration::from_secs(60), async || {
             let (map, _) = control.load_map().await.ok()?;
@@ -443,7 +443,7 @@ fn versions_compare_and_swap_and_ordered_ranges() {
         assert!(matches!(store.range(b"a", Some(&vec![b'k'; 5000]), 1).await, Err(ClusterError::KeyTooLong { .. })));
         let big = Bytes::from(vec![0u8; spindle_cluster::store::MAX_VALUE_LEN + 1]);
         assert!(matches!(store.put(b"big", big, Condition::None).await, Err(ClusterError::ValueTooLarge { .. })));
-        let bad = Member { id: "a/b".into(), addr: drives[0].addr.clone(), tls_port: None, capacity: 0, weight: 1.0, domain: None, leaving: false };
+        let bad = Member { id: "a/b".into(), addr: drives[0].addr.clone(), tls_port: None, capacity: 0, weight: 1.0, domain: None, leaving: false, pool: None };
         assert!(matches!(control.request_change(&MemberChange::Add(bad)).await, Err(ClusterError::Setting(_))));
 
         // Two of three replicas gone: no quorum, said as such, for writes and reads alike.
@@ -484,7 +484,7 @@ fn a_new_coordinator_leads_when_the_leader_dies_and_etcd_survives_a_member_loss(
         let store2 = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
         store2.put(b"k2", Bytes::from_static(b"v2"), Condition::None).await.unwrap();
         assert_eq!(store.get(b"k").await.unwrap().unwrap().value, Bytes::from_static(b"v"));
-        let member = Member { id: "d2".into(), addr: drives[2].addr.clone(), tls_port: None, capacity: 0, weight: 1.0, domain: None, leaving: false };
+        let member = Member { id: "d2".into(), addr: drives[2].addr.clone(), tls_port: None, capacity: 0, weight: 1.0, domain: None, leaving: false, pool: None };
         control.request_change(&MemberChange::Add(member)).await.unwrap();
         until("the new leader applies a change with an etcd member down", Duration::from_secs(20), async || {
             let (map, _) = control.load_map().await.ok()?;

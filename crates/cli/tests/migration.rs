@@ -21,7 +21,7 @@ use spindle_cluster::{ClusterMap, Condition, Control, Member, Store, StoreConfig
 const KEYS: u64 = 24;
 
 fn member(id: &str, addr: &str) -> Member {
-    Member { id: id.into(), addr: addr.into(), tls_port: None, capacity: 0, weight: 1.0, domain: None, leaving: false }
+    Member { id: id.into(), addr: addr.into(), tls_port: None, capacity: 0, weight: 1.0, domain: None, leaving: false, pool: None }
 }
 
 async fn clients(control: &Control, n: usize) -> Vec<Store> {

@@ -74,6 +74,8 @@ impl MoveProgress {
 pub enum MemberChange {
     Add(Member),
     Remove { id: String },
+    /// A new erasure-coded pool (`spindle cluster pool add`).
+    AddPool { name: String, pool: crate::pool::Pool },
 }
 
 pub use crate::clock::now_ms;
@@ -170,9 +172,14 @@ impl Control {
         let id = match change {
             MemberChange::Add(m) => {
                 m.validate()?;
-                &m.id
+                m.id.clone()
             }
-            MemberChange::Remove { id } => id,
+            MemberChange::Remove { id } => id.clone(),
+            MemberChange::AddPool { name, pool } => {
+                crate::pool::check_name(name)?;
+                crate::pool::Pool::new(pool.code, pool.groups)?;
+                format!("pool:{name}")
+            }
         };
         self.plane.put(&self.key(&format!("changes/{id}")), encode(change)?, None).await
     }

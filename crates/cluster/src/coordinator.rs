@@ -364,6 +364,10 @@ async fn plan(control: &Control, config: &CoordinatorConfig) -> Result<(), Clust
             again = true;
             continue;
         }
+        if place_pools(control, config, &map, revision, &failed).await? {
+            again = true;
+            continue;
+        }
         let settings = sweeper::SweepConfig { interval: config.sweep_interval, grace: config.sweep_grace, client: &config.client, metrics: &config.metrics };
         sweeper.round(control, &settings, &map, revision).await?;
     }
@@ -392,12 +396,30 @@ async fn apply_change(control: &Control, config: &CoordinatorConfig) -> Result<b
     let (mut map, revision) = control.load_map().await?;
     match &change {
         MemberChange::Add(m) => {
-            if map.members.values().any(|o| o.addr == m.addr && o.id != m.id) {
-                warn!("refusing to add {}: {} is already a member", m.id, m.addr);
+            let refusal = if map.members.values().any(|o| o.addr == m.addr && o.id != m.id) {
+                Some(format!("{} is already a member", m.addr))
+            } else if m.pool.as_ref().is_some_and(|p| !map.pools.contains_key(p)) {
+                Some(format!("no pool {:?}", m.pool))
+            } else if map.members.get(&m.id).is_some_and(|o| o.pool != m.pool) {
+                // Its data is of the pool it serves: it leaves, then joins the other.
+                Some("a member changes pools by leaving and joining again".to_string())
+            } else {
+                None
+            };
+            if let Some(why) = refusal {
+                warn!("refusing to add {}: {why}", m.id);
                 control.drop_change(&key).await?;
                 return Ok(true);
             }
             map.members.insert(m.id.clone(), Member { leaving: false, ..m.clone() });
+        }
+        MemberChange::AddPool { name, pool } => {
+            if map.pools.contains_key(name) || map.pools.len() >= crate::pool::MAX_POOLS {
+                warn!("refusing to add pool {name}: it exists, or the cluster has {} pools", map.pools.len());
+                control.drop_change(&key).await?;
+                return Ok(true);
+            }
+            map.pools.insert(name.clone(), pool.clone());
         }
         MemberChange::Remove { id } => match map.members.get_mut(id) {
             Some(m) => m.leaving = true,
@@ -458,6 +480,24 @@ async fn start_move(control: &Control, config: &CoordinatorConfig, mut map: Clus
     info!("epoch {}: {} partitions start moving", map.epoch, map.moving.len());
     crash_point("move-started");
     migrate::connect_all(&map, &config.client).await;
+    Ok(true)
+}
+
+/// Places the erasure-coded pools' groups where their members call for, if that differs
+/// from the map: a drive that joined takes positions, one failed or leaving gives its own up
+/// (the other positions stay, so every other shard stays where readers look). `true` if the
+/// map changed.
+async fn place_pools(control: &Control, config: &CoordinatorConfig, map: &ClusterMap, revision: i64, failed: &BTreeSet<String>) -> Result<bool, ClusterError> {
+    let mut next = map.clone();
+    if !next.place_pools(failed) {
+        return Ok(false);
+    }
+    next.epoch += 1;
+    if control.replace_map(revision, &next).await? {
+        config.metrics.map_changed();
+        info!("epoch {}: pool placement changed", next.epoch);
+        migrate::connect_all(&next, &config.client).await;
+    }
     Ok(true)
 }
 

@@ -11,6 +11,8 @@ pub enum ClusterError {
     /// A setting or argument the cluster refuses; nothing was changed.
     #[error(transparent)]
     Setting(#[from] SettingError),
+    #[error(transparent)]
+    Stripe(#[from] StripeError),
     /// A batch the cluster refuses as given; nothing was written.
     #[error(transparent)]
     Batch(#[from] BatchError),
@@ -92,6 +94,31 @@ pub enum SettingError {
     NotAMajority { write_quorum: u8, replicas: u8 },
     #[error("certificate names {names:?}: {reason}")]
     CertificateNames { names: Vec<String>, reason: String },
+    #[error(transparent)]
+    Code(#[from] crate::erasure::CodeError),
+    #[error("placement groups must be 1..={max}, not {given}")]
+    Groups { given: u32, max: u32 },
+    #[error("pool name {name:?}: 1 to {max} letters, digits, '-' or '_', and not \"default\"")]
+    PoolName { name: String, max: usize },
+    #[error("pool {0:?} already exists")]
+    PoolExists(String),
+    #[error("a cluster has at most {0} pools besides the default one")]
+    TooManyPools(usize),
+    #[error("no pool {0:?} in the cluster (`spindle cluster pool list`)")]
+    UnknownPool(String),
+}
+
+/// Why a stripe of an erasure-coded pool was not written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum StripeError {
+    #[error("pool {pool:?} has no placement for group {group}: it has fewer drives up than its code's width {width}")]
+    Unplaced { pool: String, group: u32, width: usize },
+    #[error("pool {pool:?}: {written} of {width} shards of stripe {stripe} written, all are needed before it is acknowledged (last error: {last_error})")]
+    Incomplete { pool: String, stripe: u32, written: usize, width: usize, last_error: String },
+    #[error("pool {pool:?}: stripe {stripe} has {have} readable shards of the {need} it needs; missing: {missing}")]
+    Lost { pool: String, stripe: u32, have: usize, need: usize, missing: String },
+    #[error("pool {pool:?}: {source}")]
+    Code { pool: String, source: crate::erasure::CodeError },
 }
 
 /// A batch the cluster does not take.

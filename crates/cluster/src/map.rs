@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use spindle_client::RangeQuery;
 
 use crate::placement::{self, Candidate};
+use crate::pool::Pool;
 use crate::{ClusterError, SettingError};
 
 /// Most partitions a cluster may have (the prefix on the drive is 4 bytes; more partitions
@@ -49,6 +50,9 @@ pub struct Member {
     /// the map once nothing of the cluster's is left on it.
     #[serde(default)]
     pub leaving: bool,
+    /// The erasure-coded pool the drive serves; none: the replicated default pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
 }
 
 impl Member {
@@ -101,6 +105,10 @@ pub struct ClusterMap {
     /// their drives' TLS ports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub security: Option<crate::credentials::Fingerprint>,
+    /// Erasure-coded pools by name, beside the replicated default pool that the partitions
+    /// above are (pool.rs).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pools: BTreeMap<String, Pool>,
 }
 
 impl ClusterMap {
@@ -129,6 +137,7 @@ impl ClusterMap {
             hash_tags: true,
             moving: BTreeMap::new(),
             security: None,
+            pools: BTreeMap::new(),
         })
     }
 
@@ -194,13 +203,44 @@ impl ClusterMap {
     /// The placement the members call for, leaving out those leaving and `failed` (drives
     /// down too long, whose replicas the survivors take over).
     pub fn computed_placement(&self, failed: &std::collections::BTreeSet<String>) -> Vec<Vec<String>> {
-        let candidates: Vec<Candidate<'_>> = self
-            .members
+        placement::place_all(self.partitions, &self.candidates(None, failed), usize::from(self.replicas))
+    }
+
+    /// The members of `pool` (none: the default pool) placement may count on: not leaving,
+    /// not `failed`.
+    pub fn candidates(&self, pool: Option<&str>, failed: &std::collections::BTreeSet<String>) -> Vec<Candidate<'_>> {
+        self.members
             .values()
-            .filter(|m| !m.leaving && !failed.contains(&m.id))
+            .filter(|m| m.pool.as_deref() == pool && !m.leaving && !failed.contains(&m.id))
             .map(|m| Candidate { id: &m.id, weight: m.weight, domain: m.domain.as_deref() })
-            .collect();
-        placement::place_all(self.partitions, &candidates, usize::from(self.replicas))
+            .collect()
+    }
+
+    /// Every erasure-coded pool's placement as its members call for, where it differs from
+    /// the map's; `true` if any changed.
+    pub fn place_pools(&mut self, failed: &std::collections::BTreeSet<String>) -> bool {
+        let computed: Vec<(String, Vec<Vec<String>>)> = self.pools.iter().map(|(name, pool)| (name.clone(), pool.computed(&self.candidates(Some(name), failed)))).collect();
+        let mut changed = false;
+        for (name, placement) in computed {
+            if let Some(pool) = self.pools.get_mut(&name) {
+                if pool.placement != placement {
+                    pool.placement = placement;
+                    changed = true;
+                }
+            }
+        }
+        changed
+    }
+
+    /// Whether `drive` serves an erasure-coded pool (then the default pool's partitions,
+    /// moves and sweeps leave it alone).
+    pub fn in_pool(&self, drive: &str) -> bool {
+        self.members.get(drive).is_some_and(|m| m.pool.is_some())
+    }
+
+    /// The erasure-coded pool `name`.
+    pub fn pool(&self, name: &str) -> Result<&Pool, ClusterError> {
+        self.pools.get(name).ok_or_else(|| SettingError::UnknownPool(name.to_string()).into())
     }
 
     /// Partitions per member (the status view).
@@ -342,7 +382,7 @@ mod tests {
 
     #[test]
     fn members_are_checked_before_they_reach_etcd() {
-        let good = Member { id: "d1".into(), addr: "10.0.0.1:8123".into(), tls_port: None, capacity: 0, weight: 1.0, domain: None, leaving: false };
+        let good = Member { id: "d1".into(), addr: "10.0.0.1:8123".into(), tls_port: None, capacity: 0, weight: 1.0, domain: None, leaving: false, pool: None };
         assert!(good.validate().is_ok());
         for (id, addr, weight) in [("", "h:1", 1.0), ("a/b", "h:1", 1.0), ("a b", "h:1", 1.0), (&"x".repeat(65)[..], "h:1", 1.0), ("d", "h", 1.0), ("d", "h:0", 1.0), ("d", ":1", 1.0), ("d", "h:1", 0.0), ("d", "h:1", f64::NAN)] {
             let m = Member { id: id.into(), addr: addr.into(), weight, ..good.clone() };

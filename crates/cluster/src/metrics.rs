@@ -158,7 +158,7 @@ mod tests {
     fn replicas_on_drives_not_up_are_missing() {
         let mut map = ClusterMap::new(8, 3, 2).unwrap();
         for id in ["a", "b", "c", "d"] {
-            map.members.insert(id.into(), Member { id: id.into(), addr: "127.0.0.1:1".into(), tls_port: None, capacity: 0, weight: 1.0, domain: None, leaving: false });
+            map.members.insert(id.into(), Member { id: id.into(), addr: "127.0.0.1:1".into(), tls_port: None, capacity: 0, weight: 1.0, domain: None, leaving: false, pool: None });
         }
         map.placement = map.computed_placement(&Default::default());
         let held_by_a = (0..8).filter(|&p| map.replicas_of(p).iter().any(|d| d == "a")).count();

@@ -283,7 +283,7 @@ mod tests {
 
     #[test]
     fn peers_are_read_from_member_addresses() {
-        let m = Member { id: "d".into(), addr: "10.1.2.3:8123".into(), tls_port: None, capacity: 0, weight: 1.0, domain: None, leaving: false };
+        let m = Member { id: "d".into(), addr: "10.1.2.3:8123".into(), tls_port: None, capacity: 0, weight: 1.0, domain: None, leaving: false, pool: None };
         assert_eq!(peer_of(&m, false).unwrap(), Peer { host: "10.1.2.3".into(), port: 8123, tls: false });
         assert!(peer_of(&m, true).unwrap().tls);
         let m6 = Member { addr: "[::1]:9".into(), ..m.clone() };

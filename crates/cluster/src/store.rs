@@ -43,7 +43,10 @@ mod quorum;
 mod range;
 mod read;
 mod round;
+mod stripes;
 mod write;
+
+pub use stripes::MAX_OBJECT_NAME;
 
 /// Attempts of one operation: each retry follows a map change or a value overwritten under a read.
 const MAX_ATTEMPTS: usize = 8;

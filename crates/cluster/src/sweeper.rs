@@ -42,7 +42,8 @@ impl Sweeper {
         self.last = Some(Instant::now());
         let drives = migrate::connect_all(map, config.client).await;
         let mut found = std::collections::BTreeSet::new();
-        for (id, c) in &drives {
+        // Drives of erasure-coded pools hold no partitions of the default pool.
+        for (id, c) in drives.iter().filter(|(id, _)| !map.in_pool(id)) {
             let foreign = match sweep::foreign_partitions(map, id, c).await {
                 Ok(f) => f,
                 Err(e) => {
@@ -92,7 +93,7 @@ impl Sweeper {
         let gone: Vec<String> = map
             .members
             .values()
-            .filter(|m| m.leaving && !(0..map.partitions).any(|p| map.assigned(&m.id, p)) && !found.iter().any(|(d, _)| *d == m.id))
+            .filter(|m| m.leaving && !(0..map.partitions).any(|p| map.assigned(&m.id, p)) && !map.pools.values().any(|p| p.places(&m.id)) && !found.iter().any(|(d, _)| *d == m.id))
             .map(|m| m.id.clone())
             .collect();
         if !gone.is_empty() {

@@ -142,7 +142,7 @@ pub async fn add_drives(control: &Control, drives: &[&TestDrive]) {
 /// Adds the drives at `addrs` as d0, d1, … and waits until all are members and up.
 pub async fn add_addresses(control: &Control, drives: &[String]) {
     for (i, addr) in drives.iter().enumerate() {
-        let member = Member { id: format!("d{i}"), addr: addr.clone(), tls_port: None, capacity: 0, weight: 1.0, domain: None, leaving: false };
+        let member = Member { id: format!("d{i}"), addr: addr.clone(), tls_port: None, capacity: 0, weight: 1.0, domain: None, leaving: false, pool: None };
         control.request_change(&MemberChange::Add(member)).await.unwrap();
     }
     let n = drives.len();
