@@ -36,6 +36,10 @@ pub struct S3Args {
     /// its last reference; an upload may stall this long between two pieces of its body
     #[arg(long, default_value_t = spindle_s3::SWEEP_GRACE.as_secs())]
     sweep_grace_secs: u64,
+    /// A storage class besides STANDARD and the erasure-coded pool that keeps it, as
+    /// CLASS=POOL (e.g. STANDARD_IA=cold); repeat for more
+    #[arg(long = "storage-class", value_name = "CLASS=POOL")]
+    storage_classes: Vec<String>,
     /// How often the sweeper looks for such data
     #[arg(long, default_value_t = spindle_s3::SWEEP_INTERVAL.as_secs())]
     sweep_interval_secs: u64,
@@ -88,6 +92,7 @@ pub async fn run(a: S3Args) -> Result<(), Box<dyn std::error::Error>> {
     // (large buffers reused, not faulted in afresh) and its trimmer (memory returned above a
     // limit).
     spindle_drive::memory::start();
+    let classes = spindle_s3::classes::StorageClasses::parse(&a.storage_classes)?;
     let kv = a.store.open().await?;
     let limits = Limits {
         max_connections: a.max_connections,
@@ -117,6 +122,7 @@ pub async fn run(a: S3Args) -> Result<(), Box<dyn std::error::Error>> {
         sweep_interval: Duration::from_secs(a.sweep_interval_secs),
         limits,
         tls,
+        classes,
     };
     eprintln!("S3 gateway listening on {} ({scheme})", listener.local_addr()?);
     spindle_s3::serve(listener, config, crate::cluster_access::stop_signal()).await?;

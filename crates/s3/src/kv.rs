@@ -63,7 +63,8 @@ impl From<ClusterError> for KvError {
             | ClusterError::TargetDown { .. }
             | ClusterError::Drive { .. }
             | ClusterError::GaveUp(_)
-            | ClusterError::Etcd(_) => KvError::Unavailable(e.into()),
+            | ClusterError::Etcd(_)
+            | ClusterError::Stripe(spindle_cluster::StripeError::Unplaced { .. } | spindle_cluster::StripeError::Incomplete { .. } | spindle_cluster::StripeError::Lost { .. }) => KvError::Unavailable(e.into()),
             other => KvError::Failed(other.into()),
         }
     }
@@ -269,6 +270,46 @@ impl Kv {
             Kv::Cluster(_) => spindle_cluster::store::MAX_KEY_LEN,
             Kv::Drive(_) => spindle_proto::limits::MAX_KEY_SIZE as usize,
         }
+    }
+
+    /// The store's erasure-coded pools (a drive alone has none).
+    pub fn pools(&self) -> Vec<String> {
+        match self {
+            Kv::Cluster(s) => s.map().pools.keys().cloned().collect(),
+            Kv::Drive(_) => Vec::new(),
+        }
+    }
+
+    fn cluster(&self, pool: &str) -> Result<&Store, KvError> {
+        match self {
+            Kv::Cluster(s) => Ok(s),
+            Kv::Drive(_) => Err(KvError::Failed(Fault::Cluster(spindle_cluster::SettingError::UnknownPool(pool.to_string()).into()))),
+        }
+    }
+
+    /// The largest stripe of `pool`.
+    pub fn stripe_capacity(&self, pool: &str) -> Result<usize, KvError> {
+        Ok(self.cluster(pool)?.stripe_capacity(pool)?)
+    }
+
+    /// Whether a new object named `object` would land on drives of `pool` that are all up.
+    pub fn stripe_ready(&self, pool: &str, object: &[u8]) -> bool {
+        self.cluster(pool).is_ok_and(|s| s.stripe_ready(pool, object))
+    }
+
+    /// Writes stripe `index` of `object` to `pool`, durable on every shard's drive.
+    pub async fn put_stripe(&self, pool: &str, object: &[u8], index: u32, stripe: Bytes) -> Result<(), KvError> {
+        Ok(self.cluster(pool)?.put_stripe(pool, object, index, stripe).await?)
+    }
+
+    /// Stripe `index` of `object` in `pool`, `len` bytes long.
+    pub async fn get_stripe(&self, pool: &str, object: &[u8], index: u32, len: usize) -> Result<Bytes, KvError> {
+        Ok(self.cluster(pool)?.get_stripe(pool, object, index, len).await?)
+    }
+
+    /// Deletes every stripe of `object` in `pool`; returns the shards deleted.
+    pub async fn delete_stripes(&self, pool: &str, object: &[u8]) -> Result<u64, KvError> {
+        Ok(self.cluster(pool)?.delete_stripes(pool, object).await?)
     }
 }
 

@@ -11,6 +11,7 @@ pub mod acl;
 pub mod cors;
 pub mod admission;
 mod auth;
+pub mod classes;
 mod gateway;
 mod kv;
 mod layout;

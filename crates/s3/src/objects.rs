@@ -30,6 +30,8 @@ pub const PREFETCH_CHUNKS: usize = 4;
 pub const PAGE: usize = 200;
 /// Intents written at once when an object with many segments is replaced.
 const RELEASES_AT_ONCE: usize = 16;
+/// Data ids drawn for an upload to a pool before one whose drives are all up is taken.
+const READY_DRAWS: usize = 16;
 /// Attempts to replace a manifest that other writers keep replacing under us.
 const COMMIT_ATTEMPTS: usize = 32;
 
@@ -42,6 +44,8 @@ pub struct Core {
     pub grace: Duration,
     /// Hashes the uploads' bytes for their ETags, many uploads at once.
     pub md5: Md5Lanes,
+    /// The storage classes offered besides STANDARD, and their pools.
+    pub classes: crate::classes::StorageClasses,
 }
 
 /// One chunk's write in flight.
@@ -136,11 +140,13 @@ impl Core {
 
     /// Streams `body` into chunks of a new data id owned by `owner`. On failure the chunks
     /// written so far are deleted (or left to the sweeper if that fails too).
-    pub async fn write_data(&self, owner: &Owner, body: StreamingBlob, mut hasher: s3s::checksum::ChecksumHasher, max: u64) -> S3Result<Written> {
-        let data: DataId = rand::random();
+    /// `pool`: the erasure-coded pool the chunks go to, each a stripe (none: the key-value
+    /// store's replicated chunks).
+    pub async fn write_data(&self, owner: &Owner, body: StreamingBlob, mut hasher: s3s::checksum::ChecksumHasher, max: u64, pool: Option<&str>) -> S3Result<Written> {
+        let data = self.new_data(pool);
         let mut version = self.put_intent(data, owner, None).await?;
         let mut md5 = self.md5.stream();
-        let result = self.write_chunks(data, owner, &mut version, body, &mut md5, &mut hasher, max).await;
+        let result = self.write_chunks(data, pool, owner, &mut version, body, &mut md5, &mut hasher, max).await;
         // (write_chunks waits for every chunk it sent, also when it fails: a chunk landing after
         // the discard below would be left unaccounted for.)
         match result {
@@ -155,10 +161,32 @@ impl Core {
         }
     }
 
+    /// Where an object written with the storage class `asked` keeps its data.
+    pub fn class_of(&self, asked: Option<&str>) -> S3Result<records::Class> {
+        let (storage_class, pool) = self.classes.resolve(asked)?;
+        Ok(records::Class { storage_class, pool })
+    }
+
+    /// A fresh data id; in a pool, one whose placement group has every drive up, if one of a
+    /// few draws has (a down drive would fail every stripe of its group until it is replaced).
+    fn new_data(&self, pool: Option<&str>) -> DataId {
+        let mut data: DataId = rand::random();
+        if let Some(pool) = pool {
+            for _ in 0..READY_DRAWS {
+                if self.kv.stripe_ready(pool, &data.to_be_bytes()) {
+                    break;
+                }
+                data = rand::random();
+            }
+        }
+        data
+    }
+
     #[allow(clippy::too_many_arguments, reason = "one upload's state, threaded through its loop")]
     async fn write_chunks(
         &self,
         data: DataId,
+        pool: Option<&str>,
         owner: &Owner,
         version: &mut Bytes,
         mut body: StreamingBlob,
@@ -167,7 +195,7 @@ impl Core {
         max: u64,
     ) -> S3Result<u64> {
         let mut in_flight: FuturesUnordered<ChunkPut<'_>> = FuturesUnordered::new();
-        let result = self.fill_chunks(data, owner, version, &mut body, md5, hasher, max, &mut in_flight).await;
+        let result = self.fill_chunks(data, pool, owner, version, &mut body, md5, hasher, max, &mut in_flight).await;
         // Every chunk sent has landed (or failed) before this returns.
         let mut landed = Ok(());
         while let Some(r) = in_flight.next().await {
@@ -186,6 +214,7 @@ impl Core {
     async fn fill_chunks<'a>(
         &'a self,
         data: DataId,
+        pool: Option<&'a str>,
         owner: &Owner,
         version: &mut Bytes,
         body: &mut StreamingBlob,
@@ -217,9 +246,12 @@ impl Core {
                 let take = buf.len().min(self.chunk);
                 let value = buf.split_to(take).freeze();
                 md5.update(value.clone()).await;
-                let key = layout::chunk(data, index);
+                let at = index;
                 index = index.checked_add(1).ok_or_else(|| s3_error!(EntityTooLarge))?;
-                in_flight.push(Box::pin(async move { self.kv.put(&key, value, Cond::Any, Durability::Lazy).await }));
+                in_flight.push(match pool {
+                    Some(pool) => Box::pin(async move { self.kv.put_stripe(pool, &data.to_be_bytes(), at, value).await.map(|()| Bytes::new()) }),
+                    None => Box::pin(async move { self.kv.put(&layout::chunk(data, at), value, Cond::Any, Durability::Lazy).await }),
+                });
                 while in_flight.len() >= PARALLEL_CHUNKS {
                     if let Some(r) = in_flight.next().await {
                         r?;
@@ -381,15 +413,17 @@ impl Core {
 
     /// The bytes `[start, end)` of an object made of `segments`, fetched a few chunks ahead
     /// by a task of their own; dropping the stream (the client went away) stops the task.
-    pub fn read(self: &Arc<Self>, segments: Vec<Segment>, start: u64, end: u64) -> Body {
+    /// `pool`: the erasure-coded pool its data is in, if any.
+    pub fn read(self: &Arc<Self>, pool: Option<String>, segments: Vec<Segment>, start: u64, end: u64) -> Body {
         let core = self.clone();
         let (tx, rx) = tokio::sync::mpsc::channel(1);
         let task = tokio::spawn(async move {
             let pieces = Pieces { segments, at: 0, seg: 0, chunk: 0, start, end };
+            let pool = pool.as_deref();
             let mut chunks = futures_util::stream::iter(pieces)
                 .map(|p| {
                     let core = core.clone();
-                    async move { core.fetch(p).await }
+                    async move { core.fetch(pool, p).await }
                 })
                 .buffered(PREFETCH_CHUNKS);
             while let Some(chunk) = chunks.next().await {
@@ -399,10 +433,14 @@ impl Core {
                 }
             }
         });
-        Body { rx, task }
+        Body { rx, task, first: None }
     }
 
-    async fn fetch(&self, p: Piece) -> Result<Bytes, std::io::Error> {
+    async fn fetch(&self, pool: Option<&str>, p: Piece) -> Result<Bytes, std::io::Error> {
+        if let Some(pool) = pool {
+            let stripe = self.kv.get_stripe(pool, &p.data.to_be_bytes(), p.index, p.len).await.map_err(std::io::Error::other)?;
+            return Ok(stripe.slice(p.lo..p.hi));
+        }
         let got = self.kv.get(&layout::chunk(p.data, p.index)).await.map_err(std::io::Error::other)?;
         let Some(stored) = got else {
             return Err(std::io::Error::other(format!("chunk {} of data {:032x} is missing", p.index, p.data)));
@@ -418,12 +456,36 @@ impl Core {
 pub struct Body {
     rx: tokio::sync::mpsc::Receiver<Result<Bytes, std::io::Error>>,
     task: tokio::task::JoinHandle<()>,
+    /// The first piece, read before the answer's status was chosen (`ready`).
+    first: Option<Bytes>,
+}
+
+impl Body {
+    /// The body once its first piece is read: a store that cannot serve the object (too few
+    /// of its drives up) is answered with an error status, not a 200 and a cut-off body.
+    pub async fn ready(mut self) -> S3Result<Body> {
+        match self.rx.recv().await {
+            Some(Ok(piece)) => self.first = Some(piece),
+            Some(Err(e)) => {
+                return Err(match e.into_inner().map(|inner| inner.downcast::<KvError>()) {
+                    Some(Ok(kv)) => S3Error::from(*kv),
+                    Some(Err(other)) => internal(other),
+                    None => internal("reading the object"),
+                })
+            }
+            None => {}
+        }
+        Ok(self)
+    }
 }
 
 impl Stream for Body {
     type Item = Result<Bytes, std::io::Error>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<Self::Item>> {
+        if let Some(first) = self.first.take() {
+            return std::task::Poll::Ready(Some(Ok(first)));
+        }
         self.rx.poll_recv(cx)
     }
 }
@@ -441,6 +503,8 @@ struct Piece {
     index: u32,
     lo: usize,
     hi: usize,
+    /// The whole chunk's length.
+    len: usize,
 }
 
 /// The pieces covering `[start, end)` of an object, in order, computed as they are needed (a
@@ -490,7 +554,7 @@ impl Iterator for Pieces {
             }
             let lo = self.start.max(chunk_start) - chunk_start;
             let hi = self.end.min(chunk_end) - chunk_start;
-            return Some(Piece { data: s.data, index, lo: lo as usize, hi: hi as usize });
+            return Some(Piece { data: s.data, index, lo: lo as usize, hi: hi as usize, len: (chunk_end - chunk_start) as usize });
         }
     }
 }

@@ -89,6 +89,18 @@ pub struct Manifest {
     /// The checksums of its bytes computed as they were written (a PUT that asked for one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checksum: Option<ObjectChecksum>,
+    #[serde(flatten)]
+    pub class: Class,
+}
+
+/// Where an object's data is kept: its storage class as S3 names it (none: STANDARD) and the
+/// erasure-coded pool its chunks are stripes in (none: the store's replicated chunks).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Class {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
 }
 
 /// An object's checksums as S3 shows them (base64), each kept when the write computed it.
@@ -260,6 +272,9 @@ pub struct UploadRecord {
     /// The object's tags once completed (x-amz-tagging at its creation).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tags: BTreeMap<String, String>,
+    /// The class its parts are written in, and the object will have.
+    #[serde(flatten)]
+    pub class: Class,
 }
 
 /// A completion under way: when it took the upload, and the parts (number, ETag) it chose.

@@ -52,6 +52,8 @@ pub struct Config {
     pub limits: Limits,
     /// HTTPS with this certificate and key (reloaded when they change); plain HTTP without.
     pub tls: Option<CertFiles>,
+    /// Storage classes besides STANDARD, each kept in an erasure-coded pool of the cluster.
+    pub classes: crate::classes::StorageClasses,
 }
 
 /// Serves S3 on `listener` until `shutdown` resolves, then lets requests in progress finish.
@@ -62,7 +64,8 @@ pub async fn serve(listener: TcpListener, config: Config, shutdown: impl Future<
     config.limits.check().map_err(GatewayError::Invalid)?;
     let tls = config.tls.map(crate::tls::acceptor).transpose()?;
     let chunk = config.kv.max_value().await?;
-    let core = Arc::new(Core { kv: config.kv, chunk, grace: config.sweep_grace, md5: crate::md5_lanes::Md5Lanes::start() });
+    config.classes.check(&config.kv).map_err(GatewayError::Invalid)?;
+    let core = Arc::new(Core { kv: config.kv, chunk, grace: config.sweep_grace, md5: crate::md5_lanes::Md5Lanes::start(), classes: config.classes });
     let sweeper = tokio::spawn(sweep_forever(core.clone(), config.sweep_interval));
     let users = config.users_key.map(|key| Arc::new(Directory::new(core.clone(), key)));
     let admins = Arc::new(config.keys);

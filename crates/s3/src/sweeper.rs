@@ -91,6 +91,10 @@ impl Core {
                 deleted += 1;
             }
         }
+        // Stripes in erasure-coded pools (data ids are unique, so no pool holds another's).
+        for pool in self.kv.pools() {
+            deleted += self.kv.delete_stripes(&pool, &data.to_be_bytes()).await?;
+        }
         // The deletions are durable before the intent that accounts for the chunks goes.
         self.kv.flush().await?;
         self.kv.delete(&key, Cond::Any, Durability::Through).await?;

@@ -48,7 +48,8 @@ impl Gateway {
         let asked = Asked::headers(i.acl.as_ref().map(|a| a.as_str()), i.grant_read.as_ref(), None, i.grant_read_acp.as_ref(), i.grant_write_acp.as_ref(), i.grant_full_control.as_ref());
         let (object_owner, acl) = for_new_object(&granted.principal, &record, &asked)?;
         let replace = i.metadata_directive.as_ref().is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
-        if src_bucket == i.bucket && src_key == i.key && !replace {
+        let new_class = i.storage_class.as_ref().is_some_and(|c| Some(c.as_str()) != Some(crate::classes::name(src.class.storage_class.as_deref())));
+        if src_bucket == i.bucket && src_key == i.key && !replace && !new_class {
             return Err(s3_error!(
                 InvalidRequest,
                 "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes."
@@ -75,10 +76,12 @@ impl Gateway {
             _ => src.tags.clone(),
         };
         let owner = Owner { bucket: i.bucket.clone(), key: i.key.clone(), part: None };
-        let body = StreamingBlob::wrap(self.core.read(src.segments.clone(), 0, src.size));
-        let written = self.core.write_data(&owner, body, Default::default(), MAX_PUT_BYTES).await?;
+        // The copy's class is the one it asks for: STANDARD unless it names another.
+        let class = self.core.class_of(i.storage_class.as_ref().map(|c| c.as_str()))?;
+        let body = StreamingBlob::wrap(self.core.read(src.class.pool.clone(), src.segments.clone(), 0, src.size).ready().await?);
+        let written = self.core.write_data(&owner, body, Default::default(), MAX_PUT_BYTES, class.pool.as_deref()).await?;
         let data = written.segment.data;
-        let manifest = Manifest { size: written.segment.size, etag: hex(&written.md5), modified_ms: records::now_ms(), attributes, segments: segments_of(written.segment), completed_from: None, owner: object_owner, acl, tags, ..Manifest::default() };
+        let manifest = Manifest { size: written.segment.size, etag: hex(&written.md5), modified_ms: records::now_ms(), attributes, segments: segments_of(written.segment), completed_from: None, owner: object_owner, acl, tags, class, ..Manifest::default() };
         let own = vec![Own { data, owner: owner.clone(), intent: written.intent }];
         let committed = match self.core.commit(&i.bucket, &i.key, &manifest, |_| Ok(()), false, own, record.versioning()).await {
             Ok(m) => m,

@@ -26,6 +26,10 @@ impl From<S3Error> for crate::GatewayError {
 impl From<KvError> for S3Error {
     fn from(e: KvError) -> Self {
         match &e {
+            KvError::Unavailable(crate::kv::Fault::Cluster(spindle_cluster::ClusterError::Stripe(spindle_cluster::StripeError::Lost { pool, stripe, have, need, .. }))) => {
+                tracing::warn!(error = %e, "a stripe could not be read; answered 503");
+                s3_error!(ServiceUnavailable, "Only {have} of the {need} shards needed to read stripe {stripe} of this object (pool {pool}) could be read: too many of its drives are down or their copies damaged. Please try again once they are back.")
+            }
             KvError::Unavailable(_) => {
                 tracing::warn!(error = %e, "store unavailable; answered 503");
                 s3_error!(ServiceUnavailable, "Too few of the store's drives answered. Please try again.")

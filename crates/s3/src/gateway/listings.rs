@@ -41,7 +41,7 @@ impl Gateway {
                             size: Some(m.size as i64),
                             e_tag: Some(ETag::Strong(m.etag)),
                             last_modified: Some(timestamp(m.modified_ms)),
-                            storage_class: Some(ObjectStorageClass::from_static(ObjectStorageClass::STANDARD)),
+                            storage_class: Some(ObjectStorageClass::from(crate::classes::name(m.class.storage_class.as_deref()).to_owned())),
                             owner: Some(owner(m.owner.as_deref().unwrap_or(bucket_owner))),
                             ..Default::default()
                         }))
@@ -173,7 +173,7 @@ impl Gateway {
                         initiated: Some(timestamp(r.initiated_ms)),
                         owner: Some(owner(r.owner.as_deref().unwrap_or(&bucket_owner))),
                         initiator: Some(initiator(r.owner.as_deref().unwrap_or(&bucket_owner))),
-                        storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
+                        storage_class: Some(StorageClass::from(crate::classes::name(r.class.storage_class.as_deref()).to_owned())),
                         ..Default::default()
                     });
                 }
@@ -207,6 +207,7 @@ impl Gateway {
     pub(super) async fn list_parts_in(&self, req: S3Request<ListPartsInput>) -> S3Result<S3Response<ListPartsOutput>> {
         let i = req.input;
         let (id, upload, _) = self.upload(&i.bucket, &i.key, &i.upload_id).await?;
+        let class = StorageClass::from(crate::classes::name(upload.class.storage_class.as_deref()).to_owned());
         let upload_owner = match upload.owner {
             Some(o) => o,
             None => self.bucket_record_versioned(&i.bucket).await?.0.owner_id().to_owned(),
@@ -234,7 +235,7 @@ impl Gateway {
             parts: Some(parts),
             owner: Some(owner(&upload_owner)),
             initiator: Some(initiator(&upload_owner)),
-            storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
+            storage_class: Some(class),
             ..Default::default()
         }))
     }

@@ -28,6 +28,7 @@ impl Gateway {
         };
         let i = req.input;
         let tags = super::tagging::of_header(i.tagging.as_deref())?;
+        let class = self.core.class_of(i.storage_class.as_ref().map(|c| c.as_str()))?;
         let id: UploadId = rand::random();
         let record = UploadRecord {
             initiated_ms: records::now_ms(),
@@ -43,6 +44,7 @@ impl Gateway {
             owner,
             acl,
             tags,
+            class,
         };
         self.core.kv.put(&layout::upload(&i.bucket, &i.key, id), records::encode(&record), Cond::Absent, Durability::Through).await?;
         Ok(S3Response::new(CreateMultipartUploadOutput {
@@ -67,7 +69,7 @@ impl Gateway {
         let wanted = Checksums::of_part(&i);
         let Some(body) = i.body else { return Err(s3_error!(IncompleteBody)) };
         let owner = Owner { bucket: i.bucket.clone(), key: i.key.clone(), part: Some((id, number)) };
-        let written = self.core.write_data(&owner, body, wanted.hasher(), MAX_PART_BYTES).await?;
+        let written = self.core.write_data(&owner, body, wanted.hasher(), MAX_PART_BYTES, record.class.pool.as_deref()).await?;
         if let Err(e) = verify(&written, i.content_md5.as_deref(), wanted, trailers) {
             self.core.discard(written.segment.data, &owner).await;
             return Err(e);
@@ -112,8 +114,8 @@ impl Gateway {
             return Err(s3_error!(EntityTooLarge, "a part is at most {MAX_PART_BYTES} bytes"));
         }
         let owner = Owner { bucket: i.bucket.clone(), key: i.key.clone(), part: Some((id, number)) };
-        let body = StreamingBlob::wrap(self.core.read(src.segments.clone(), range.start, range.end));
-        let written = self.core.write_data(&owner, body, Default::default(), MAX_PART_BYTES).await?;
+        let body = StreamingBlob::wrap(self.core.read(src.class.pool.clone(), src.segments.clone(), range.start, range.end).ready().await?);
+        let written = self.core.write_data(&owner, body, Default::default(), MAX_PART_BYTES, record.class.pool.as_deref()).await?;
         let part = PartRecord { etag: hex(&written.md5), modified_ms: records::now_ms(), segment: written.segment };
         self.commit_part(&i.bucket, &i.key, id, number, &part, written.intent.clone()).await?;
         Ok(S3Response::new(UploadPartCopyOutput {

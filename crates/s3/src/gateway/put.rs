@@ -45,10 +45,11 @@ impl Gateway {
             check_write(self.manifest(&bucket, &key).await?.as_ref(), if_match.as_ref(), if_none_match.as_ref())?;
         }
         let tags = super::tagging::of_header(input.tagging.as_deref())?;
+        let class = self.core.class_of(input.storage_class.as_ref().map(|c| c.as_str()))?;
         let wanted = Checksums::of_put(&input);
         let Some(body) = input.body else { return Err(s3_error!(IncompleteBody)) };
         let owner = Owner { bucket: bucket.clone(), key: key.clone(), part: None };
-        let written = self.core.write_data(&owner, body, wanted.hasher(), MAX_PUT_BYTES).await?;
+        let written = self.core.write_data(&owner, body, wanted.hasher(), MAX_PUT_BYTES, class.pool.as_deref()).await?;
         let data = written.segment.data;
         let verified = verify(&written, input.content_md5.as_deref(), wanted, trailers);
         if let Err(e) = verified {
@@ -74,6 +75,7 @@ impl Gateway {
             acl,
             tags,
             checksum: super::checksums::kept(&written.checksum),
+            class,
             ..Manifest::default()
         };
         let conditional = if_match.is_some() || if_none_match.is_some();

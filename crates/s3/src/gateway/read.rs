@@ -22,7 +22,7 @@ impl Gateway {
         let whole = 0..m.size;
         let version_id = m.version.clone().or_else(|| i.version_id.clone());
         let r = range.clone().unwrap_or(whole);
-        let body = self.core.read(m.segments.clone(), r.start, r.end);
+        let body = self.core.read(m.class.pool.clone(), m.segments.clone(), r.start, r.end).ready().await?;
         let c = of_read(m.checksum.as_ref(), i.checksum_mode.as_ref(), range.is_none());
         let a = m.attributes;
         Ok(S3Response::new(GetObjectOutput {
@@ -47,6 +47,8 @@ impl Gateway {
             parts_count,
             version_id,
             tag_count: (!m.tags.is_empty()).then_some(m.tags.len() as i32),
+            // S3 names the class only when it is not STANDARD.
+            storage_class: m.class.storage_class.map(StorageClass::from),
             ..Default::default()
         }))
     }
@@ -82,6 +84,7 @@ impl Gateway {
             cache_control: a.cache_control,
             parts_count,
             version_id,
+            storage_class: m.class.storage_class.map(StorageClass::from),
             ..Default::default()
         });
         // HEAD tells the tag count as GET does (s3s' HEAD answer has no field for it).
@@ -119,7 +122,7 @@ impl Gateway {
         Ok(S3Response::new(GetObjectAttributesOutput {
             e_tag: wanted(ObjectAttributes::ETAG).then(|| ETag::Strong(m.etag.clone())),
             object_size: wanted(ObjectAttributes::OBJECT_SIZE).then_some(m.size as i64),
-            storage_class: wanted(ObjectAttributes::STORAGE_CLASS).then(|| StorageClass::from_static(StorageClass::STANDARD)),
+            storage_class: wanted(ObjectAttributes::STORAGE_CLASS).then(|| StorageClass::from(crate::classes::name(m.class.storage_class.as_deref()).to_owned())),
             object_parts: parts,
             checksum: m.checksum.as_ref().filter(|_| wanted(ObjectAttributes::CHECKSUM)).map(answered),
             last_modified: Some(timestamp(m.modified_ms)),

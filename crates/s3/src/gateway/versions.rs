@@ -204,7 +204,7 @@ impl Gateway {
                     last_modified: Some(timestamp(m.modified_ms)),
                     owner: Some(owner(m.owner.as_deref().unwrap_or(record.owner_id()))),
                     size: Some(m.size as i64),
-                    storage_class: Some(ObjectVersionStorageClass::from_static(ObjectVersionStorageClass::STANDARD)),
+                    storage_class: Some(ObjectVersionStorageClass::from(crate::classes::name(m.class.storage_class.as_deref()).to_owned())),
                     version_id: Some(m.version_id().to_owned()),
                     ..Default::default()
                 }),
