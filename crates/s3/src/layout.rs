@@ -184,6 +184,25 @@ pub fn chunk(data: DataId, index: u32) -> Bytes {
     k.freeze()
 }
 
+/// `data` with its top byte naming where its chunks go: 0 for the store's replicated chunks,
+/// else a tag of the erasure-coded pool's name, so that the sweeper asks only pools that may
+/// hold it (data ids written before pools existed are fully random and may name any: their
+/// tag's pools are asked too, and hold nothing of theirs).
+pub fn tagged_data(data: DataId, pool: Option<&str>) -> DataId {
+    (data & !(0xFF << 120)) | (u128::from(pool.map_or(0, pool_tag)) << 120)
+}
+
+/// Whether `pool` may hold stripes of `data`.
+pub fn may_hold(pool: &str, data: DataId) -> bool {
+    (data >> 120) as u8 == pool_tag(pool)
+}
+
+/// 1 to 255 from a pool's name (FNV-1a): stable across processes and versions.
+fn pool_tag(pool: &str) -> u8 {
+    let h = pool.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    (h % 255) as u8 + 1
+}
+
 /// All chunk keys of one data id.
 pub fn chunks(data: DataId) -> (Bytes, Bytes) {
     (chunk(data, 0), chunk(data, u32::MAX))
@@ -231,6 +250,16 @@ pub fn after(key: &[u8]) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pools_data_is_tagged_for_it_and_replicated_data_for_none() {
+        let d = tagged_data(u128::MAX, Some("cold"));
+        assert!(may_hold("cold", d));
+        assert_eq!(d << 8, u128::MAX << 8);
+        assert_eq!(tagged_data(u128::MAX, None) >> 120, 0);
+        assert!(!may_hold("cold", tagged_data(7, None)));
+        assert!((0..64).map(|i| pool_tag(&format!("p{i}"))).all(|t| t != 0));
+    }
 
     #[test]
     fn records_parse_back() {

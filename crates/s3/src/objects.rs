@@ -170,13 +170,13 @@ impl Core {
     /// A fresh data id; in a pool, one whose placement group has every drive up, if one of a
     /// few draws has (a down drive would fail every stripe of its group until it is replaced).
     fn new_data(&self, pool: Option<&str>) -> DataId {
-        let mut data: DataId = rand::random();
+        let mut data = layout::tagged_data(rand::random(), pool);
         if let Some(pool) = pool {
             for _ in 0..READY_DRAWS {
                 if self.kv.stripe_ready(pool, &data.to_be_bytes()) {
                     break;
                 }
-                data = rand::random();
+                data = layout::tagged_data(rand::random(), pool.into());
             }
         }
         data

@@ -91,8 +91,9 @@ impl Core {
                 deleted += 1;
             }
         }
-        // Stripes in erasure-coded pools (data ids are unique, so no pool holds another's).
-        for pool in self.kv.pools() {
+        // Stripes in the erasure-coded pools its id's tag names (a pool whose drives are down
+        // holds up only the data that may be in it).
+        for pool in self.kv.pools().into_iter().filter(|p| layout::may_hold(p, data)) {
             deleted += self.kv.delete_stripes(&pool, &data.to_be_bytes()).await?;
         }
         // The deletions are durable before the intent that accounts for the chunks goes.
