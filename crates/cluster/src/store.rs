@@ -46,7 +46,7 @@ mod round;
 mod stripes;
 mod write;
 
-pub use stripes::MAX_OBJECT_NAME;
+pub use stripes::{shard_key, MAX_OBJECT_NAME};
 
 /// Attempts of one operation: each retry follows a map change or a value overwritten under a read.
 const MAX_ATTEMPTS: usize = 8;
@@ -136,6 +136,10 @@ struct Inner {
     fresh: std::sync::atomic::AtomicU32,
     unseen: std::sync::atomic::AtomicU32,
     counts: WriteCounts,
+    /// When the map and the drives marked down were last read from etcd, and whether a read
+    /// is under way (`stripes::Store::stripe_ready` keeps them fresh).
+    viewed: Mutex<Instant>,
+    viewing: std::sync::atomic::AtomicBool,
 }
 
 /// How this client's unconditional puts to single-replica partitions went
@@ -198,6 +202,8 @@ impl Store {
                 fresh: std::sync::atomic::AtomicU32::new(FRESH_MAX / 2),
                 unseen: std::sync::atomic::AtomicU32::new(0),
                 counts: WriteCounts::default(),
+                viewed: Mutex::new(Instant::now()),
+                viewing: std::sync::atomic::AtomicBool::new(false),
             }),
         })
     }
@@ -227,6 +233,7 @@ impl Store {
             }
         };
         *self.inner.down.write() = down;
+        *self.inner.viewed.lock() = Instant::now();
         // Open connections stay: each request carries the epoch of the map it was decided
         // with (`connection`).
         *self.inner.map.write() = Arc::new(map);

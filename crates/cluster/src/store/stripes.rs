@@ -22,6 +22,8 @@ use crate::StripeError;
 
 /// Bytes a shard's key adds to the object's name.
 const STRIPE_KEY_EXTRA: usize = map::PARTITION_PREFIX_LEN + 2 + 4 + 1;
+/// How long a writer trusts its view of which drives are down.
+const VIEW_FRESH_FOR: Duration = Duration::from_secs(2);
 /// The longest object name a pool takes.
 pub const MAX_OBJECT_NAME: usize = map::MAX_DRIVE_KEY - STRIPE_KEY_EXTRA;
 
@@ -42,6 +44,7 @@ impl Store {
     /// all placed and none marked down or failing lately: a writer choosing a name (a fresh
     /// data id) draws another otherwise, so writes go on while a drive is down.
     pub fn stripe_ready(&self, pool: &str, object: &[u8]) -> bool {
+        self.keep_view_fresh();
         let map = self.map();
         let Ok(p) = map.pool(pool) else { return false };
         let drives = p.drives_of(p.group_of(object));
@@ -52,6 +55,29 @@ impl Store {
         let suspects = self.inner.suspects.lock();
         let now = Instant::now();
         drives.iter().all(|d| !down.contains(d) && suspects.get(d).is_none_or(|until| *until <= now))
+    }
+
+    /// Reads the map and the drives marked down again in the background when they are older
+    /// than `VIEW_FRESH_FOR`: a writer choosing groups learns of a drive down (or back) from
+    /// the coordinator within that, not only when the map changes.
+    fn keep_view_fresh(&self) {
+        use std::sync::atomic::Ordering;
+        if self.inner.viewed.lock().elapsed() < VIEW_FRESH_FOR || self.inner.viewing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.inner.viewing.store(false, Ordering::Release);
+            return;
+        };
+        let store = self.clone();
+        runtime.spawn(async move {
+            if let Err(e) = store.refresh().await {
+                tracing::debug!("refreshing the view: {e}");
+                // Tried again after another VIEW_FRESH_FOR, not on every write meanwhile.
+                *store.inner.viewed.lock() = Instant::now();
+            }
+            store.inner.viewing.store(false, Ordering::Release);
+        });
     }
 
     /// Writes stripe `index` of `object` in `pool`: every shard durable on its drive.
