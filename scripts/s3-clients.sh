@@ -24,6 +24,8 @@
 #   store-ops tests/s3/test_store_ops.py: the store operations a PUT makes, counted by a drive;
 #   access  tests/s3/test_access.py: users kept apart, ACLs, policies, public access block,
 #           object ownership, key rotation and removal;
+#   erasure tests/s3/test_erasure.py: a storage class in a 4+2 pool of drives of its own, drives
+#           SIGKILLed under reads and uploads;
 #   versioning tests/s3/test_versioning.py: versions, delete markers, ListObjectVersions and the
 #           sweeper under versioning, over the cluster and over one drive.
 # S3_CLIENTS="NAME ..." runs only the clients named.
@@ -526,6 +528,8 @@ run_client hostile pytest_suite test_hostile.py
 run_client store-ops pytest_suite test_store_ops.py
 run_client access pytest_suite test_access.py
 run_client versioning pytest_suite test_versioning.py
+# Last: it leaves a pool of its own in the suite's cluster, its drives stopped.
+run_client erasure pytest_suite test_erasure.py
 
 if kill -0 "${server_pids[@]}" 2>/dev/null; then :; else
     log "a server exited during the run"
