@@ -398,6 +398,7 @@ async fn status(etcd: &Etcd) -> CmdResult {
     let (map, _) = control.load_map().await?;
     let health = control.health().await?;
     let (coordinators, leader) = control.coordinators().await?;
+    let rebuilds = control.rebuilds().await?;
     let load = map.load();
     let down: Vec<&String> = map.members.keys().filter(|id| health.get(*id).is_none_or(|h| h.state != HealthState::Up)).collect();
     let missing: usize = map.placement.iter().map(|r| r.iter().filter(|d| down.contains(d)).count() + usize::from(map.replicas).saturating_sub(r.len())).sum();
@@ -424,7 +425,7 @@ async fn status(etcd: &Etcd) -> CmdResult {
             json!({"cluster": etcd.cluster, "epoch": map.epoch, "partitions": map.partitions, "replicas": map.replicas,
                    "write_quorum": map.write_quorum, "drives": drives, "replicas_missing": missing,
                    "coordinators": coordinators, "leader": leader, "pending_changes": pending,
-                   "pools": map.pools.keys().map(|n| crate::cluster_pools::pool_json(&map, &health, n)).collect::<Vec<_>>(),
+                   "pools": map.pools.keys().map(|n| crate::cluster_pools::pool_json(&map, &health, &rebuilds, n)).collect::<Vec<_>>(),
                    "move": progress.as_ref().map(|p| json!({"partitions": p.total, "done": p.done.len(), "bytes": p.bytes,
                        "entries": p.entries, "caught_up": p.repaired, "started_ms": p.started_ms, "updated_ms": p.updated_ms,
                        "rate_limit": p.rate_limit, "eta_secs": p.eta_secs()}))})
@@ -456,7 +457,7 @@ async fn status(etcd: &Etcd) -> CmdResult {
         );
     }
     for name in map.pools.keys() {
-        for line in crate::cluster_pools::pool_lines(&map, &health, name) {
+        for line in crate::cluster_pools::pool_lines(&map, &health, &rebuilds, name) {
             println!("{line}");
         }
     }

@@ -9,6 +9,10 @@ use serde_json::json;
 use spindle_cluster::control::{Health, HealthState, MemberChange};
 use spindle_cluster::erasure::Code;
 use spindle_cluster::pool::{Pool, DEFAULT_GROUPS};
+use spindle_cluster::rebuild::RebuildProgress;
+
+/// Each pool's rebuild, as etcd has it.
+pub type Rebuilds = BTreeMap<String, RebuildProgress>;
 use spindle_cluster::ClusterMap;
 
 use crate::client_cmds::CmdResult;
@@ -74,12 +78,13 @@ pub async fn run(cmd: PoolCommand) -> CmdResult {
             let control = etcd.control().await?;
             let (map, _) = control.load_map().await?;
             let health = control.health().await?;
+            let rebuilds = control.rebuilds().await?;
             if let Some(n) = &name {
                 map.pool(n)?;
             }
             let names: Vec<&String> = map.pools.keys().filter(|n| name.as_ref().is_none_or(|w| w == *n)).collect();
             if etcd.json {
-                let out: Vec<_> = names.iter().map(|n| pool_json(&map, &health, n)).collect();
+                let out: Vec<_> = names.iter().map(|n| pool_json(&map, &health, &rebuilds, n)).collect();
                 println!("{}", json!({"pools": out}));
                 return Ok(());
             }
@@ -87,7 +92,7 @@ pub async fn run(cmd: PoolCommand) -> CmdResult {
                 println!("no erasure-coded pools (add one with `spindle cluster pool add NAME --ec 4+2`)");
             }
             for n in names {
-                for line in pool_lines(&map, &health, n) {
+                for line in pool_lines(&map, &health, &rebuilds, n) {
                     println!("{line}");
                 }
             }
@@ -129,18 +134,24 @@ fn counts(map: &ClusterMap, health: &BTreeMap<String, Health>, name: &str) -> Op
     Some(c)
 }
 
-pub fn pool_json(map: &ClusterMap, health: &BTreeMap<String, Health>, name: &str) -> serde_json::Value {
+pub fn pool_json(map: &ClusterMap, health: &BTreeMap<String, Health>, rebuilds: &Rebuilds, name: &str) -> serde_json::Value {
     let Some((pool, c)) = map.pools.get(name).zip(counts(map, health, name)) else { return json!(null) };
     let drives: Vec<_> = drives_of(map, name)
         .into_iter()
         .map(|d| json!({"id": d, "up": health.get(d).is_some_and(|h| h.state == HealthState::Up), "positions": pool.placement.iter().filter(|g| g.contains(d)).count()}))
         .collect();
+    let rebuild = rebuilds.get(name).filter(|r| !r.finished || pool.pending.is_empty()).map(|r| {
+        json!({"groups_left": pool.pending.len(), "groups_done": r.groups_done, "shards": r.shards, "bytes": r.bytes,
+               "mib_per_sec": r.mib_per_sec(), "eta_secs": r.eta_secs(pool.pending.len()), "rate_limit": r.rate_limit,
+               "started_ms": r.started_ms, "updated_ms": r.updated_ms, "finished": pool.pending.is_empty()})
+    });
     json!({"name": name, "code": pool.code.to_string(), "groups": pool.groups, "placed": c.placed, "degraded": c.degraded,
-           "unreadable": c.unreadable, "domains": c.domains, "short_of_domains": c.short_of_domains, "drives": drives})
+           "unreadable": c.unreadable, "domains": c.domains, "short_of_domains": c.short_of_domains, "drives": drives,
+           "groups_to_rebuild": pool.pending.len(), "rebuild": rebuild})
 }
 
 /// A pool's summary as `cluster status` and `pool status` print it.
-pub fn pool_lines(map: &ClusterMap, health: &BTreeMap<String, Health>, name: &str) -> Vec<String> {
+pub fn pool_lines(map: &ClusterMap, health: &BTreeMap<String, Health>, rebuilds: &Rebuilds, name: &str) -> Vec<String> {
     let Some((pool, c)) = map.pools.get(name).zip(counts(map, health, name)) else { return Vec::new() };
     let drives = drives_of(map, name);
     let up = drives.iter().filter(|d| health.get(**d).is_some_and(|h| h.state == HealthState::Up)).count();
@@ -156,6 +167,25 @@ pub fn pool_lines(map: &ClusterMap, health: &BTreeMap<String, Health>, name: &st
     )];
     if c.placed < pool.groups as usize {
         out.push(format!("  needs at least {} drives up to place every group", pool.code.width()));
+    }
+    if !pool.pending.is_empty() {
+        let shards: usize = pool.pending.values().map(|p| p.len()).sum();
+        let line = match rebuilds.get(name).filter(|r| !r.finished) {
+            Some(r) => {
+                let limit = if r.rate_limit > 0 { format!(" (limit {:.1} MiB/s)", r.rate_limit as f64 / f64::from(1u32 << 20)) } else { String::new() };
+                let left = r.eta_secs(pool.pending.len()).map_or_else(|| "time left unknown yet".to_string(), |s| format!("about {s:.0} s left"));
+                format!(
+                    "  rebuilding: {} groups left ({shards} positions), {} groups done, {} shards ({:.1} MiB) written at {:.1} MiB/s{limit}; {left}",
+                    pool.pending.len(),
+                    r.groups_done,
+                    r.shards,
+                    r.bytes as f64 / f64::from(1u32 << 20),
+                    r.mib_per_sec()
+                )
+            }
+            None => format!("  rebuilding: {} groups left ({shards} positions), starting", pool.pending.len()),
+        };
+        out.push(line);
     }
     if c.short_of_domains && !drives.is_empty() {
         out.push(format!("  its drives span {} failure domains, fewer than a stripe's {} shards: losing one domain can cost a stripe more than one shard", c.domains, pool.code.width()));

@@ -146,3 +146,105 @@ fn stripes_read_back_through_damaged_shards_and_lost_drives_and_fail_cleanly_bey
         assert_eq!(store.delete_stripes(POOL, &name(0)).await.unwrap(), 0);
     });
 }
+
+/// A pool of seven drives (one more than a stripe's width) with a coordinator that replaces a
+/// drive down for 3 s: its positions go to the spare and are rebuilt there, so that two more
+/// drives down still leave every stripe readable; a scrub rewrites a shard whose bytes rotted;
+/// a drive that joins takes positions and gets their shards.
+#[test]
+fn a_lost_drive_is_rebuilt_a_scrub_heals_rot_and_a_joining_drive_gets_its_shards() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path(), 1);
+    let mut drives: Vec<TestDrive> = (0..9).map(|_| TestDrive::start(&[])).collect();
+    let args = ["--probe-ms", "200", "--down-after-ms", "1000", "--replace-after-ms", "3000", "--sweep-interval-ms", "300", "--sweep-grace-ms", "1000", "--migrate-mib-s", "0"];
+    let _coordinator = coordinator_with(&etcd.endpoints(), "heal", "c1", &args);
+    runtime().block_on(async {
+        let control = control(&etcd.endpoints(), "heal").await;
+        control.init(&ClusterMap::new(4, 1, 1).unwrap()).await.unwrap();
+        add_addresses(&control, &[drives[0].addr.clone()]).await;
+        let pool = Pool::new("4+2".parse().unwrap(), 16).unwrap();
+        control.request_change(&MemberChange::AddPool { name: POOL.into(), pool }).await.unwrap();
+        until("the pool to exist", Duration::from_secs(30), async || control.load_map().await.ok()?.0.pools.contains_key(POOL).then_some(())).await;
+        let add = async |i: usize, addr: &str| {
+            let member = Member { id: format!("p{i}"), addr: addr.to_string(), tls_port: None, capacity: 0, weight: 1.0, domain: None, leaving: false, pool: Some(POOL.into()) };
+            control.request_change(&MemberChange::Add(member)).await.unwrap();
+        };
+        for i in 1..=7 {
+            add(i, &drives[i].addr).await;
+        }
+        let settled = async |members: usize| {
+            until("the pool placed, nothing to rebuild", Duration::from_secs(120), async || {
+                let (map, _) = control.load_map().await.ok()?;
+                let p = map.pools.get(POOL)?;
+                let placed = p.placement.iter().all(|g| g.len() == 6) && p.pending.is_empty();
+                (placed && map.members.len() == members).then_some(map)
+            })
+            .await
+        };
+        settled(8).await;
+        let store = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
+        let (objects, stripes) = (12, 2);
+        for o in 0..objects {
+            for i in 0..stripes {
+                store.put_stripe(POOL, &name(o), i, stripe(o, i)).await.unwrap();
+            }
+        }
+
+        // p3 lost for good: its positions go to the spare and are rebuilt there.
+        drives[3].kill();
+        let map = until("p3's positions given away and rebuilt", Duration::from_secs(120), async || {
+            let (map, _) = control.load_map().await.ok()?;
+            let p = map.pools.get(POOL)?;
+            (!p.places("p3") && p.pending.is_empty()).then_some(map)
+        })
+        .await;
+        let progress = control.rebuilds().await.unwrap()[POOL].clone();
+        assert!(progress.finished && progress.shards > 0 && progress.groups_done > 0, "{progress:?}");
+        // Two more down: every group has four of its six, the rebuilt one among them.
+        store.refresh().await.unwrap();
+        let (a, b) = (1, 5);
+        drives[a].kill();
+        drives[b].kill();
+        all_read_right(&store, objects, stripes).await.expect("reads after the rebuild, with two more drives down");
+        drives[a].restart_same_port();
+        drives[b].restart_same_port();
+
+        // Rot on one shard: the scrub finds it and writes it again.
+        let p = map.pools[POOL].clone();
+        let group = p.group_of(&name(4));
+        let holder = p.drives_of(group)[2].clone();
+        let config = ClientConfig { cluster_version: map.epoch as i64, ..ClientConfig::default() };
+        let direct = Client::connect(map.members[&holder].addr.as_str(), config).await.unwrap();
+        let key = spindle_cluster::store::shard_key(group, &name(4), 1, 2);
+        let good = until("the shard readable on its drive", Duration::from_secs(30), async || direct.get(&key).await.ok().flatten()).await.value;
+        let mut rotten = good.to_vec();
+        let at = rotten.len() - 3;
+        rotten[at] ^= 1;
+        direct.put(&key, Bytes::from(rotten), PutOptions { force: true, ..PutOptions::default() }).await.unwrap();
+        until("the scrub to rewrite the rotten shard", Duration::from_secs(120), async || {
+            let now = direct.get(&key).await.ok().flatten()?;
+            (now.value == good).then_some(())
+        })
+        .await;
+
+        // A drive joins: it takes positions, and their shards are written to it.
+        add(8, &drives[8].addr).await;
+        let joined = until("p8 placed, its shards rebuilt", Duration::from_secs(120), async || {
+            let (map, _) = control.load_map().await.ok()?;
+            let p = map.pools.get(POOL)?;
+            (p.places("p8") && p.pending.is_empty()).then_some(map)
+        })
+        .await;
+        // A group holding p8 reads right with two of its other drives down: p8's shard counts.
+        let p = joined.pools[POOL].clone();
+        let o = (0..objects).find(|o| p.drives_of(p.group_of(&name(*o))).iter().any(|d| d == "p8")).expect("an object in a group of p8");
+        let victims: Vec<usize> = p.drives_of(p.group_of(&name(o))).iter().filter(|d| *d != "p8").take(2).map(|d| d[1..].parse().unwrap()).collect();
+        store.refresh().await.unwrap();
+        for &i in &victims {
+            drives[i].kill();
+        }
+        for i in 0..stripes {
+            assert_eq!(store.get_stripe(POOL, &name(o), i, stripe(o, i).len()).await.unwrap(), stripe(o, i), "object {o} stripe {i}");
+        }
+    });
+}

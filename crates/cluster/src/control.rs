@@ -236,6 +236,15 @@ impl Control {
         self.plane.put(&self.key("move"), encode(progress)?, None).await
     }
 
+    /// Each pool's rebuild, as far as it has gone.
+    pub async fn rebuilds(&self) -> Result<BTreeMap<String, crate::rebuild::RebuildProgress>, ClusterError> {
+        Ok(self.plane.get(&self.key("rebuild")).await?.map(|kv| decode(&kv.value)).transpose()?.unwrap_or_default())
+    }
+
+    pub async fn save_rebuilds(&self, rebuilds: &BTreeMap<String, crate::rebuild::RebuildProgress>) -> Result<(), ClusterError> {
+        self.plane.put(&self.key("rebuild"), encode(rebuilds)?, None).await
+    }
+
     pub async fn drop_change(&self, change_key: &str) -> Result<(), ClusterError> {
         self.plane.delete(change_key).await
     }

@@ -188,6 +188,13 @@ impl Code {
     }
 }
 
+/// The stripe length a shard's header names, if it looks like a shard at all (unchecked: a
+/// repair takes the length most of a stripe's shards agree on, then checks each against it).
+pub fn stripe_len_of(value: &[u8]) -> Option<usize> {
+    let h = value.get(..SHARD_HEADER)?;
+    (&h[..4] == SHARD_MAGIC).then(|| u32::from_be_bytes([h[8], h[9], h[10], h[11]]) as usize)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,6 +30,7 @@ pub mod migrate;
 pub mod placement;
 pub mod plane;
 pub mod pool;
+pub mod rebuild;
 pub mod repair;
 pub mod stamp;
 pub mod replica;

@@ -223,10 +223,7 @@ impl ClusterMap {
         let mut changed = false;
         for (name, placement) in computed {
             if let Some(pool) = self.pools.get_mut(&name) {
-                if pool.placement != placement {
-                    pool.placement = placement;
-                    changed = true;
-                }
+                changed |= pool.take(placement);
             }
         }
         changed

@@ -10,7 +10,7 @@
 //! position: when one goes, only its position is given to another, so the shards every other
 //! drive holds stay where readers look for them.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -40,6 +40,11 @@ pub struct Pool {
     /// Group `g`'s drives at index `g`, shard `i` of its stripes on drive `i`; a group is empty
     /// while the pool has fewer drives than the code's width.
     pub placement: Vec<Vec<String>>,
+    /// Positions given to another drive whose shards are not rebuilt there yet, by group:
+    /// position → the drive that held it (repair.rs). Readers meanwhile find those shards
+    /// absent and read parity instead.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pending: BTreeMap<u32, BTreeMap<u8, String>>,
 }
 
 impl Pool {
@@ -48,7 +53,7 @@ impl Pool {
         if groups == 0 || groups > MAX_GROUPS {
             return Err(SettingError::Groups { given: groups, max: MAX_GROUPS });
         }
-        Ok(Pool { code, groups, placement: vec![Vec::new(); groups as usize] })
+        Ok(Pool { code, groups, placement: vec![Vec::new(); groups as usize], pending: BTreeMap::new() })
     }
 
     /// The group an object's stripes go to.
@@ -67,18 +72,42 @@ impl Pool {
     }
 
     /// The placement the pool's `drives` call for, each group's drives kept at their
-    /// positions where they are still wanted.
+    /// positions where they are still wanted. A group placed once stays placed: with fewer
+    /// drives than its width it keeps the ones it has (its stripes read from parity), since
+    /// placing it afresh later could put shards where readers do not look for them.
     pub fn computed(&self, drives: &[Candidate<'_>]) -> Vec<Vec<String>> {
         let width = self.code.width();
         (0..self.groups)
             .map(|g| {
                 let wanted = placement::place(g, drives, width);
+                let old = self.drives_of(g);
                 if wanted.len() < width {
-                    return Vec::new();
+                    return old.to_vec();
                 }
-                in_place(self.drives_of(g), wanted)
+                in_place(old, wanted)
             })
             .collect()
+    }
+
+    /// Takes `placement` as the pool's, noting as pending every position of a placed group
+    /// that changes drive (the first holder kept if it was pending already). `true` if any
+    /// changed.
+    pub fn take(&mut self, placement: Vec<Vec<String>>) -> bool {
+        if placement == self.placement {
+            return false;
+        }
+        for (g, (old, new)) in self.placement.iter().zip(&placement).enumerate() {
+            if old.len() != new.len() {
+                continue;
+            }
+            for (i, (o, n)) in old.iter().zip(new).enumerate() {
+                if o != n {
+                    self.pending.entry(g as u32).or_default().entry(i as u8).or_insert_with(|| o.clone());
+                }
+            }
+        }
+        self.placement = placement;
+        true
     }
 
     /// How many failure domains the pool's `drives` span, and whether that is fewer than a
@@ -153,10 +182,34 @@ mod tests {
     }
 
     #[test]
-    fn a_pool_narrower_than_its_code_places_nothing_and_says_so() {
-        let pool = Pool::new(Code { data: 4, parity: 2 }, 8).unwrap();
+    fn changed_positions_are_pending_until_rebuilt() {
+        let mut pool = Pool::new(Code { data: 4, parity: 2 }, 16).unwrap();
+        let all = ids(8);
+        let first = pool.computed(&candidates(&all));
+        // Placed for the first time: nothing to rebuild.
+        assert!(pool.take(first.clone()) && pool.pending.is_empty());
+        assert!(!pool.take(first.clone()));
+        let survivors: Vec<String> = all.iter().filter(|d| *d != "d2").cloned().collect();
+        let next = pool.computed(&candidates(&survivors));
+        assert!(pool.take(next));
+        for (g, positions) in &pool.pending {
+            for (i, was) in positions {
+                assert_eq!((was.as_str(), first[*g as usize][usize::from(*i)].as_str()), ("d2", "d2"));
+            }
+        }
+        let expected = first.iter().filter(|g| g.iter().any(|d| d == "d2")).count();
+        assert_eq!(pool.pending.len(), expected);
+    }
+
+    #[test]
+    fn a_pool_narrower_than_its_code_places_nothing_and_keeps_what_it_placed() {
+        let mut pool = Pool::new(Code { data: 4, parity: 2 }, 8).unwrap();
         let five = ids(5);
         assert!(pool.computed(&candidates(&five)).iter().all(Vec::is_empty));
+        let six = ids(6);
+        pool.placement = pool.computed(&candidates(&six));
+        // One of six gone: every group keeps its six, the lost one read from parity.
+        assert_eq!(pool.computed(&candidates(&five)), pool.placement);
         let names = ["a", "b", "c", "d", "e", "f"];
         let racked: Vec<Candidate<'_>> = names.iter().enumerate().map(|(i, id)| Candidate { id, weight: 1.0, domain: Some(["r1", "r2"][i % 2]) }).collect();
         assert_eq!(pool.domains(&racked), (2, true));

@@ -14,23 +14,29 @@ use crate::map::{self, ClusterMap};
 /// per partition with data on the drive (a skip-scan: each answer names the next partition
 /// present, and those placed there are stepped over without reading them).
 pub async fn foreign_partitions(map: &ClusterMap, drive: &str, client: &Client) -> Result<Vec<u32>, ClientError> {
-    let Some(last_partition) = map.partitions.checked_sub(1) else { return Ok(Vec::new()) };
-    let end = map::page_query(last_partition, b"", false, None, 1).end;
+    foreign_prefixes(map.partitions, |p| map.assigned(drive, p), client).await
+}
+
+/// The prefixes below `count` (partitions, or a pool's placement groups: both lead their
+/// keys as 4 bytes) the drive holds keys of but `here` says are not placed on it.
+pub async fn foreign_prefixes(count: u32, here: impl Fn(u32) -> bool, client: &Client) -> Result<Vec<u32>, ClientError> {
+    let Some(last) = count.checked_sub(1) else { return Ok(Vec::new()) };
+    let end = map::page_query(last, b"", false, None, 1).end;
     let mut out = Vec::new();
     let mut p = 0u32;
-    while p < map.partitions {
-        // Partitions placed here are not looked into.
-        if map.assigned(drive, p) {
+    while p < count {
+        // Prefixes placed here are not looked into.
+        if here(p) {
             p += 1;
             continue;
         }
         let query = RangeQuery { start: map::drive_key(p, b""), start_inclusive: true, end: end.clone(), end_inclusive: true, max_returned: 1, reverse: false };
         let Some(key) = client.get_key_range(query).await?.into_iter().next() else { break };
         let Some(q) = partition_of_drive_key(&key) else { break };
-        if q >= map.partitions {
+        if q >= count {
             break;
         }
-        if !map.assigned(drive, q) {
+        if !here(q) {
             out.push(q);
         }
         p = q + 1;

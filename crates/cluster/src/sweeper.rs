@@ -29,9 +29,43 @@ pub(crate) struct Sweeper {
     seen: BTreeMap<(String, u32), Instant>,
     last: Option<Instant>,
     scrub_next: u32,
+    /// The erasure-coded group the scrub checks next, counted over every pool's groups.
+    pool_scrub_next: u64,
 }
 
 impl Sweeper {
+    /// Scrubs one group of an erasure-coded pool a round: every shard of its stripes read and
+    /// checked, parity against the data, and what is missing or wrong rewritten.
+    async fn scrub_pool_group(&mut self, map: &ClusterMap, drives: &migrate::Drives, config: &SweepConfig<'_>) {
+        let total: u64 = map.pools.values().map(|p| u64::from(p.groups)).sum();
+        if total == 0 {
+            return;
+        }
+        let mut n = self.pool_scrub_next % total;
+        self.pool_scrub_next = n + 1;
+        for (name, pool) in &map.pools {
+            if n >= u64::from(pool.groups) {
+                n -= u64::from(pool.groups);
+                continue;
+            }
+            let group = n as u32;
+            if pool.drives_of(group).is_empty() || pool.pending.contains_key(&group) {
+                return;
+            }
+            let all: Vec<usize> = (0..pool.code.width()).collect();
+            let throttle = migrate::Throttle::new(0);
+            match crate::rebuild::heal_group(pool, group, &all, true, drives, &throttle).await {
+                Ok(h) if h.shards > 0 || h.unhealable > 0 => {
+                    config.metrics.repaired(h.shards);
+                    info!("scrub: pool {name} group {group}: {} shards of {} stripes rewritten, {} stripes unreadable", h.shards, h.stripes, h.unhealable);
+                }
+                Ok(_) => {}
+                Err(e) => warn!("scrub: pool {name} group {group}: {e}"),
+            }
+            return;
+        }
+    }
+
     /// Every `sweep_interval`: each drive's foreign partitions found, those seen foreign for
     /// `sweep_grace` deleted; one partition scrubbed; then leaving members that hold nothing
     /// are dropped from the map.
@@ -42,9 +76,15 @@ impl Sweeper {
         self.last = Some(Instant::now());
         let drives = migrate::connect_all(map, config.client).await;
         let mut found = std::collections::BTreeSet::new();
-        // Drives of erasure-coded pools hold no partitions of the default pool.
-        for (id, c) in drives.iter().filter(|(id, _)| !map.in_pool(id)) {
-            let foreign = match sweep::foreign_partitions(map, id, c).await {
+        // Drives of erasure-coded pools hold no partitions of the default pool, but groups of
+        // their pool: those placed elsewhere (a drive back after its positions went to others)
+        // are foreign, unless a rebuild of the group is pending.
+        for (id, c) in &drives {
+            let found_here = match map.members.get(id).and_then(|m| m.pool.as_ref()).and_then(|p| map.pools.get(p)) {
+                Some(pool) => sweep::foreign_prefixes(pool.groups, |g| pool.drives_of(g).contains(id) || pool.pending.contains_key(&g), c).await,
+                None => sweep::foreign_partitions(map, id, c).await,
+            };
+            let foreign = match found_here {
                 Ok(f) => f,
                 Err(e) => {
                     warn!("sweeping {id}: {e}");
@@ -89,6 +129,7 @@ impl Sweeper {
                 }
             }
         }
+        self.scrub_pool_group(map, &drives, config).await;
         // Leaving members placed nowhere with nothing left on them (or not answering) go.
         let gone: Vec<String> = map
             .members

@@ -1,0 +1,205 @@
+//! Erasure-coded pools kept whole by the coordinator: shards rebuilt where a position of a
+//! group went to another drive (a drive lost for good, one joining or leaving), and a scrub
+//! that reads every shard of a group's stripes, checks each, and rewrites those missing,
+//! damaged or out of step with the rest.
+//!
+//! A group's stripes are listed from the drive of a position that did not change (every
+//! acknowledged stripe has a shard at every position). A stripe is healed from any `data` of
+//! its shards that check; the shards to heal are encoded again and written to their drives.
+//! A rebuild is paced by the move throttle and recorded in etcd as it goes; the group leaves
+//! the pool's pending list only once each of its stripes is whole, so a coordinator that dies
+//! midway leaves its successor the same work (rewriting a shard is harmless).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::future::join_all;
+use serde::{Deserialize, Serialize};
+use spindle_client::{Client, ClientError, PutOptions, Synchronization};
+use tokio::time::Instant;
+
+use crate::erasure::{self, Code};
+use crate::map::{self, ClusterMap};
+use crate::migrate::{Drives, Throttle};
+use crate::pool::Pool;
+
+/// How far the rebuild of one pool has gone (`spindle cluster pool status`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RebuildProgress {
+    pub started_ms: u64,
+    pub updated_ms: u64,
+    /// Groups rebuilt since it started; the pool's pending list says how many are left.
+    pub groups_done: u32,
+    pub shards: u64,
+    pub bytes: u64,
+    /// Stripes that had too few good shards to heal (unreadable until their drives return).
+    pub unhealable: u64,
+    pub rate_limit: u64,
+    /// Every group it had to rebuild is done (the next change of placement starts anew).
+    #[serde(default)]
+    pub finished: bool,
+}
+
+impl RebuildProgress {
+    /// Seconds left at the pace so far, by groups.
+    pub fn eta_secs(&self, groups_left: usize) -> Option<f64> {
+        let done = f64::from(self.groups_done);
+        (done > 0.0).then(|| self.updated_ms.saturating_sub(self.started_ms) as f64 / 1000.0 / done * groups_left as f64)
+    }
+
+    /// MiB per second so far.
+    pub fn mib_per_sec(&self) -> f64 {
+        let secs = self.updated_ms.saturating_sub(self.started_ms) as f64 / 1000.0;
+        if secs > 0.0 { self.bytes as f64 / f64::from(1u32 << 20) / secs } else { 0.0 }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RebuildError {
+    #[error("drive {drive}: {source}")]
+    Drive { drive: String, source: ClientError },
+    #[error("group {group}: no position that kept its drive answers (the stripes cannot be listed)")]
+    NoLister { group: u32 },
+}
+
+/// What healing did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Healed {
+    pub stripes: u64,
+    pub shards: u64,
+    pub bytes: u64,
+    pub unhealable: u64,
+}
+
+impl std::ops::AddAssign for Healed {
+    fn add_assign(&mut self, o: Healed) {
+        self.stripes += o.stripes;
+        self.shards += o.shards;
+        self.bytes += o.bytes;
+        self.unhealable += o.unhealable;
+    }
+}
+
+/// The first pending group of any pool, with its pool's name.
+pub fn next_pending(map: &ClusterMap, skip: &dyn Fn(&str, u32) -> bool) -> Option<(String, u32)> {
+    map.pools.iter().find_map(|(name, pool)| pool.pending.keys().find(|g| !skip(name, **g)).map(|g| (name.clone(), *g)))
+}
+
+/// Heals `group` of `pool`: the shards of `targets` (positions; all of them for a scrub, which
+/// also checks that parity agrees with the data) of every stripe listed there.
+pub async fn heal_group(pool: &Pool, group: u32, targets: &[usize], scrub: bool, drives: &Drives, throttle: &Throttle) -> Result<Healed, RebuildError> {
+    let placed = pool.drives_of(group);
+    let pending = pool.pending.get(&group);
+    let stable = (0..placed.len()).filter(|i| pending.is_none_or(|p| !p.contains_key(&(*i as u8))));
+    let mut listed = None;
+    for i in stable {
+        if let Some(c) = drives.get(&placed[i]) {
+            match stripes_of(c, group, i as u8).await {
+                Ok(s) => {
+                    listed = Some(s);
+                    break;
+                }
+                Err(e) => tracing::warn!("listing group {group} on {}: {e}", placed[i]),
+            }
+        }
+    }
+    let stripes = listed.ok_or(RebuildError::NoLister { group })?;
+    let mut healed = Healed::default();
+    for (object, index) in stripes {
+        let started = Instant::now();
+        let h = heal_stripe(pool.code, group, placed, drives, &object, index, targets, scrub).await?;
+        throttle.pace(h.bytes, started.elapsed()).await;
+        healed += h;
+    }
+    Ok(healed)
+}
+
+/// Every stripe with a shard at `position` on the drive: (object, stripe index).
+async fn stripes_of(client: &Client, group: u32, position: u8) -> Result<Vec<(Bytes, u32)>, ClientError> {
+    let mut out = Vec::new();
+    let mut from = Bytes::new();
+    let mut after = false;
+    loop {
+        let keys = client.get_key_range(map::page_query(group, &from, after, None, map::KEY_PAGE)).await?;
+        let Some(last) = keys.last() else { return Ok(out) };
+        from = Bytes::copy_from_slice(map::user_key(group, last).unwrap_or_default());
+        after = true;
+        let full = keys.len() >= map::KEY_PAGE as usize;
+        out.extend(keys.iter().filter_map(|k| parse(k)).filter(|(_, _, s)| *s == position).map(|(o, i, _)| (o, i)));
+        if !full {
+            return Ok(out);
+        }
+    }
+}
+
+/// (object, stripe index, shard) of a shard key (`store::stripes::shard_key`).
+fn parse(key: &Bytes) -> Option<(Bytes, u32, u8)> {
+    let rest = key.get(map::PARTITION_PREFIX_LEN..)?;
+    let len = usize::from(u16::from_be_bytes([*rest.first()?, *rest.get(1)?]));
+    let object = rest.get(2..2 + len)?;
+    let tail = rest.get(2 + len..)?;
+    if tail.len() != 5 {
+        return None;
+    }
+    Some((Bytes::copy_from_slice(object), u32::from_be_bytes([tail[0], tail[1], tail[2], tail[3]]), tail[4]))
+}
+
+/// Reads every shard of one stripe, and writes those of `targets` that are missing or do not
+/// check (with `scrub`, also parity that disagrees with the data), rebuilt from the others.
+#[allow(clippy::too_many_arguments, reason = "one stripe's address")]
+async fn heal_stripe(code: Code, group: u32, placed: &[String], drives: &Drives, object: &[u8], index: u32, targets: &[usize], scrub: bool) -> Result<Healed, RebuildError> {
+    let keys: Vec<Bytes> = (0..placed.len()).map(|s| crate::store::shard_key(group, object, index, s as u8)).collect();
+    let reads = placed.iter().zip(&keys).map(|(d, k)| async move {
+        match drives.get(d) {
+            Some(c) => c.get(k).await.map(|e| e.map(|e| e.value)).map_err(|e| (d.clone(), e)),
+            None => Ok(None),
+        }
+    });
+    let raw: Vec<Result<Option<Bytes>, (String, ClientError)>> = join_all(reads).await;
+    // The stripe's length, as most of its shards' headers say.
+    let mut lengths: BTreeMap<usize, usize> = BTreeMap::new();
+    for v in raw.iter().flatten().flatten() {
+        if let Some(len) = erasure::stripe_len_of(v) {
+            *lengths.entry(len).or_default() += 1;
+        }
+    }
+    let Some((&len, _)) = lengths.iter().max_by_key(|(_, n)| **n) else {
+        return Ok(Healed { stripes: 1, unhealable: 1, ..Healed::default() });
+    };
+    let good: Vec<Option<Bytes>> = raw.iter().enumerate().map(|(s, r)| r.as_ref().ok().and_then(|v| v.as_ref()).and_then(|v| code.verify(s, len, v).ok())).collect();
+    let Ok(stripe) = code.decode(len, &good) else {
+        return Ok(Healed { stripes: 1, unhealable: 1, ..Healed::default() });
+    };
+    let whole = code.encode(&stripe).map_err(|e| RebuildError::Drive { drive: String::new(), source: ClientError::Protocol(e.to_string()) })?;
+    let mut healed = Healed { stripes: 1, ..Healed::default() };
+    for &s in targets {
+        // A drive that did not answer is not written: its shard is healed once it is back.
+        let unanswered = matches!(raw.get(s), Some(Err(_)));
+        let fine = good[s].as_ref().is_some_and(|payload| !scrub || whole[s].slice(erasure::SHARD_HEADER..) == *payload);
+        if fine || unanswered {
+            continue;
+        }
+        let Some(c) = drives.get(&placed[s]) else { continue };
+        let options = PutOptions { force: true, sync: Synchronization::Writethrough, ..PutOptions::default() };
+        c.put(&keys[s], whole[s].clone(), options).await.map_err(|source| RebuildError::Drive { drive: placed[s].clone(), source })?;
+        healed.shards += 1;
+        healed.bytes += whole[s].len() as u64;
+    }
+    Ok(healed)
+}
+
+/// How long a group that could not be rebuilt waits before it is tried again.
+pub const RETRY_AFTER: Duration = Duration::from_secs(5);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shard_keys_parse_back() {
+        let k = crate::store::shard_key(9, b"obj", 77, 4);
+        assert_eq!(parse(&k), Some((Bytes::from_static(b"obj"), 77, 4)));
+        assert_eq!(parse(&Bytes::from_static(b"\0\0\0\x09\0\x09short")), None);
+    }
+}
