@@ -126,7 +126,7 @@ async fn stripes_of(client: &Client, group: u32, position: u8) -> Result<Vec<(By
         from = Bytes::copy_from_slice(map::user_key(group, last).unwrap_or_default());
         after = true;
         let full = keys.len() >= map::KEY_PAGE as usize;
-        out.extend(keys.iter().filter_map(|k| parse(k)).filter(|(_, _, s)| *s == position).map(|(o, i, _)| (o, i)));
+        out.extend(keys.iter().filter_map(parse).filter(|(_, _, s)| *s == position).map(|(o, i, _)| (o, i)));
         if !full {
             return Ok(out);
         }
