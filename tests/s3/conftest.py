@@ -149,9 +149,10 @@ def free_port():
 
 
 @contextlib.contextmanager
-def own_gateway(*flags, scheme="http"):
+def own_gateway(*flags, scheme="http", env=None):
     """A `spindle s3` of the test's own over the suite's cluster (SPINDLE_BIN, S3_ETCD), with
-    FLAGS; yields (endpoint, port, process, log reader) and stops it after."""
+    FLAGS (and ENV added to the environment); yields (endpoint, port, process, log reader)
+    and stops it after."""
     spindle, etcd = os.environ.get("SPINDLE_BIN"), os.environ.get("S3_ETCD")
     assert spindle and etcd, "SPINDLE_BIN and S3_ETCD must name the spindle binary and the cluster's etcd"
     port = free_port()
@@ -160,7 +161,7 @@ def own_gateway(*flags, scheme="http"):
         spindle, "s3", "--cluster", "etcd://" + etcd.removeprefix("http://"), "--listen", f"127.0.0.1:{port}",
         "--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY, *flags,
     ]
-    process = subprocess.Popen(command, stdout=log, stderr=log)
+    process = subprocess.Popen(command, stdout=log, stderr=log, env={**os.environ, **(env or {})})
 
     def output():
         with open(log.name, errors="replace") as f:

@@ -52,8 +52,12 @@ class Drive:
 
     def start(self):
         log = open(self.log, "a")
+        # Ranges of up to 20,000 keys, so that one `spindle range` lists every shard it holds.
+        config = os.path.join(os.path.dirname(self.data), f"{self.name}.toml")
+        with open(config, "w") as f:
+            f.write("[limits]\nmax_key_range_count = 20000\n")
         self.process = subprocess.Popen(
-            [SPINDLE, "drive", "--data", self.data, "--port", str(self.port), "--tls-port", "0", "--listen", "127.0.0.1"],
+            [SPINDLE, "drive", "--data", self.data, "--port", str(self.port), "--tls-port", "0", "--listen", "127.0.0.1", "--config", config],
             stdout=log, stderr=log,
         )
         deadline = time.monotonic() + 60
@@ -236,3 +240,145 @@ def test_reads_survive_parity_drives_killed_and_fail_cleanly_beyond(ec, ec_bucke
             return False
 
     wait_for(all_read_right, 60, "every object to read right once the drives are back")
+
+
+# Lifecycle: rules that move objects to the coded class, expire them and abort uploads, applied
+# by a gateway whose lifecycle day lasts a second and whose pass runs every second.
+LIFECYCLE_FLAGS = ("--lifecycle-interval-secs", "1", "--lifecycle-day-secs", "1", "--sweep-grace-secs", "1", "--sweep-interval-secs", "1")
+
+
+def lifecycle_gateway(pool_name, env=None, metrics=None):
+    extra = ("--metrics-listen", f"127.0.0.1:{metrics}") if metrics else ()
+    return own_gateway("--storage-class", f"{CLASS}={pool_name}", *LIFECYCLE_FLAGS, *extra, env=env)
+
+
+def rule(rule_id, prefix, **actions):
+    return {"ID": rule_id, "Status": "Enabled", "Filter": {"Prefix": prefix}, **actions}
+
+
+def test_lifecycle_configurations_are_checked_and_read_back(ec, ec_bucket):
+    s3, _ = ec
+    b = ec_bucket
+    with pytest.raises(ClientError) as e:
+        s3.get_bucket_lifecycle_configuration(Bucket=b)
+    assert error_of(e) == ("NoSuchLifecycleConfiguration", 404)
+    rules = [
+        {"ID": "cool", "Status": "Enabled", "Filter": {"And": {"Prefix": "logs/", "Tags": [{"Key": "tier", "Value": "cold"}]}},
+         "Transitions": [{"Days": 30, "StorageClass": CLASS}]},
+        rule("expire", "tmp/", Expiration={"Days": 7}),
+        rule("uploads", "", AbortIncompleteMultipartUpload={"DaysAfterInitiation": 2}),
+    ]
+    s3.put_bucket_lifecycle_configuration(Bucket=b, LifecycleConfiguration={"Rules": rules})
+    got = s3.get_bucket_lifecycle_configuration(Bucket=b)["Rules"]
+    assert [r["ID"] for r in got] == ["cool", "expire", "uploads"]
+    assert got[0]["Transitions"] == [{"Days": 30, "StorageClass": CLASS}]
+    assert got[0]["Filter"]["And"]["Tags"] == [{"Key": "tier", "Value": "cold"}]
+    assert got[1]["Expiration"] == {"Days": 7}
+    assert got[2]["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 2}
+    for bad, code in [
+        ([rule("x", "", Transitions=[{"Days": 1, "StorageClass": "GLACIER"}])], "InvalidStorageClass"),
+        ([rule("x", "", Expiration={"Days": 0})], "InvalidArgument"),
+        ([rule("x", "a", Expiration={"Days": 1}), rule("x", "b", Expiration={"Days": 1})], "InvalidArgument"),
+        ([{"ID": "x", "Status": "Enabled", "Filter": {"Tag": {"Key": "k", "Value": "v"}}, "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1}}], "InvalidRequest"),
+    ]:
+        with pytest.raises(ClientError) as e:
+            s3.put_bucket_lifecycle_configuration(Bucket=b, LifecycleConfiguration={"Rules": bad})
+        assert error_of(e) == (code, 400), bad
+    s3.delete_bucket_lifecycle(Bucket=b)
+    with pytest.raises(ClientError) as e:
+        s3.get_bucket_lifecycle_configuration(Bucket=b)
+    assert error_of(e)[0] == "NoSuchLifecycleConfiguration"
+
+
+def test_lifecycle_moves_expires_and_aborts_as_its_rules_say(pool):
+    name, _ = pool
+    metrics = free_port()
+    with lifecycle_gateway(name, metrics=metrics) as (endpoint, *_):
+        s3 = make_client(endpoint=endpoint)
+        b = f"spindle-lc-{uuid.uuid4().hex[:12]}"
+        s3.create_bucket(Bucket=b)
+        try:
+            bodies = {"cold/tagged": payload(1_500_000, 1), "cold/untagged": payload(1000, 2), "tmp/scratch": payload(5000, 3)}
+            for key, body in bodies.items():
+                s3.put_object(Bucket=b, Key=key, Body=body, Tagging="tier=cold" if key == "cold/tagged" else "")
+            up = s3.create_multipart_upload(Bucket=b, Key="cold/multi")["UploadId"]
+            parts = [payload(5 * MIB, 4), payload(2 * MIB + 1, 5)]
+            done = [{"PartNumber": n + 1, "ETag": s3.upload_part(Bucket=b, Key="cold/multi", UploadId=up, PartNumber=n + 1, Body=p)["ETag"]} for n, p in enumerate(parts)]
+            s3.complete_multipart_upload(Bucket=b, Key="cold/multi", UploadId=up, MultipartUpload={"Parts": done})
+            s3.put_object_tagging(Bucket=b, Key="cold/multi", Tagging={"TagSet": [{"Key": "tier", "Value": "cold"}]})
+            abandoned = s3.create_multipart_upload(Bucket=b, Key="half/done")["UploadId"]
+            s3.upload_part(Bucket=b, Key="half/done", UploadId=abandoned, PartNumber=1, Body=b"x" * 1000)
+            before = {k: s3.head_object(Bucket=b, Key=k) for k in ("cold/tagged", "cold/multi")}
+            s3.put_bucket_lifecycle_configuration(Bucket=b, LifecycleConfiguration={"Rules": [
+                {"ID": "cool", "Status": "Enabled", "Filter": {"Tag": {"Key": "tier", "Value": "cold"}}, "Transitions": [{"Days": 2, "StorageClass": CLASS}]},
+                rule("expire", "tmp/", Expiration={"Days": 3}),
+                rule("uploads", "half/", AbortIncompleteMultipartUpload={"DaysAfterInitiation": 2}),
+            ]})
+
+            def settled():
+                classes = {k: s3.head_object(Bucket=b, Key=k).get("StorageClass") for k in ("cold/tagged", "cold/multi", "cold/untagged")}
+                keys = {o["Key"] for o in s3.list_objects_v2(Bucket=b).get("Contents", [])}
+                uploads = s3.list_multipart_uploads(Bucket=b).get("Uploads", [])
+                return classes == {"cold/tagged": CLASS, "cold/multi": CLASS, "cold/untagged": None} and "tmp/scratch" not in keys and not uploads
+
+            wait_for(settled, 90, "the rules to move, expire and abort")
+            # Moved objects are the same versions: bytes, ETag, time and parts as before.
+            for key, body in (("cold/tagged", bodies["cold/tagged"]), ("cold/multi", b"".join(parts))):
+                now = s3.head_object(Bucket=b, Key=key)
+                assert (now["ETag"], now["LastModified"], now["ContentLength"]) == (before[key]["ETag"], before[key]["LastModified"], before[key]["ContentLength"])
+                assert read(s3, b, key) == body
+            assert read(s3, b, "cold/multi", PartNumber=2) == parts[1]
+            assert read(s3, b, "cold/untagged") == bodies["cold/untagged"]
+            import urllib.request
+            text = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=30).read().decode()
+            counts = {line.split()[0]: float(line.split()[1]) for line in text.splitlines() if line.startswith("spindle_s3_lifecycle_") and not line.startswith("#")}
+            assert counts["spindle_s3_lifecycle_transitioned_total"] >= 2, counts
+            assert counts["spindle_s3_lifecycle_expired_total"] >= 1 and counts["spindle_s3_lifecycle_uploads_aborted_total"] >= 1, counts
+        finally:
+            empty_bucket(s3, b)
+            remove_bucket(s3, b)
+
+
+def cluster_keys():
+    import json
+    out = spindle("cluster", "range", "s3", "s3\x01", "--max", "1000000", "--json", "--etcd", ETCD).stdout
+    return {k for k in json.loads(out)["keys"] if len(k) > 3 and k[3] in "DG"}
+
+
+def shard_keys(drives):
+    import json
+    epoch = json.loads(spindle("cluster", "status", "--etcd", ETCD, "--json").stdout)["epoch"]
+    keys = set()
+    for d in drives:
+        out = spindle("range", "--hex", "00000000", "ffffffff", "--max", "20000", "--drive", f"127.0.0.1:{d.port}", "--cluster-version", str(epoch), "--json").stdout
+        keys |= {(d.name, k) for k in json.loads(out)["keys"]}
+    return keys
+
+
+def test_a_transition_cut_by_a_crash_at_each_step_resumes_and_leaves_one_copy(pool):
+    name, drives = pool
+    b = f"spindle-lc-crash-{uuid.uuid4().hex[:8]}"
+    body = payload(2 * MIB + 777, 9)
+    data_before, shards_before = cluster_keys(), shard_keys(drives)
+    for step in ("transition-copied", "transition-swapped"):
+        with lifecycle_gateway(name, env={"SPINDLE_GATEWAY_CRASH_AT": step}) as (endpoint, _port, process, output):
+            s3 = make_client(endpoint=endpoint)
+            if step == "transition-copied":
+                s3.create_bucket(Bucket=b)
+                s3.put_object(Bucket=b, Key="obj", Body=body)
+                etag = s3.head_object(Bucket=b, Key="obj")["ETag"]
+                s3.put_bucket_lifecycle_configuration(Bucket=b, LifecycleConfiguration={"Rules": [rule("cool", "", Transitions=[{"Days": 1, "StorageClass": CLASS}])]})
+            wait_for(lambda: process.poll() is not None, 90, f"the gateway to crash at {step}")
+            assert f"crashing at {step}" in output(), output()
+    with lifecycle_gateway(name) as (endpoint, *_):
+        s3 = make_client(endpoint=endpoint)
+        head = s3.head_object(Bucket=b, Key="obj")
+        assert (head.get("StorageClass"), head["ETag"]) == (CLASS, etag)
+        assert read(s3, b, "obj") == body
+        # Swept: no chunk or intent left in the replicated pool, and in the coded pool only
+        # the shards of the one copy the object references (3 stripes of 6 shards).
+        wait_for(lambda: cluster_keys() <= data_before and len(shard_keys(drives) - shards_before) == 18, 90, "the copies the crashes left to be swept")
+        s3.delete_object(Bucket=b, Key="obj")
+        s3.delete_bucket_lifecycle(Bucket=b)
+        wait_for(lambda: shard_keys(drives) <= shards_before, 90, "the object's shards to be swept after its delete")
+        remove_bucket(s3, b)

@@ -117,6 +117,9 @@ pub enum ClientCommand {
         exclude_start: bool,
         #[arg(long)]
         exclude_end: bool,
+        /// START and END are hex (binary keys); keys are printed in hex too
+        #[arg(long)]
+        hex: bool,
         #[command(flatten)]
         conn: Conn,
     },
@@ -274,22 +277,29 @@ pub async fn run(cmd: ClientCommand) -> CmdResult {
                 return Err(format!("{key:?}: not found").into());
             }
         }
-        ClientCommand::Range { start, end, max, reverse, exclude_start, exclude_end, conn } => {
+        ClientCommand::Range { start, end, max, reverse, exclude_start, exclude_end, hex, conn } => {
             let client = conn.connect().await?;
+            let key = |s: String| -> Result<Bytes, String> {
+                if !hex {
+                    return Ok(s.into_bytes().into());
+                }
+                (0..s.len()).step_by(2).map(|i| s.get(i..i + 2).and_then(|b| u8::from_str_radix(b, 16).ok()).ok_or_else(|| format!("{s:?} is not hex"))).collect::<Result<Vec<u8>, _>>().map(Bytes::from)
+            };
+            let show = |k: &Bytes| if hex { k.iter().map(|b| format!("{b:02x}")).collect() } else { text(k) };
             let q = RangeQuery {
-                start: start.into_bytes().into(),
+                start: key(start)?,
                 start_inclusive: !exclude_start,
-                end: Some(end.into_bytes().into()),
+                end: Some(key(end)?),
                 end_inclusive: !exclude_end,
                 max_returned: max,
                 reverse,
             };
             let keys = client.get_key_range(q).await?;
             if conn.json {
-                print_json(json!({"keys": keys.iter().map(|k| text(k)).collect::<Vec<_>>()}));
+                print_json(json!({"keys": keys.iter().map(show).collect::<Vec<_>>()}));
             } else {
-                for k in keys {
-                    println!("{}", text(&k));
+                for k in &keys {
+                    println!("{}", show(k));
                 }
             }
         }

@@ -40,6 +40,15 @@ pub struct S3Args {
     /// CLASS=POOL (e.g. STANDARD_IA=cold); repeat for more
     #[arg(long = "storage-class", value_name = "CLASS=POOL")]
     storage_classes: Vec<String>,
+    /// How often the lifecycle pass applies buckets' lifecycle rules
+    #[arg(long, default_value_t = 3600)]
+    lifecycle_interval_secs: u64,
+    /// Seconds in a lifecycle day (rules count days; shorter only to watch rules act in a test)
+    #[arg(long, default_value_t = 86_400, hide = true)]
+    lifecycle_day_secs: u64,
+    /// Serve Prometheus metrics on this address (`/metrics`)
+    #[arg(long)]
+    metrics_listen: Option<SocketAddr>,
     /// How often the sweeper looks for such data
     #[arg(long, default_value_t = spindle_s3::SWEEP_INTERVAL.as_secs())]
     sweep_interval_secs: u64,
@@ -85,8 +94,8 @@ pub async fn run(a: S3Args) -> Result<(), Box<dyn std::error::Error>> {
     if keys.is_empty() {
         return Err("give an access key: --access-key and --secret-key, or --keys-file".into());
     }
-    if a.sweep_grace_secs == 0 || a.sweep_interval_secs == 0 {
-        return Err("--sweep-grace-secs and --sweep-interval-secs must be at least 1".into());
+    if a.sweep_grace_secs == 0 || a.sweep_interval_secs == 0 || a.lifecycle_interval_secs == 0 || a.lifecycle_day_secs == 0 {
+        return Err("--sweep-grace-secs, --sweep-interval-secs, --lifecycle-interval-secs and --lifecycle-day-secs must be at least 1".into());
     }
     // The gateway moves 1 MiB chunks as a drive moves values: the drive's allocator settings
     // (large buffers reused, not faulted in afresh) and its trimmer (memory returned above a
@@ -123,6 +132,8 @@ pub async fn run(a: S3Args) -> Result<(), Box<dyn std::error::Error>> {
         limits,
         tls,
         classes,
+        lifecycle: spindle_s3::lifecycle_pass::LifecycleSettings { every: Duration::from_secs(a.lifecycle_interval_secs), day: Duration::from_secs(a.lifecycle_day_secs) },
+        metrics_listen: a.metrics_listen,
     };
     eprintln!("S3 gateway listening on {} ({scheme})", listener.local_addr()?);
     spindle_s3::serve(listener, config, crate::cluster_access::stop_signal()).await?;

@@ -15,6 +15,8 @@ pub mod classes;
 mod gateway;
 mod kv;
 mod layout;
+pub mod lifecycle;
+pub mod lifecycle_pass;
 mod listing;
 mod md5_lanes;
 mod objects;

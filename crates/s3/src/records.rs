@@ -164,6 +164,9 @@ pub struct BucketRecord {
     /// None: no tag set (GetBucketTagging answers NoSuchTagSet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<BTreeMap<String, String>>,
+    /// Lifecycle rules (PutBucketLifecycleConfiguration), applied by the lifecycle pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifecycle: Option<Vec<crate::lifecycle::Rule>>,
 }
 
 /// The version id of the version an unversioned or suspended bucket writes.

@@ -54,6 +54,10 @@ pub struct Config {
     pub tls: Option<CertFiles>,
     /// Storage classes besides STANDARD, each kept in an erasure-coded pool of the cluster.
     pub classes: crate::classes::StorageClasses,
+    /// How often the lifecycle pass runs, and its day.
+    pub lifecycle: crate::lifecycle_pass::LifecycleSettings,
+    /// Serve Prometheus metrics (the lifecycle pass's) on this address.
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// Serves S3 on `listener` until `shutdown` resolves, then lets requests in progress finish.
@@ -67,6 +71,16 @@ pub async fn serve(listener: TcpListener, config: Config, shutdown: impl Future<
     config.classes.check(&config.kv).map_err(GatewayError::Invalid)?;
     let core = Arc::new(Core { kv: config.kv, chunk, grace: config.sweep_grace, md5: crate::md5_lanes::Md5Lanes::start(), classes: config.classes });
     let sweeper = tokio::spawn(sweep_forever(core.clone(), config.sweep_interval));
+    let stats = Arc::new(crate::lifecycle_pass::LifecycleStats::default());
+    let lifecycle = tokio::spawn(crate::lifecycle_pass::lifecycle_forever(core.clone(), config.lifecycle, stats.clone()));
+    let _metrics = match config.metrics_listen {
+        Some(addr) => {
+            let mut registry = spindle_metrics::Registry::default();
+            registry.register_collector(Box::new(crate::lifecycle_pass::LifecycleMetrics(stats)));
+            Some(spindle_metrics::serve(addr, Arc::new(registry)).await.map_err(|e| GatewayError::Invalid(format!("metrics on {addr}: {e}")))?)
+        }
+        None => None,
+    };
     let users = config.users_key.map(|key| Arc::new(Directory::new(core.clone(), key)));
     let admins = Arc::new(config.keys);
     let service = {
@@ -127,6 +141,7 @@ pub async fn serve(listener: TcpListener, config: Config, shutdown: impl Future<
         }
     }
     sweeper.abort();
+    lifecycle.abort();
     tokio::select! {
         () = graceful.shutdown() => {}
         () = tokio::time::sleep(DRAIN) => tracing::warn!("requests still running after {DRAIN:?}: stopped"),

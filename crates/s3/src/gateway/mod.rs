@@ -16,6 +16,7 @@ mod conditions;
 mod convert;
 mod copy;
 mod cors;
+mod lifecycle;
 mod delete;
 mod errors;
 mod finish;
@@ -33,6 +34,7 @@ use s3s::{S3Request, S3Response, S3Result, S3};
 
 use errors::closing;
 pub use finish::finish_stale_completions;
+pub(crate) use convert::timestamp;
 pub use lookup::Gateway;
 
 #[async_trait::async_trait]
@@ -211,6 +213,18 @@ impl S3 for Gateway {
 
     async fn delete_bucket_cors(&self, req: S3Request<DeleteBucketCorsInput>) -> S3Result<S3Response<DeleteBucketCorsOutput>> {
         self.delete_bucket_cors_in(req).await
+    }
+
+    async fn get_bucket_lifecycle_configuration(&self, req: S3Request<GetBucketLifecycleConfigurationInput>) -> S3Result<S3Response<GetBucketLifecycleConfigurationOutput>> {
+        self.get_bucket_lifecycle_in(req).await
+    }
+
+    async fn put_bucket_lifecycle_configuration(&self, req: S3Request<PutBucketLifecycleConfigurationInput>) -> S3Result<S3Response<PutBucketLifecycleConfigurationOutput>> {
+        self.put_bucket_lifecycle_in(req).await
+    }
+
+    async fn delete_bucket_lifecycle(&self, req: S3Request<DeleteBucketLifecycleInput>) -> S3Result<S3Response<DeleteBucketLifecycleOutput>> {
+        self.delete_bucket_lifecycle_in(req).await
     }
 
     async fn get_bucket_versioning(&self, req: S3Request<GetBucketVersioningInput>) -> S3Result<S3Response<GetBucketVersioningOutput>> {
