@@ -1,5 +1,5 @@
 //! Erasure codes: a stripe of bytes cut into `data` shards and `parity` shards computed from
-//! them (Reed-Solomon over GF(2^16), `reed-solomon-simd`), any `data` of which give the stripe
+//! them (Reed-Solomon over GF(2^8), `reed-solomon-erasure` with its SIMD kernels), any `data` of which give the stripe
 //! back. Each shard carries a header with its place in the stripe and a CRC-32C of its bytes,
 //! so that a shard damaged on a drive (bit rot, a torn write) is found and treated as missing,
 //! never decoded into wrong bytes.
@@ -18,13 +18,18 @@ const SHARD_MAGIC: &[u8; 4] = b"SPEC";
 const SHARD_FORMAT: u8 = 1;
 /// Bytes of a shard's header.
 pub const SHARD_HEADER: usize = 16;
-/// The largest shard payload: a shard is one drive value, and the code works on an even
-/// number of bytes.
-pub const MAX_SHARD: usize = (MAX_VALUE_LEN - SHARD_HEADER) & !1;
+/// The largest shard payload: a shard is one drive value.
+pub const MAX_SHARD: usize = MAX_VALUE_LEN - SHARD_HEADER;
 /// Most data shards of a code, and most parity shards: wider stripes cost every read more
 /// round trips than their overhead saves (Backblaze's 17+3 is about the widest in use).
 pub const MAX_DATA: u8 = 32;
 pub const MAX_PARITY: u8 = 16;
+
+thread_local! {
+    /// Each thread's coders by shape, kept: building one inverts a matrix.
+    static CODERS: std::cell::RefCell<std::collections::HashMap<(u8, u8), std::rc::Rc<reed_solomon_erasure::galois_8::ReedSolomon>>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
 
 /// A code: `data` shards hold the stripe, `parity` more are computed from them; any `data` of
 /// the `data + parity` give the stripe back, so a stripe survives the loss of `parity` drives.
@@ -90,10 +95,10 @@ impl Code {
         self.width() as f64 / f64::from(self.data)
     }
 
-    /// Payload bytes of each shard of a stripe of `len` bytes: an even share, at least 2.
+    /// Payload bytes of each shard of a stripe of `len` bytes: an equal share, at least one
+    /// (an empty stripe still has shards, so that its existence is recorded like any other).
     pub fn shard_len(&self, len: usize) -> usize {
-        let share = len.div_ceil(usize::from(self.data)).max(2);
-        share + (share & 1)
+        len.div_ceil(usize::from(self.data)).max(1)
     }
 
     /// The `width()` shards of `stripe`, header included, in index order (data first).
@@ -102,12 +107,29 @@ impl Code {
             return Err(CodeError::StripeTooLarge { len: stripe.len(), max: self.max_stripe(), data: self.data });
         }
         let shard = self.shard_len(stripe.len());
-        let mut padded = vec![0u8; shard * usize::from(self.data)];
-        padded[..stripe.len()].copy_from_slice(stripe);
-        let originals: Vec<&[u8]> = padded.chunks(shard).collect();
-        let parity = reed_solomon_simd::encode(usize::from(self.data), usize::from(self.parity), &originals).map_err(|e| CodeError::Library(e.to_string()))?;
+        let data = usize::from(self.data);
+        // Whole shards straight from the stripe; only the shards past its end are padded.
+        let full = (stripe.len() / shard).min(data);
+        let mut tail = vec![0u8; (data - full) * shard];
+        let rest = &stripe[full * shard..];
+        tail[..rest.len()].copy_from_slice(rest);
+        let originals: Vec<&[u8]> = stripe[..full * shard].chunks(shard).chain(tail.chunks(shard)).collect();
+        let mut parity = vec![vec![0u8; shard]; usize::from(self.parity)];
+        self.coder()?.encode_sep(&originals, &mut parity).map_err(|e| CodeError::Library(format!("{e:?}")))?;
         let out = originals.iter().copied().chain(parity.iter().map(Vec::as_slice)).enumerate().map(|(i, payload)| self.frame(i, stripe.len(), payload)).collect();
         Ok(out)
+    }
+
+    /// This thread's coder for this code.
+    fn coder(&self) -> Result<std::rc::Rc<reed_solomon_erasure::galois_8::ReedSolomon>, CodeError> {
+        CODERS.with_borrow_mut(|coders| {
+            if let Some(c) = coders.get(&(self.data, self.parity)) {
+                return Ok(c.clone());
+            }
+            let c = std::rc::Rc::new(reed_solomon_erasure::galois_8::ReedSolomon::new(usize::from(self.data), usize::from(self.parity)).map_err(|e| CodeError::Library(format!("{e:?}")))?);
+            coders.insert((self.data, self.parity), c.clone());
+            Ok(c)
+        })
     }
 
     fn frame(&self, index: usize, stripe_len: usize, payload: &[u8]) -> Bytes {
@@ -157,7 +179,7 @@ impl Code {
     pub fn decode(&self, stripe_len: usize, shards: &[Option<Bytes>]) -> Result<Bytes, CodeError> {
         let data = usize::from(self.data);
         let have = shards.iter().filter(|s| s.is_some()).count();
-        if have < data {
+        if have < data || shards.len() < data {
             return Err(CodeError::TooFew { have, need: data });
         }
         let mut out = BytesMut::with_capacity(self.shard_len(stripe_len) * data);
@@ -166,14 +188,12 @@ impl Code {
                 out.put_slice(s);
             }
         } else {
-            let originals = shards[..data].iter().enumerate().filter_map(|(i, s)| s.as_ref().map(|s| (i, s)));
-            let recovery = shards[data..].iter().enumerate().filter_map(|(i, s)| s.as_ref().map(|s| (i, s)));
-            let restored = reed_solomon_simd::decode(data, usize::from(self.parity), originals, recovery).map_err(|e| CodeError::Library(e.to_string()))?;
-            for (i, s) in shards[..data].iter().enumerate() {
-                match s {
-                    Some(s) => out.put_slice(s),
-                    None => out.put_slice(restored.get(&i).ok_or(CodeError::TooFew { have, need: data })?),
-                }
+            // The library rebuilds into owned buffers: the shards at hand are copied in (a
+            // degraded read's cost, small beside the decode).
+            let mut all: Vec<Option<Vec<u8>>> = (0..self.width()).map(|i| shards.get(i).cloned().flatten().map(|b| b.to_vec())).collect();
+            self.coder()?.reconstruct_data(&mut all).map_err(|e| CodeError::Library(format!("{e:?}")))?;
+            for s in &all[..data] {
+                out.put_slice(s.as_deref().ok_or(CodeError::TooFew { have, need: data })?);
             }
         }
         out.truncate(stripe_len);
