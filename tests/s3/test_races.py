@@ -92,16 +92,17 @@ def test_linearizable_checker_catches_a_lost_write():
     assert not linearizable([("w", "a", 0, None), ("r", "a", 1, 2), ("r", None, 3, 4)])
 
 
-def test_racing_writes_of_one_key_with_the_sweeper(gateway):
-    s3, log = gateway
-    bucket = unique_bucket_name("race")
-    before = store_keys()
-    s3.create_bucket(Bucket=bucket)
+def race(s3, bucket, extra=None, faults=None):
+    """Races PUTs (one chunk and several), DELETEs, CopyObjects and CompleteMultipartUploads of
+    KEY with readers for RACE_SECONDS, every write with EXTRA arguments (a storage class), while
+    FAULTS (a function of the seconds since the start) runs beside them; checks every read was
+    whole and the key's history linearizable, and returns the copies' source keys."""
+    extra = extra or {}
     # The copies' sources, each a distinct object.
     sources = {}
     for i in range(6):
         body = payload(64 * 1024 + i, f"source-{i}")
-        s3.put_object(Bucket=bucket, Key=f"source-{i}", Body=body)
+        s3.put_object(Bucket=bucket, Key=f"source-{i}", Body=body, **extra)
         sources[f"source-{i}"] = md5_hex(body)
     known = set(sources.values())
     lock = threading.Lock()
@@ -138,7 +139,7 @@ def test_racing_writes_of_one_key_with_the_sweeper(gateway):
             digest = md5_hex(body)
             with lock:
                 known.add(digest)
-            attempt("w", digest, lambda: s3.put_object(Bucket=bucket, Key=KEY, Body=body))
+            attempt("w", digest, lambda: s3.put_object(Bucket=bucket, Key=KEY, Body=body, **extra))
 
     def deleter():
         while time.monotonic() < stop:
@@ -149,7 +150,7 @@ def test_racing_writes_of_one_key_with_the_sweeper(gateway):
         rng = random.Random(7)
         while time.monotonic() < stop:
             source = rng.choice(sorted(sources))
-            attempt("w", sources[source], lambda: s3.copy_object(Bucket=bucket, Key=KEY, CopySource={"Bucket": bucket, "Key": source}))
+            attempt("w", sources[source], lambda: s3.copy_object(Bucket=bucket, Key=KEY, CopySource={"Bucket": bucket, "Key": source}, **extra))
 
     def multipart(w):
         n = 0
@@ -160,7 +161,7 @@ def test_racing_writes_of_one_key_with_the_sweeper(gateway):
             with lock:
                 known.add(digest)
             try:
-                upload = s3.create_multipart_upload(Bucket=bucket, Key=KEY)["UploadId"]
+                upload = s3.create_multipart_upload(Bucket=bucket, Key=KEY, **extra)["UploadId"]
                 parts = []
                 for number, body in ((1, first), (2, last)):
                     etag = s3.upload_part(Bucket=bucket, Key=KEY, UploadId=upload, PartNumber=number, Body=body)["ETag"]
@@ -192,6 +193,8 @@ def test_racing_writes_of_one_key_with_the_sweeper(gateway):
             record("r", digest, call, True)
 
     workers = [lambda w=w: putter(w) for w in range(2)] + [deleter, copier] + [lambda w=w: multipart(w) for w in range(2)] + [reader, reader]
+    if faults:
+        workers.append(lambda: faults(now, stop))
     with ThreadPoolExecutor(len(workers)) as pool:
         for f in [pool.submit(w) for w in workers]:
             f.result()
@@ -209,6 +212,15 @@ def test_racing_writes_of_one_key_with_the_sweeper(gateway):
         final = None
     history.append(("r", final, call, now()))
     assert linearizable(history), "the key's history is not linearizable"
+    return sources
+
+
+def test_racing_writes_of_one_key_with_the_sweeper(gateway):
+    s3, log = gateway
+    bucket = unique_bucket_name("race")
+    before = store_keys()
+    s3.create_bucket(Bucket=bucket)
+    sources = race(s3, bucket)
 
     # Past the grace, once everything is deleted, nothing the test wrote is left in the store.
     s3.delete_object(Bucket=bucket, Key=KEY)

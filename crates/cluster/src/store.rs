@@ -140,6 +140,10 @@ struct Inner {
     /// is under way (`stripes::Store::stripe_ready` keeps them fresh).
     viewed: Mutex<Instant>,
     viewing: std::sync::atomic::AtomicBool,
+    /// Drives of erasure-coded pools that failed a shard's write or read lately, until when:
+    /// new objects are placed in groups without them (`stripes::Store::stripe_ready`) until
+    /// the coordinator marks them down, or they answer again.
+    shard_misses: Mutex<HashMap<String, Instant>>,
 }
 
 /// How this client's unconditional puts to single-replica partitions went
@@ -204,6 +208,7 @@ impl Store {
                 counts: WriteCounts::default(),
                 viewed: Mutex::new(Instant::now()),
                 viewing: std::sync::atomic::AtomicBool::new(false),
+                shard_misses: Mutex::new(HashMap::new()),
             }),
         })
     }

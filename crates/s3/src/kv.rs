@@ -292,9 +292,10 @@ impl Kv {
         Ok(self.cluster(pool)?.stripe_capacity(pool)?)
     }
 
-    /// Whether a new object named `object` would land on drives of `pool` that are all up.
-    pub fn stripe_ready(&self, pool: &str, object: &[u8]) -> bool {
-        self.cluster(pool).is_ok_and(|s| s.stripe_ready(pool, object))
+    /// The first of up to `tries` names `draw` makes that would land on drives of `pool`
+    /// that are all up, if any.
+    pub fn ready_name<T: AsRef<[u8]>>(&self, pool: &str, tries: usize, draw: impl FnMut() -> T) -> Option<T> {
+        self.cluster(pool).ok()?.ready_name(pool, tries, draw)
     }
 
     /// Writes stripe `index` of `object` to `pool`, durable on every shard's drive.

@@ -30,8 +30,10 @@ pub const PREFETCH_CHUNKS: usize = 4;
 pub const PAGE: usize = 200;
 /// Intents written at once when an object with many segments is replaced.
 const RELEASES_AT_ONCE: usize = 16;
-/// Data ids drawn for an upload to a pool before one whose drives are all up is taken.
-const READY_DRAWS: usize = 16;
+/// Data ids drawn for an upload to a pool, at most, to find one whose group has every drive
+/// up: a few dozen when two drives of a pool eight wide for a 4+2 code are down (1 group in
+/// 28 has neither), each a hash.
+const READY_DRAWS: usize = 4096;
 /// Attempts to replace a manifest that other writers keep replacing under us.
 const COMMIT_ATTEMPTS: usize = 32;
 
@@ -167,19 +169,14 @@ impl Core {
         Ok(records::Class { storage_class, pool })
     }
 
-    /// A fresh data id; in a pool, one whose placement group has every drive up, if one of a
-    /// few draws has (a down drive would fail every stripe of its group until it is replaced).
+    /// A fresh data id; in a pool, one whose placement group has every drive up if any group
+    /// has (a down drive fails every stripe of its groups until it is replaced).
     fn new_data(&self, pool: Option<&str>) -> DataId {
-        let mut data = layout::tagged_data(rand::random(), pool);
-        if let Some(pool) = pool {
-            for _ in 0..READY_DRAWS {
-                if self.kv.stripe_ready(pool, &data.to_be_bytes()) {
-                    break;
-                }
-                data = layout::tagged_data(rand::random(), pool.into());
-            }
+        let draw = || layout::tagged_data(rand::random(), pool);
+        match pool {
+            Some(p) => self.kv.ready_name(p, READY_DRAWS, || draw().to_be_bytes()).map_or_else(draw, u128::from_be_bytes),
+            None => draw(),
         }
-        data
     }
 
     #[allow(clippy::too_many_arguments, reason = "one upload's state, threaded through its loop")]

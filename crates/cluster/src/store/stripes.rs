@@ -22,6 +22,9 @@ use crate::StripeError;
 
 /// Bytes a shard's key adds to the object's name.
 const STRIPE_KEY_EXTRA: usize = map::PARTITION_PREFIX_LEN + 2 + 4 + 1;
+/// How long a drive that failed a shard's write or read is left out of new objects' groups,
+/// unless it answers first: longer than the coordinator takes to mark a drive down.
+const SHARD_MISS_FOR: Duration = Duration::from_secs(30);
 /// How long a writer trusts its view of which drives are down.
 const VIEW_FRESH_FOR: Duration = Duration::from_secs(2);
 /// The longest object name a pool takes.
@@ -44,17 +47,27 @@ impl Store {
     /// all placed and none marked down or failing lately: a writer choosing a name (a fresh
     /// data id) draws another otherwise, so writes go on while a drive is down.
     pub fn stripe_ready(&self, pool: &str, object: &[u8]) -> bool {
+        self.ready_name(pool, 1, || object).is_some()
+    }
+
+    /// The first of up to `tries` names `draw` makes whose group in `pool` has every drive
+    /// placed, none marked down or failing lately (`stripe_ready`), if any.
+    pub fn ready_name<T: AsRef<[u8]>>(&self, pool: &str, tries: usize, mut draw: impl FnMut() -> T) -> Option<T> {
         self.keep_view_fresh();
         let map = self.map();
-        let Ok(p) = map.pool(pool) else { return false };
-        let drives = p.drives_of(p.group_of(object));
-        if drives.len() != p.code.width() {
-            return false;
+        let p = map.pool(pool).ok()?;
+        let ready: Vec<bool> = {
+            let down = self.inner.down.read();
+            let suspects = self.inner.suspects.lock();
+            let misses = self.inner.shard_misses.lock();
+            let now = Instant::now();
+            let fine = |d: &String| !down.contains(d) && suspects.get(d).is_none_or(|until| *until <= now) && misses.get(d).is_none_or(|until| *until <= now);
+            (0..p.groups).map(|g| p.drives_of(g).len() == p.code.width() && p.drives_of(g).iter().all(fine)).collect()
+        };
+        if !ready.contains(&true) {
+            return None;
         }
-        let down = self.inner.down.read();
-        let suspects = self.inner.suspects.lock();
-        let now = Instant::now();
-        drives.iter().all(|d| !down.contains(d) && suspects.get(d).is_none_or(|until| *until <= now))
+        (0..tries).map(|_| draw()).find(|name| ready[p.group_of(name.as_ref()) as usize])
     }
 
     /// Reads the map and the drives marked down again in the background when they are older
@@ -104,10 +117,13 @@ impl Store {
             let mut last_error = String::new();
             for (drive, r) in drives.iter().zip(results) {
                 match r {
-                    Ok(()) => written += 1,
+                    Ok(()) => {
+                        written += 1;
+                        self.answered(drive);
+                    }
                     Err(OpError::StaleView) => return Err(OpError::StaleView),
                     Err(OpError::Failed(e)) => {
-                        self.suspect(drive);
+                        self.missed(drive);
                         last_error = e.to_string();
                     }
                     Err(OpError::Changed) => last_error = format!("{drive}: changed"),
@@ -211,13 +227,16 @@ impl Store {
             Ok(c) => c.get(&key).await,
             Err(e) => Err(e),
         };
+        if answer.is_ok() {
+            self.answered(drive);
+        }
         match answer {
             Ok(Some(entry)) => code.verify(shard, len, &entry.value).map_err(|e| Ok(Miss::Damaged(e.to_string()))),
             Ok(None) => Err(Ok(Miss::Absent)),
             Err(e) => match OpError::from_client(drive, e) {
                 OpError::StaleView => Err(Err(OpError::StaleView)),
                 other => {
-                    self.suspect(drive);
+                    self.missed(drive);
                     Err(Ok(Miss::Unanswered(match other {
                         OpError::Failed(e) => e.to_string(),
                         _ => "no answer".into(),
@@ -227,14 +246,29 @@ impl Store {
         }
     }
 
+    /// A drive of a pool failed a shard's write or read: asked last, and left out of new
+    /// objects' groups, for `SHARD_MISS_FOR`.
+    fn missed(&self, drive: &str) {
+        self.suspect(drive);
+        self.inner.shard_misses.lock().insert(drive.to_string(), Instant::now() + SHARD_MISS_FOR);
+    }
+
+    fn answered(&self, drive: &str) {
+        let mut misses = self.inner.shard_misses.lock();
+        if !misses.is_empty() {
+            misses.remove(drive);
+        }
+    }
+
     /// The shards to ask, in order: data shards on drives that answer well, then parity shards
     /// on such drives, then shards on drives marked down or failing lately.
     fn shard_order(&self, code: Code, drives: &[String]) -> Vec<usize> {
         let data = usize::from(code.data);
         let down = self.inner.down.read();
         let suspects = self.inner.suspects.lock();
+        let misses = self.inner.shard_misses.lock();
         let now = Instant::now();
-        let poor = |d: &String| down.contains(d) || suspects.get(d).is_some_and(|until| *until > now);
+        let poor = |d: &String| down.contains(d) || suspects.get(d).is_some_and(|until| *until > now) || misses.get(d).is_some_and(|until| *until > now);
         let mut order: Vec<usize> = (0..drives.len()).collect();
         order.sort_by_key(|&s| (poor(&drives[s]), s >= data, s));
         order
