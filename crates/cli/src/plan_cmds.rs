@@ -50,6 +50,21 @@ pub struct PlanArgs {
     /// Power usage effectiveness (facility W per equipment W)
     #[arg(long)]
     pue: Option<f64>,
+    /// Weigh redundancy schemes for the same targets: a comma-separated list of R<replicas>
+    /// and DATA+PARITY codes (e.g. R3,4+2,8+3); each sets the usable share, the write
+    /// amplification and the nodes a stripe needs
+    #[arg(long, value_delimiter = ',', conflicts_with = "hot_share")]
+    compare: Vec<spindle_plan::redundancy::Redundancy>,
+    /// Two tiers: this share of the capacity hot (--hot), the rest cold (--cold), the cold
+    /// tier taking the same write stream and few reads
+    #[arg(long, requires_all = ["hot", "cold"])]
+    hot_share: Option<f64>,
+    /// The hot tier's scheme (e.g. R3)
+    #[arg(long)]
+    hot: Option<spindle_plan::redundancy::Redundancy>,
+    /// The cold tier's scheme (e.g. 8+3)
+    #[arg(long)]
+    cold: Option<spindle_plan::redundancy::Redundancy>,
     /// Print the design as JSON
     #[arg(long)]
     json: bool,
@@ -76,6 +91,28 @@ pub fn run(a: PlanArgs) -> Result<(), Box<dyn std::error::Error>> {
     costs.years = a.years.or(costs.years);
     costs.electricity_per_kwh = a.electricity_per_kwh.or(costs.electricity_per_kwh);
     override_with(&mut costs.pue, a.pue);
+    if !a.compare.is_empty() {
+        let rows = spindle_plan::redundancy::compare(&catalogue, &scenario, &a.compare);
+        if a.json {
+            let out: Vec<_> = rows.iter().map(|(r, w)| match w {
+                Ok(w) => serde_json::to_value(w).unwrap_or_default(),
+                Err(e) => serde_json::json!({"redundancy": r.to_string(), "error": e.to_string()}),
+            }).collect();
+            println!("{}", serde_json::to_string_pretty(&out)?);
+        } else {
+            print!("{}", spindle_plan::redundancy::render_compare(&rows));
+        }
+        return Ok(());
+    }
+    if let (Some(share), Some(hot), Some(cold)) = (a.hot_share, a.hot, a.cold) {
+        let tiers = spindle_plan::redundancy::two_tier(&catalogue, &scenario, share, hot, cold)?;
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(&tiers)?);
+        } else {
+            print!("{}", spindle_plan::redundancy::render_two_tier(&tiers));
+        }
+        return Ok(());
+    }
     let design = plan(&catalogue, &scenario)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&design)?);

@@ -118,3 +118,30 @@ fn infeasible_and_malformed_inputs_fail_with_the_reason() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("not a valid catalogue") && err.contains("speed"), "{err}");
 }
+
+#[test]
+fn redundancy_schemes_are_weighed_and_two_tiers_planned() {
+    let out = spindle_plan(&[&example(), "--compare", "R3,4+2,8+3", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let by = |scheme: &str| rows.iter().find(|r| r["redundancy"] == scheme).unwrap_or_else(|| panic!("no {scheme} in {rows:?}")).clone();
+    let (r3, ec) = (by("R3"), by("4+2"));
+    let raw = |r: &serde_json::Value| r["design"]["totals"]["raw_capacity_tb"].as_f64().unwrap();
+    let usable = |r: &serde_json::Value| r["design"]["totals"]["usable_capacity_tb"].as_f64().unwrap();
+    // The same usable capacity from half the raw: 3 bytes per byte against 1.5.
+    assert!(raw(&ec) < raw(&r3) * 0.6, "4+2 {} TB raw, R3 {}", raw(&ec), raw(&r3));
+    assert!(usable(&ec) >= usable(&r3) * 0.9);
+    assert_eq!((r3["repair_reads_per_tb"].as_f64(), ec["repair_reads_per_tb"].as_f64()), (Some(1.0), Some(4.0)));
+    assert!(by("8+3")["design"]["totals"]["nodes"].as_u64().unwrap() >= 11, "a stripe of 11 needs 11 nodes");
+    let text = String::from_utf8_lossy(&spindle_plan(&[&example(), "--compare", "R3,4+2"]).stdout).to_string();
+    assert!(text.contains("SCHEME") && text.contains("4+2") && text.contains("PER USABLE TB"), "{text}");
+
+    let out = spindle_plan(&[&example(), "--hot-share", "0.2", "--hot", "R3", "--cold", "8+3", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let tiers: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let total = tiers["hot"]["design"]["totals"]["total_cost"].as_f64().unwrap() + tiers["cold"]["design"]["totals"]["total_cost"].as_f64().unwrap();
+    assert!((total - tiers["total_cost"].as_f64().unwrap()).abs() < 1e-6);
+    assert_eq!(tiers["cold"]["design"]["scenario"]["targets"]["random_read_mb_s"].as_f64(), Some(0.0));
+    let bad = spindle_plan(&[&example(), "--compare", "R3,4"]);
+    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("DATA+PARITY"));
+}

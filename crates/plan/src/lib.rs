@@ -16,6 +16,7 @@ pub mod error;
 pub mod goals;
 pub mod figures;
 pub mod model;
+pub mod redundancy;
 pub mod solve;
 
 pub use catalogue::{Catalogue, Scenario};
