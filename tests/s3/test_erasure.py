@@ -415,3 +415,20 @@ def test_racing_writes_in_the_coded_class_with_drives_killed_stay_linearizable(e
                 d.start()
         empty_bucket(s3, b)
         remove_bucket(s3, b)
+
+
+def test_a_default_class_takes_writes_that_name_none(pool):
+    name, _ = pool
+    with own_gateway("--storage-class", f"{CLASS}={name}", "--default-storage-class", CLASS) as (endpoint, *_):
+        s3 = make_client(endpoint=endpoint)
+        b = f"spindle-ec-default-{uuid.uuid4().hex[:8]}"
+        s3.create_bucket(Bucket=b)
+        try:
+            s3.put_object(Bucket=b, Key="plain", Body=b"no class named")
+            s3.put_object(Bucket=b, Key="standard", Body=b"named STANDARD", StorageClass="STANDARD")
+            assert s3.head_object(Bucket=b, Key="plain")["StorageClass"] == CLASS
+            assert "StorageClass" not in s3.head_object(Bucket=b, Key="standard")
+            assert read(s3, b, "plain") == b"no class named"
+        finally:
+            empty_bucket(s3, b)
+            remove_bucket(s3, b)

@@ -40,6 +40,9 @@ pub struct S3Args {
     /// CLASS=POOL (e.g. STANDARD_IA=cold); repeat for more
     #[arg(long = "storage-class", value_name = "CLASS=POOL")]
     storage_classes: Vec<String>,
+    /// The storage class of writes that name none [default: STANDARD]
+    #[arg(long, value_name = "CLASS")]
+    default_storage_class: Option<String>,
     /// How often the lifecycle pass applies buckets' lifecycle rules
     #[arg(long, default_value_t = 3600)]
     lifecycle_interval_secs: u64,
@@ -101,7 +104,10 @@ pub async fn run(a: S3Args) -> Result<(), Box<dyn std::error::Error>> {
     // (large buffers reused, not faulted in afresh) and its trimmer (memory returned above a
     // limit).
     spindle_drive::memory::start();
-    let classes = spindle_s3::classes::StorageClasses::parse(&a.storage_classes)?;
+    let mut classes = spindle_s3::classes::StorageClasses::parse(&a.storage_classes)?;
+    if let Some(class) = &a.default_storage_class {
+        classes = classes.with_default(class)?;
+    }
     let kv = a.store.open().await?;
     let limits = Limits {
         max_connections: a.max_connections,

@@ -20,6 +20,8 @@ const S3_CLASSES: [&str; 11] =
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StorageClasses {
     pools: BTreeMap<String, String>,
+    /// The class of writes that name none (none: STANDARD).
+    default: Option<String>,
 }
 
 impl StorageClasses {
@@ -39,7 +41,18 @@ impl StorageClasses {
                 return Err(format!("storage class {class}: one pool, named once"));
             }
         }
-        Ok(StorageClasses { pools })
+        Ok(StorageClasses { pools, default: None })
+    }
+
+    /// Writes that name no class get `class` (one offered, or STANDARD), as MinIO's
+    /// MINIO_STORAGE_CLASS_STANDARD sets the code of theirs.
+    pub fn with_default(mut self, class: &str) -> Result<StorageClasses, String> {
+        let class = class.trim().to_ascii_uppercase();
+        if class != STANDARD && !self.pools.contains_key(&class) {
+            return Err(format!("default storage class {class}: not one this gateway offers (map it with --storage-class {class}=POOL)"));
+        }
+        self.default = (class != STANDARD).then_some(class);
+        Ok(self)
     }
 
     /// Refuses mappings to pools the store does not have.
@@ -56,7 +69,7 @@ impl StorageClasses {
     /// The class a request names (none: STANDARD) as kept, and the pool that keeps it (none:
     /// the replicated pool).
     pub fn resolve(&self, asked: Option<&str>) -> S3Result<(Option<String>, Option<String>)> {
-        match asked {
+        match asked.or(self.default.as_deref()) {
             None | Some(STANDARD) => Ok((None, None)),
             Some(class) => match self.pools.get(class) {
                 Some(pool) => Ok((Some(class.to_string()), Some(pool.clone()))),
@@ -83,6 +96,10 @@ mod tests {
     fn classes_map_to_pools_and_others_are_refused() {
         let c = StorageClasses::parse(&["standard_ia=cold".into(), "GLACIER_IR = colder".into()]).unwrap();
         assert_eq!(c.resolve(None).unwrap(), (None, None));
+        let cold = c.clone().with_default("standard_ia").unwrap();
+        assert_eq!(cold.resolve(None).unwrap(), (Some("STANDARD_IA".into()), Some("cold".into())));
+        assert_eq!(cold.resolve(Some("STANDARD")).unwrap(), (None, None));
+        assert!(c.clone().with_default("GLACIER").is_err());
         assert_eq!(c.resolve(Some("STANDARD")).unwrap(), (None, None));
         assert_eq!(c.resolve(Some("STANDARD_IA")).unwrap(), (Some("STANDARD_IA".into()), Some("cold".into())));
         let e = c.resolve(Some("DEEP_ARCHIVE")).unwrap_err();
