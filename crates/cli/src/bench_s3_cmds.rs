@@ -52,6 +52,13 @@ pub struct S3BenchArgs {
     /// Leave the run's objects in the bucket
     #[arg(long)]
     no_cleanup: bool,
+    /// Write under this key prefix instead of a fresh one
+    #[arg(long)]
+    prefix: Option<String>,
+    /// GET: the prepared set is under --prefix already (an earlier run's, kept with
+    /// --no-cleanup); read it without uploading
+    #[arg(long, requires = "prefix")]
+    prepared: bool,
     /// Also write the whole result as JSON here
     #[arg(long)]
     json: Option<std::path::PathBuf>,
@@ -84,6 +91,8 @@ impl S3BenchArgs {
             server_pids: self.server_pids,
             seed: self.seed,
             cleanup: !self.no_cleanup,
+            prefix: self.prefix,
+            prepared: self.prepared,
         };
         (spec, self.json)
     }

@@ -200,6 +200,17 @@ fn a_lost_drive_is_rebuilt_a_scrub_heals_rot_and_a_joining_drive_gets_its_shards
         .await;
         let progress = control.rebuilds().await.unwrap()[POOL].clone();
         assert!(progress.finished && progress.shards > 0 && progress.groups_done > 0, "{progress:?}");
+        // As the operator sees it.
+        let status = std::process::Command::new(common::spindle_bin())
+            .args(["cluster", "pool", "status", POOL, "--json", "--cluster", "heal", "--etcd", &etcd.endpoints()])
+            .output()
+            .unwrap();
+        assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+        let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+        let pool = &status["pools"][0];
+        assert_eq!((pool["groups_to_rebuild"].as_u64(), pool["rebuild"]["finished"].as_bool()), (Some(0), Some(true)), "{pool}");
+        assert!(pool["rebuild"]["shards"].as_u64().unwrap() > 0 && pool["rebuild"]["mib_per_sec"].as_f64().is_some(), "{pool}");
+        assert!(pool["drives"].as_array().unwrap().iter().any(|d| d["id"] == "p3" && d["positions"] == 0), "{pool}");
         // Two more down: every group has four of its six, the rebuilt one among them.
         store.refresh().await.unwrap();
         let (a, b) = (1, 5);

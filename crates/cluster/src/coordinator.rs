@@ -370,7 +370,7 @@ async fn plan(control: &Control, config: &CoordinatorConfig) -> Result<(), Clust
             again = true;
             continue;
         }
-        if rebuild_pools(control, config, &map, revision, &mut unhealed).await? {
+        if rebuild::step(control, &config.client, config.migrate_rate, &config.metrics, &map, revision, &mut unhealed).await? {
             again = true;
             continue;
         }
@@ -504,53 +504,6 @@ async fn place_pools(control: &Control, config: &CoordinatorConfig, map: &Cluste
         info!("epoch {}: pool placement changed", next.epoch);
         migrate::connect_all(&next, &config.client).await;
     }
-    Ok(true)
-}
-
-/// Rebuilds one group of a pool whose positions changed drive (the shards of those positions
-/// written to their new drives), then takes it off the pool's pending list. `true` if a group
-/// was rebuilt (the next follows at once). A group that fails waits `rebuild::RETRY_AFTER`.
-async fn rebuild_pools(control: &Control, config: &CoordinatorConfig, map: &ClusterMap, revision: i64, unhealed: &mut BTreeMap<(String, u32), Instant>) -> Result<bool, ClusterError> {
-    unhealed.retain(|_, until| *until > Instant::now());
-    let Some((name, group)) = rebuild::next_pending(map, &|pool, g| unhealed.contains_key(&(pool.to_string(), g))) else { return Ok(false) };
-    let pool = map.pool(&name)?;
-    let targets: Vec<usize> = pool.pending.get(&group).map(|p| p.keys().map(|i| usize::from(*i)).collect()).unwrap_or_default();
-    let drives = migrate::connect_all(map, &config.client).await;
-    let throttle = migrate::Throttle::new(config.migrate_rate);
-    let mut rebuilds = control.rebuilds().await?;
-    let started = now_ms();
-    let healed = match rebuild::heal_group(pool, group, &targets, false, &drives, &throttle).await {
-        Ok(h) if h.unhealable == 0 => h,
-        Ok(h) => {
-            warn!("pool {name} group {group}: {} stripes have too few good shards to rebuild; trying again later", h.unhealable);
-            unhealed.insert((name, group), Instant::now() + rebuild::RETRY_AFTER);
-            return Ok(true);
-        }
-        Err(e) => {
-            warn!("pool {name} group {group}: {e}; trying again later");
-            unhealed.insert((name, group), Instant::now() + rebuild::RETRY_AFTER);
-            return Ok(true);
-        }
-    };
-    let mut next = map.clone();
-    if let Some(p) = next.pools.get_mut(&name) {
-        p.pending.remove(&group);
-    }
-    if !control.replace_map(revision, &next).await? {
-        return Ok(true);
-    }
-    let progress = rebuilds.entry(name.clone()).or_default();
-    if progress.groups_done == 0 || progress.finished {
-        *progress = rebuild::RebuildProgress { started_ms: started, rate_limit: config.migrate_rate, ..Default::default() };
-    }
-    progress.finished = pool.pending.len() == 1;
-    progress.groups_done += 1;
-    progress.shards += healed.shards;
-    progress.bytes += healed.bytes;
-    progress.updated_ms = now_ms();
-    control.save_rebuilds(&rebuilds).await?;
-    config.metrics.moved(healed.bytes, healed.shards);
-    info!("pool {name} group {group}: {} shards of {} stripes rebuilt ({} groups left)", healed.shards, healed.stripes, pool.pending.len() - 1);
     Ok(true)
 }
 

@@ -15,14 +15,18 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::future::join_all;
+use futures_util::stream::StreamExt;
 use serde::{Deserialize, Serialize};
-use spindle_client::{Client, ClientError, PutOptions, Synchronization};
+use spindle_client::{Client, ClientConfig, ClientError, PutOptions, Synchronization};
 use tokio::time::Instant;
 
+use crate::control::Control;
 use crate::erasure::{self, Code};
 use crate::map::{self, ClusterMap};
+use crate::metrics::CoordinatorMetrics;
 use crate::migrate::{Drives, Throttle};
 use crate::pool::Pool;
+use crate::ClusterError;
 
 /// How far the rebuild of one pool has gone (`spindle cluster pool status`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -81,9 +85,88 @@ impl std::ops::AddAssign for Healed {
     }
 }
 
-/// The first pending group of any pool, with its pool's name.
-pub fn next_pending(map: &ClusterMap, skip: &dyn Fn(&str, u32) -> bool) -> Option<(String, u32)> {
-    map.pools.iter().find_map(|(name, pool)| pool.pending.keys().find(|g| !skip(name, **g)).map(|g| (name.clone(), *g)))
+/// The first pool with pending groups not to `skip`, and up to `most` of those groups.
+pub fn next_pending(map: &ClusterMap, most: usize, skip: &dyn Fn(&str, u32) -> bool) -> Option<(String, Vec<u32>)> {
+    map.pools.iter().find_map(|(name, pool)| {
+        let groups: Vec<u32> = pool.pending.keys().copied().filter(|g| !skip(name, *g)).take(most).collect();
+        (!groups.is_empty()).then(|| (name.clone(), groups))
+    })
+}
+
+/// One step of the coordinator's rebuild: up to `GROUPS_AT_ONCE` pending groups of a pool
+/// healed (their pending positions' shards written to their new drives), then taken off the
+/// pool's pending list in one compare-and-swap of the map, and the progress recorded. `true`
+/// if there was anything to do (the next step follows at once). A group that fails waits
+/// `RETRY_AFTER`; the others go on.
+pub(crate) async fn step(
+    control: &Control,
+    client: &ClientConfig,
+    rate: u64,
+    metrics: &CoordinatorMetrics,
+    map: &ClusterMap,
+    revision: i64,
+    unhealed: &mut BTreeMap<(String, u32), Instant>,
+) -> Result<bool, ClusterError> {
+    unhealed.retain(|_, until| *until > Instant::now());
+    let Some((name, groups)) = next_pending(map, GROUPS_AT_ONCE, &|pool, g| unhealed.contains_key(&(pool.to_string(), g))) else { return Ok(false) };
+    let pool = map.pool(&name)?;
+    let drives = crate::migrate::connect_all(map, client).await;
+    let throttle = Throttle::new(rate);
+    let started = crate::control::now_ms();
+    let (drives, throttle) = (&drives, &throttle);
+    let results: Vec<(u32, Result<Healed, RebuildError>)> = futures_util::stream::iter(groups)
+        .map(|g| async move {
+            let targets: Vec<usize> = pool.pending.get(&g).map(|p| p.keys().map(|i| usize::from(*i)).collect()).unwrap_or_default();
+            (g, heal_group(pool, g, &targets, false, drives, throttle).await)
+        })
+        .buffer_unordered(GROUPS_HEALED_TOGETHER)
+        .collect()
+        .await;
+    let mut done = Vec::new();
+    let mut healed = Healed::default();
+    for (g, r) in results {
+        match r {
+            Ok(h) if h.unhealable == 0 => {
+                done.push(g);
+                healed += h;
+            }
+            Ok(h) => {
+                tracing::warn!("pool {name} group {g}: {} stripes have too few good shards to rebuild; trying again later", h.unhealable);
+                unhealed.insert((name.clone(), g), Instant::now() + RETRY_AFTER);
+            }
+            Err(e) => {
+                tracing::warn!("pool {name} group {g}: {e}; trying again later");
+                unhealed.insert((name.clone(), g), Instant::now() + RETRY_AFTER);
+            }
+        }
+    }
+    if done.is_empty() {
+        return Ok(true);
+    }
+    let mut next = map.clone();
+    if let Some(p) = next.pools.get_mut(&name) {
+        for g in &done {
+            p.pending.remove(g);
+        }
+    }
+    if !control.replace_map(revision, &next).await? {
+        return Ok(true);
+    }
+    let left = next.pools.get(&name).map_or(0, |p| p.pending.len());
+    let mut rebuilds = control.rebuilds().await?;
+    let progress = rebuilds.entry(name.clone()).or_default();
+    if progress.groups_done == 0 || progress.finished {
+        *progress = RebuildProgress { started_ms: started, rate_limit: rate, ..Default::default() };
+    }
+    progress.finished = left == 0;
+    progress.groups_done += done.len() as u32;
+    progress.shards += healed.shards;
+    progress.bytes += healed.bytes;
+    progress.updated_ms = crate::control::now_ms();
+    control.save_rebuilds(&rebuilds).await?;
+    metrics.moved(healed.bytes, healed.shards);
+    tracing::info!("pool {name}: {} groups rebuilt, {} shards of {} stripes ({left} groups left)", done.len(), healed.shards, healed.stripes);
+    Ok(true)
 }
 
 /// Heals `group` of `pool`: the shards of `targets` (positions; all of them for a scrub, which
@@ -106,11 +189,16 @@ pub async fn heal_group(pool: &Pool, group: u32, targets: &[usize], scrub: bool,
     }
     let stripes = listed.ok_or(RebuildError::NoLister { group })?;
     let mut healed = Healed::default();
-    for (object, index) in stripes {
-        let started = Instant::now();
-        let h = heal_stripe(pool.code, group, placed, drives, &object, index, targets, scrub).await?;
-        throttle.pace(h.bytes, started.elapsed()).await;
-        healed += h;
+    let mut heals = futures_util::stream::iter(stripes)
+        .map(|(object, index)| async move {
+            let started = Instant::now();
+            let h = heal_stripe(pool.code, group, placed, drives, &object, index, targets, scrub).await?;
+            throttle.pace(h.bytes, started.elapsed()).await;
+            Ok::<Healed, RebuildError>(h)
+        })
+        .buffer_unordered(STRIPES_AT_ONCE);
+    while let Some(h) = heals.next().await {
+        healed += h?;
     }
     Ok(healed)
 }
@@ -189,6 +277,12 @@ async fn heal_stripe(code: Code, group: u32, placed: &[String], drives: &Drives,
     Ok(healed)
 }
 
+/// Groups a rebuild step takes on, and how many of them are healed at once.
+const GROUPS_AT_ONCE: usize = 16;
+const GROUPS_HEALED_TOGETHER: usize = 4;
+/// Stripes healed at once: enough to keep every drive of a group busy (each stripe reads
+/// from all of them), few enough that a rebuild holds a few MiB.
+const STRIPES_AT_ONCE: usize = 8;
 /// How long a group that could not be rebuilt waits before it is tried again.
 pub const RETRY_AFTER: Duration = Duration::from_secs(5);
 

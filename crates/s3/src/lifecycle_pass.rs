@@ -8,8 +8,8 @@
 //! (an intent written before it), so the sweeper deletes it after the grace whatever happens;
 //! a pass cut short by a crash leaves the new data to the sweeper (its intent is never
 //! dropped without the swap) and the next pass starts the object again: nothing is lost, and
-//! no object ever references two copies. The pass is paced: after each object it rests as
-//! long as the object took, so it takes at most half of what the gateway could give it.
+//! no object ever references two copies. The pass is paced: it acts on a few objects at once,
+//! then rests as long as they took, so it takes at most half of what the gateway could give it.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -25,6 +25,9 @@ use crate::layout;
 use crate::lifecycle::{self, Action, Rule};
 use crate::objects::{Core, Own, PAGE};
 use crate::records::{self, BucketRecord, Manifest, Owner, Segment, UploadRecord, Versioning};
+
+/// Objects a pass acts on at once (each a copy, or a delete).
+const ACTIONS_AT_ONCE: usize = 8;
 
 /// How often the pass runs, and how long a lifecycle day lasts.
 #[derive(Debug, Clone, Copy)]
@@ -102,6 +105,7 @@ async fn objects(core: &Arc<Core>, bucket: &str, rules: &[Rule], versioning: Opt
     let range = (prefix.clone().freeze(), layout::last_under(prefix.clone()));
     let mut pages = Pages::new(range, PAGE);
     while let Some(keys) = pages.next(&core.kv).await? {
+        let mut due = Vec::new();
         for k in keys {
             let Some(key) = k.strip_prefix(&prefix[..]).and_then(|n| std::str::from_utf8(n).ok()) else { continue };
             let Some(stored) = core.kv.get(&k).await? else { continue };
@@ -110,23 +114,33 @@ async fn objects(core: &Arc<Core>, bucket: &str, rules: &[Rule], versioning: Opt
             if m.delete_marker {
                 continue;
             }
-            let Some(action) = lifecycle::due(rules, key, &m, records::now_ms(), day_ms) else { continue };
+            if let Some(action) = lifecycle::due(rules, key, &m, records::now_ms(), day_ms) {
+                due.push((key.to_owned(), m, action));
+            }
+        }
+        // A few objects at once; then a rest as long as they took.
+        for batch in due.chunks(ACTIONS_AT_ONCE) {
             let started = Instant::now();
-            let done = match &action {
-                Action::Expire => expire(core, bucket, key, &m, versioning).await,
-                Action::Transition(class) => transition(core, bucket, key, &m, class, stats).await,
-            };
-            match done {
-                Ok(true) => {
-                    let counter = if action == Action::Expire { &stats.expired } else { &stats.transitioned };
-                    counter.fetch_add(1, Relaxed);
-                    tracing::info!(bucket, key, ?action, "lifecycle");
-                }
-                // Changed since it was read: the next pass looks at it again.
-                Ok(false) => {}
-                Err(e) => {
-                    stats.failures.fetch_add(1, Relaxed);
-                    tracing::warn!(bucket, key, ?action, error = %e, "lifecycle action failed; tried again next pass");
+            let acts = batch.iter().map(|(key, m, action)| async move {
+                let done = match action {
+                    Action::Expire => expire(core, bucket, key, m, versioning).await,
+                    Action::Transition(class) => transition(core, bucket, key, m, class, stats).await,
+                };
+                (key, action, done)
+            });
+            for (key, action, done) in futures_util::future::join_all(acts).await {
+                match done {
+                    Ok(true) => {
+                        let counter = if *action == Action::Expire { &stats.expired } else { &stats.transitioned };
+                        counter.fetch_add(1, Relaxed);
+                        tracing::info!(bucket, key, ?action, "lifecycle");
+                    }
+                    // Changed since it was read: the next pass looks at it again.
+                    Ok(false) => {}
+                    Err(e) => {
+                        stats.failures.fetch_add(1, Relaxed);
+                        tracing::warn!(bucket, key, ?action, error = %e, "lifecycle action failed; tried again next pass");
+                    }
                 }
             }
             tokio::time::sleep(started.elapsed()).await;

@@ -59,6 +59,8 @@ mod tests {
             mix: Mix::WARP,
             server_pids: vec![],
             seed: 1,
+            prefix: None,
+            prepared: false,
             cleanup: true,
         }
     }

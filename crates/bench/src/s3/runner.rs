@@ -33,14 +33,16 @@ pub async fn run(spec: S3BenchSpec) -> Result<S3BenchResult, S3BenchError> {
     spec.validate()?;
     let signer = S3Signer::new(&spec.target)?;
     S3Conn::new(signer.clone()).create_bucket().await?;
-    let prefix = run_prefix(spec.seed);
+    let prefix = spec.prefix.clone().unwrap_or_else(|| run_prefix(spec.seed));
     let mut data = vec![0u8; spec.object_bytes as usize + DATA_SLACK_BYTES];
     rand::rngs::StdRng::seed_from_u64(spec.seed ^ 0x0b1e_c7da).fill_bytes(&mut data);
     let shared = Arc::new(Shared { signer: signer.clone(), spec: spec.clone(), data: Bytes::from(data), prefix: prefix.clone(), pool: Mutex::new(Vec::new()) });
 
     // The prepared set, uploaded before the clock starts.
     let mut prepare = None;
-    if spec.op != S3Op::Put {
+    if spec.op != S3Op::Put && spec.prepared {
+        *shared.pool.lock() = (0..spec.prepared_objects()).map(|i| format!("{prefix}/obj/{i:09}")).collect();
+    } else if spec.op != S3Op::Put {
         let count = spec.prepared_objects();
         let keys: Arc<Vec<String>> = Arc::new((0..count).map(|i| format!("{prefix}/obj/{i:09}")).collect());
         let started = Instant::now();

@@ -78,6 +78,14 @@ pub struct S3BenchSpec {
     pub seed: u64,
     /// Delete what the run wrote, afterwards.
     pub cleanup: bool,
+    /// The run's key prefix (none: a fresh one): a GET run given the prefix of an earlier one
+    /// kept with `cleanup` off, and `prepared`, reads that run's objects again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+    /// The prepared set is in place under `prefix` already (uploaded by an earlier run): a
+    /// GET run reads it without uploading (to measure reads with servers degraded since).
+    #[serde(default)]
+    pub prepared: bool,
 }
 
 impl S3BenchSpec {
