@@ -9,7 +9,7 @@ use serde_json::json;
 use spindle_cluster::control::{Health, HealthState, MemberChange};
 use spindle_cluster::erasure::Code;
 use spindle_cluster::pool::{Pool, DEFAULT_GROUPS};
-use spindle_cluster::rebuild::RebuildProgress;
+use spindle_cluster::control::RebuildProgress;
 
 /// Each pool's rebuild, as etcd has it.
 pub type Rebuilds = BTreeMap<String, RebuildProgress>;

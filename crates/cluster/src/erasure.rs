@@ -10,7 +10,8 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
 
-use crate::map::MAX_VALUE_LEN;
+/// A drive's largest value (the protocol's published limit): a shard is one.
+const MAX_VALUE_LEN: usize = spindle_proto::limits::MAX_VALUE_SIZE as usize;
 
 /// Marks a value as an erasure-coded shard.
 const SHARD_MAGIC: &[u8; 4] = b"SPEC";

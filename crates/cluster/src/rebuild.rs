@@ -16,48 +16,16 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::future::join_all;
 use futures_util::stream::StreamExt;
-use serde::{Deserialize, Serialize};
 use spindle_client::{Client, ClientConfig, ClientError, PutOptions, Synchronization};
 use tokio::time::Instant;
 
-use crate::control::Control;
+use crate::control::{Control, RebuildProgress};
 use crate::erasure::{self, Code};
 use crate::map::{self, ClusterMap};
 use crate::metrics::CoordinatorMetrics;
 use crate::migrate::{Drives, Throttle};
 use crate::pool::Pool;
 use crate::ClusterError;
-
-/// How far the rebuild of one pool has gone (`spindle cluster pool status`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct RebuildProgress {
-    pub started_ms: u64,
-    pub updated_ms: u64,
-    /// Groups rebuilt since it started; the pool's pending list says how many are left.
-    pub groups_done: u32,
-    pub shards: u64,
-    pub bytes: u64,
-    /// Stripes that had too few good shards to heal (unreadable until their drives return).
-    pub unhealable: u64,
-    pub rate_limit: u64,
-    /// Every group it had to rebuild is done (the next change of placement starts anew).
-    #[serde(default)]
-    pub finished: bool,
-}
-
-impl RebuildProgress {
-    /// Seconds left at the pace so far, by groups.
-    pub fn eta_secs(&self, groups_left: usize) -> Option<f64> {
-        let done = f64::from(self.groups_done);
-        (done > 0.0).then(|| self.updated_ms.saturating_sub(self.started_ms) as f64 / 1000.0 / done * groups_left as f64)
-    }
-
-    /// MiB per second so far.
-    pub fn mib_per_sec(&self) -> f64 {
-        let secs = self.updated_ms.saturating_sub(self.started_ms) as f64 / 1000.0;
-        if secs > 0.0 { self.bytes as f64 / f64::from(1u32 << 20) / secs } else { 0.0 }
-    }
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum RebuildError {

@@ -3,29 +3,22 @@
 //! rules are checked as S3 checks them when set, kept in the bucket's record, and applied by
 //! the gateway's lifecycle pass (`lifecycle_pass`).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use s3s::dto::{
     AbortIncompleteMultipartUpload, ExpirationStatus, LifecycleExpiration, LifecycleRule, LifecycleRuleAndOperator, LifecycleRuleFilter, Tag, Transition, TransitionStorageClass,
 };
 use s3s::{s3_error, S3Result};
-use serde::{Deserialize, Serialize};
 
 use crate::classes::StorageClasses;
 use crate::records::Manifest;
+pub use crate::records::{Filter, Rule, When};
 
 /// Most rules a bucket's configuration holds (S3's limit).
 pub const MAX_RULES: usize = 1000;
 /// Longest rule id (S3's limit).
 pub const MAX_RULE_ID: usize = 255;
 const DAY_MS: u64 = 86_400_000;
-
-/// When an action is due: some days after the object was written, or from a date on (ms).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum When {
-    Days(u32),
-    Date(u64),
-}
 
 impl When {
     /// Whether the action is due for an object written at `since_ms`, `now_ms` being now and a
@@ -62,7 +55,7 @@ impl When {
 
     fn date(self) -> Option<s3s::dto::Timestamp> {
         match self {
-            When::Date(ms) => Some(crate::gateway::timestamp(ms)),
+            When::Date(ms) => Some(s3s::dto::Timestamp::from(crate::records::time_of(ms))),
             When::Days(_) => None,
         }
     }
@@ -78,19 +71,6 @@ fn timestamp_ms(t: &s3s::dto::Timestamp) -> S3Result<u64> {
     Ok((secs * 1000.0) as u64)
 }
 
-/// Which objects a rule applies to: all of them must hold.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Filter {
-    #[serde(default)]
-    pub prefix: String,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub tags: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub larger_than: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub smaller_than: Option<u64>,
-}
-
 impl Filter {
     pub fn matches(&self, key: &str, m: &Manifest) -> bool {
         key.starts_with(&self.prefix)
@@ -98,22 +78,6 @@ impl Filter {
             && self.larger_than.is_none_or(|n| m.size > n)
             && self.smaller_than.is_none_or(|n| m.size < n)
     }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Rule {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
-    pub enabled: bool,
-    #[serde(default)]
-    pub filter: Filter,
-    /// Storage class and when, in the order given.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub transitions: Vec<(String, When)>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expiration: Option<When>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub abort_uploads_after_days: Option<u32>,
 }
 
 /// What the rules call for on one object's current version.

@@ -166,7 +166,45 @@ pub struct BucketRecord {
     pub tags: Option<BTreeMap<String, String>>,
     /// Lifecycle rules (PutBucketLifecycleConfiguration), applied by the lifecycle pass.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lifecycle: Option<Vec<crate::lifecycle::Rule>>,
+    pub lifecycle: Option<Vec<Rule>>,
+}
+
+// A bucket's lifecycle rules as stored (`lifecycle` checks, converts and applies them).
+
+/// When an action is due: some days after the object was written, or from a date on (ms).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum When {
+    Days(u32),
+    Date(u64),
+}
+
+/// Which objects a rule applies to: all of them must hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Filter {
+    #[serde(default)]
+    pub prefix: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub larger_than: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub smaller_than: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rule {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub enabled: bool,
+    #[serde(default)]
+    pub filter: Filter,
+    /// Storage class and when, in the order given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub transitions: Vec<(String, When)>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expiration: Option<When>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub abort_uploads_after_days: Option<u32>,
 }
 
 /// The version id of the version an unversioned or suspended bucket writes.

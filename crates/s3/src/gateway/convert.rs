@@ -18,7 +18,7 @@ pub(super) fn unhex(s: &str) -> Option<Vec<u8>> {
 }
 
 /// HTTP dates have whole seconds: compare modification times at that precision.
-pub(crate) fn timestamp(ms: u64) -> Timestamp {
+pub(super) fn timestamp(ms: u64) -> Timestamp {
     Timestamp::from(records::time_of(ms / 1000 * 1000))
 }
 

@@ -34,7 +34,6 @@ use s3s::{S3Request, S3Response, S3Result, S3};
 
 use errors::closing;
 pub use finish::finish_stale_completions;
-pub(crate) use convert::timestamp;
 pub use lookup::Gateway;
 
 #[async_trait::async_trait]
