@@ -178,6 +178,9 @@ check "s3 bench smoke" "$logs/s3-bench.log" scripts/bench-s3.sh --quick --tls --
 section "archival workloads against the S3 gateway, smoke run"
 check "archive s3 smoke" "$logs/archive-s3.log" scripts/bench-archive.sh --quick --s3 --spindle "$spindle" --out "$logs/archive-s3.md"
 
+section "erasure-coded S3 against MinIO, smoke run (a 4+2 pool, six MinIO directories)"
+check "ec bench smoke" "$logs/ec-bench.log" scripts/bench-ec.sh --quick --spindle "$spindle" --out "$logs/ec-bench.md"
+
 section "memory under large values, smoke run (one drive, one round)"
 check "memory bench smoke" "$logs/memory.log" scripts/bench-memory.sh --spindle "$spindle" --rounds 1 --count 20
 
