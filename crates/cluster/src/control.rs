@@ -77,8 +77,6 @@ pub struct RebuildProgress {
     pub groups_done: u32,
     pub shards: u64,
     pub bytes: u64,
-    /// Stripes that had too few good shards to heal (unreadable until their drives return).
-    pub unhealable: u64,
     pub rate_limit: u64,
     /// Every group it had to rebuild is done (the next change of placement starts anew).
     #[serde(default)]

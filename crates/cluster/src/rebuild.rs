@@ -143,24 +143,33 @@ pub async fn heal_group(pool: &Pool, group: u32, targets: &[usize], scrub: bool,
     let placed = pool.drives_of(group);
     let pending = pool.pending.get(&group);
     let stable = (0..placed.len()).filter(|i| pending.is_none_or(|p| !p.contains_key(&(*i as u8))));
-    let mut listed = None;
+    // Listed from PARITY + 1 positions (or every one that answers): a stripe missing its shard
+    // on one drive is still found on another.
+    let mut listed: Option<std::collections::BTreeSet<(Bytes, u32)>> = None;
+    let mut listers = 0;
     for i in stable {
+        if listers > usize::from(pool.code.parity) {
+            break;
+        }
         if let Some(c) = drives.get(&placed[i]) {
             match stripes_of(c, group, i as u8).await {
                 Ok(s) => {
-                    listed = Some(s);
-                    break;
+                    listed.get_or_insert_default().extend(s);
+                    listers += 1;
                 }
                 Err(e) => tracing::warn!("listing group {group} on {}: {e}", placed[i]),
             }
         }
     }
     let stripes = listed.ok_or(RebuildError::NoLister { group })?;
+    // Where a position's shard may still be while its move is pending: the drive that held it.
+    let holders: Vec<Option<&String>> = (0..placed.len()).map(|i| pending.and_then(|p| p.get(&(i as u8)))).collect();
+    let holders = &holders;
     let mut healed = Healed::default();
     let mut heals = futures_util::stream::iter(stripes)
         .map(|(object, index)| async move {
             let started = Instant::now();
-            let h = heal_stripe(pool.code, group, placed, drives, &object, index, targets, scrub).await?;
+            let h = heal_stripe(pool.code, group, placed, holders, drives, &object, index, targets, scrub).await?;
             throttle.pace(h.bytes, started.elapsed()).await;
             Ok::<Healed, RebuildError>(h)
         })
@@ -201,18 +210,53 @@ fn parse(key: &Bytes) -> Option<(Bytes, u32, u8)> {
     Some((Bytes::copy_from_slice(object), u32::from_be_bytes([tail[0], tail[1], tail[2], tail[3]]), tail[4]))
 }
 
-/// Reads every shard of one stripe, and writes those of `targets` that are missing or do not
-/// check (with `scrub`, also parity that disagrees with the data), rebuilt from the others.
+/// A shard as a drive answered for it: its value if it has one, or the drive and its error.
+type ShardRead = Result<Option<Bytes>, (String, ClientError)>;
+
+/// Reads every shard of one stripe (a pending position's from the drive that held it when its
+/// new drive lacks it), and writes those of `targets` that are missing or do not check (with
+/// `scrub`, also parity that disagrees with the data), rebuilt from the others. A rebuild
+/// (not a scrub) whose target does not answer counts the stripe unhealable, so that its group
+/// stays pending; a stripe every drive answered for with fewer than DATA shards anywhere is
+/// the remains of a deleted object (or of a write that failed), left to the sweepers.
 #[allow(clippy::too_many_arguments, reason = "one stripe's address")]
-async fn heal_stripe(code: Code, group: u32, placed: &[String], drives: &Drives, object: &[u8], index: u32, targets: &[usize], scrub: bool) -> Result<Healed, RebuildError> {
+async fn heal_stripe(
+    code: Code,
+    group: u32,
+    placed: &[String],
+    holders: &[Option<&String>],
+    drives: &Drives,
+    object: &[u8],
+    index: u32,
+    targets: &[usize],
+    scrub: bool,
+) -> Result<Healed, RebuildError> {
     let keys: Vec<Bytes> = (0..placed.len()).map(|s| crate::store::shard_key(group, object, index, s as u8)).collect();
-    let reads = placed.iter().zip(&keys).map(|(d, k)| async move {
-        match drives.get(d) {
-            Some(c) => c.get(k).await.map(|e| e.map(|e| e.value)).map_err(|e| (d.clone(), e)),
-            None => Ok(None),
+    let fetch = |d: &String, k: &Bytes| {
+        let (d, k) = (d.clone(), k.clone());
+        async move {
+            match drives.get(&d) {
+                Some(c) => c.get(&k).await.map(|e| e.map(|e| e.value)).map_err(|e| (d, e)),
+                None => Err((d, ClientError::Protocol("not connected".into()))),
+            }
+        }
+    };
+    // Each position's answer; whether the drive that held it (if asked) answered too; whether
+    // the value is that drive's (the position's own drive lacks it: still to be written).
+    let reads = placed.iter().zip(&keys).enumerate().map(|(s, (d, k))| async move {
+        let here = fetch(d, k).await;
+        match (&here, holders.get(s).copied().flatten()) {
+            (Ok(None), Some(old)) => match fetch(old, k).await {
+                Ok(v) => (Ok(v), true, true),
+                Err(_) => (Ok(None), false, false),
+            },
+            _ => (here, true, false),
         }
     });
-    let raw: Vec<Result<Option<Bytes>, (String, ClientError)>> = join_all(reads).await;
+    let got: Vec<(ShardRead, bool, bool)> = join_all(reads).await;
+    let all_answered = got.iter().all(|(r, holder, _)| r.is_ok() && *holder);
+    let borrowed: Vec<bool> = got.iter().map(|(_, _, b)| *b).collect();
+    let raw: Vec<ShardRead> = got.into_iter().map(|(r, _, _)| r).collect();
     // The stripe's length, as most of its shards' headers say.
     let mut lengths: BTreeMap<usize, usize> = BTreeMap::new();
     for v in raw.iter().flatten().flatten() {
@@ -220,23 +264,33 @@ async fn heal_stripe(code: Code, group: u32, placed: &[String], drives: &Drives,
             *lengths.entry(len).or_default() += 1;
         }
     }
+    let garbage = Healed { stripes: 1, ..Healed::default() };
+    let stuck = Healed { stripes: 1, unhealable: 1, ..Healed::default() };
     let Some((&len, _)) = lengths.iter().max_by_key(|(_, n)| **n) else {
-        return Ok(Healed { stripes: 1, unhealable: 1, ..Healed::default() });
+        return Ok(if all_answered { garbage } else { stuck });
     };
     let good: Vec<Option<Bytes>> = raw.iter().enumerate().map(|(s, r)| r.as_ref().ok().and_then(|v| v.as_ref()).and_then(|v| code.verify(s, len, v).ok())).collect();
+    let present = raw.iter().filter(|r| matches!(r, Ok(Some(_)))).count();
     let Ok(stripe) = code.decode(len, &good) else {
-        return Ok(Healed { stripes: 1, unhealable: 1, ..Healed::default() });
+        // Every drive answered and fewer than DATA shards exist at all: never acknowledged,
+        // or deleted. Shards that exist but do not check are damage, not garbage.
+        return Ok(if all_answered && present < usize::from(code.data) { garbage } else { stuck });
     };
     let whole = code.encode(&stripe).map_err(|e| RebuildError::Drive { drive: String::new(), source: ClientError::Protocol(e.to_string()) })?;
     let mut healed = Healed { stripes: 1, ..Healed::default() };
     for &s in targets {
-        // A drive that did not answer is not written: its shard is healed once it is back.
-        let unanswered = matches!(raw.get(s), Some(Err(_)));
-        let fine = good[s].as_ref().is_some_and(|payload| !scrub || whole[s].slice(erasure::SHARD_HEADER..) == *payload);
-        if fine || unanswered {
+        let fine = !borrowed[s] && good[s].as_ref().is_some_and(|payload| !scrub || whole[s].slice(erasure::SHARD_HEADER..) == *payload);
+        if fine {
             continue;
         }
-        let Some(c) = drives.get(&placed[s]) else { continue };
+        // A drive that does not answer is not written: a scrub heals its shard once it is
+        // back; a rebuild keeps the group pending.
+        let Some(c) = drives.get(&placed[s]).filter(|_| !matches!(raw.get(s), Some(Err(_)))) else {
+            if !scrub {
+                healed.unhealable += 1;
+            }
+            continue;
+        };
         let options = PutOptions { force: true, sync: Synchronization::Writethrough, ..PutOptions::default() };
         c.put(&keys[s], whole[s].clone(), options).await.map_err(|source| RebuildError::Drive { drive: placed[s].clone(), source })?;
         healed.shards += 1;

@@ -134,7 +134,7 @@ impl Sweeper {
         let gone: Vec<String> = map
             .members
             .values()
-            .filter(|m| m.leaving && !(0..map.partitions).any(|p| map.assigned(&m.id, p)) && !map.pools.values().any(|p| p.places(&m.id)) && !found.iter().any(|(d, _)| *d == m.id))
+            .filter(|m| m.leaving && !(0..map.partitions).any(|p| map.assigned(&m.id, p)) && !map.pools.values().any(|p| p.places(&m.id) || p.pending.values().any(|g| g.values().any(|d| *d == m.id))) && !found.iter().any(|(d, _)| *d == m.id))
             .map(|m| m.id.clone())
             .collect();
         if !gone.is_empty() {

@@ -55,12 +55,17 @@ impl StorageClasses {
         Ok(self)
     }
 
-    /// Refuses mappings to pools the store does not have.
-    pub fn check(&self, kv: &Kv) -> Result<(), String> {
+    /// Refuses mappings to pools the store does not have, or whose stripes cannot hold a
+    /// `chunk` of an object (a code of one data shard holds a drive value less its header).
+    pub fn check(&self, kv: &Kv, chunk: usize) -> Result<(), String> {
         let have = kv.pools();
         for (class, pool) in &self.pools {
             if !have.contains(pool) {
                 return Err(format!("storage class {class} is mapped to pool {pool:?}, which the store does not have ({})", if have.is_empty() { "it has no erasure-coded pools".to_string() } else { have.join(", ") }));
+            }
+            let capacity = kv.stripe_capacity(pool).map_err(|e| e.to_string())?;
+            if capacity < chunk {
+                return Err(format!("storage class {class}: pool {pool:?} takes stripes of at most {capacity} bytes, less than the gateway's {chunk}-byte chunks (a code of two or more data shards does)"));
             }
         }
         Ok(())

@@ -151,8 +151,9 @@ async fn objects(core: &Arc<Core>, bucket: &str, rules: &[Rule], versioning: Opt
 
 /// Whether `old` is still the version a pass read as `m`.
 fn unchanged(old: Option<&Manifest>, m: &Manifest) -> S3Result<()> {
+    // The whole record: a tag or ACL changed since the pass read it is kept, not undone.
     match old {
-        Some(o) if o.version == m.version && o.etag == m.etag && o.modified_ms == m.modified_ms && o.segments == m.segments => Ok(()),
+        Some(o) if o == m => Ok(()),
         _ => Err(s3_error!(PreconditionFailed, "the object changed")),
     }
 }
@@ -210,14 +211,16 @@ async fn transition(core: &Arc<Core>, bucket: &str, key: &str, m: &Manifest, cla
             Ok(true)
         }
         Err(e) => {
-            // A swap whose outcome is unknown may stand: its data is left to the sweeper,
-            // which deletes it only if no manifest references it.
-            if *e.code() != S3ErrorCode::ServiceUnavailable {
+            // Only a swap refused (the object changed) surely did not take effect; any other
+            // failure may have left it standing, so its data is left to the sweeper, which
+            // deletes it only if no manifest references it.
+            if changed(&e) {
                 for d in data {
                     core.discard(d, &owner).await;
                 }
+                return Ok(false);
             }
-            if changed(&e) { Ok(false) } else { Err(e) }
+            Err(e)
         }
     }
 }

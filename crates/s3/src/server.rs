@@ -68,7 +68,7 @@ pub async fn serve(listener: TcpListener, config: Config, shutdown: impl Future<
     config.limits.check().map_err(GatewayError::Invalid)?;
     let tls = config.tls.map(crate::tls::acceptor).transpose()?;
     let chunk = config.kv.max_value().await?;
-    config.classes.check(&config.kv).map_err(GatewayError::Invalid)?;
+    config.classes.check(&config.kv, chunk).map_err(GatewayError::Invalid)?;
     let core = Arc::new(Core { kv: config.kv, chunk, grace: config.sweep_grace, md5: crate::md5_lanes::Md5Lanes::start(), classes: config.classes });
     let sweeper = tokio::spawn(sweep_forever(core.clone(), config.sweep_interval));
     let stats = Arc::new(crate::lifecycle_pass::LifecycleStats::default());

@@ -158,7 +158,19 @@ impl Store {
                 if wave.is_empty() {
                     break;
                 }
-                let reads = wave.iter().map(|&s| self.read_shard(&map, code, &drives[s], group, object, index, s, len));
+                // A shard whose position moves is read from the drive that held it until its
+                // new drive has it.
+                let holder = |s: usize| pool.pending.get(&group).and_then(|p| p.get(&(s as u8)));
+                let reads = wave.iter().map(|&s| {
+                    let map = &map;
+                    let holder = holder(s);
+                    async move {
+                        match (self.read_shard(map, code, &drives[s], group, object, index, s, len).await, holder) {
+                            (Err(Ok(Miss::Absent)), Some(old)) => self.read_shard(map, code, old, group, object, index, s, len).await,
+                            (r, _) => r,
+                        }
+                    }
+                });
                 for (s, r) in wave.iter().zip(join_all(reads).await) {
                     match r {
                         Ok(payload) => {
@@ -189,7 +201,14 @@ impl Store {
         self.with_map(|map| async move {
             let pool = map.pool(name).map_err(OpError::Failed)?;
             let group = pool.group_of(object);
-            let deletes = pool.drives_of(group).iter().map(|drive| self.delete_shards(&map, drive, group, object));
+            // The group's drives, and those that held a position still being moved.
+            let mut holders: Vec<&String> = pool.drives_of(group).iter().collect();
+            for old in pool.pending.get(&group).into_iter().flat_map(|p| p.values()) {
+                if !holders.contains(&old) && map.members.contains_key(old) {
+                    holders.push(old);
+                }
+            }
+            let deletes = holders.into_iter().map(|drive| self.delete_shards(&map, drive, group, object));
             let mut deleted = 0;
             for r in join_all(deletes).await {
                 deleted += r?;
