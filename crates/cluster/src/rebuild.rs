@@ -177,6 +177,15 @@ pub async fn heal_group(pool: &Pool, group: u32, targets: &[usize], scrub: bool,
     while let Some(h) = heals.next().await {
         healed += h?;
     }
+    // The rebuilt shards are durable before anyone counts on them (one sync per drive, not
+    // one per shard).
+    if !scrub && healed.shards > 0 {
+        for &t in targets {
+            if let Some(c) = placed.get(t).and_then(|d| drives.get(d)) {
+                c.flush_all_data().await.map_err(|source| RebuildError::Drive { drive: placed[t].clone(), source })?;
+            }
+        }
+    }
     Ok(healed)
 }
 
@@ -291,7 +300,8 @@ async fn heal_stripe(
             }
             continue;
         };
-        let options = PutOptions { force: true, sync: Synchronization::Writethrough, ..PutOptions::default() };
+        // Written back: the group's drives are flushed once before it leaves the pending list.
+        let options = PutOptions { force: true, sync: if scrub { Synchronization::Writethrough } else { Synchronization::Writeback }, ..PutOptions::default() };
         c.put(&keys[s], whole[s].clone(), options).await.map_err(|source| RebuildError::Drive { drive: placed[s].clone(), source })?;
         healed.shards += 1;
         healed.bytes += whole[s].len() as u64;
