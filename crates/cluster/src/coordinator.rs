@@ -366,7 +366,7 @@ async fn plan(control: &Control, config: &CoordinatorConfig) -> Result<(), Clust
             again = true;
             continue;
         }
-        if place_pools(control, config, &map, revision, &failed).await? {
+        if rebuild::place(control, &config.client, &config.metrics, &map, revision, &failed).await? {
             again = true;
             continue;
         }
@@ -486,24 +486,6 @@ async fn start_move(control: &Control, config: &CoordinatorConfig, mut map: Clus
     info!("epoch {}: {} partitions start moving", map.epoch, map.moving.len());
     crash_point("move-started");
     migrate::connect_all(&map, &config.client).await;
-    Ok(true)
-}
-
-/// Places the erasure-coded pools' groups where their members call for, if that differs
-/// from the map: a drive that joined takes positions, one failed or leaving gives its own up
-/// (the other positions stay, so every other shard stays where readers look). `true` if the
-/// map changed.
-async fn place_pools(control: &Control, config: &CoordinatorConfig, map: &ClusterMap, revision: i64, failed: &BTreeSet<String>) -> Result<bool, ClusterError> {
-    let mut next = map.clone();
-    if !next.place_pools(failed) {
-        return Ok(false);
-    }
-    next.epoch += 1;
-    if control.replace_map(revision, &next).await? {
-        config.metrics.map_changed();
-        info!("epoch {}: pool placement changed", next.epoch);
-        migrate::connect_all(&next, &config.client).await;
-    }
     Ok(true)
 }
 

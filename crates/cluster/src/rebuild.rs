@@ -53,6 +53,24 @@ impl std::ops::AddAssign for Healed {
     }
 }
 
+/// Places the erasure-coded pools' groups where their members call for, if that differs
+/// from the map: a drive that joined takes positions, one failed or leaving gives its own up
+/// (the other positions stay, so every other shard stays where readers look), each change
+/// pending until `step` rebuilds it. `true` if the map changed.
+pub(crate) async fn place(control: &Control, client: &ClientConfig, metrics: &CoordinatorMetrics, map: &ClusterMap, revision: i64, failed: &std::collections::BTreeSet<String>) -> Result<bool, ClusterError> {
+    let mut next = map.clone();
+    if !next.place_pools(failed) {
+        return Ok(false);
+    }
+    next.epoch += 1;
+    if control.replace_map(revision, &next).await? {
+        metrics.map_changed();
+        tracing::info!("epoch {}: pool placement changed", next.epoch);
+        crate::migrate::connect_all(&next, client).await;
+    }
+    Ok(true)
+}
+
 /// The first pool with pending groups not to `skip`, and up to `most` of those groups.
 pub fn next_pending(map: &ClusterMap, most: usize, skip: &dyn Fn(&str, u32) -> bool) -> Option<(String, Vec<u32>)> {
     map.pools.iter().find_map(|(name, pool)| {

@@ -33,7 +33,7 @@ use crate::together::Together;
 use crate::ClusterError;
 
 pub use crate::map::{MAX_KEY_LEN, MAX_VALUE_LEN};
-use quorum::{Ask, Quorum};
+use quorum::{carries, joint_quorum, quorum_met, Ask, Quorum};
 use round::{Judged, Outcome, Proposal};
 
 mod ask;
@@ -137,11 +137,11 @@ struct Inner {
     unseen: std::sync::atomic::AtomicU32,
     counts: WriteCounts,
     /// When the map and the drives marked down were last read from etcd, and whether a read
-    /// is under way (`stripes::Store::stripe_ready` keeps them fresh).
+    /// is under way (`stripes::Store::ready_name` keeps them fresh).
     viewed: Mutex<Instant>,
     viewing: std::sync::atomic::AtomicBool,
     /// Drives of erasure-coded pools that failed a shard's write or read lately, until when:
-    /// new objects are placed in groups without them (`stripes::Store::stripe_ready`) until
+    /// new objects are placed in groups without them (`stripes::Store::ready_name`) until
     /// the coordinator marks them down, or they answer again.
     shard_misses: Mutex<HashMap<String, Instant>>,
 }
@@ -487,33 +487,6 @@ fn unanswered(e: &OpError) -> bool {
     matches!(e, OpError::Failed(ClusterError::Drive { source, .. }) if source.status().is_none())
 }
 
-/// Whether `drives` make a quorum of `needed`: of any of the partition's drives, or while it
-/// moves, of each of its two sets.
-fn quorum_met<'a>(map: &ClusterMap, partition: u32, needed: usize, moving: bool, drives: impl Iterator<Item = &'a String> + Clone) -> bool {
-    if moving {
-        joint_quorum(map, partition, needed, drives)
-    } else {
-        drives.count() >= needed
-    }
-}
-
-/// Whether `drives` include `needed` of `partition`'s replicas and, while it moves, `needed`
-/// of the drives it moves to (each set's need capped at its size).
-fn joint_quorum<'a>(map: &ClusterMap, partition: u32, needed: usize, drives: impl Iterator<Item = &'a String> + Clone) -> bool {
-    let of = |set: &[String]| drives.clone().filter(|d| set.contains(d)).count() >= needed.min(set.len().max(1));
-    of(map.replicas_of(partition)) && map.moving_to(partition).is_none_or(of)
-}
-
-/// Whether a write decided under `decision` (its read or prepare asked quorums of that map's
-/// replica sets) may have its accept carried to `now`: only where every write quorum of `now`
-/// includes one of a set it asked, whose replicas hold the promises and writes it was decided
-/// against. A partition that moved to drives the decision never asked (they hold what the
-/// move copied, without the promises) cannot take it.
-fn carries(decision: &ClusterMap, now: &ClusterMap, partition: u32) -> bool {
-    let replicas = now.replicas_of(partition);
-    replicas == decision.replicas_of(partition) || decision.moving_to(partition).is_some_and(|to| to == replicas)
-}
-
 /// A cluster entry whose batch header does not decode: not written by this cluster's code.
 fn undecodable(dkey: &[u8]) -> OpError {
     OpError::Failed(ClusterError::UndecodableBatch { key: Bytes::copy_from_slice(dkey) })
@@ -566,44 +539,5 @@ mod tests {
         let get = future_size(|s| s.get(b"k"));
         let put = future_size(|s| s.put(b"k", Bytes::new(), Condition::None));
         assert!(get < 6 * 1024 && put < 6 * 1024, "get {get} B, put {put} B");
-    }
-
-    fn ids(v: &[&str]) -> Vec<String> {
-        v.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn a_write_is_carried_only_to_maps_whose_quorums_meet_a_set_it_asked() {
-        let mut old = ClusterMap::new(1, 3, 2).unwrap();
-        old.placement = vec![ids(&["a", "b", "c"])];
-        let mut joint = old.clone();
-        joint.moving.insert(0, ids(&["a", "b", "d"]));
-        let mut flipped = old.clone();
-        flipped.placement = vec![ids(&["a", "b", "d"])];
-        // Fenced with nothing moved, or into a move (the old set still makes every quorum).
-        assert!(carries(&old, &old, 0) && carries(&old, &joint, 0));
-        // Decided during the move: the drives it moved to were asked too.
-        assert!(carries(&joint, &flipped, 0) && carries(&joint, &old, 0));
-        // Decided before the move, after its flip: d never promised anything it was asked.
-        assert!(!carries(&old, &flipped, 0));
-    }
-
-    #[test]
-    fn a_moving_partition_needs_a_quorum_of_both_sets() {
-        let mut map = ClusterMap::new(1, 3, 2).unwrap();
-        map.placement = vec![ids(&["a", "b", "c"])];
-        let q = |map: &ClusterMap, held: &[&str]| joint_quorum(map, 0, 2, ids(held).iter());
-        assert!(q(&map, &["b", "c"]));
-        assert!(!q(&map, &["c", "d"]));
-        map.moving.insert(0, ids(&["a", "b", "d"]));
-        // Two of the old replicas, one of the new: not enough while it moves.
-        assert!(!q(&map, &["b", "c"]));
-        assert!(q(&map, &["a", "b"]));
-        assert!(q(&map, &["b", "c", "d"]));
-        assert!(!q(&map, &["a", "d"]));
-        // A set smaller than the quorum needs all of itself.
-        map.moving.insert(0, ids(&["d"]));
-        assert!(q(&map, &["a", "b", "d"]));
-        assert!(!q(&map, &["a", "b"]));
     }
 }

@@ -8,6 +8,8 @@
 
 use std::collections::VecDeque;
 
+use crate::map::ClusterMap;
+
 /// Whether a request asks a quorum (a read: the first drives that can make it, more only as
 /// needed) or every drive at once (a write).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,6 +118,33 @@ impl Quorum {
         let slow = self.in_flight.clone();
         (slow, self.ask_next())
     }
+}
+
+/// Whether `drives` make a quorum of `needed`: of any of the partition's drives, or while it
+/// moves, of each of its two sets.
+pub(super) fn quorum_met<'a>(map: &ClusterMap, partition: u32, needed: usize, moving: bool, drives: impl Iterator<Item = &'a String> + Clone) -> bool {
+    if moving {
+        joint_quorum(map, partition, needed, drives)
+    } else {
+        drives.count() >= needed
+    }
+}
+
+/// Whether `drives` include `needed` of `partition`'s replicas and, while it moves, `needed`
+/// of the drives it moves to (each set's need capped at its size).
+pub(super) fn joint_quorum<'a>(map: &ClusterMap, partition: u32, needed: usize, drives: impl Iterator<Item = &'a String> + Clone) -> bool {
+    let of = |set: &[String]| drives.clone().filter(|d| set.contains(d)).count() >= needed.min(set.len().max(1));
+    of(map.replicas_of(partition)) && map.moving_to(partition).is_none_or(of)
+}
+
+/// Whether a write decided under `decision` (its read or prepare asked quorums of that map's
+/// replica sets) may have its accept carried to `now`: only where every write quorum of `now`
+/// includes one of a set it asked, whose replicas hold the promises and writes it was decided
+/// against. A partition that moved to drives the decision never asked (they hold what the
+/// move copied, without the promises) cannot take it.
+pub(super) fn carries(decision: &ClusterMap, now: &ClusterMap, partition: u32) -> bool {
+    let replicas = now.replicas_of(partition);
+    replicas == decision.replicas_of(partition) || decision.moving_to(partition).is_some_and(|to| to == replicas)
 }
 
 #[cfg(test)]
@@ -246,5 +275,44 @@ mod tests {
         let order = vec!["r1".to_string(), "r2".to_string(), "r0".to_string(), "n0".to_string()];
         let (_, first) = Quorum::start(&old, Some(&new), 2, Ask::Quorum, order);
         assert_eq!(first, vec!["r1", "r2"]);
+    }
+
+    fn ids(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_write_is_carried_only_to_maps_whose_quorums_meet_a_set_it_asked() {
+        let mut old = ClusterMap::new(1, 3, 2).unwrap();
+        old.placement = vec![ids(&["a", "b", "c"])];
+        let mut joint = old.clone();
+        joint.moving.insert(0, ids(&["a", "b", "d"]));
+        let mut flipped = old.clone();
+        flipped.placement = vec![ids(&["a", "b", "d"])];
+        // Fenced with nothing moved, or into a move (the old set still makes every quorum).
+        assert!(carries(&old, &old, 0) && carries(&old, &joint, 0));
+        // Decided during the move: the drives it moved to were asked too.
+        assert!(carries(&joint, &flipped, 0) && carries(&joint, &old, 0));
+        // Decided before the move, after its flip: d never promised anything it was asked.
+        assert!(!carries(&old, &flipped, 0));
+    }
+
+    #[test]
+    fn a_moving_partition_needs_a_quorum_of_both_sets() {
+        let mut map = ClusterMap::new(1, 3, 2).unwrap();
+        map.placement = vec![ids(&["a", "b", "c"])];
+        let q = |map: &ClusterMap, held: &[&str]| joint_quorum(map, 0, 2, ids(held).iter());
+        assert!(q(&map, &["b", "c"]));
+        assert!(!q(&map, &["c", "d"]));
+        map.moving.insert(0, ids(&["a", "b", "d"]));
+        // Two of the old replicas, one of the new: not enough while it moves.
+        assert!(!q(&map, &["b", "c"]));
+        assert!(q(&map, &["a", "b"]));
+        assert!(q(&map, &["b", "c", "d"]));
+        assert!(!q(&map, &["a", "d"]));
+        // A set smaller than the quorum needs all of itself.
+        map.moving.insert(0, ids(&["d"]));
+        assert!(q(&map, &["a", "b", "d"]));
+        assert!(!q(&map, &["a", "b"]));
     }
 }

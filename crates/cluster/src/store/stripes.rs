@@ -43,15 +43,9 @@ impl Store {
         Ok(self.map().pool(pool)?.code.max_stripe())
     }
 
-    /// Whether a new object named `object` would land in a group of `pool` whose drives are
-    /// all placed and none marked down or failing lately: a writer choosing a name (a fresh
-    /// data id) draws another otherwise, so writes go on while a drive is down.
-    pub fn stripe_ready(&self, pool: &str, object: &[u8]) -> bool {
-        self.ready_name(pool, 1, || object).is_some()
-    }
-
     /// The first of up to `tries` names `draw` makes whose group in `pool` has every drive
-    /// placed, none marked down or failing lately (`stripe_ready`), if any.
+    /// placed, none marked down or failing lately, if any: a writer choosing a name (a fresh data
+    /// id) lands in a group whose drives all answer, so writes go on while a drive is down.
     pub fn ready_name<T: AsRef<[u8]>>(&self, pool: &str, tries: usize, mut draw: impl FnMut() -> T) -> Option<T> {
         self.keep_view_fresh();
         let map = self.map();
