@@ -63,16 +63,7 @@ command -v etcd >/dev/null || apt_install etcd-server || die "could not install 
 
 # MinIO: single node, six directories (its erasure mode; MINIO_CI_CD lets it take directories
 # of one disk).
-minio_bin=
-for c in "${MINIO_BIN:-}" "$root/target/go-bin/minio" "$HOME/go/bin/minio" "$(command -v minio || true)"; do
-  [[ -n $c && -x $c ]] && { minio_bin=$c; break; }
-done
-if [ -z "$minio_bin" ]; then
-  minio_module=$(sed -n 's/^minio_module=//p' scripts/bench-s3.sh)
-  log "installing MinIO ($minio_module) into target/go-bin"
-  GOBIN=$root/target/go-bin go install "$minio_module" >&2 || die "go install failed"
-  minio_bin=$root/target/go-bin/minio
-fi
+minio_bin=$("$root/scripts/minio-bin.sh") || die "no MinIO"
 minio_port=$(free_port) minio_console=$(free_port)
 mkdir -p "$work"/minio/d{1..6}
 start_minio() { # NAME (its log's name: a restart takes another)

@@ -33,7 +33,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-minio_module=github.com/minio/minio@v0.0.0-20260212201848-7aac2a2c5b7c
 spindle_bin= quick=0 out= results= servers=minio,spindle duration= concurrency=8 settle= tls=0 versioning=0
 while [ $# -gt 0 ]; do
   case $1 in
@@ -94,18 +93,7 @@ else
 fi
 
 find_minio() {
-  local c
-  for c in "${MINIO_BIN:-}" "$root/target/go-bin/minio" "$HOME/go/bin/minio" "$(command -v minio || true)"; do
-    if [[ -n $c && -x $c ]]; then
-      minio_bin=$c
-      return 0
-    fi
-  done
-  command -v go >/dev/null || die "MinIO is not installed and there is no Go toolchain to build it"
-  log "installing MinIO ($minio_module) into target/go-bin: about 2.5 minutes on 2 cores"
-  mkdir -p "$root/target/go-bin"
-  GOBIN=$root/target/go-bin go install "$minio_module" >&2 || die "go install $minio_module failed"
-  minio_bin=$root/target/go-bin/minio
+  minio_bin=$("$root/scripts/minio-bin.sh") || die "no MinIO"
 }
 
 minio_pid= spindle_pids=
@@ -213,7 +201,7 @@ echo "$table"
 
 durability() {
   want minio-relay && echo "- minio-relay: the same MinIO behind \`spindle bench relay\` (a TCP relay through user space, 256 KiB copies each way), so with the loopback hop Spindle's gateway makes to its drive; its CPU is MinIO's plus the relay's."
-  want minio && echo "- MinIO (\`minio --version\`: $minio_version; the script installs $minio_module), single node on one directory (its \"single drive\" mode): object data written with O_DIRECT and fdatasync before the answer, metadata (xl.meta, small objects inline) likewise synced; directory entries of renames not synced (MINIO_FS_OSYNC off, the default)."
+  want minio && echo "- MinIO (\`minio --version\`: $minio_version; scripts/minio-bin.sh installs it if missing), single node on one directory (its \"single drive\" mode): object data written with O_DIRECT and fdatasync before the answer, metadata (xl.meta, small objects inline) likewise synced; directory entries of renames not synced (MINIO_FS_OSYNC off, the default)."
   want spindle && echo "- Spindle: \`spindle s3\` over one \`spindle drive\` (default engine), an object's chunks written back and made durable by one FLUSHALLDATA before its manifest is written through (WRITETHROUGH), so an acknowledged object is on disk whole. Server CPU is the gateway's plus the drive's."
   return 0
 }

@@ -26,6 +26,8 @@
 #           object ownership, key rotation and removal;
 #   erasure tests/s3/test_erasure.py: a storage class in a 4+2 pool of drives of its own, drives
 #           SIGKILLed under reads and uploads;
+#   remote  tests/s3/test_remote.py: a storage class kept in a remote pool, a MinIO bucket of
+#           the test's own: objects, lifecycle moves, the remote store down and damaged;
 #   versioning tests/s3/test_versioning.py: versions, delete markers, ListObjectVersions and the
 #           sweeper under versioning, over the cluster and over one drive.
 # S3_CLIENTS="NAME ..." runs only the clients named.
@@ -41,7 +43,7 @@ log() { echo "s3-clients: $*" >&2; }
 die() { log "$*"; exit 1; }
 install_only=0
 [[ $# -eq 2 && $2 == --install-only ]] && install_only=1 && set -- "$1"
-[[ $# -eq 1 && $1 != -* ]] || { sed -n '2,35p' "$0" >&2; exit 2; }
+[[ $# -eq 1 && $1 != -* ]] || { sed -n '2,37p' "$0" >&2; exit 2; }
 spindle_bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 [[ -x $spindle_bin ]] || die "$1 is not an executable"
 
@@ -487,6 +489,12 @@ rclone_checks() {
 
 export S3_ENDPOINT=$endpoint S3_ACCESS_KEY=$access_key S3_SECRET_KEY=$secret_key S3_REGION=$region
 export SPINDLE_BIN=$spindle_bin S3_CRASH_DRIVE=$crash_drive S3_ETCD=$etcd_url
+# The remote tier's suite stores into a MinIO of its own (scripts/minio-bin.sh builds one if
+# none is installed).
+if [[ -z ${S3_CLIENTS:-} || " $S3_CLIENTS " == *" remote "* ]]; then
+    MINIO_BIN=$("$root/scripts/minio-bin.sh") || die "no MinIO for the remote tier's suite"
+    export MINIO_BIN
+fi
 pytest_suite() { # PYTEST_ARGS...
     (cd "$root/tests/s3" && python -m pytest -p no:cacheprovider -q -rfE --durations=8 "$@")
 }
@@ -528,6 +536,7 @@ run_client hostile pytest_suite test_hostile.py
 run_client store-ops pytest_suite test_store_ops.py
 run_client access pytest_suite test_access.py
 run_client versioning pytest_suite test_versioning.py
+run_client remote pytest_suite test_remote.py
 # Last: it leaves a pool of its own in the suite's cluster, its drives stopped.
 run_client erasure pytest_suite test_erasure.py
 

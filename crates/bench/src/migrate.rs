@@ -240,7 +240,7 @@ async fn watch_move(control: &Control, shared: &Shared, spec: &MigrateSpec, chan
     let (kind, drive) = match &change {
         MemberChange::Add(m) => ("join", m.id.clone()),
         MemberChange::Remove { id } => ("leave", id.clone()),
-        MemberChange::AddPool { .. } => return Err(BenchError::Invalid("a pool is not a move".into())),
+        MemberChange::AddPool { .. } | MemberChange::AddRemote { .. } => return Err(BenchError::Invalid("a pool is not a move".into())),
     };
     let (before, _) = control.load_map().await.map_err(e)?;
     let last_before = control.last_move().await.map_err(e)?;

@@ -425,7 +425,8 @@ async fn status(etcd: &Etcd) -> CmdResult {
             json!({"cluster": etcd.cluster, "epoch": map.epoch, "partitions": map.partitions, "replicas": map.replicas,
                    "write_quorum": map.write_quorum, "drives": drives, "replicas_missing": missing,
                    "coordinators": coordinators, "leader": leader, "pending_changes": pending,
-                   "pools": map.pools.keys().map(|n| crate::cluster_pools::pool_json(&map, &health, &rebuilds, n)).collect::<Vec<_>>(),
+                   "pools": map.pools.keys().map(|n| crate::cluster_pools::pool_json(&map, &health, &rebuilds, n))
+                       .chain(map.remotes.iter().map(|(n, r)| crate::cluster_pools::remote_json(n, r))).collect::<Vec<_>>(),
                    "move": progress.as_ref().map(|p| json!({"partitions": p.total, "done": p.done.len(), "bytes": p.bytes,
                        "entries": p.entries, "caught_up": p.repaired, "started_ms": p.started_ms, "updated_ms": p.updated_ms,
                        "rate_limit": p.rate_limit, "eta_secs": p.eta_secs()}))})
@@ -460,6 +461,9 @@ async fn status(etcd: &Etcd) -> CmdResult {
         for line in crate::cluster_pools::pool_lines(&map, &health, &rebuilds, name) {
             println!("{line}");
         }
+    }
+    for (name, r) in &map.remotes {
+        println!("{}", crate::cluster_pools::remote_line(name, r));
     }
     println!("replicas missing: {missing}{}", if pending > 0 { format!("  (member changes waiting: {pending})") } else { String::new() });
     if let Some(p) = progress {

@@ -9,6 +9,7 @@ use serde_json::json;
 use spindle_cluster::control::{Health, HealthState, MemberChange};
 use spindle_cluster::erasure::Code;
 use spindle_cluster::pool::{Pool, DEFAULT_GROUPS};
+use spindle_cluster::remote::RemotePool;
 use spindle_cluster::control::RebuildProgress;
 
 /// Each pool's rebuild, as etcd has it.
@@ -20,13 +21,21 @@ use crate::cluster_access::{wait_for, Etcd};
 
 #[derive(Subcommand)]
 pub enum PoolCommand {
-    /// Add an erasure-coded pool; its drives join with `add-drive --pool NAME`.
+    /// Add an erasure-coded pool (its drives join with `add-drive --pool NAME`), or a remote
+    /// pool: an external S3 bucket that gateways write to with keys they are given.
     Add {
         name: String,
         /// The code: DATA+PARITY shards per stripe (4+2 stores 1.5 bytes per byte and
         /// survives the loss of any 2 of a stripe's 6 drives)
-        #[arg(long)]
-        ec: Code,
+        #[arg(long, required_unless_present = "s3", conflicts_with = "s3")]
+        ec: Option<Code>,
+        /// A remote pool's bucket: http(s)://HOST:PORT/BUCKET[/PREFIX] (no keys: each gateway
+        /// is given them with `spindle s3 --remote-keys NAME=FILE`)
+        #[arg(long, value_name = "URL")]
+        s3: Option<String>,
+        /// The region a remote pool's requests are signed for
+        #[arg(long, default_value = "us-east-1", requires = "s3")]
+        region: String,
         /// Placement groups (each object's stripes go to one group's drives)
         #[arg(long, default_value_t = DEFAULT_GROUPS)]
         groups: u32,
@@ -50,10 +59,21 @@ pub enum PoolCommand {
 
 pub async fn run(cmd: PoolCommand) -> CmdResult {
     match cmd {
-        PoolCommand::Add { name, ec, groups, etcd } => {
+        PoolCommand::Add { name, ec: None, s3: Some(url), region, etcd, .. } => {
+            let remote = RemotePool::parse(&url, &region)?;
+            let control = etcd.control().await?;
+            if control.load_map().await?.0.has_pool(&name) {
+                return Err(format!("pool {name:?} already exists").into());
+            }
+            control.request_change(&MemberChange::AddRemote { name: name.clone(), remote: remote.clone() }).await?;
+            let map = wait_for(&control, |m| m.remotes.contains_key(&name), Duration::from_secs(30)).await?;
+            println!("pool {name} added: the remote bucket {}, epoch {}; give gateways its keys with `spindle s3 --remote-keys {name}=FILE`", remote.describe(), map.epoch);
+        }
+        PoolCommand::Add { ec: None, .. } => return Err("give --ec DATA+PARITY or --s3 URL".into()),
+        PoolCommand::Add { name, ec: Some(ec), groups, etcd, .. } => {
             let pool = Pool::new(ec, groups)?;
             let control = etcd.control().await?;
-            if control.load_map().await?.0.pools.contains_key(&name) {
+            if control.load_map().await?.0.has_pool(&name) {
                 return Err(format!("pool {name:?} already exists").into());
             }
             control.request_change(&MemberChange::AddPool { name: name.clone(), pool }).await?;
@@ -63,7 +83,8 @@ pub async fn run(cmd: PoolCommand) -> CmdResult {
         PoolCommand::List { etcd } => {
             let (map, _) = etcd.control().await?.load_map().await?;
             if etcd.json {
-                let pools: Vec<_> = map.pools.iter().map(|(name, p)| json!({"name": name, "code": p.code.to_string(), "groups": p.groups, "drives": drives_of(&map, name).len()})).collect();
+                let mut pools: Vec<_> = map.pools.iter().map(|(name, p)| json!({"name": name, "kind": "erasure-coded", "code": p.code.to_string(), "groups": p.groups, "drives": drives_of(&map, name).len()})).collect();
+                pools.extend(map.remotes.iter().map(|(name, r)| remote_json(name, r)));
                 println!("{}", json!({"default": {"replicas": map.replicas, "write_quorum": map.write_quorum, "partitions": map.partitions}, "pools": pools}));
                 return Ok(());
             }
@@ -73,23 +94,32 @@ pub async fn run(cmd: PoolCommand) -> CmdResult {
             for (name, p) in &map.pools {
                 println!("{:<16} {:<12} {:>8} {:>7} {:>9.2}", name, format!("EC {}", p.code), p.groups, drives_of(&map, name).len(), p.code.overhead());
             }
+            for (name, r) in &map.remotes {
+                println!("{:<16} {:<12} {:>8} {:>7} {:>9}  {}", name, "remote S3", "-", "-", "-", r.describe());
+            }
         }
         PoolCommand::Status { name, etcd } => {
             let control = etcd.control().await?;
             let (map, _) = control.load_map().await?;
             let health = control.health().await?;
             let rebuilds = control.rebuilds().await?;
-            if let Some(n) = &name {
+            if let Some(n) = name.as_ref().filter(|n| !map.remotes.contains_key(*n)) {
                 map.pool(n)?;
             }
-            let names: Vec<&String> = map.pools.keys().filter(|n| name.as_ref().is_none_or(|w| w == *n)).collect();
+            let wanted = |n: &String| name.as_ref().is_none_or(|w| w == n);
+            let names: Vec<&String> = map.pools.keys().filter(|n| wanted(n)).collect();
+            let remotes: Vec<(&String, &RemotePool)> = map.remotes.iter().filter(|(n, _)| wanted(n)).collect();
             if etcd.json {
-                let out: Vec<_> = names.iter().map(|n| pool_json(&map, &health, &rebuilds, n)).collect();
+                let mut out: Vec<_> = names.iter().map(|n| pool_json(&map, &health, &rebuilds, n)).collect();
+                out.extend(remotes.iter().map(|(n, r)| remote_json(n, r)));
                 println!("{}", json!({"pools": out}));
                 return Ok(());
             }
-            if names.is_empty() {
-                println!("no erasure-coded pools (add one with `spindle cluster pool add NAME --ec 4+2`)");
+            if names.is_empty() && remotes.is_empty() {
+                println!("no erasure-coded or remote pools (add one with `spindle cluster pool add NAME --ec 4+2` or `--s3 URL`)");
+            }
+            for (n, r) in remotes {
+                println!("{}", remote_line(n, r));
             }
             for n in names {
                 for line in pool_lines(&map, &health, &rebuilds, n) {
@@ -99,6 +129,15 @@ pub async fn run(cmd: PoolCommand) -> CmdResult {
         }
     }
     Ok(())
+}
+
+pub fn remote_json(name: &str, r: &RemotePool) -> serde_json::Value {
+    json!({"name": name, "kind": "remote", "endpoint": r.endpoint, "bucket": r.bucket, "prefix": r.prefix, "region": r.region})
+}
+
+/// A remote pool as `cluster status` and `pool status` print it.
+pub fn remote_line(name: &str, r: &RemotePool) -> String {
+    format!("pool {name}: remote S3 bucket {} (region {}); its durability is the remote store's, and gateways reach it with the keys they are given", r.describe(), r.region)
 }
 
 fn drives_of<'a>(map: &'a ClusterMap, pool: &str) -> Vec<&'a String> {

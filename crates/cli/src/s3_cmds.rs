@@ -4,6 +4,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use std::collections::BTreeMap;
+
+use spindle_s3::remote::RemoteAccess;
 use spindle_s3::{CertFiles, Config, Keys, Limits};
 
 #[derive(clap::Args)]
@@ -40,6 +43,11 @@ pub struct S3Args {
     /// CLASS=POOL (e.g. STANDARD_IA=cold); repeat for more
     #[arg(long = "storage-class", value_name = "CLASS=POOL")]
     storage_classes: Vec<String>,
+    /// Keys to a remote pool (an external S3 bucket) as POOL=FILE: a TOML file of
+    /// `access_key`, `secret_key` and, for an https:// endpoint, `tls_trust` (PEM); repeat for
+    /// more
+    #[arg(long = "remote-keys", value_name = "POOL=FILE")]
+    remote_keys: Vec<String>,
     /// The storage class of writes that name none [default: STANDARD]
     #[arg(long, value_name = "CLASS")]
     default_storage_class: Option<String>,
@@ -108,6 +116,7 @@ pub async fn run(a: S3Args) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(class) = &a.default_storage_class {
         classes = classes.with_default(class)?;
     }
+    let remotes = remote_keys(&a.remote_keys)?;
     let kv = a.store.open().await?;
     let limits = Limits {
         max_connections: a.max_connections,
@@ -138,16 +147,62 @@ pub async fn run(a: S3Args) -> Result<(), Box<dyn std::error::Error>> {
         limits,
         tls,
         classes,
+        remotes,
         lifecycle: spindle_s3::lifecycle_pass::LifecycleSettings { every: Duration::from_secs(a.lifecycle_interval_secs), day: Duration::from_secs(a.lifecycle_day_secs) },
         metrics_listen: a.metrics_listen,
     };
-    eprintln!("S3 gateway listening on {} ({scheme})", listener.local_addr()?);
-    spindle_s3::serve(listener, config, crate::cluster_access::stop_signal()).await?;
+    let addr = listener.local_addr()?;
+    let ready = move || eprintln!("S3 gateway listening on {addr} ({scheme})");
+    spindle_s3::serve(listener, config, ready, crate::cluster_access::stop_signal()).await?;
     Ok(())
+}
+
+/// A remote pool's keys as their file holds them.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RemoteKeysFile {
+    access_key: String,
+    secret_key: String,
+    tls_trust: Option<PathBuf>,
+}
+
+/// `POOL=FILE` settings read into each remote pool's keys.
+fn remote_keys(specs: &[String]) -> Result<BTreeMap<String, RemoteAccess>, String> {
+    let mut out = BTreeMap::new();
+    for spec in specs {
+        let (pool, file) = spec.split_once('=').ok_or_else(|| format!("--remote-keys {spec:?}: expected POOL=FILE"))?;
+        let path = PathBuf::from(file.trim());
+        let text = std::fs::read_to_string(&path).map_err(|e| format!("remote keys {}: {e}", path.display()))?;
+        let keys: RemoteKeysFile = toml::from_str(&text).map_err(|e| format!("remote keys {}: {}", path.display(), e.message()))?;
+        if keys.access_key.is_empty() || keys.secret_key.is_empty() {
+            return Err(format!("remote keys {}: access_key and secret_key must not be empty", path.display()));
+        }
+        let access = RemoteAccess { access_key: keys.access_key, secret_key: keys.secret_key, tls_trust: keys.tls_trust };
+        if out.insert(pool.trim().to_string(), access).is_some() {
+            return Err(format!("--remote-keys: pool {pool:?} named twice"));
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn remote_keys_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("good.toml");
+        std::fs::write(&good, "access_key = \"a\"\nsecret_key = \"s\"\n").unwrap();
+        let keys = super::remote_keys(&[format!("glacier={}", good.display())]).unwrap();
+        assert_eq!(keys["glacier"].access_key, "a");
+        let typo = dir.path().join("typo.toml");
+        std::fs::write(&typo, "access_key = \"a\"\nsecret = \"s\"\n").unwrap();
+        for bad in [format!("glacier={}", typo.display()), "glacier".into(), "glacier=/nonexistent".into()] {
+            assert!(super::remote_keys(std::slice::from_ref(&bad)).is_err(), "{bad}");
+        }
+        let twice = format!("g={}", good.display());
+        assert!(super::remote_keys(&[twice.clone(), twice]).unwrap_err().contains("twice"));
+    }
+
     #[test]
     fn etcd_urls() {
         assert_eq!(crate::cluster_access::etcd_endpoints("etcd://127.0.0.1:2379").unwrap(), "http://127.0.0.1:2379");

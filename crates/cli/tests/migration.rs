@@ -314,7 +314,7 @@ fn a_move_survives_its_coordinator_crashing_at_every_phase() {
             let expect_member = match &change {
                 MemberChange::Add(m) => (m.id.clone(), true),
                 MemberChange::Remove { id } => (id.clone(), false),
-                MemberChange::AddPool { .. } => unreachable!("only member changes here"),
+                MemberChange::AddPool { .. } | MemberChange::AddRemote { .. } => unreachable!("only member changes here"),
             };
             control.request_change(&change).await.unwrap();
             until(&format!("the coordinator to crash at {phase}"), Duration::from_secs(30), async || crasher.exited().then_some(())).await;

@@ -105,6 +105,8 @@ pub enum MemberChange {
     Remove { id: String },
     /// A new erasure-coded pool (`spindle cluster pool add`).
     AddPool { name: String, pool: crate::pool::Pool },
+    /// A new remote pool: an external S3 bucket (`spindle cluster pool add --s3`).
+    AddRemote { name: String, remote: crate::remote::RemotePool },
 }
 
 pub use crate::clock::now_ms;
@@ -207,6 +209,11 @@ impl Control {
             MemberChange::AddPool { name, pool } => {
                 crate::pool::check_name(name)?;
                 crate::pool::Pool::new(pool.code, pool.groups)?;
+                format!("pool:{name}")
+            }
+            MemberChange::AddRemote { name, remote } => {
+                crate::pool::check_name(name)?;
+                remote.validate()?;
                 format!("pool:{name}")
             }
         };

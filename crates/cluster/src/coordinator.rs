@@ -419,13 +419,16 @@ async fn apply_change(control: &Control, config: &CoordinatorConfig) -> Result<b
             }
             map.members.insert(m.id.clone(), Member { leaving: false, ..m.clone() });
         }
+        MemberChange::AddPool { name, .. } | MemberChange::AddRemote { name, .. } if map.has_pool(name) || map.pools.len() + map.remotes.len() >= crate::pool::MAX_POOLS => {
+            warn!("refusing to add pool {name}: it exists, or the cluster has {} pools", map.pools.len() + map.remotes.len());
+            control.drop_change(&key).await?;
+            return Ok(true);
+        }
         MemberChange::AddPool { name, pool } => {
-            if map.pools.contains_key(name) || map.pools.len() >= crate::pool::MAX_POOLS {
-                warn!("refusing to add pool {name}: it exists, or the cluster has {} pools", map.pools.len());
-                control.drop_change(&key).await?;
-                return Ok(true);
-            }
             map.pools.insert(name.clone(), pool.clone());
+        }
+        MemberChange::AddRemote { name, remote } => {
+            map.remotes.insert(name.clone(), remote.clone());
         }
         MemberChange::Remove { id } => match map.members.get_mut(id) {
             Some(m) => m.leaving = true,

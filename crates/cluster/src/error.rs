@@ -106,6 +106,10 @@ pub enum SettingError {
     TooManyPools(usize),
     #[error("no pool {0:?} in the cluster (`spindle cluster pool list`)")]
     UnknownPool(String),
+    #[error("remote pool {url:?}: {reason}")]
+    RemotePool { url: String, reason: String },
+    #[error("pool {0:?} is a remote bucket: its objects are the gateway's to read and write, not the cluster's")]
+    RemoteNotStriped(String),
 }
 
 /// Why a stripe of an erasure-coded pool was not written or read.

@@ -31,6 +31,7 @@ pub mod placement;
 pub mod plane;
 pub mod pool;
 pub mod rebuild;
+pub mod remote;
 pub mod repair;
 pub mod stamp;
 pub mod replica;

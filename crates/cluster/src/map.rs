@@ -109,6 +109,9 @@ pub struct ClusterMap {
     /// above are (pool.rs).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub pools: BTreeMap<String, Pool>,
+    /// Remote pools (external S3 buckets) by name; one namespace with `pools` (remote.rs).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub remotes: BTreeMap<String, crate::remote::RemotePool>,
 }
 
 impl ClusterMap {
@@ -138,6 +141,7 @@ impl ClusterMap {
             moving: BTreeMap::new(),
             security: None,
             pools: BTreeMap::new(),
+            remotes: BTreeMap::new(),
         })
     }
 
@@ -236,8 +240,17 @@ impl ClusterMap {
     }
 
     /// The erasure-coded pool `name`.
+    /// Whether `name` is a pool of either kind.
+    pub fn has_pool(&self, name: &str) -> bool {
+        self.pools.contains_key(name) || self.remotes.contains_key(name)
+    }
+
     pub fn pool(&self, name: &str) -> Result<&Pool, ClusterError> {
-        self.pools.get(name).ok_or_else(|| SettingError::UnknownPool(name.to_string()).into())
+        match self.pools.get(name) {
+            Some(p) => Ok(p),
+            None if self.remotes.contains_key(name) => Err(SettingError::RemoteNotStriped(name.to_string()).into()),
+            None => Err(SettingError::UnknownPool(name.to_string()).into()),
+        }
     }
 
     /// Partitions per member (the status view).

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use s3s::{s3_error, S3Result};
 
 use crate::kv::Kv;
+use crate::stripes::Stripes;
 
 /// The class every object has unless its writer asks for another.
 pub const STANDARD: &str = "STANDARD";
@@ -55,15 +56,16 @@ impl StorageClasses {
         Ok(self)
     }
 
-    /// Refuses mappings to pools the store does not have, or whose stripes cannot hold a
-    /// `chunk` of an object (a code of one data shard holds a drive value less its header).
-    pub fn check(&self, kv: &Kv, chunk: usize) -> Result<(), String> {
-        let have = kv.pools();
+    /// Refuses mappings to pools the store does not have, to remote pools this gateway has
+    /// no keys for, or to pools whose stripes cannot hold a `chunk` of an object (a code of
+    /// one data shard holds a drive value less its header).
+    pub fn check(&self, kv: &Kv, stripes: &Stripes, chunk: usize) -> Result<(), String> {
+        let have = stripes.names(kv);
         for (class, pool) in &self.pools {
             if !have.contains(pool) {
-                return Err(format!("storage class {class} is mapped to pool {pool:?}, which the store does not have ({})", if have.is_empty() { "it has no erasure-coded pools".to_string() } else { have.join(", ") }));
+                return Err(format!("storage class {class} is mapped to pool {pool:?}, which the store does not have ({})", if have.is_empty() { "it has no erasure-coded or remote pools".to_string() } else { have.join(", ") }));
             }
-            let capacity = kv.stripe_capacity(pool).map_err(|e| e.to_string())?;
+            let capacity = stripes.capacity(kv, pool).map_err(|e| format!("storage class {class}: {e}"))?;
             if capacity < chunk {
                 return Err(format!("storage class {class}: pool {pool:?} takes stripes of at most {capacity} bytes, less than the gateway's {chunk}-byte chunks (a code of two or more data shards does)"));
             }

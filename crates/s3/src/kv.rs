@@ -48,6 +48,17 @@ pub enum Fault {
     Cluster(#[from] ClusterError),
     #[error(transparent)]
     Drive(#[from] ClientError),
+    #[error(transparent)]
+    Remote(#[from] crate::remote::RemoteError),
+}
+
+impl From<crate::remote::RemoteError> for KvError {
+    fn from(e: crate::remote::RemoteError) -> Self {
+        match e {
+            crate::remote::RemoteError::Unreachable { .. } => KvError::Unavailable(e.into()),
+            other => KvError::Failed(other.into()),
+        }
+    }
 }
 
 impl From<ClusterError> for KvError {
@@ -277,6 +288,14 @@ impl Kv {
         match self {
             Kv::Cluster(s) => s.map().pools.keys().cloned().collect(),
             Kv::Drive(_) => Vec::new(),
+        }
+    }
+
+    /// The store's remote pools (external S3 buckets) as its map defines them.
+    pub fn remote_pools(&self) -> std::collections::BTreeMap<String, spindle_cluster::remote::RemotePool> {
+        match self {
+            Kv::Cluster(s) => s.map().remotes.clone(),
+            Kv::Drive(_) => Default::default(),
         }
     }
 

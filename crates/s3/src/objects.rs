@@ -48,6 +48,8 @@ pub struct Core {
     pub md5: Md5Lanes,
     /// The storage classes offered besides STANDARD, and their pools.
     pub classes: crate::classes::StorageClasses,
+    /// Where the stripes of objects outside STANDARD go: erasure-coded and remote pools.
+    pub stripes: crate::stripes::Stripes,
 }
 
 /// One chunk's write in flight.
@@ -174,7 +176,7 @@ impl Core {
     fn new_data(&self, pool: Option<&str>) -> DataId {
         let draw = || layout::tagged_data(rand::random(), pool);
         match pool {
-            Some(p) => self.kv.ready_name(p, READY_DRAWS, || draw().to_be_bytes()).map_or_else(draw, u128::from_be_bytes),
+            Some(p) => self.stripes.ready_name(&self.kv, p, READY_DRAWS, || draw().to_be_bytes()).map_or_else(draw, u128::from_be_bytes),
             None => draw(),
         }
     }
@@ -246,7 +248,7 @@ impl Core {
                 let at = index;
                 index = index.checked_add(1).ok_or_else(|| s3_error!(EntityTooLarge))?;
                 in_flight.push(match pool {
-                    Some(pool) => Box::pin(async move { self.kv.put_stripe(pool, &data.to_be_bytes(), at, value).await.map(|()| Bytes::new()) }),
+                    Some(pool) => Box::pin(async move { self.stripes.put(&self.kv, pool, &data.to_be_bytes(), at, value).await.map(|()| Bytes::new()) }),
                     None => Box::pin(async move { self.kv.put(&layout::chunk(data, at), value, Cond::Any, Durability::Lazy).await }),
                 });
                 while in_flight.len() >= PARALLEL_CHUNKS {
@@ -435,7 +437,7 @@ impl Core {
 
     async fn fetch(&self, pool: Option<&str>, p: Piece) -> Result<Bytes, std::io::Error> {
         if let Some(pool) = pool {
-            let stripe = self.kv.get_stripe(pool, &p.data.to_be_bytes(), p.index, p.len).await.map_err(std::io::Error::other)?;
+            let stripe = self.stripes.get(&self.kv, pool, &p.data.to_be_bytes(), p.index, p.len).await.map_err(std::io::Error::other)?;
             return Ok(stripe.slice(p.lo..p.hi));
         }
         let got = self.kv.get(&layout::chunk(p.data, p.index)).await.map_err(std::io::Error::other)?;

@@ -52,8 +52,11 @@ pub struct Config {
     pub limits: Limits,
     /// HTTPS with this certificate and key (reloaded when they change); plain HTTP without.
     pub tls: Option<CertFiles>,
-    /// Storage classes besides STANDARD, each kept in an erasure-coded pool of the cluster.
+    /// Storage classes besides STANDARD, each kept in an erasure-coded or remote pool of the
+    /// cluster.
     pub classes: crate::classes::StorageClasses,
+    /// Keys to the remote pools (external S3 buckets) this gateway writes to or sweeps.
+    pub remotes: std::collections::BTreeMap<String, crate::remote::RemoteAccess>,
     /// How often the lifecycle pass runs, and its day.
     pub lifecycle: crate::lifecycle_pass::LifecycleSettings,
     /// Serve Prometheus metrics (the lifecycle pass's) on this address.
@@ -61,15 +64,18 @@ pub struct Config {
 }
 
 /// Serves S3 on `listener` until `shutdown` resolves, then lets requests in progress finish.
-pub async fn serve(listener: TcpListener, config: Config, shutdown: impl Future<Output = ()>) -> Result<(), GatewayError> {
+/// `ready` is called once the settings are checked against the store, before the first
+/// connection is taken: a gateway that cannot serve never says it does.
+pub async fn serve(listener: TcpListener, config: Config, ready: impl FnOnce(), shutdown: impl Future<Output = ()>) -> Result<(), GatewayError> {
     if config.keys.is_empty() {
         return Err(GatewayError::Invalid("the gateway needs at least one access key".into()));
     }
     config.limits.check().map_err(GatewayError::Invalid)?;
     let tls = config.tls.map(crate::tls::acceptor).transpose()?;
     let chunk = config.kv.max_value().await?;
-    config.classes.check(&config.kv, chunk).map_err(GatewayError::Invalid)?;
-    let core = Arc::new(Core { kv: config.kv, chunk, grace: config.sweep_grace, md5: crate::md5_lanes::Md5Lanes::start(), classes: config.classes });
+    let stripes = crate::stripes::Stripes::open(&config.kv, &config.remotes).map_err(GatewayError::Invalid)?;
+    config.classes.check(&config.kv, &stripes, chunk).map_err(GatewayError::Invalid)?;
+    let core = Arc::new(Core { kv: config.kv, chunk, grace: config.sweep_grace, md5: crate::md5_lanes::Md5Lanes::start(), classes: config.classes, stripes });
     let sweeper = tokio::spawn(sweep_forever(core.clone(), config.sweep_interval));
     let stats = Arc::new(crate::lifecycle_pass::LifecycleStats::default());
     let lifecycle = tokio::spawn(crate::lifecycle_pass::lifecycle_forever(core.clone(), config.lifecycle, stats.clone()));
@@ -95,6 +101,7 @@ pub async fn serve(listener: TcpListener, config: Config, shutdown: impl Future<
         b.set_config(Arc::new(s3s::config::StaticConfigProvider::new(Arc::new(limits))));
         b.build()
     };
+    ready();
     let admission = Admission::new(config.limits);
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())

@@ -91,10 +91,11 @@ impl Core {
                 deleted += 1;
             }
         }
-        // Stripes in the erasure-coded pools its id's tag names (a pool whose drives are down
-        // holds up only the data that may be in it).
-        for pool in self.kv.pools().into_iter().filter(|p| layout::may_hold(p, data)) {
-            deleted += self.kv.delete_stripes(&pool, &data.to_be_bytes()).await?;
+        // Stripes in the erasure-coded and remote pools its id's tag names (a pool whose
+        // drives are down, or a remote store that does not answer, holds up only the data
+        // that may be in it).
+        for pool in self.stripes.names(&self.kv).into_iter().filter(|p| layout::may_hold(p, data)) {
+            deleted += self.stripes.delete_all(&self.kv, &pool, &data.to_be_bytes()).await?;
         }
         // The deletions are durable before the intent that accounts for the chunks goes.
         self.kv.flush().await?;

@@ -207,7 +207,7 @@ impl Faults {
         let id = match &change {
             MemberChange::Add(m) => m.id.clone(),
             MemberChange::Remove { id } => id.clone(),
-            MemberChange::AddPool { name, .. } => name.clone(),
+            MemberChange::AddPool { name, .. } | MemberChange::AddRemote { name, .. } => name.clone(),
         };
         let key = format!("/spindle/{}/changes/{id}", cast.cluster);
         cast.etcd.put_now(&key, serde_json::to_vec(&change).unwrap_or_default());

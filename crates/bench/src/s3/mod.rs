@@ -24,7 +24,7 @@
 //! timed phase), `bulk` (the untimed uploads and deletes), `recorder` (measurements per
 //! operation type), `results`, `cpu` (/proc), `tables` (Markdown), `client` (S3 over HTTP).
 
-pub mod client;
+pub use spindle_s3_client as client;
 mod bulk;
 mod cpu;
 mod recorder;

@@ -90,7 +90,7 @@ pub(super) async fn worker(shared: Arc<Shared>, id: usize, start: Instant, deadl
                 };
                 // In the mixed workload a key may be deleted between the pick and the read:
                 // not a server error, and not an operation either.
-                if matches!(&r, Err(e) if e.status() == Some(hyper::StatusCode::NOT_FOUND)) && !shared.pool.lock().contains(&key) {
+                if matches!(&r, Err(e) if e.status() == Some(super::client::StatusCode::NOT_FOUND)) && !shared.pool.lock().contains(&key) {
                     continue;
                 }
                 r

@@ -30,6 +30,15 @@ impl From<KvError> for S3Error {
                 tracing::warn!(error = %e, "a stripe could not be read; answered 503");
                 s3_error!(ServiceUnavailable, "Only {have} of the {need} shards needed to read stripe {stripe} of this object (pool {pool}) could be read: too many of its drives are down or their copies damaged. Please try again once they are back.")
             }
+            KvError::Unavailable(crate::kv::Fault::Remote(crate::remote::RemoteError::Unreachable { pool, .. })) => {
+                tracing::warn!(error = %e, "the remote tier did not answer; answered 503");
+                s3_error!(ServiceUnavailable, "The remote store that keeps this object's data (pool {pool}) did not answer. Please try again.")
+            }
+            KvError::Failed(crate::kv::Fault::Remote(r @ (crate::remote::RemoteError::Missing { pool, .. } | crate::remote::RemoteError::Damaged { pool, .. }))) => {
+                tracing::error!(error = %e, "remote stripe unreadable; answered 500");
+                let what = if matches!(r, crate::remote::RemoteError::Missing { .. }) { "missing from" } else { "damaged in" };
+                s3_error!(InternalError, "Part of this object's data is {what} the remote store that keeps it (pool {pool}); it is not returned.")
+            }
             KvError::Unavailable(_) => {
                 tracing::warn!(error = %e, "store unavailable; answered 503");
                 s3_error!(ServiceUnavailable, "Too few of the store's drives answered. Please try again.")

@@ -1,12 +1,11 @@
-//! A small S3 client for load generation: one HTTP/1.1 keep-alive connection per worker
-//! (hyper's connection-level client, no pool between workers, as warp's workers each hold
-//! their own), every request signed with AWS Signature V4 in the query string by `rusty-s3`
-//! (sans-IO: it only builds URLs), payloads unsigned. Bodies are `Bytes` slices of one random
-//! pool, so a 64 MiB PUT copies nothing on our side; GET bodies are read frame by frame and
-//! dropped (or handed to a sink), with the time of the first body byte kept.
+//! One HTTP/1.1 keep-alive connection and the signer: every request signed with AWS Signature
+//! V4 in the query string by `rusty-s3` (sans-IO: it only builds URLs), payloads unsigned.
+//! Bodies are `Bytes`, so a 64 MiB PUT copies nothing on our side; GET bodies are read frame
+//! by frame and handed to a sink (or gathered, up to a bound), with the time of the first body
+//! byte kept.
 //!
 //! What it must not do: know anything of Spindle. It speaks S3 over HTTP to whatever server is
-//! at the endpoint, so the bench crate depends on no server crate.
+//! at the endpoint.
 
 use std::time::{Duration, Instant};
 
@@ -15,7 +14,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
 use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
-use rusty_s3::actions::{CompleteMultipartUpload, CreateMultipartUpload};
+use rusty_s3::actions::{CompleteMultipartUpload, CreateMultipartUpload, ListObjectsV2};
 use rusty_s3::{Bucket, Credentials, S3Action, UrlStyle};
 
 /// How long a signed URL stays valid. Requests are signed just before they are sent, so this
@@ -54,6 +53,12 @@ pub enum S3Error {
     Status { method: Method, path: String, status: StatusCode, body: String },
     #[error("{method} {path}: {reason}")]
     Protocol { method: Method, path: String, reason: String },
+    /// The caller's bound on a request passed before its answer came.
+    #[error("{path}: no answer within {after:?}")]
+    TimedOut { path: String, after: Duration },
+    /// The body was longer than the caller said it may be (`get_bytes`).
+    #[error("GET {path}: the object is longer than the {max} bytes expected")]
+    TooLong { path: String, max: usize },
 }
 
 impl S3Error {
@@ -62,6 +67,17 @@ impl S3Error {
         match self {
             S3Error::Status { status, .. } => Some(*status),
             _ => None,
+        }
+    }
+
+    /// Whether the same request may succeed if sent again: the connection failed, or the
+    /// server answered that it is busy or failing (5xx, 429 SlowDown), not that the request
+    /// is wrong.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            S3Error::Connect { .. } | S3Error::Http { .. } | S3Error::TimedOut { .. } => true,
+            S3Error::Status { status, .. } => status.is_server_error() || *status == StatusCode::TOO_MANY_REQUESTS,
+            S3Error::Endpoint { .. } | S3Error::Protocol { .. } | S3Error::TooLong { .. } => false,
         }
     }
 }
@@ -325,24 +341,75 @@ impl S3Conn {
         let mut body = resp.into_body();
         let mut timing = GetTiming { bytes: 0, first_byte: started.elapsed() };
         let mut first = true;
+        while let Some(data) = self.next_data(&mut body, key).await? {
+            if first && !data.is_empty() {
+                timing.first_byte = started.elapsed();
+                first = false;
+            }
+            timing.bytes += data.len() as u64;
+            sink(&data);
+        }
+        Ok(timing)
+    }
+
+    /// The next piece of a response body (trailers skipped); a body cut short is an error and
+    /// leaves this connection unusable.
+    async fn next_data(&mut self, body: &mut hyper::body::Incoming, key: &str) -> Result<Option<Bytes>, S3Error> {
         while let Some(frame) = body.frame().await {
-            let frame = match frame {
-                Ok(f) => f,
+            match frame {
+                Ok(f) => {
+                    if let Ok(data) = f.into_data() {
+                        return Ok(Some(data));
+                    }
+                }
                 Err(source) => {
                     self.sender = None;
                     return Err(S3Error::Http { method: Method::GET, path: key.to_string(), source });
                 }
-            };
-            if let Some(data) = frame.data_ref() {
-                if first && !data.is_empty() {
-                    timing.first_byte = started.elapsed();
-                    first = false;
-                }
-                timing.bytes += data.len() as u64;
-                sink(data);
             }
         }
-        Ok(timing)
+        Ok(None)
+    }
+
+    /// The whole object, or `None` if the bucket has no such key. A body longer than `max`
+    /// bytes is an error (the caller knows how long the object should be).
+    pub async fn get_bytes(&mut self, key: &str, max: usize) -> Result<Option<Bytes>, S3Error> {
+        let url = self.signer.bucket.get_object(self.signer.creds(), key).sign(SIGNATURE_VALID);
+        let resp = self.send(Method::GET, url, &[], Bytes::new()).await?;
+        if resp.status() == StatusCode::NOT_FOUND {
+            self.body_text(&Method::GET, key, resp).await?;
+            return Ok(None);
+        }
+        let resp = self.check(Method::GET, key, resp).await?;
+        let mut body = resp.into_body();
+        let mut out = bytes::BytesMut::new();
+        while let Some(data) = self.next_data(&mut body, key).await? {
+            if out.len() + data.len() > max {
+                // The rest of the body is not read: this connection cannot carry another.
+                self.sender = None;
+                return Err(S3Error::TooLong { path: key.to_string(), max });
+            }
+            out.extend_from_slice(&data);
+        }
+        Ok(Some(out.freeze()))
+    }
+
+    /// One page of the keys under `prefix` (ListObjectsV2), and the token of the next page
+    /// if there is one.
+    pub async fn list_page(&mut self, prefix: &str, token: Option<&str>) -> Result<(Vec<String>, Option<String>), S3Error> {
+        let mut list = ListObjectsV2::new(&self.signer.bucket, self.signer.creds());
+        list.with_prefix(prefix);
+        if let Some(t) = token {
+            list.with_continuation_token(t);
+        }
+        let url = list.sign(SIGNATURE_VALID);
+        let path = format!("{}?prefix={prefix}", self.signer.bucket.name());
+        let resp = self.send(Method::GET, url, &[], Bytes::new()).await?;
+        let resp = self.check(Method::GET, &path, resp).await?;
+        let text = self.body_text(&Method::GET, &path, resp).await?;
+        let page = ListObjectsV2::parse_response(&text)
+            .map_err(|e| S3Error::Protocol { method: Method::GET, path: path.clone(), reason: format!("ListObjectsV2 answer: {e}: {text:.200}") })?;
+        Ok((page.contents.into_iter().map(|c| c.key).collect(), page.next_continuation_token))
     }
 
     /// HEAD: the object's length.
