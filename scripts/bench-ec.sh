@@ -81,8 +81,10 @@ minio_version=$("$minio_bin" --version 2>/dev/null | head -n 1 | sed 's/^minio v
 start_etcd etcd
 "$spindle_bin" cluster init --etcd "$etcd_url" --partitions 64 --replicas 3 --write-quorum 2 >/dev/null
 etcd_pid=$server_pid
+# Drives down are never replaced on their own here (an hour): the degraded cells read with two
+# drives down and no rebuild beside them; the rebuild is asked for by removing a drive.
 start_server coordinator 'coordinator .* (for) cluster' sh -c "exec '$spindle_bin' cluster coordinator --etcd $etcd_url \
-  --replace-after-ms 5000 --migrate-mib-s 0 --sweep-interval-ms 2000 2>&1"
+  --replace-after-ms 3600000 --migrate-mib-s 0 --sweep-interval-ms 2000 2>&1"
 coordinator_pid=$server_pid
 spindle_pids="$etcd_pid,$coordinator_pid"
 for i in 1 2 3; do
@@ -195,15 +197,16 @@ for c in "get 1MiB" "get $big"; do
   done
 done
 
-# Rebuild: cold1 lost for good, cold2 back with its data. With six drives up the coordinator
-# gives cold1's positions to the spare and rebuilds them there, unthrottled; the disk's own
-# write rate is measured first, with dd.
+# Rebuild: cold2 back with its data, cold1 lost for good (removed by the operator). The
+# coordinator gives cold1's positions to the spare and rebuilds them there from the others,
+# unthrottled; the disk's own write rate is measured first, with dd.
 dd if=/dev/zero of="$work/dd.bin" bs=1M count=1024 oflag=direct conv=fdatasync 2>"$work/dd.err" || true
 disk_mib_s=$(sed -n 's/.*, \([0-9.]*\) \([MG]\)B\/s$/\1 \2/p' "$work/dd.err" | awk '{ print ($2 == "G" ? $1 * 1000 : $1) * 1000000 / 1048576 }')
 rm -f "$work/dd.bin"
 start_server cold2-back 'spindle drive listening on 127\.0\.0\.1:([0-9]+)' "$spindle_bin" drive --data "$work/cold2/data" \
   --port "${pool_port[2]}" --tls-port 0 --listen 127.0.0.1
 spindle_pids+=",$server_pid"
+"$spindle_bin" cluster remove-drive cold1 --wait-secs 0 --etcd "$etcd_url" >/dev/null
 wait_rebuild() {
   pool_json | python3 -c 'import json,sys; p=json.load(sys.stdin)["pools"][0]; r=p["rebuild"] or {}; sys.exit(0 if p["groups_to_rebuild"] == 0 and r.get("finished") and r.get("groups_done", 0) > 0 else 1)'
 }

@@ -240,12 +240,36 @@ fn parse(key: &Bytes) -> Option<(Bytes, u32, u8)> {
 /// A shard as a drive answered for it: its value if it has one, or the drive and its error.
 type ShardRead = Result<Option<Bytes>, (String, ClientError)>;
 
-/// Reads every shard of one stripe (a pending position's from the drive that held it when its
-/// new drive lacks it), and writes those of `targets` that are missing or do not check (with
-/// `scrub`, also parity that disagrees with the data), rebuilt from the others. A rebuild
-/// (not a scrub) whose target does not answer counts the stripe unhealable, so that its group
-/// stays pending; a stripe every drive answered for with fewer than DATA shards anywhere is
-/// the remains of a deleted object (or of a write that failed), left to the sweepers.
+/// One position's read: the answer; whether the drive that held it (if asked) answered too;
+/// whether the value is that drive's (the position's own drive lacks it: still to be written).
+type PositionRead = (ShardRead, bool, bool);
+
+/// What the shards read so far say: the stripe's length (as most of their headers say) and
+/// each position's verified payload.
+fn judge(code: Code, got: &[Option<PositionRead>]) -> Option<(usize, Vec<Option<Bytes>>)> {
+    let values = || got.iter().map(|g| g.as_ref().and_then(|(r, _, _)| r.as_ref().ok()).and_then(Option::as_ref));
+    let mut lengths: BTreeMap<usize, usize> = BTreeMap::new();
+    for v in values().flatten() {
+        if let Some(len) = erasure::stripe_len_of(v) {
+            *lengths.entry(len).or_default() += 1;
+        }
+    }
+    let (&len, _) = lengths.iter().max_by_key(|(_, n)| **n)?;
+    let good = values().enumerate().map(|(s, v)| v.and_then(|v| code.verify(s, len, v).ok())).collect();
+    Some((len, good))
+}
+
+/// Heals one stripe: writes the shards of `targets` that are missing or do not check (with
+/// `scrub`, also parity that disagrees with the data).
+///
+/// A rebuild reads the targets first: a shard its drive has, or that the drive which held the
+/// position still has (a join or a leave), needs no decoding and is copied as it is. Only then
+/// are other positions read, data shards first, as many as DATA good shards still need (one
+/// more for each missing or damaged): a lost drive's shard costs DATA reads, not the stripe's
+/// width. A scrub reads every position. A rebuild (not a scrub) whose target does not answer
+/// counts the stripe unhealable, so that its group stays pending; a stripe every drive
+/// answered for with fewer than DATA shards anywhere is the remains of a deleted object (or of
+/// a write that failed), left to the sweepers.
 #[allow(clippy::too_many_arguments, reason = "one stripe's address")]
 async fn heal_stripe(
     code: Code,
@@ -258,7 +282,8 @@ async fn heal_stripe(
     targets: &[usize],
     scrub: bool,
 ) -> Result<Healed, RebuildError> {
-    let keys: Vec<Bytes> = (0..placed.len()).map(|s| crate::store::shard_key(group, object, index, s as u8)).collect();
+    let width = placed.len();
+    let keys: Vec<Bytes> = (0..width).map(|s| crate::store::shard_key(group, object, index, s as u8)).collect();
     let fetch = |d: &String, k: &Bytes| {
         let (d, k) = (d.clone(), k.clone());
         async move {
@@ -268,42 +293,55 @@ async fn heal_stripe(
             }
         }
     };
-    // Each position's answer; whether the drive that held it (if asked) answered too; whether
-    // the value is that drive's (the position's own drive lacks it: still to be written).
-    let reads = placed.iter().zip(&keys).enumerate().map(|(s, (d, k))| async move {
-        let here = fetch(d, k).await;
-        match (&here, holders.get(s).copied().flatten()) {
-            (Ok(None), Some(old)) => match fetch(old, k).await {
-                Ok(v) => (Ok(v), true, true),
-                Err(_) => (Ok(None), false, false),
-            },
-            _ => (here, true, false),
+    let read = |s: usize| {
+        let (d, k, holder) = (&placed[s], &keys[s], holders.get(s).copied().flatten());
+        async move {
+            let here = fetch(d, k).await;
+            match (&here, holder) {
+                (Ok(None), Some(old)) => match fetch(old, k).await {
+                    Ok(v) => (Ok(v), true, true),
+                    Err(_) => (Ok(None), false, false),
+                },
+                _ => (here, true, false),
+            }
         }
-    });
-    let got: Vec<(ShardRead, bool, bool)> = join_all(reads).await;
-    let all_answered = got.iter().all(|(r, holder, _)| r.is_ok() && *holder);
-    let borrowed: Vec<bool> = got.iter().map(|(_, _, b)| *b).collect();
-    let raw: Vec<ShardRead> = got.into_iter().map(|(r, _, _)| r).collect();
-    // The stripe's length, as most of its shards' headers say.
-    let mut lengths: BTreeMap<usize, usize> = BTreeMap::new();
-    for v in raw.iter().flatten().flatten() {
-        if let Some(len) = erasure::stripe_len_of(v) {
-            *lengths.entry(len).or_default() += 1;
+    };
+    let data = usize::from(code.data);
+    let mut got: Vec<Option<PositionRead>> = (0..width).map(|_| None).collect();
+    let mut wave: Vec<usize> = if scrub { (0..width).collect() } else { targets.iter().copied().filter(|&s| s < width).collect() };
+    let mut judged;
+    loop {
+        for (&s, r) in wave.iter().zip(join_all(wave.iter().map(|&s| read(s))).await) {
+            got[s] = Some(r);
         }
+        judged = judge(code, &got);
+        let good = judged.as_ref().map_or(0, |(_, g)| g.iter().flatten().count());
+        let copied = !scrub && judged.as_ref().is_some_and(|(_, g)| targets.iter().all(|&t| g.get(t).is_some_and(Option::is_some)));
+        let unasked: Vec<usize> = (0..width).filter(|&s| got[s].is_none()).collect();
+        if copied || good >= data || unasked.is_empty() {
+            break;
+        }
+        wave = unasked.into_iter().take(data.saturating_sub(good).max(1)).collect();
     }
+    let all_answered = got.iter().all(|g| g.as_ref().is_some_and(|(r, holder, _)| r.is_ok() && *holder));
+    let borrowed: Vec<bool> = got.iter().map(|g| g.as_ref().is_some_and(|(_, _, b)| *b)).collect();
+    let raw: Vec<Option<ShardRead>> = got.into_iter().map(|g| g.map(|(r, _, _)| r)).collect();
     let garbage = Healed { stripes: 1, ..Healed::default() };
     let stuck = Healed { stripes: 1, unhealable: 1, ..Healed::default() };
-    let Some((&len, _)) = lengths.iter().max_by_key(|(_, n)| **n) else {
+    let Some((len, good)) = judged else {
         return Ok(if all_answered { garbage } else { stuck });
     };
-    let good: Vec<Option<Bytes>> = raw.iter().enumerate().map(|(s, r)| r.as_ref().ok().and_then(|v| v.as_ref()).and_then(|v| code.verify(s, len, v).ok())).collect();
-    let present = raw.iter().filter(|r| matches!(r, Ok(Some(_)))).count();
-    let Ok(stripe) = code.decode(len, &good) else {
+    let present = raw.iter().filter(|r| matches!(r, Some(Ok(Some(_))))).count();
+    // Every target verified where it was read: the whole shards to write are those values.
+    let whole: Vec<Bytes> = match code.decode(len, &good) {
+        Ok(stripe) => code.encode(&stripe).map_err(|e| RebuildError::Drive { drive: String::new(), source: ClientError::Protocol(e.to_string()) })?,
+        Err(_) if !scrub && targets.iter().all(|&t| good.get(t).is_some_and(Option::is_some)) => {
+            raw.iter().map(|r| r.as_ref().and_then(|r| r.as_ref().ok()).cloned().flatten().unwrap_or_default()).collect()
+        }
         // Every drive answered and fewer than DATA shards exist at all: never acknowledged,
         // or deleted. Shards that exist but do not check are damage, not garbage.
-        return Ok(if all_answered && present < usize::from(code.data) { garbage } else { stuck });
+        Err(_) => return Ok(if all_answered && present < data { garbage } else { stuck }),
     };
-    let whole = code.encode(&stripe).map_err(|e| RebuildError::Drive { drive: String::new(), source: ClientError::Protocol(e.to_string()) })?;
     let mut healed = Healed { stripes: 1, ..Healed::default() };
     for &s in targets {
         let fine = !borrowed[s] && good[s].as_ref().is_some_and(|payload| !scrub || whole[s].slice(erasure::SHARD_HEADER..) == *payload);
@@ -312,7 +350,7 @@ async fn heal_stripe(
         }
         // A drive that does not answer is not written: a scrub heals its shard once it is
         // back; a rebuild keeps the group pending.
-        let Some(c) = drives.get(&placed[s]).filter(|_| !matches!(raw.get(s), Some(Err(_)))) else {
+        let Some(c) = drives.get(&placed[s]).filter(|_| !matches!(raw.get(s), Some(Some(Err(_))))) else {
             if !scrub {
                 healed.unhealable += 1;
             }
@@ -345,5 +383,32 @@ mod tests {
         let k = crate::store::shard_key(9, b"obj", 77, 4);
         assert_eq!(parse(&k), Some((Bytes::from_static(b"obj"), 77, 4)));
         assert_eq!(parse(&Bytes::from_static(b"\0\0\0\x09\0\x09short")), None);
+    }
+
+    /// The stripe's length is what most shards read say, and only shards that check under it
+    /// count: one rotten header among them is outvoted, not believed.
+    #[test]
+    fn judged_by_the_shards_read_so_far() {
+        let code: Code = "4+2".parse().unwrap();
+        let stripe = vec![7u8; 1000];
+        let shards = code.encode(&stripe).unwrap();
+        let read = |s: usize| Some((Ok(Some(shards[s].clone())), true, false));
+        let mut got: Vec<Option<PositionRead>> = (0..6).map(|_| None).collect();
+        assert!(judge(code, &got).is_none(), "nothing read: no length");
+        got[1] = read(1);
+        got[4] = read(4);
+        let (len, good) = judge(code, &got).unwrap();
+        assert_eq!((len, good.iter().flatten().count()), (1000, 2));
+        assert!(good[0].is_none() && good[1].is_some() && good[4].is_some());
+        // Shard 2 claims a stripe of 999 bytes (its payload is as long): outvoted, not good.
+        let mut rotten = shards[2].to_vec();
+        rotten[11] ^= 0x0f;
+        got[2] = Some((Ok(Some(Bytes::from(rotten))), true, false));
+        let (len, good) = judge(code, &got).unwrap();
+        assert_eq!(len, 1000);
+        assert!(good[2].is_none());
+        got[3] = Some((Ok(None), true, false));
+        got[5] = Some((Err(("d5".into(), ClientError::Protocol("down".into()))), true, false));
+        assert_eq!(judge(code, &got).unwrap().1.iter().flatten().count(), 2);
     }
 }
