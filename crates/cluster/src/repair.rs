@@ -146,7 +146,7 @@ async fn batch_of(
         match source.get(&mkey).await? {
             Some(e) => match Stamp::decode(&e.metadata.version) {
                 Some(s) if s.identity.same_write(&tag) => entries.push((mkey, e.value, s.identity)),
-                Some(s) if s.ballot > newest.ballot => replaced.push(mkey),
+                Some(s) if s.replaces(tag) => replaced.push(mkey),
                 _ => return Ok(None),
             },
             None => return Ok(None),

@@ -86,6 +86,15 @@ impl Stamp {
         self.ballot > ballot && self.promise.is_none_or(|p| p < ballot)
     }
 
+    /// Whether this entry of a batch's member holds another write accepted after the batch
+    /// `batch` (the write's tag): under a ballot above the batch's own. Not above the ballot
+    /// the key the batch was read from stands at: that key may have been accepted again alone
+    /// since, under a higher ballot (a chosen batch made to stand in place of an abandoned
+    /// one, `store/abandon.rs`).
+    pub fn replaces(&self, batch: Tag) -> bool {
+        !self.identity.same_write(&batch) && self.ballot > ballot_of(batch)
+    }
+
     /// Whether the replica may promise `ballot`: nothing at or above it accepted or promised.
     pub fn may_promise(&self, ballot: Tag) -> bool {
         self.position() < ballot_of(ballot)
@@ -141,6 +150,20 @@ mod tests {
             let ballot = ballot_of(ballot.max(identity));
             Stamp { identity, ballot, promise: promise.map(ballot_of).filter(|p| *p != NO_PROMISE) }
         })
+    }
+
+    #[test]
+    fn a_member_is_replaced_by_a_write_accepted_above_the_batch_itself() {
+        let at = |counter| Tag { epoch: 1, counter, writer: 1, kind: Kind::Value };
+        let batch = Tag { kind: Kind::BatchValue, ..at(10) };
+        // Another write accepted above the batch replaces it, even below a ballot the batch's
+        // other key was accepted again under since (12).
+        assert!(Stamp::plain(at(11)).replaces(batch));
+        assert!(!Stamp::plain(at(9)).replaces(batch));
+        // The batch itself, accepted again under a higher ballot, does not.
+        assert!(!Stamp { identity: batch.with_kind(Kind::BatchTombstone), ballot: at(12), promise: None }.replaces(batch));
+        // An older write accepted again above the batch (a round that made it chosen) does.
+        assert!(Stamp { identity: at(9), ballot: at(11), promise: None }.replaces(batch));
     }
 
     proptest! {

@@ -65,7 +65,7 @@ fn main() -> ExitCode {
         }
     }
     if let Ok(filter) = std::env::var("SPINDLE_LOG") {
-        tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::new(filter)).with_writer(std::io::stderr).init();
+        tracing_subscriber::fmt().with_timer(SimTime).with_ansi(false).with_env_filter(tracing_subscriber::EnvFilter::new(filter)).with_writer(std::io::stderr).init();
     }
     let started = std::time::Instant::now();
     let (mut operations, mut faults) = (0usize, 0usize);
@@ -101,4 +101,14 @@ fn main() -> ExitCode {
     }
     println!("{count} seeds from {from} passed: {operations} operations, {faults} faults, in {:.0} s", started.elapsed().as_secs_f64());
     ExitCode::SUCCESS
+}
+
+/// Log lines stamped with the simulated time in microseconds, the clock of the history's calls
+/// and returns, so that a line can be set beside the operations it served.
+struct SimTime;
+
+impl tracing_subscriber::fmt::time::FormatTime for SimTime {
+    fn format_time(&self, w: &mut tracing_subscriber::fmt::format::Writer<'_>) -> std::fmt::Result {
+        write!(w, "{:>10}", spindle_sim::etcd::now().as_micros())
+    }
 }

@@ -55,7 +55,7 @@ fn a_budget_of_seeds_with_lossy_links_keeps_every_history_linearizable() {
 /// Seeds that found a defect (docs/design/simulation.md, "Findings"), with the operations per
 /// client they found it at, whether with `--churn`, and the operations each client ran at once
 /// (the first four were found when clients ran one at a time): each runs as a regression case.
-const FOUND: &[(u64, u64, bool, u64)] = &[(124, 400, false, 1), (76, 400, true, 1), (78, 400, false, 1), (193, 400, true, 1), (10, 400, false, 2), (17, 400, false, 2)];
+const FOUND: &[(u64, u64, bool, u64)] = &[(124, 400, false, 1), (76, 400, true, 1), (78, 400, false, 1), (193, 400, true, 1), (10, 400, false, 2), (17, 400, false, 2), (50, 400, false, 2)];
 
 #[test]
 fn the_seeds_that_found_defects_pass() {

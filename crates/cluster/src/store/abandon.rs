@@ -9,10 +9,11 @@
 //! without the batch. So the reader asks every replica of the key it read; where it can prove
 //! the batch was never chosen there (fewer than a write quorum hold it, and no replica's entry
 //! is a newer write that could have overwritten it), it makes the key's write from before the
-//! batch chosen in its place, on every replica, with a round above everything they hold. Where
-//! it cannot (a replica did not answer or refused the round, a newer write covers a replica,
-//! the write before is itself a batch not yet chosen, the batch was written under an earlier
-//! map), the batch is written back as before.
+//! batch chosen in its place, on every replica, with a round above everything they hold (a
+//! batch before it only if a write quorum holds it: chosen, whole). Where it cannot (a replica
+//! did not answer or refused the round, a newer write covers a replica, the write before is
+//! itself a batch on fewer than a write quorum, the batch was written under an earlier map),
+//! the batch is written back as before.
 
 use super::*;
 
@@ -96,11 +97,7 @@ impl Judge<'_> {
         if promised.iter().any(|(_, h, _)| h.stamp().is_some_and(|s| !s.identity.same_write(&batch) && s.identity != NOTHING && s.ballot > held_at)) {
             return None;
         }
-        // Counted on the replicas (the old set while the partition moves: the drives it moves to
-        // hold what pushes copied, chosen or not; a batch written during the move, under this
-        // map, is on a write quorum of both).
-        let holders = promised.iter().filter(|(d, h, _)| self.replicas.contains(d) && h.tag().is_some_and(|t| t.same_write(&batch))).count();
-        if holders >= self.write_quorum.min(self.replicas.len().max(1)) {
+        if self.stands(promised, batch) {
             return None;
         }
         let before = promised
@@ -108,10 +105,20 @@ impl Judge<'_> {
             .filter_map(|(_, h, v)| h.stamp().filter(|s| s.identity != NOTHING && !s.identity.same_write(&batch)).map(|s| (s, v.clone())))
             .max_by_key(|(s, _)| s.order());
         match before {
-            // A batch not yet chosen below it: accepted again alone it would be half a batch.
-            Some((s, _)) if s.identity.is_batch() => None,
+            // A batch not yet chosen below it: accepted again alone it would be half a batch. One
+            // on a write quorum was chosen whole (each replica took all of its keys at once), and
+            // stands in the abandoned batch's place as any chosen write does.
+            Some((s, _)) if s.identity.is_batch() && !self.stands(promised, s.identity) => None,
             other => Some(other),
         }
+    }
+
+    /// Whether a write quorum of the replicas holds `write` (the old set while the partition
+    /// moves: the drives it moves to hold what pushes copied, chosen or not; a batch written
+    /// during the move, under this map, is on a write quorum of both).
+    fn stands(&self, promised: &[(String, Held, Bytes)], write: Tag) -> bool {
+        let holders = promised.iter().filter(|(d, h, _)| self.replicas.contains(d) && h.tag().is_some_and(|t| t.same_write(&write))).count();
+        holders >= self.write_quorum.min(self.replicas.len().max(1))
     }
 }
 
@@ -173,6 +180,20 @@ mod tests {
         let earlier = Tag { epoch: EPOCH - 1, ..batch };
         let held = [holding("a", earlier), holding("b", old), holding("c", old)];
         assert_eq!(before(judge(&replicas).never_chosen(&held, earlier)), None);
+    }
+
+    #[test]
+    fn a_chosen_batch_before_it_stands_in_its_place() {
+        // Seed 50: batch A on a write quorum (b, c), batch B over it on a alone, B's other key
+        // since overwritten. A was chosen whole; B never was.
+        let replicas: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+        let batch = tag(62, Kind::BatchValue);
+        let chosen = tag(60, Kind::BatchValue);
+        let held = [holding("a", batch), holding("b", chosen), holding("c", chosen)];
+        assert_eq!(before(judge(&replicas).never_chosen(&held, batch)), Some(Some(chosen)));
+        // On a write quorum only with a drive the partition moves to: not known chosen.
+        let held = [holding("a", batch), holding("b", chosen), holding("c", tag(58, Kind::Value)), holding("d", chosen)];
+        assert_eq!(before(judge(&replicas).never_chosen(&held, batch)), None);
     }
 
     #[test]

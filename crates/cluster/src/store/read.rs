@@ -155,8 +155,8 @@ impl Store {
             match c.get(&mkey).await.map_err(|e| OpError::from_client(holder, e))? {
                 Some(e) => match Stamp::decode(&e.metadata.version) {
                     Some(s) if s.identity.same_write(&tag) => entries.push((mkey, e.value, s.identity)),
-                    // Replaced by a newer write since: settled below, then left out.
-                    Some(s) if s.ballot > newest.ballot => replaced.push(member),
+                    // Replaced by a newer write since (`Stamp::replaces`): settled below, then left out.
+                    Some(s) if s.replaces(tag) => replaced.push(member),
                     // The holder no longer has the batch whole (overwritten under the read, or
                     // a copy of one key alone): read again.
                     _ => return Err(OpError::Changed),
