@@ -9,20 +9,25 @@
 #
 #   scripts/bench-archive.sh --spindle PATH [--quick] [--drives N] [--quota BYTES]
 #       [--levels PCT,PCT,..] [--envelopes small,fitted,large] [--repeat R] [--out FILE.md]
-#       [--results DIR] [--plots DIR] [--s3] [-- extra `bench archive run` args]
+#       [--results DIR] [--plots DIR] [--s3 [--ec DATA+PARITY]] [-- extra `bench archive run` args]
 #
 # --quick: a smoke run (small quota, two levels, few reads), well under a minute.
 # --s3: the same through Spindle's S3 gateway (`spindle s3`) over one fresh drive per envelope:
 # files become objects (multipart from 16 MiB), `bench archive run --s3` measures over HTTP.
+# --ec DATA+PARITY (with --s3): the gateway over a cluster instead (etcd, a coordinator, three
+# replicated drives for the manifests), every object in a storage class kept by an erasure-coded
+# pool of DATA+PARITY+1 drives, each with the quota; the capacity the bench fills is the pool's
+# usable share of their quotas.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-spindle_bin= quick=0 s3=0 drives=1 quota= out= results= plots= levels= envelopes=small,fitted,large repeat=1
+spindle_bin= quick=0 s3=0 ec= drives=1 quota= out= results= plots= levels= envelopes=small,fitted,large repeat=1
 extra=()
 while [ $# -gt 0 ]; do
   case $1 in
     --spindle) spindle_bin=$2; shift ;;
     --quick) quick=1 ;;
     --s3) s3=1 ;;
+    --ec) ec=$2; shift ;;
     --drives) drives=$2; shift ;;
     --quota) quota=$2; shift ;;
     --levels) levels=$2; shift ;;
@@ -75,6 +80,39 @@ start_gateway() { # NAME -> sets drive_args
     --drive "127.0.0.1:$drive_port" --listen "127.0.0.1:$port" --access-key "$s3_key" --secret-key "$s3_secret"
   drive_args=(--s3 "http://127.0.0.1:$server_match" --access-key "$s3_key" --secret-key "$s3_secret" --capacity-bytes "$quota")
 }
+# --ec: the gateway over a cluster whose default class is an erasure-coded pool.
+start_ec_gateway() { # NAME -> sets drive_args
+  local port i width=$((${ec%+*} + ${ec#*+})) etcd_at
+  start_etcd "$1-etcd"
+  etcd_at=$etcd_url
+  "$spindle_bin" cluster init --etcd "$etcd_at" --partitions 64 --replicas 3 --write-quorum 2 >/dev/null
+  start_server "$1-coordinator" 'coordinator .* (for) cluster' sh -c "exec '$spindle_bin' cluster coordinator --etcd $etcd_at --sweep-interval-ms 2000 2>&1"
+  for i in 1 2 3; do
+    start_drive "$1-meta$i" "$spindle_bin"
+    "$spindle_bin" cluster add-drive "meta$i" "127.0.0.1:$drive_port" --etcd "$etcd_at" >/dev/null
+  done
+  "$spindle_bin" cluster pool add cold --ec "$ec" --etcd "$etcd_at" >/dev/null
+  for i in $(seq 1 $((width + 1))); do
+    start_drive "$1-cold$i" "$spindle_bin" --capacity-bytes "$quota"
+    "$spindle_bin" cluster add-drive "cold$i" "127.0.0.1:$drive_port" --pool cold --etcd "$etcd_at" >/dev/null
+  done
+  local deadline=$((SECONDS + 120))
+  until "$spindle_bin" cluster pool status cold --etcd "$etcd_at" --json | python3 -c 'import json,sys; p=json.load(sys.stdin)["pools"][0]; sys.exit(0 if p["placed"] == p["groups"] and all(d["up"] for d in p["drives"]) else 1)'; do
+    ((SECONDS < deadline)) || die "the pool was not placed in 120 s"
+    sleep 0.5
+  done
+  port=$(free_port)
+  start_server "$1-s3" 'listening on [^0-9]*127\.0\.0\.1:([0-9]+)' sh -c 'exec "$0" "$@" 2>&1' "$spindle_bin" s3 \
+    --cluster "etcd://${etcd_at#http://}" --listen "127.0.0.1:$port" --access-key "$s3_key" --secret-key "$s3_secret" \
+    --storage-class STANDARD_IA=cold --default-storage-class STANDARD_IA
+  # What the pool holds of its drives' quotas: DATA of every DATA+PARITY bytes.
+  drive_args=(--s3 "http://127.0.0.1:$server_match" --access-key "$s3_key" --secret-key "$s3_secret"
+    --capacity-bytes $((quota * (width + 1) * ${ec%+*} / width)))
+}
+if [ -n "$ec" ]; then
+  [ $s3 = 1 ] || die "--ec needs --s3 (the coded class is the gateway's)"
+  [[ $ec =~ ^[0-9]+\+[0-9]+$ ]] || die "--ec takes DATA+PARITY, e.g. 4+2"
+fi
 if [ $s3 = 1 ]; then
   [ "$drives" = 1 ] || die "--s3 runs the gateway over one drive"
   "$spindle_bin" s3 --help >/dev/null 2>&1 || die "$spindle_bin has no 's3' command (the gateway)"
@@ -85,13 +123,13 @@ files=()
 for r in $(seq 1 "$repeat"); do
   for envelope in ${envelopes//,/ }; do
     name=$envelope-$r
-    if [ $s3 = 1 ]; then start_gateway "$name"; else start_drives "$name"; fi
+    if [ -n "$ec" ]; then start_ec_gateway "$name"; elif [ $s3 = 1 ]; then start_gateway "$name"; else start_drives "$name"; fi
     "$spindle_bin" bench archive run "${drive_args[@]}" "${args[@]}" --envelopes "$envelope" --out "$work/$name.json" "${extra[@]}" 2>"$work/$name.err" || {
       cat "$work/$name.err" >&2
       exit 1
     }
     stop_servers
-    rm -rf "${work:?}/$name"
+    rm -rf "${work:?}/$name" "${work:?}/$name"-*
     files+=("$work/$name.json")
   done
 done
@@ -105,9 +143,9 @@ if [ -n "$results" ]; then
 fi
 if [ -n "$out" ]; then
   {
-    echo "# Archival workloads: $drives drive(s)$([ $s3 = 1 ] && echo ' through the S3 gateway'), $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo "# Archival workloads: $([ -n "$ec" ] && echo "an erasure-coded pool ($ec, $(( ${ec%+*} + ${ec#*+} + 1 )) drives)" || echo "$drives drive(s)")$([ $s3 = 1 ] && echo ' through the S3 gateway'), $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo
-    echo "Reproduce: \`scripts/bench-archive.sh --spindle PATH$([ $quick = 1 ] && echo ' --quick')$([ $s3 = 1 ] && echo ' --s3') --drives $drives --quota $quota --levels $levels --envelopes $envelopes --repeat $repeat${extra[*]:+ -- ${extra[*]}}\` on a $(nproc)-core machine; every drive on 127.0.0.1 with a quota of $quota bytes, fresh drives for each envelope; per row the run with the median MB/s of $repeat; took $(($(date +%s) - started)) s."
+    echo "Reproduce: \`scripts/bench-archive.sh --spindle PATH$([ $quick = 1 ] && echo ' --quick')$([ $s3 = 1 ] && echo ' --s3')$([ -n "$ec" ] && echo " --ec $ec") --drives $drives --quota $quota --levels $levels --envelopes $envelopes --repeat $repeat${extra[*]:+ -- ${extra[*]}}\` on a $(nproc)-core machine; every drive on 127.0.0.1 with a quota of $quota bytes, fresh drives for each envelope; per row the run with the median MB/s of $repeat; took $(($(date +%s) - started)) s."
     echo
     echo "$model"
     echo

@@ -44,8 +44,8 @@ pub struct S3Args {
     #[arg(long = "storage-class", value_name = "CLASS=POOL")]
     storage_classes: Vec<String>,
     /// Keys to a remote pool (an external S3 bucket) as POOL=FILE: a TOML file of
-    /// `access_key`, `secret_key` and, for an https:// endpoint, `tls_trust` (PEM); repeat for
-    /// more
+    /// `access_key`, `secret_key` and, for an https:// endpoint, `tls_trust` (PEM: its CA, or
+    /// the system's bundle such as /etc/ssl/certs/ca-certificates.crt); repeat for more
     #[arg(long = "remote-keys", value_name = "POOL=FILE")]
     remote_keys: Vec<String>,
     /// The storage class of writes that name none [default: STANDARD]

@@ -53,6 +53,9 @@ pub enum RemoteError {
     Missing { pool: String, key: String },
     #[error("remote pool {pool:?}: object {key} is damaged: {reason}")]
     Damaged { pool: String, key: String, reason: String },
+    /// A key the remote store said it deleted was listed again.
+    #[error("remote pool {pool:?}: object {key} is still listed after its delete")]
+    Undeleted { pool: String, key: String },
     #[error("remote pool {pool:?}: {reason}")]
     Setting { pool: String, reason: String },
 }
@@ -165,7 +168,9 @@ impl RemoteTier {
     pub async fn delete_stripes(&self, object: &[u8]) -> Result<u64, RemoteError> {
         let prefix = self.object_prefix(object);
         let mut deleted = 0;
-        // Listed again after each page's deletes: what is left is what remains to delete.
+        let mut last_first: Option<String> = None;
+        // Listed again after each page's deletes: what is left is what remains to delete (a
+        // key listed first twice was not deleted: an error, not a loop).
         loop {
             let (keys, _) = self
                 .call(&prefix, |mut c| {
@@ -176,9 +181,11 @@ impl RemoteTier {
                     }
                 })
                 .await?;
-            if keys.is_empty() {
-                return Ok(deleted);
+            let Some(first) = keys.first().cloned() else { return Ok(deleted) };
+            if last_first.as_ref() == Some(&first) {
+                return Err(RemoteError::Undeleted { pool: self.name.clone(), key: first });
             }
+            last_first = Some(first);
             for key in keys {
                 self.call(&key, |mut c| {
                     let key = key.clone();
