@@ -175,8 +175,9 @@ check "s3 memory" "$logs/s3-memory.log" scripts/s3-memory.sh "$spindle" --gib 4 
 section "S3 benchmark smoke run over HTTPS (Spindle's gateway over one drive, single-node MinIO; PUT and GET)"
 check "s3 bench smoke" "$logs/s3-bench.log" scripts/bench-s3.sh --quick --tls --versioning --spindle "$spindle" --out "$logs/s3-bench.md"
 
-section "archival workloads against the S3 gateway, smoke run"
+section "archival workloads against the S3 gateway, smoke run (over one drive, then into a 4+2 coded class)"
 check "archive s3 smoke" "$logs/archive-s3.log" scripts/bench-archive.sh --quick --s3 --spindle "$spindle" --out "$logs/archive-s3.md"
+check "archive s3 coded smoke" "$logs/archive-s3-ec.log" scripts/bench-archive.sh --quick --s3 --ec 4+2 --envelopes fitted --spindle "$spindle" --out "$logs/archive-s3-ec.md"
 
 section "erasure-coded S3 against MinIO, smoke run (a 4+2 pool, six MinIO directories)"
 check "ec bench smoke" "$logs/ec-bench.log" scripts/bench-ec.sh --quick --spindle "$spindle" --out "$logs/ec-bench.md"
