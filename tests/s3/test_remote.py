@@ -73,14 +73,14 @@ class Minio:
             stdout=log, stderr=log, env=env,
         )
 
-        def live():
+        def ready():
             assert self.process.poll() is None, f"MinIO exited:\n{open(self.log, errors='replace').read()}"
             try:
-                return urllib.request.urlopen(f"{self.url}/minio/health/live", timeout=2).status == 200
+                return urllib.request.urlopen(f"{self.url}/minio/health/ready", timeout=2).status == 200
             except OSError:
                 return False
 
-        wait_for(live, 120, "MinIO to answer")
+        wait_for(ready, 120, "MinIO to be ready")
 
     def stop(self):
         if self.process and self.process.poll() is None:
@@ -132,6 +132,10 @@ def remote_keys(remote):
 def cluster_data_keys():
     out = spindle("cluster", "range", "s3", "s3\x01", "--max", "1000000", "--json", "--etcd", ETCD).stdout
     return {k for k in json.loads(out)["keys"] if len(k) > 3 and k[3] in "DG"}
+
+
+def error_of_response(e):
+    return e.response["Error"].get("Code"), e.response["ResponseMetadata"]["HTTPStatusCode"]
 
 
 def read(s3, bucket, key):
@@ -268,7 +272,15 @@ def test_a_remote_store_down_fails_cleanly_and_reads_resume(remote):
                 assert read(s3, b, "hot") == hot, "STANDARD objects do not need the remote store"
             finally:
                 minio.start()
-            assert read(s3, b, "cold") == cold
+
+            def reads_right():
+                try:
+                    return read(s3, b, "cold") == cold
+                except ClientError as e:
+                    assert error_of_response(e) == ("ServiceUnavailable", 503), e
+                    return False
+
+            wait_for(reads_right, 60, "the cold object to read right once the remote store is back")
             s3.put_object(Bucket=b, Key="new", Body=payload(MIB, 32), StorageClass=CLASS)
             assert read(s3, b, "new") == payload(MIB, 32)
         finally:
