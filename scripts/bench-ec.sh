@@ -242,16 +242,16 @@ log "rebuild: $rebuild (disk: ${disk_mib_s} MiB/s)"
 
 # A lifecycle transition of a bucket of small objects, STANDARD to the coded class, by a
 # gateway whose lifecycle day is a second.
-tx_port=$(free_port)
+tx_port=$(free_port) tx_metrics=$(free_port)
 start_server spindle-s3-lifecycle 'listening on [^0-9]*127\.0\.0\.1:([0-9]+)' sh -c 'exec "$0" "$@" 2>&1' "$spindle_bin" s3 \
   --cluster "etcd://${etcd_url#http://}" --listen "127.0.0.1:$tx_port" --access-key "$access_key" --secret-key "$secret_key" \
-  --storage-class STANDARD_IA=cold --lifecycle-interval-secs 1 --lifecycle-day-secs 1 --metrics-listen "127.0.0.1:$((tx_port + 1))"
-transition=$("$python" - "$tx_port" "$access_key" "$secret_key" "$transition_objects" <<'PY'
+  --storage-class STANDARD_IA=cold --lifecycle-interval-secs 1 --lifecycle-day-secs 1 --metrics-listen "127.0.0.1:$tx_metrics"
+transition=$("$python" - "$tx_port" "$access_key" "$secret_key" "$transition_objects" "$tx_metrics" <<'PY'
 import sys, time, urllib.request
 from concurrent.futures import ThreadPoolExecutor
 import boto3
 from botocore.config import Config
-port, ak, sk, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+port, ak, sk, n, metrics = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 s3 = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", aws_access_key_id=ak, aws_secret_access_key=sk,
                   region_name="us-east-1", config=Config(s3={"addressing_style": "path"}, max_pool_connections=16))
 s3.create_bucket(Bucket="transition")
@@ -259,7 +259,7 @@ body = bytes(range(256)) * 64  # 16 KiB
 with ThreadPoolExecutor(16) as pool:
     list(pool.map(lambda i: s3.put_object(Bucket="transition", Key=f"o{i:06d}", Body=body, StorageClass="STANDARD"), range(n)))
 def moved():
-    text = urllib.request.urlopen(f"http://127.0.0.1:{int(port) + 1}/metrics", timeout=30).read().decode()
+    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=30).read().decode()
     return next((float(l.split()[1]) for l in text.splitlines() if l.startswith("spindle_s3_lifecycle_transitioned_total")), 0.0)
 start = time.monotonic()
 s3.put_bucket_lifecycle_configuration(Bucket="transition", LifecycleConfiguration={"Rules": [
