@@ -299,6 +299,14 @@ impl Kv {
         }
     }
 
+    /// Whether the store's map has a remote pool `name` (no copy of the map's pools).
+    pub fn has_remote_pool(&self, name: &str) -> bool {
+        match self {
+            Kv::Cluster(s) => s.map().remotes.contains_key(name),
+            Kv::Drive(_) => false,
+        }
+    }
+
     fn cluster(&self, pool: &str) -> Result<&Store, KvError> {
         match self {
             Kv::Cluster(s) => Ok(s),

@@ -46,7 +46,7 @@ impl Stripes {
         if let Some(t) = self.remotes.get(pool) {
             return Some(Ok(t));
         }
-        kv.remote_pools().contains_key(pool).then(|| {
+        kv.has_remote_pool(pool).then(|| {
             let reason = format!("this gateway has no keys for it (--remote-keys {pool}=FILE)");
             Err(KvError::Failed(Fault::Remote(RemoteError::Setting { pool: pool.to_string(), reason })))
         })
