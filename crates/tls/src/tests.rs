@@ -33,7 +33,7 @@ fn write(files: &CertFiles, pair: &(CertificateDer<'static>, String, String)) {
 async fn trusted_by(acceptor: &TlsAcceptor, ca: &CertificateDer<'static>) -> bool {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(ca.clone()).unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider).with_safe_default_protocol_versions().unwrap().with_root_certificates(roots).with_no_client_auth();
     let (client_io, server_io) = tokio::io::duplex(64 * 1024);
     let server = {
@@ -86,13 +86,13 @@ fn a_pair_that_does_not_load_is_named() {
     assert!(e.contains("no certificate"), "{e}");
 }
 
-/// AES-128-GCM first, TLS 1.3 before 1.2, and no suite of ring's left out.
+/// AES-128-GCM first, TLS 1.3 before 1.2, and no suite of aws-lc's left out.
 #[test]
 fn suites_prefer_aes_128_and_keep_every_one() {
     let ours: Vec<_> = provider().cipher_suites.iter().map(|s| s.suite()).collect();
     assert_eq!(ours[0], rustls::CipherSuite::TLS13_AES_128_GCM_SHA256);
     assert!(ours.iter().position(|s| *s == rustls::CipherSuite::TLS13_AES_256_GCM_SHA384) < ours.iter().position(|s| *s == rustls::CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256));
-    let mut all: Vec<_> = rustls::crypto::ring::default_provider().cipher_suites.iter().map(|s| s.suite()).collect();
+    let mut all: Vec<_> = rustls::crypto::aws_lc_rs::default_provider().cipher_suites.iter().map(|s| s.suite()).collect();
     let mut sorted = ours.clone();
     all.sort_by_key(|s| u16::from(*s));
     sorted.sort_by_key(|s| u16::from(*s));
