@@ -2,10 +2,11 @@
 # Erasure-coded S3 storage, side by side in one run: Spindle's gateway writing a 4+2 pool of
 # drives (`spindle cluster pool`, its manifests on three replicated drives) and MinIO, single
 # node over six drive directories on the same disk (it codes them with its default parity),
-# measured by the same load generator (`spindle bench s3`). For each cell the server not
-# measured is paused (SIGSTOP) and the disk synced and left to settle first, the order
-# alternating from cell to cell; server CPU per MiB is read from /proc (Spindle: the gateway,
-# every drive, the coordinator and etcd).
+# measured by the same load generator (`spindle bench s3`), and the same MinIO behind a TCP
+# relay (the loopback hop Spindle's gateway makes to its drives) as a floor in the healthy
+# cells. Before each cell every server is left to settle, then the servers not measured are
+# paused (SIGSTOP) and the disk synced, the order alternating from cell to cell; server CPU
+# per MiB is read from /proc (Spindle: the gateway, every drive, the coordinator and etcd).
 #
 #   scripts/bench-ec.sh --spindle BIN [--quick] [--out FILE.md] [--duration 20s]
 #       [--concurrency 8] [--settle 10] [--transition-objects 10000]
@@ -74,6 +75,13 @@ start_minio() { # NAME (its log's name: a restart takes another)
 }
 start_minio minio
 minio_url=http://127.0.0.1:$minio_port
+# The same MinIO behind a TCP relay (`spindle bench relay`): one more loopback hop, as the
+# gateway makes to its drives, so a floor for the comparison (its CPU is MinIO's plus the
+# relay's).
+start_server minio-relay 'relaying on [^0-9]*127\.0\.0\.1:([0-9]+)' sh -c 'exec "$0" "$@" 2>&1' \
+  "$spindle_bin" bench relay --listen 127.0.0.1:0 --to "127.0.0.1:$minio_port"
+relay_pid=$server_pid
+relay_url=http://127.0.0.1:$server_match
 minio_version=$("$minio_bin" --version 2>/dev/null | head -n 1 | sed 's/^minio version //')
 
 # Spindle: etcd, a coordinator, three replicated drives for the manifests, a 4+2 pool of six
@@ -113,15 +121,16 @@ start_server spindle-s3 'listening on [^0-9]*127\.0\.0\.1:([0-9]+)' sh -c 'exec 
 spindle_pids+=",$server_pid"
 spindle_url=http://127.0.0.1:$gateway_port
 
-only_server() { # minio|spindle
+only_server() { # minio|minio-relay|spindle
   local p
-  for p in $minio_pid ${spindle_pids//,/ }; do kill -STOP "$p" 2>/dev/null || true; done
+  for p in $minio_pid $relay_pid ${spindle_pids//,/ }; do kill -STOP "$p" 2>/dev/null || true; done
   case $1 in
     minio) kill -CONT "$minio_pid" ;;
+    minio-relay) kill -CONT "$minio_pid" "$relay_pid" ;;
     spindle) for p in ${spindle_pids//,/ }; do kill -CONT "$p" 2>/dev/null || true; done ;;
   esac
 }
-resume_all() { for p in $minio_pid ${spindle_pids//,/ }; do kill -CONT "$p" 2>/dev/null || true; done; }
+resume_all() { for p in $minio_pid $relay_pid ${spindle_pids//,/ }; do kill -CONT "$p" 2>/dev/null || true; done; }
 data_bytes() { # minio|spindle
   case $1 in
     minio) du -sb "$work/minio" | cut -f1 ;;
@@ -135,12 +144,15 @@ measure() { # SERVER OP SIZE LABEL [bench flags]
   shift 4
   case $server in
     minio) url=$minio_url pids=$minio_pid ;;
+    minio-relay) url=$relay_url pids=$minio_pid,$relay_pid ;;
     spindle) url=$spindle_url pids=$spindle_pids ;;
   esac
   file=$work/$label-$op-$size.json
+  # Every server finishes its background work (MinIO purges deleted objects only while it
+  # runs, Spindle's gateway sweeps) before the measured one runs alone.
+  sleep "$settle"
   only_server "$server"
   sync
-  sleep "$settle"
   log "$label: $op $size x $concurrency for $duration"
   if ! "$spindle_bin" bench s3 --endpoint "$url" --access-key "$access_key" --secret-key "$secret_key" \
     --label "$label" --op "$op" --size "$size" --concurrency "$concurrency" --duration "$duration" \
@@ -189,8 +201,8 @@ empty_bucket "$minio_url" raw-minio
 i=0
 for c in "put 1MiB" "get 1MiB" "put $big" "get $big"; do
   read -r op size <<<"$c"
-  order=(minio spindle)
-  ((i % 2 == 1)) && order=(spindle minio)
+  order=(minio minio-relay spindle)
+  ((i % 2 == 1)) && order=(spindle minio-relay minio)
   # GET runs keep their objects under a known prefix: the degraded runs read them again.
   keep=()
   [ "$op" = get ] && keep=(--prefix "get-$size" --no-cleanup)
@@ -283,6 +295,7 @@ report() {
   echo
   echo "- Spindle: \`spindle s3\` over a cluster: manifests on three replicated drives (R=3, W=2), object data as 1 MiB stripes in a 4+2 pool of seven drives (six per stripe, one more so writes go on with one down), every shard written through before a PUT is answered. Server CPU: gateway, drives, coordinator, etcd."
   echo "- MinIO $minio_version, single node over six directories (its erasure mode, default parity)."
+  echo "- minio-relay: the same MinIO behind \`spindle bench relay\` (a TCP relay through user space), so with the loopback hop Spindle's gateway makes to its drives: the floor for a server one hop in front of its disks. Its CPU is MinIO's plus the relay's."
   echo
   echo "Raw bytes on disk per byte stored (the $big PUT run's objects kept): Spindle ${raw[spindle]}, MinIO ${raw[minio]}."
   echo
