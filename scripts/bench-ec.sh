@@ -148,8 +148,11 @@ measure() { # SERVER OP SIZE LABEL [bench flags]
     spindle) url=$spindle_url pids=$spindle_pids ;;
   esac
   file=$work/$label-$op-$size.json
-  # Every server finishes its background work (MinIO purges deleted objects only while it
-  # runs, Spindle's gateway sweeps) before the measured one runs alone.
+  # Every server finishes its background work (Spindle's gateway sweeps deleted objects)
+  # before the measured one runs alone. MinIO moves deleted objects to a trash it purges
+  # slowly (22 GiB of it after the raw run): emptied here, as its purge would, or a full
+  # run's cells do not fit the disk.
+  rm -rf "$work"/minio/d*/.minio.sys/tmp/.trash/*
   sleep "$settle"
   only_server "$server"
   sync
@@ -235,6 +238,8 @@ rm -f "$work/dd.bin"
 start_server cold2-back 'spindle drive listening on 127\.0\.0\.1:([0-9]+)' "$spindle_bin" drive --data "$work/cold2/data" \
   --port "${pool_port[2]}" --tls-port 0 --listen 127.0.0.1
 spindle_pids+=",$server_pid"
+# MinIO (healing its two emptied directories by now) is paused while the rebuild runs.
+kill -STOP "$minio_pid" "$relay_pid"
 "$spindle_bin" cluster remove-drive cold1 --wait-secs 0 --etcd "$etcd_url" >/dev/null
 wait_rebuild() {
   pool_json | python3 -c 'import json,sys; p=json.load(sys.stdin)["pools"][0]; r=p["rebuild"] or {}; sys.exit(0 if p["groups_to_rebuild"] == 0 and r.get("finished") and r.get("groups_done", 0) > 0 else 1)'
@@ -251,6 +256,7 @@ secs = (r["updated_ms"] - r["started_ms"]) / 1000
 mib, rate, shards, groups = r["bytes"] / 1048576, r["mib_per_sec"], r["shards"], r["groups_done"]
 print(f"{mib:.0f} MiB in {secs:.1f} s, {rate:.0f} MiB/s, {shards} shards over {groups} groups")')
 log "rebuild: $rebuild (disk: ${disk_mib_s} MiB/s)"
+resume_all
 
 # A lifecycle transition of a bucket of small objects, STANDARD to the coded class, by a
 # gateway whose lifecycle day is a second.
