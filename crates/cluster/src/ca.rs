@@ -213,7 +213,7 @@ mod tests {
         for c in certificates(trust).unwrap() {
             roots.add(c).unwrap();
         }
-        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(std::sync::Arc::new(roots), provider).build().unwrap();
         let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
         verifier.verify_server_cert(&chain[0], &chain[1..], &name, &[], rustls_pki_types::UnixTime::now()).is_ok()

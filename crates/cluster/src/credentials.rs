@@ -334,7 +334,7 @@ mod tests {
         let chain: Vec<_> = rustls_pki_types::CertificateDer::pem_file_iter(&cert).unwrap().map(Result::unwrap).collect();
         let mut roots = rustls::RootCertStore::empty();
         roots.add(rustls_pki_types::CertificateDer::from_pem_slice(loaded.ca_pem.as_bytes()).unwrap()).unwrap();
-        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(std::sync::Arc::new(roots), provider).build().unwrap();
         let now = rustls_pki_types::UnixTime::now();
         for name in ["127.0.0.1", "drive1.example"] {
@@ -348,7 +348,7 @@ mod tests {
         let stranger = Credentials::generate(&dir.path().join("other"), "other").unwrap();
         let mut roots = rustls::RootCertStore::empty();
         roots.add(rustls_pki_types::CertificateDer::from_pem_slice(stranger.ca_pem.as_bytes()).unwrap()).unwrap();
-        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(std::sync::Arc::new(roots), provider).build().unwrap();
         let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
         assert!(verifier.verify_server_cert(&chain[0], &chain[1..], &name, &[], now).is_err());

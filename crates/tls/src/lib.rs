@@ -20,9 +20,9 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 /// aws-lc's suites with AES-128-GCM first (TLS 1.3, then 1.2). aws-lc rather than ring: its
-/// AES-GCM uses AVX-512 where the CPU has it, and seals 16 KiB records about twice as fast as
-/// ring's AVX2 code on this project's machines (docs/design/dependencies.md); it builds with
-/// a C compiler alone. AES-128 first: about a third less CPU per byte than AES-256-GCM, and
+/// AES-GCM uses AVX-512 where the CPU has it (ring's AVX2), which roughly halves what TLS
+/// costs per byte (`spindle bench tls-floor`, docs/design/dependencies.md); it builds with a
+/// C compiler alone. AES-128 first: about a third less CPU per byte than AES-256-GCM, and
 /// what Go's TLS (MinIO's, etcd's) picks on CPUs with AES instructions. Both sides of the
 /// cluster's connections are rustls, whose server takes the client's order: the drives' data
 /// path is the bulk of the cluster's encryption.
