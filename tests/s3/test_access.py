@@ -5,9 +5,11 @@ users key (`spindle s3 users-key`), and makes its users with `spindle s3 user`."
 
 import json
 import os
+import socket
 import subprocess
 import tempfile
 import time
+import urllib.parse
 import uuid
 
 import botocore
@@ -93,7 +95,7 @@ def ann_bucket(gateway, ann):
 def denied(call, *args, **kwargs):
     with pytest.raises(botocore.exceptions.ClientError) as e:
         call(*args, **kwargs)
-    assert error_of(e) == ("AccessDenied", 403), error_of(e)
+    assert error_of(e) == ("AccessDenied", 403), (call.__name__, kwargs.get("Key"), e.value.response["Error"].get("Message"))
 
 
 def test_users_are_kept_apart(gateway, ann, bob, ann_bucket):
@@ -318,3 +320,30 @@ def test_rotations_keep_a_bounded_number_of_keys(gateway, users_key):
     wait_refused(first, "a key retired past the cap")
     assert client_of(gateway, (name, newest["access_key"], newest["secret_key"])).list_buckets()["Buckets"] == []
     spindle("user", "remove", name, *store_flags())
+
+
+
+def test_a_refused_upload_ends_its_connection(gateway, ann, ann_bucket):
+    """A request refused before its body was read ends its connection: a client that asked
+    `Expect: 100-continue` may send the body after the answer, and the gateway would otherwise
+    read that body as the start of the connection's next request. An upload whose body was read
+    keeps its connection."""
+    answer = client_of(gateway, ann).put_object(Bucket=ann_bucket, Key="k", Body=b"x")
+    assert answer["ResponseMetadata"]["HTTPHeaders"].get("connection") != "close"
+    url = urllib.parse.urlparse(gateway)
+    with socket.create_connection((url.hostname, url.port), timeout=60) as s:
+        s.sendall(f"PUT /{ann_bucket}/new HTTP/1.1\r\nHost: {url.netloc}\r\nContent-Length: 1\r\nExpect: 100-continue\r\n\r\n".encode())
+        received = b""
+        while b"</Error>" not in received:
+            chunk = s.recv(4096)
+            assert chunk, f"the connection closed before the answer: {received!r}"
+            received += chunk
+        head = received.split(b"\r\n\r\n")[0].decode().lower()
+        assert head.startswith("http/1.1 403"), head
+        assert "connection: close" in head.split("\r\n"), head
+        # The body the client sends anyway goes nowhere, and nothing else is read.
+        s.sendall(b"xGET / HTTP/1.1\r\nHost: " + url.netloc.encode() + b"\r\n\r\n")
+        rest = b""
+        while chunk := s.recv(4096):
+            rest += chunk
+        assert rest == b"", rest

@@ -197,8 +197,12 @@ impl Connection {
             // not recognise the limit's own error), so the limit is ours and answered 400.
             let exceeded = xml_bodied(&req).then(|| Arc::new(AtomicBool::new(false)));
             let form = is_form(&req);
+            // A body the answer leaves unread (a refusal before it was read, which a client
+            // that asked `Expect: 100-continue` may still be sending) cannot be told apart from
+            // the connection's next request: such an answer closes the connection.
+            let ended = Arc::new(AtomicBool::new(http_body::Body::is_end_stream(req.body())));
             let mut req = req.map(|body| {
-                let body = Stalling::new(body, stall);
+                let body = Stalling::new(body, stall).reporting_end(ended.clone());
                 let body = if form { body.in_pieces(FORM_PIECE) } else { body };
                 s3s::Body::http_body(match &exceeded {
                     Some(flag) => body.limited(MAX_XML_BODY, flag.clone()),
@@ -235,6 +239,9 @@ impl Connection {
                 }
                 if let (true, Ok(r)) = (attributes, &mut answer) {
                     unquote_etag(r);
+                }
+                if let (false, Ok(r)) = (ended.load(Ordering::Relaxed), &mut answer) {
+                    r.headers_mut().insert(hyper::header::CONNECTION, hyper::header::HeaderValue::from_static("close"));
                 }
                 // A signature s3s verified (a request it refuses for its signature or key
                 // never reaches the access decision that says so).

@@ -111,9 +111,11 @@ pub enum BodyError {
 
 /// A request body that fails once no frame has come for the stall timeout, and, given a
 /// limit, once it has carried more bytes than that (raising the flag it was given); given a
-/// piece size, it hands its bytes on in frames no larger.
+/// piece size, it hands its bytes on in frames no larger. It raises `ended` once its last
+/// byte has been read.
 pub struct Stalling<B> {
     body: B,
+    ended: Arc<AtomicBool>,
     frames: Deadline,
     limit: Option<(u64, Arc<AtomicBool>)>,
     seen: u64,
@@ -124,7 +126,12 @@ pub struct Stalling<B> {
 
 impl<B> Stalling<B> {
     pub fn new(body: B, stall: Duration) -> Stalling<B> {
-        Stalling { body, frames: Deadline::new(stall), limit: None, seen: 0, piece: usize::MAX, rest: Bytes::new() }
+        Stalling { body, ended: Arc::default(), frames: Deadline::new(stall), limit: None, seen: 0, piece: usize::MAX, rest: Bytes::new() }
+    }
+
+    /// Raises `ended` once the last byte has been read.
+    pub fn reporting_end(self, ended: Arc<AtomicBool>) -> Stalling<B> {
+        Stalling { ended, ..self }
     }
 
     /// At most `limit` bytes: past it the body fails and `exceeded` is raised.
@@ -160,7 +167,11 @@ where
             }
         }
         let polled = Pin::new(&mut this.body).poll_frame(cx);
-        match this.frames.watch(cx, polled) {
+        let polled = this.frames.watch(cx, polled);
+        if matches!(polled, Poll::Ready(Ok(None))) || this.body.is_end_stream() {
+            this.ended.store(true, Ordering::Relaxed);
+        }
+        match polled {
             Poll::Ready(Ok(Some(Ok(frame)))) => {
                 this.seen += frame.data_ref().map_or(0, |d| d.len() as u64);
                 match frame.into_data() {
