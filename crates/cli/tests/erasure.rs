@@ -190,6 +190,18 @@ fn a_lost_drive_is_rebuilt_a_scrub_heals_rot_and_a_joining_drive_gets_its_shards
             }
         }
 
+        // The remains of a deleted object the sweeper has half cleared: one shard of a stripe
+        // in a group of p3's. With p3 gone it can never be read (even p3's shard would make
+        // two of four), so it must not hold the rebuild up.
+        let (map, _) = control.load_map().await.unwrap();
+        let p = map.pools[POOL].clone();
+        let group = (0..p.groups).find(|g| p.drives_of(*g).iter().any(|d| d == "p3")).expect("a group of p3's");
+        let (position, holder) = p.drives_of(group).iter().enumerate().find(|(_, d)| *d != "p3").unwrap();
+        let shard = p.code.encode(&stripe(99, 0)).unwrap()[position].clone();
+        let config = ClientConfig { cluster_version: map.epoch as i64, ..ClientConfig::default() };
+        let direct = Client::connect(map.members[holder].addr.as_str(), config).await.unwrap();
+        direct.put(&spindle_cluster::store::shard_key(group, b"remains", 0, position as u8), shard, PutOptions { force: true, ..PutOptions::default() }).await.unwrap();
+
         // p3 lost for good: its positions go to the spare and are rebuilt there.
         drives[3].kill();
         let map = until("p3's positions given away and rebuilt", Duration::from_secs(120), async || {

@@ -267,9 +267,10 @@ fn judge(code: Code, got: &[Option<PositionRead>]) -> Option<(usize, Vec<Option<
 /// are other positions read, data shards first, as many as DATA good shards still need (one
 /// more for each missing or damaged): a lost drive's shard costs DATA reads, not the stripe's
 /// width. A scrub reads every position. A rebuild (not a scrub) whose target does not answer
-/// counts the stripe unhealable, so that its group stays pending; a stripe every drive
-/// answered for with fewer than DATA shards anywhere is the remains of a deleted object (or of
-/// a write that failed), left to the sweepers.
+/// counts the stripe unhealable, so that its group stays pending, as does one that drives
+/// which did not answer could still make readable. A stripe with fewer than DATA shards even
+/// counting every position that did not answer is the remains of a deleted object (or of a
+/// write that failed), left to the sweepers: waiting would not heal it.
 #[allow(clippy::too_many_arguments, reason = "one stripe's address")]
 async fn heal_stripe(
     code: Code,
@@ -324,14 +325,19 @@ async fn heal_stripe(
         wave = unasked.into_iter().take(data.saturating_sub(good).max(1)).collect();
     }
     let all_answered = got.iter().all(|g| g.as_ref().is_some_and(|(r, holder, _)| r.is_ok() && *holder));
+    let answered: Vec<bool> = got.iter().map(|g| g.as_ref().is_none_or(|(_, holder, _)| *holder)).collect();
     let borrowed: Vec<bool> = got.iter().map(|g| g.as_ref().is_some_and(|(_, _, b)| *b)).collect();
     let raw: Vec<Option<ShardRead>> = got.into_iter().map(|g| g.map(|(r, _, _)| r)).collect();
     let garbage = Healed { stripes: 1, ..Healed::default() };
     let stuck = Healed { stripes: 1, unhealable: 1, ..Healed::default() };
-    let Some((len, good)) = judged else {
-        return Ok(if all_answered { garbage } else { stuck });
-    };
+    // Shards that exist, and positions whose drive (or the drive that held the position) did
+    // not answer: waiting for those can only help while together they could reach DATA.
     let present = raw.iter().filter(|r| matches!(r, Some(Ok(Some(_))))).count();
+    let unknown = raw.iter().zip(&answered).filter(|(r, a)| matches!(r, Some(Err(_))) || !**a).count();
+    let settled = all_answered || present + unknown < data;
+    let Some((len, good)) = judged else {
+        return Ok(if settled { garbage } else { stuck });
+    };
     // Every target verified where it was read: the whole shards to write are those values.
     let whole: Vec<Bytes> = match code.decode(len, &good) {
         Ok(stripe) => code.encode(&stripe).map_err(|e| RebuildError::Drive { drive: String::new(), source: ClientError::Protocol(e.to_string()) })?,
@@ -340,7 +346,7 @@ async fn heal_stripe(
         }
         // Every drive answered and fewer than DATA shards exist at all: never acknowledged,
         // or deleted. Shards that exist but do not check are damage, not garbage.
-        Err(_) => return Ok(if all_answered && present < data { garbage } else { stuck }),
+        Err(_) => return Ok(if settled && present < data { garbage } else { stuck }),
     };
     let mut healed = Healed { stripes: 1, ..Healed::default() };
     for &s in targets {
