@@ -152,7 +152,7 @@ measure() { # SERVER OP SIZE LABEL [bench flags]
   # before the measured one runs alone. MinIO moves deleted objects to a trash it purges
   # slowly (22 GiB of it after the raw run): emptied here, as its purge would, or a full
   # run's cells do not fit the disk.
-  rm -rf "$work"/minio/d*/.minio.sys/tmp/.trash/*
+  find "$work"/minio/d*/.minio.sys/tmp/.trash -mindepth 1 -maxdepth 1 -exec rm -rf {} + 2>/dev/null || true
   sleep "$settle"
   only_server "$server"
   sync

@@ -160,22 +160,31 @@ pub(crate) async fn step(
 pub async fn heal_group(pool: &Pool, group: u32, targets: &[usize], scrub: bool, drives: &Drives, throttle: &Throttle) -> Result<Healed, RebuildError> {
     let placed = pool.drives_of(group);
     let pending = pool.pending.get(&group);
-    let stable = (0..placed.len()).filter(|i| pending.is_none_or(|p| !p.contains_key(&(*i as u8))));
-    // Listed from PARITY + 1 positions (or every one that answers): a stripe missing its shard
-    // on one drive is still found on another.
+    let stable: Vec<usize> = (0..placed.len()).filter(|i| pending.is_none_or(|p| !p.contains_key(&(*i as u8)))).collect();
+    // Listed from PARITY + 1 positions at once (more, a wave at a time, for those that do not
+    // answer): a stripe missing its shard on one drive is still found on another.
+    let want = usize::from(pool.code.parity) + 1;
     let mut listed: Option<std::collections::BTreeSet<(Bytes, u32)>> = None;
-    let mut listers = 0;
-    for i in stable {
-        if listers > usize::from(pool.code.parity) {
-            break;
-        }
-        if let Some(c) = drives.get(&placed[i]) {
-            match stripes_of(c, group, i as u8).await {
-                Ok(s) => {
+    let (mut listers, mut next) = (0, 0);
+    while listers < want && next < stable.len() {
+        let wave = &stable[next..(next + want - listers).min(stable.len())];
+        next += wave.len();
+        let lists = join_all(wave.iter().map(|&i| async move {
+            let list = match drives.get(&placed[i]) {
+                Some(c) => Some(stripes_of(c, group, i as u8).await),
+                None => None,
+            };
+            (i, list)
+        }))
+        .await;
+        for (i, list) in lists {
+            match list {
+                Some(Ok(s)) => {
                     listed.get_or_insert_default().extend(s);
                     listers += 1;
                 }
-                Err(e) => tracing::warn!("listing group {group} on {}: {e}", placed[i]),
+                Some(Err(e)) => tracing::warn!("listing group {group} on {}: {e}", placed[i]),
+                None => {}
             }
         }
     }
