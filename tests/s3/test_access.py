@@ -322,7 +322,6 @@ def test_rotations_keep_a_bounded_number_of_keys(gateway, users_key):
     spindle("user", "remove", name, *store_flags())
 
 
-
 def test_a_refused_upload_ends_its_connection(gateway, ann, ann_bucket):
     """A request refused before its body was read ends its connection: a client that asked
     `Expect: 100-continue` may send the body after the answer, and the gateway would otherwise

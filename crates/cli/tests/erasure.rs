@@ -34,6 +34,12 @@ fn name(object: usize) -> Vec<u8> {
     format!("object-{object}").into_bytes()
 }
 
+/// A connection to one member of `map` at its epoch: shards read and written as they lie.
+async fn drive_of(map: &ClusterMap, id: &str) -> Client {
+    let config = ClientConfig { cluster_version: map.epoch as i64, ..ClientConfig::default() };
+    Client::connect(map.members[id].addr.as_str(), config).await.unwrap()
+}
+
 async fn all_read_right(store: &Store, objects: usize, stripes: u32) -> Result<(), String> {
     for o in 0..objects {
         for i in 0..stripes {
@@ -89,9 +95,7 @@ fn stripes_read_back_through_damaged_shards_and_lost_drives_and_fail_cleanly_bey
         let p = map.pools[POOL].clone();
         let group = p.group_of(&name(0));
         let holder = &p.drives_of(group)[1];
-        let addr = &map.members[holder].addr;
-        let config = ClientConfig { cluster_version: map.epoch as i64, ..ClientConfig::default() };
-        let direct = Client::connect(addr.as_str(), config).await.unwrap();
+        let direct = drive_of(&map, holder).await;
         let key = spindle_cluster::store::shard_key(group, &name(0), 0, 1);
         let original = direct.get(&key).await.unwrap().expect("the shard is on its drive").value;
         let mut value = original.to_vec();
@@ -198,8 +202,7 @@ fn a_lost_drive_is_rebuilt_a_scrub_heals_rot_and_a_joining_drive_gets_its_shards
         let group = (0..p.groups).find(|g| p.drives_of(*g).iter().any(|d| d == "p3")).expect("a group of p3's");
         let (position, holder) = p.drives_of(group).iter().enumerate().find(|(_, d)| *d != "p3").unwrap();
         let shard = p.code.encode(&stripe(99, 0)).unwrap()[position].clone();
-        let config = ClientConfig { cluster_version: map.epoch as i64, ..ClientConfig::default() };
-        let direct = Client::connect(map.members[holder].addr.as_str(), config).await.unwrap();
+        let direct = drive_of(&map, holder).await;
         direct.put(&spindle_cluster::store::shard_key(group, b"remains", 0, position as u8), shard, PutOptions { force: true, ..PutOptions::default() }).await.unwrap();
 
         // p3 lost for good: its positions go to the spare and are rebuilt there.
@@ -236,8 +239,7 @@ fn a_lost_drive_is_rebuilt_a_scrub_heals_rot_and_a_joining_drive_gets_its_shards
         let p = map.pools[POOL].clone();
         let group = p.group_of(&name(4));
         let holder = p.drives_of(group)[2].clone();
-        let config = ClientConfig { cluster_version: map.epoch as i64, ..ClientConfig::default() };
-        let direct = Client::connect(map.members[&holder].addr.as_str(), config).await.unwrap();
+        let direct = drive_of(&map, &holder).await;
         let key = spindle_cluster::store::shard_key(group, &name(4), 1, 2);
         let good = until("the shard readable on its drive", Duration::from_secs(30), async || direct.get(&key).await.ok().flatten()).await.value;
         let mut rotten = good.to_vec();

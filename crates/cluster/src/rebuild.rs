@@ -333,16 +333,16 @@ async fn heal_stripe(
         }
         wave = unasked.into_iter().take(data.saturating_sub(good).max(1)).collect();
     }
-    let all_answered = got.iter().all(|g| g.as_ref().is_some_and(|(r, holder, _)| r.is_ok() && *holder));
-    let answered: Vec<bool> = got.iter().map(|g| g.as_ref().is_none_or(|(_, holder, _)| *holder)).collect();
+    // Positions whose drive (or the drive that held the position) did not answer.
+    let unknown = got.iter().flatten().filter(|(r, holder, _)| r.is_err() || !*holder).count();
+    let all_answered = unknown == 0 && got.iter().all(Option::is_some);
     let borrowed: Vec<bool> = got.iter().map(|g| g.as_ref().is_some_and(|(_, _, b)| *b)).collect();
     let raw: Vec<Option<ShardRead>> = got.into_iter().map(|g| g.map(|(r, _, _)| r)).collect();
     let garbage = Healed { stripes: 1, ..Healed::default() };
     let stuck = Healed { stripes: 1, unhealable: 1, ..Healed::default() };
-    // Shards that exist, and positions whose drive (or the drive that held the position) did
-    // not answer: waiting for those can only help while together they could reach DATA.
+    // Waiting for the positions that did not answer helps only while they and the shards that
+    // exist could together reach DATA.
     let present = raw.iter().filter(|r| matches!(r, Some(Ok(Some(_))))).count();
-    let unknown = raw.iter().zip(&answered).filter(|(r, a)| matches!(r, Some(Err(_))) || !**a).count();
     let settled = all_answered || present + unknown < data;
     let Some((len, good)) = judged else {
         return Ok(if settled { garbage } else { stuck });

@@ -283,13 +283,13 @@ fn xml_bodied<B>(req: &hyper::Request<B>) -> bool {
     }
 }
 
-/// The answer to an XML body over `MAX_XML_BODY`.
+/// The answer to an XML body over `MAX_XML_BODY` (read no further than that: the connection
+/// closes, as after any answer that leaves its body unread).
 fn too_large() -> s3s::HttpResponse {
     let body = format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>MaxMessageLengthExceeded</Code><Message>Your request was too big: an XML body is at most {MAX_XML_BODY} bytes.</Message></Error>");
     let mut answer = hyper::Response::new(s3s::Body::from(body));
     *answer.status_mut() = hyper::StatusCode::BAD_REQUEST;
     answer.headers_mut().insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/xml"));
-    answer.headers_mut().insert(hyper::header::CONNECTION, hyper::header::HeaderValue::from_static("close"));
     answer
 }
 

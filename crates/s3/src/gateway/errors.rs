@@ -1,19 +1,10 @@
-//! How errors leave the gateway: the store's failures as S3 answers, answers that close
-//! the connection, and S3 errors as the crate's.
+//! How errors leave the gateway: the store's failures as S3 answers, and S3 errors as the
+//! crate's. (An answer that leaves its request's body unread closes the connection: the
+//! server sees to that for every operation.)
 
 use s3s::{s3_error, S3Error};
 
 use crate::kv::KvError;
-
-/// An error answered while the request body may still be unread: the connection cannot
-/// carry another request, and the answer says so (`Connection: close`).
-pub(super) fn closing(mut e: S3Error) -> S3Error {
-    let mut headers = http::HeaderMap::new();
-    headers.insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
-    headers.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/xml"));
-    e.set_headers(headers);
-    e
-}
 
 impl From<S3Error> for crate::GatewayError {
     fn from(e: S3Error) -> Self {

@@ -32,7 +32,6 @@ mod versions;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, S3};
 
-use errors::closing;
 pub use finish::finish_stale_completions;
 pub use lookup::Gateway;
 
@@ -59,9 +58,9 @@ impl S3 for Gateway {
     }
 
     async fn put_object(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
-        limits::check_length_declared(&req.headers).map_err(closing)?;
+        limits::check_length_declared(&req.headers)?;
         let granted = crate::access::granted(&req.extensions)?;
-        let out = self.put(req.input, req.trailing_headers, granted).await.map_err(closing)?;
+        let out = self.put(req.input, req.trailing_headers, granted).await?;
         Ok(S3Response::new(out))
     }
 
@@ -98,8 +97,8 @@ impl S3 for Gateway {
     }
 
     async fn upload_part(&self, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
-        limits::check_length_declared(&req.headers).map_err(closing)?;
-        self.upload_part_in(req).await.map_err(closing)
+        limits::check_length_declared(&req.headers)?;
+        self.upload_part_in(req).await
     }
 
     async fn upload_part_copy(&self, req: S3Request<UploadPartCopyInput>) -> S3Result<S3Response<UploadPartCopyOutput>> {
