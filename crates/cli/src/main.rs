@@ -221,6 +221,11 @@ fn main() {
     #[cfg(not(feature = "cluster"))]
     let argv = std::env::args_os();
     let cli = Cli::parse_from(argv);
+    // Every command moves values of up to megabytes (a drive, the gateway's chunks, the
+    // coordinator's rebuilt shards, the load generator): the drive's allocator settings keep
+    // large buffers for reuse instead of faulting them in afresh, and its trimmer returns
+    // memory above a limit.
+    spindle_drive::memory::start();
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     // Threads serving connections (default: one per core). The engine's writer and fjall's
     // background workers run beside them.

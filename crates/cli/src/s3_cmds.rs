@@ -108,10 +108,6 @@ pub async fn run(a: S3Args) -> Result<(), Box<dyn std::error::Error>> {
     if a.sweep_grace_secs == 0 || a.sweep_interval_secs == 0 || a.lifecycle_interval_secs == 0 || a.lifecycle_day_secs == 0 {
         return Err("--sweep-grace-secs, --sweep-interval-secs, --lifecycle-interval-secs and --lifecycle-day-secs must be at least 1".into());
     }
-    // The gateway moves 1 MiB chunks as a drive moves values: the drive's allocator settings
-    // (large buffers reused, not faulted in afresh) and its trimmer (memory returned above a
-    // limit).
-    spindle_drive::memory::start();
     let mut classes = spindle_s3::classes::StorageClasses::parse(&a.storage_classes)?;
     if let Some(class) = &a.default_storage_class {
         classes = classes.with_default(class)?;

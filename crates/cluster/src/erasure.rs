@@ -200,6 +200,43 @@ impl Code {
         out.truncate(stripe_len);
         Ok(out.freeze())
     }
+
+    /// The whole shards (header included) at `positions` of a stripe of `stripe_len` bytes,
+    /// from verified payloads (`shards[i]`: shard `i`'s, if good); `None` at the others. Only
+    /// what those positions need is computed and framed: a repair writing one shard of a 4+2
+    /// stripe decodes at most the data shards, encodes parity only if it writes some, and
+    /// checksums one payload, where decoding the stripe and encoding it again copied and
+    /// checksummed all six.
+    pub fn rebuild(&self, stripe_len: usize, shards: &[Option<Bytes>], positions: &[usize]) -> Result<Vec<Option<Bytes>>, CodeError> {
+        let data = usize::from(self.data);
+        let have = shards.iter().filter(|s| s.is_some()).count();
+        if have < data || shards.len() < data {
+            return Err(CodeError::TooFew { have, need: data });
+        }
+        // The data payloads: those at hand, or all of them rebuilt into owned buffers (the
+        // library's way) when one is missing.
+        let rebuilt: Vec<Option<Vec<u8>>>;
+        let originals: Vec<&[u8]> = if shards[..data].iter().all(Option::is_some) {
+            shards[..data].iter().flatten().map(|b| &b[..]).collect()
+        } else {
+            let mut all: Vec<Option<Vec<u8>>> = (0..self.width()).map(|i| shards.get(i).cloned().flatten().map(|b| b.to_vec())).collect();
+            self.coder()?.reconstruct_data(&mut all).map_err(|e| CodeError::Library(format!("{e:?}")))?;
+            rebuilt = all;
+            rebuilt[..data].iter().map(|s| s.as_deref().ok_or(CodeError::TooFew { have, need: data })).collect::<Result<_, _>>()?
+        };
+        let mut parity = Vec::new();
+        if positions.iter().any(|&p| p >= data) {
+            parity = vec![vec![0u8; self.shard_len(stripe_len)]; usize::from(self.parity)];
+            self.coder()?.encode_sep(&originals, &mut parity).map_err(|e| CodeError::Library(format!("{e:?}")))?;
+        }
+        let mut out: Vec<Option<Bytes>> = vec![None; self.width()];
+        for &p in positions {
+            let payload = if p < data { originals.get(p).copied() } else { parity.get(p - data).map(Vec::as_slice) };
+            let payload = payload.ok_or_else(|| CodeError::BadShard { index: p, reason: format!("not a position of {self}") })?;
+            out[p] = Some(self.frame(p, stripe_len, payload));
+        }
+        Ok(out)
+    }
 }
 
 /// The stripe length a shard's header names, if it looks like a shard at all (unchecked: a
@@ -254,6 +291,7 @@ mod tests {
         got[3] = None;
         got[5] = None;
         assert_eq!(code.decode(14, &got), Err(CodeError::TooFew { have: 3, need: 4 }));
+        assert_eq!(code.rebuild(14, &got, &[0]), Err(CodeError::TooFew { have: 3, need: 4 }));
     }
 
     #[test]
@@ -287,9 +325,18 @@ mod tests {
             }
             prop_assert_eq!(code.decode(stripe.len(), &got).unwrap(), Bytes::from(stripe.clone()));
             let again = code.encode(&code.decode(stripe.len(), &got).unwrap()).unwrap();
+            let rebuilt = code.rebuild(stripe.len(), &got, &lost).unwrap();
+            for (i, r) in rebuilt.iter().enumerate() {
+                prop_assert_eq!(r.is_some(), lost.contains(&i));
+            }
             for i in lost {
                 prop_assert_eq!(&again[i], &shards[i]);
+                prop_assert_eq!(rebuilt[i].as_ref(), Some(&shards[i]));
             }
+            // Every position at once, from the data shards alone or with some of them lost.
+            let every: Vec<usize> = (0..code.width()).collect();
+            let all = code.rebuild(stripe.len(), &got, &every).unwrap();
+            prop_assert_eq!(all.into_iter().flatten().collect::<Vec<_>>(), shards.clone());
         }
 
         /// A shard's decoder takes any bytes without panicking.

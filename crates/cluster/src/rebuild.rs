@@ -31,6 +31,8 @@ use crate::ClusterError;
 pub enum RebuildError {
     #[error("drive {drive}: {source}")]
     Drive { drive: String, source: ClientError },
+    #[error("drive {drive}: the rebuilt shards could not be made durable: {reason}")]
+    Unsynced { drive: String, reason: String },
     #[error("group {group}: no position that kept its drive answers (the stripes cannot be listed)")]
     NoLister { group: u32 },
 }
@@ -99,15 +101,8 @@ pub(crate) async fn step(
     let drives = crate::migrate::connect_all(map, client).await;
     let throttle = Throttle::new(rate);
     let started = crate::control::now_ms();
-    let (drives, throttle) = (&drives, &throttle);
-    let results: Vec<(u32, Result<Healed, RebuildError>)> = futures_util::stream::iter(groups)
-        .map(|g| async move {
-            let targets: Vec<usize> = pool.pending.get(&g).map(|p| p.keys().map(|i| usize::from(*i)).collect()).unwrap_or_default();
-            (g, heal_group(pool, g, &targets, false, drives, throttle).await)
-        })
-        .buffer_unordered(GROUPS_HEALED_TOGETHER)
-        .collect()
-        .await;
+    let work: Vec<(u32, Vec<usize>)> = groups.iter().map(|&g| (g, pool.pending.get(&g).map(|p| p.keys().map(|i| usize::from(*i)).collect()).unwrap_or_default())).collect();
+    let results = heal_groups(pool, &work, false, REBUILD_STRIPES_AT_ONCE, &drives, &throttle).await;
     let mut done = Vec::new();
     let mut healed = Healed::default();
     for (g, r) in results {
@@ -158,11 +153,89 @@ pub(crate) async fn step(
 /// Heals `group` of `pool`: the shards of `targets` (positions; all of them for a scrub, which
 /// also checks that parity agrees with the data) of every stripe listed there.
 pub async fn heal_group(pool: &Pool, group: u32, targets: &[usize], scrub: bool, drives: &Drives, throttle: &Throttle) -> Result<Healed, RebuildError> {
+    let mut healed = heal_groups(pool, &[(group, targets.to_vec())], scrub, GROUP_STRIPES_AT_ONCE, drives, throttle).await;
+    healed.pop().map_or(Ok(Healed::default()), |(_, h)| h)
+}
+
+/// Heals several groups at once, each with its target positions: every group's stripes are
+/// listed, then all of them go through one window of `at_once` stripes, so that a group with
+/// few stripes does not leave the drives idle while a large one finishes.
+async fn heal_groups(pool: &Pool, work: &[(u32, Vec<usize>)], scrub: bool, at_once: usize, drives: &Drives, throttle: &Throttle) -> Vec<(u32, Result<Healed, RebuildError>)> {
+    let listed = join_all(work.iter().map(|(g, _)| list_group(pool, *g, drives))).await;
+    let mut results: Vec<(u32, Result<Healed, RebuildError>)> = Vec::with_capacity(work.len());
+    let mut stripes = Vec::new();
+    for (i, ((g, _), list)) in work.iter().zip(listed).enumerate() {
+        match list {
+            Ok(list) => stripes.extend(list.into_iter().map(|(object, index)| (i, object, index))),
+            Err(e) => {
+                results.push((*g, Err(e)));
+                continue;
+            }
+        }
+        results.push((*g, Ok(Healed::default())));
+    }
+    let mut heals = futures_util::stream::iter(stripes)
+        .map(|(i, object, index)| {
+            let (group, targets) = (&work[i].0, &work[i].1);
+            async move {
+                let placed = pool.drives_of(*group);
+                // Where a position's shard may still be while its move is pending: the drive
+                // that held it.
+                let pending = pool.pending.get(group);
+                let holders: Vec<Option<&String>> = (0..placed.len()).map(|p| pending.and_then(|m| m.get(&(p as u8)))).collect();
+                let started = Instant::now();
+                let h = heal_stripe(pool.code, *group, placed, &holders, drives, &object, index, targets, scrub).await;
+                if let Ok(h) = &h {
+                    throttle.pace(h.bytes, started.elapsed()).await;
+                }
+                (i, h)
+            }
+        })
+        .buffer_unordered(at_once);
+    while let Some((i, h)) = heals.next().await {
+        let slot = &mut results[i].1;
+        match (slot.as_mut(), h) {
+            (Ok(sum), Ok(h)) => *sum += h,
+            (Ok(_), Err(e)) => *slot = Err(e),
+            (Err(_), _) => {}
+        }
+    }
+    // The rebuilt shards are durable before anyone counts on them: one sync per drive written
+    // to, all at once, not one per shard; a group whose drive fails it stays pending.
+    if !scrub {
+        let written: Vec<bool> = results.iter().map(|(_, r)| r.as_ref().is_ok_and(|h| h.shards > 0)).collect();
+        let targets_of = |i: usize| {
+            let placed = pool.drives_of(work[i].0);
+            work[i].1.iter().filter_map(move |&t| placed.get(t).cloned())
+        };
+        let to_sync: std::collections::BTreeSet<String> = (0..work.len()).filter(|&i| written[i]).flat_map(targets_of).collect();
+        let synced = join_all(to_sync.into_iter().map(|d| async move {
+            let r = match drives.get(&d) {
+                Some(c) => c.flush_all_data().await,
+                None => Err(ClientError::Protocol("not connected".into())),
+            };
+            (d, r)
+        }))
+        .await;
+        for (d, r) in synced {
+            let Err(source) = r else { continue };
+            for i in 0..work.len() {
+                if written[i] && targets_of(i).any(|t| t == d) {
+                    results[i].1 = Err(RebuildError::Unsynced { drive: d.clone(), reason: source.to_string() });
+                }
+            }
+        }
+    }
+    results
+}
+
+/// Every stripe of `group` (object, stripe index), listed from the drives of PARITY + 1 of the
+/// positions that kept their drive at once (more, a wave at a time, for those that do not
+/// answer): a stripe missing its shard on one drive is still found on another.
+async fn list_group(pool: &Pool, group: u32, drives: &Drives) -> Result<std::collections::BTreeSet<(Bytes, u32)>, RebuildError> {
     let placed = pool.drives_of(group);
     let pending = pool.pending.get(&group);
     let stable: Vec<usize> = (0..placed.len()).filter(|i| pending.is_none_or(|p| !p.contains_key(&(*i as u8)))).collect();
-    // Listed from PARITY + 1 positions at once (more, a wave at a time, for those that do not
-    // answer): a stripe missing its shard on one drive is still found on another.
     let want = usize::from(pool.code.parity) + 1;
     let mut listed: Option<std::collections::BTreeSet<(Bytes, u32)>> = None;
     let (mut listers, mut next) = (0, 0);
@@ -188,32 +261,7 @@ pub async fn heal_group(pool: &Pool, group: u32, targets: &[usize], scrub: bool,
             }
         }
     }
-    let stripes = listed.ok_or(RebuildError::NoLister { group })?;
-    // Where a position's shard may still be while its move is pending: the drive that held it.
-    let holders: Vec<Option<&String>> = (0..placed.len()).map(|i| pending.and_then(|p| p.get(&(i as u8)))).collect();
-    let holders = &holders;
-    let mut healed = Healed::default();
-    let mut heals = futures_util::stream::iter(stripes)
-        .map(|(object, index)| async move {
-            let started = Instant::now();
-            let h = heal_stripe(pool.code, group, placed, holders, drives, &object, index, targets, scrub).await?;
-            throttle.pace(h.bytes, started.elapsed()).await;
-            Ok::<Healed, RebuildError>(h)
-        })
-        .buffer_unordered(STRIPES_AT_ONCE);
-    while let Some(h) = heals.next().await {
-        healed += h?;
-    }
-    // The rebuilt shards are durable before anyone counts on them (one sync per drive, not
-    // one per shard).
-    if !scrub && healed.shards > 0 {
-        for &t in targets {
-            if let Some(c) = placed.get(t).and_then(|d| drives.get(d)) {
-                c.flush_all_data().await.map_err(|source| RebuildError::Drive { drive: placed[t].clone(), source })?;
-            }
-        }
-    }
-    Ok(healed)
+    listed.ok_or(RebuildError::NoLister { group })
 }
 
 /// Every stripe with a shard at `position` on the drive: (object, stripe index).
@@ -347,11 +395,14 @@ async fn heal_stripe(
     let Some((len, good)) = judged else {
         return Ok(if settled { garbage } else { stuck });
     };
-    // Every target verified where it was read: the whole shards to write are those values.
-    let whole: Vec<Bytes> = match code.decode(len, &good) {
-        Ok(stripe) => code.encode(&stripe).map_err(|e| RebuildError::Drive { drive: String::new(), source: ClientError::Protocol(e.to_string()) })?,
+    // The positions to write: a rebuild's targets not already good where they belong; every
+    // target of a scrub, whose parity is compared with what the data gives.
+    let redo: Vec<usize> = targets.iter().copied().filter(|&s| scrub || borrowed[s] || good[s].is_none()).collect();
+    let whole: Vec<Option<Bytes>> = match code.rebuild(len, &good, &redo) {
+        Ok(whole) => whole,
+        // Every target verified where it was read: the whole shards to write are those values.
         Err(_) if !scrub && targets.iter().all(|&t| good.get(t).is_some_and(Option::is_some)) => {
-            raw.iter().map(|r| r.as_ref().and_then(|r| r.as_ref().ok()).cloned().flatten().unwrap_or_default()).collect()
+            raw.iter().map(|r| r.as_ref().and_then(|r| r.as_ref().ok()).cloned().flatten()).collect()
         }
         // Every drive answered and fewer than DATA shards exist at all: never acknowledged,
         // or deleted. Shards that exist but do not check are damage, not garbage.
@@ -359,7 +410,8 @@ async fn heal_stripe(
     };
     let mut healed = Healed { stripes: 1, ..Healed::default() };
     for &s in targets {
-        let fine = !borrowed[s] && good[s].as_ref().is_some_and(|payload| !scrub || whole[s].slice(erasure::SHARD_HEADER..) == *payload);
+        let Some(shard) = whole.get(s).cloned().flatten() else { continue };
+        let fine = !borrowed[s] && good[s].as_ref().is_some_and(|payload| shard.slice(erasure::SHARD_HEADER..) == *payload);
         if fine {
             continue;
         }
@@ -373,19 +425,20 @@ async fn heal_stripe(
         };
         // Written back: the group's drives are flushed once before it leaves the pending list.
         let options = PutOptions { force: true, sync: if scrub { Synchronization::Writethrough } else { Synchronization::Writeback }, ..PutOptions::default() };
-        c.put(&keys[s], whole[s].clone(), options).await.map_err(|source| RebuildError::Drive { drive: placed[s].clone(), source })?;
+        healed.bytes += shard.len() as u64;
+        c.put(&keys[s], shard, options).await.map_err(|source| RebuildError::Drive { drive: placed[s].clone(), source })?;
         healed.shards += 1;
-        healed.bytes += whole[s].len() as u64;
     }
     Ok(healed)
 }
 
-/// Groups a rebuild step takes on, and how many of them are healed at once.
+/// Groups a rebuild step takes on (their stripes healed through one window).
 const GROUPS_AT_ONCE: usize = 16;
-const GROUPS_HEALED_TOGETHER: usize = 4;
-/// Stripes healed at once: enough to keep every drive of a group busy (each stripe reads
-/// from all of them), few enough that a rebuild holds a few MiB.
-const STRIPES_AT_ONCE: usize = 8;
+/// Stripes a rebuild step heals at once: enough to keep every drive of the pool busy (each
+/// stripe reads from DATA of them), few enough that a rebuild holds a few tens of MiB.
+const REBUILD_STRIPES_AT_ONCE: usize = 32;
+/// Stripes of one group healed at once (a scrub's round, in the background).
+const GROUP_STRIPES_AT_ONCE: usize = 8;
 /// How long a group that could not be rebuilt waits before it is tried again.
 pub const RETRY_AFTER: Duration = Duration::from_secs(5);
 

@@ -71,6 +71,7 @@ impl Collector for DriveCollector {
             emit::gauge(&mut e, "spindle_engine_value_log_live_bytes", "Bytes of value log records the index points to.", log.live_bytes as f64)?;
             emit::counter(&mut e, "spindle_engine_value_log_gc_copied_bytes", "Bytes garbage collection copied since start.", log.gc_bytes_copied)?;
             emit::counter(&mut e, "spindle_engine_value_log_gc_deleted_segments", "Segments garbage collection deleted since start.", log.gc_segments_deleted)?;
+            emit::counter(&mut e, "spindle_engine_value_log_direct_reads", "Values read past the page cache (no longer cached) since start.", log.direct_reads)?;
         }
         Ok(())
     }

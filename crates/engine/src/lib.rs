@@ -170,12 +170,30 @@ pub mod testing {
 #[must_use = "reads are limited to memory only while the guard lives"]
 pub struct CachedReadsOnly {
     _guard: lsm_tree::file::CachedReadsOnly,
+    previous: bool,
+}
+
+thread_local! {
+    /// Whether this thread's value log reads are limited to memory (`CachedReadsOnly`; the
+    /// tables' reads have the same flag inside lsm-tree).
+    static CACHED_READS_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 impl CachedReadsOnly {
     pub fn new() -> Self {
-        CachedReadsOnly { _guard: lsm_tree::file::CachedReadsOnly::new() }
+        CachedReadsOnly { _guard: lsm_tree::file::CachedReadsOnly::new(), previous: CACHED_READS_ONLY.with(|f| f.replace(true)) }
     }
+}
+
+impl Drop for CachedReadsOnly {
+    fn drop(&mut self) {
+        CACHED_READS_ONLY.with(|f| f.set(self.previous));
+    }
+}
+
+/// Whether reads on this thread must not wait for the disk (a [`CachedReadsOnly`] lives).
+pub(crate) fn cached_reads_only() -> bool {
+    CACHED_READS_ONLY.with(std::cell::Cell::get)
 }
 
 impl Default for CachedReadsOnly {

@@ -74,3 +74,42 @@ fn cold_reads_are_refused_not_waited_for_and_warm_reads_are_served() {
     let _cached_only = CachedReadsOnly::new();
     assert_eq!(reader.join().unwrap(), value(KEYS - 1));
 }
+
+/// Values in the value log: one the page cache no longer holds is refused under the guard
+/// before any I/O and read past the cache without it (so it stays uncached and is refused
+/// again); a logged value below the direct-read size is read through the cache, refused only
+/// while it is not there.
+#[test]
+fn logged_values_not_in_memory_are_refused_not_waited_for() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let logged = |i: usize| {
+        let len = if i.is_multiple_of(2) { 512 * 1024 } else { 20 * 1024 };
+        Bytes::from((0..len).map(|n| (i as u8).wrapping_mul(17) ^ (n as u8)).collect::<Vec<u8>>())
+    };
+    // Every value of 16 KiB or more logged; nothing kept cached behind the writes.
+    let options = FjallOptions { log_threshold: 16 * 1024, log_cached_tail: 0, ..FjallOptions::new(dir.path()) };
+    let engine = FjallEngine::open(options).unwrap();
+    for i in 0..16 {
+        engine.put(&key(i), logged(i), Meta::default(), Check::Force).unwrap();
+    }
+    // The drop behind the writes stops at a 64 KiB boundary: a value after the ones read puts
+    // them all below it.
+    engine.put(b"filler", logged(0), Meta::default(), Check::Force).unwrap();
+    engine.sync().unwrap();
+    spindle_engine::testing::evict_page_cache(dir.path()).unwrap();
+    for i in 0..16 {
+        {
+            let _cached_only = CachedReadsOnly::new();
+            assert!(matches!(engine.get(&key(i)), Err(Error::WouldBlock)), "key {i} served from a cache that was emptied");
+        }
+        assert_eq!(engine.get(&key(i)).unwrap().unwrap().value, logged(i), "key {i}");
+        let _cached_only = CachedReadsOnly::new();
+        match engine.get(&key(i)) {
+            // Large: read past the cache, so still not in memory.
+            Err(Error::WouldBlock) if i.is_multiple_of(2) => {}
+            // Small: read through the cache, now served from it.
+            Ok(Some(entry)) if !i.is_multiple_of(2) => assert_eq!(entry.value, logged(i)),
+            other => panic!("key {i} after a read: {:?}", other.map(|e| e.map(|e| e.value.len()))),
+        }
+    }
+}

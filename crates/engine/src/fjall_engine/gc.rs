@@ -20,7 +20,7 @@ use parking_lot::{Condvar, Mutex};
 use super::store::Store;
 use super::Shared;
 use crate::record::{self, Placement};
-use crate::value_log::{Appender, Pointer, ValueLog};
+use crate::value_log::{Appender, Pointer, Reading, ValueLog};
 use crate::{Error, Meta, Result};
 
 /// How often the collector looks for work when nothing wakes it.
@@ -142,7 +142,7 @@ fn pointed_at(store: &Store, key: &[u8], at: Pointer) -> Result<Option<Meta>> {
 
 /// Counts the live bytes of segment `id` by asking the index about each record.
 fn census(store: &Store, id: u32) -> Result<()> {
-    let Some(mut scan) = store.log.scan(id)? else { return Ok(()) };
+    let Some(mut scan) = store.log.scan(id, Reading::Heads)? else { return Ok(()) };
     let mut live = 0;
     while let Some(record) = scan.next_record()? {
         if pointed_at(store, &record.key, Pointer { segment: id, offset: record.offset })?.is_some() {
@@ -168,7 +168,7 @@ struct Move {
 /// Copies the live records of segment `victim` to the collector's segment, moves their
 /// pointers, and deletes the segment once the moves are durable.
 fn collect(shared: &Shared, store: &Store, state: &mut CollectorState, victim: u32, pace: &mut Pace) -> Result<()> {
-    let Some(mut scan) = store.log.scan(victim)? else { return Ok(()) };
+    let Some(mut scan) = store.log.scan(victim, Reading::Values)? else { return Ok(()) };
     let erases = store.log.erases();
     let mut moves = Vec::new();
     let mut pending = 0;

@@ -27,6 +27,8 @@ pub struct LogFigures {
     /// Bytes garbage collection has copied, and segments it has deleted, since open.
     pub gc_bytes_copied: u64,
     pub gc_segments_deleted: u64,
+    /// Values read past the page cache since open (`direct`).
+    pub direct_reads: u64,
 }
 
 impl ValueLog {
@@ -104,6 +106,7 @@ impl ValueLog {
             live_bytes: figures.values().map(|f| f.live).sum(),
             gc_bytes_copied: self.gc_bytes_copied.load(std::sync::atomic::Ordering::Relaxed),
             gc_segments_deleted: self.gc_segments_deleted.load(std::sync::atomic::Ordering::Relaxed),
+            direct_reads: self.direct.reads(),
         }
     }
 }

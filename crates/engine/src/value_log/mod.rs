@@ -17,6 +17,7 @@
 //! the page cache, `read` reads of a value, `scan` segments read record by record, `figures`
 //! the per-segment figures, `remove` segment deletion.
 
+mod direct;
 pub mod format;
 mod append;
 mod figures;
@@ -36,7 +37,7 @@ pub use append::Appender;
 pub use figures::{LogFigures, SegmentFigures};
 pub use format::Pointer;
 use format::SEGMENT_HEADER_LEN;
-pub use scan::{ScannedRecord, SegmentScan};
+pub use scan::{Reading, ScannedRecord, SegmentScan};
 use sync::Dirty;
 pub use sync::{CACHED_TAIL_BYTES, WRITE_BEHIND_BYTES};
 
@@ -59,6 +60,10 @@ pub struct ValueLog {
     dirty: Mutex<Dirty>,
     /// Where each segment's pages may still be cached from (`CACHED_TAIL_BYTES`).
     cached_from: Mutex<HashMap<u32, u64>>,
+    /// Segments below this id were found at open: the page cache is not counted on to hold
+    /// them (0 when every segment is kept cached).
+    found_below: u32,
+    direct: direct::DirectFiles,
     /// Held through a whole sync: a second sync must not return while the first is still
     /// making durable what it took from `dirty`. Holds the first sync failure, if one failed:
     /// every later sync fails with it (see `sync`).
@@ -105,6 +110,8 @@ impl ValueLog {
             open_files: Mutex::new(HashMap::new()),
             dirty: Mutex::new(Dirty::default()),
             cached_from: Mutex::new(HashMap::new()),
+            found_below: if cached_tail < segment_max { next } else { 0 },
+            direct: direct::DirectFiles::default(),
             syncing: Mutex::new(None),
             gate: parking_lot::RwLock::new(()),
             next_id: std::sync::atomic::AtomicU32::new(next),

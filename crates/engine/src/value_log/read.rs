@@ -8,7 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::format::{self, Pointer, RecordHead};
-use super::ValueLog;
+use super::{direct, ValueLog};
 use crate::{Error, Result};
 
 /// Most segment files kept open for reads at once.
@@ -43,10 +43,27 @@ impl ValueLog {
     /// Reads the value of the record at `pointer` under a key of `key_len` bytes and checks it
     /// against the length and CRC-32C its metadata gives: `None` if the segment is gone (the
     /// value moved: read the key again), Corrupt if the bytes are not the value written.
+    /// Under [`crate::CachedReadsOnly`], a value not in memory is `WouldBlock`: one the page
+    /// cache no longer holds is refused before any I/O, one read through it is tried without
+    /// waiting (`RWF_NOWAIT`).
     pub fn read(&self, pointer: Pointer, key_len: usize, value_len: u32, value_crc: u32) -> Result<Option<Bytes>> {
-        let Some(file) = self.file(pointer.segment)? else { return Ok(None) };
-        let value = match read_fresh_at(&file, value_len as usize, format::value_offset(pointer, key_len)) {
+        let (len, at) = (value_len as usize, format::value_offset(pointer, key_len));
+        let cached_only = crate::cached_reads_only();
+        let direct = match self.direct_file(pointer.segment, len, at) {
+            Some(_) if cached_only => return Err(Error::WouldBlock),
+            Some(file) => self.direct.read(&file, len, at),
+            None => None,
+        };
+        let read = match direct {
+            Some(read) => read,
+            None => {
+                let Some(file) = self.file(pointer.segment)? else { return Ok(None) };
+                read_fresh_at(&file, len, at, cached_only).map(Bytes::from)
+            }
+        };
+        let value = match read {
             Ok(v) => v,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Err(Error::WouldBlock),
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
                 return Err(Error::corrupt(format!("value log segment {} ends inside a value at {}", pointer.segment, pointer.offset)))
             }
@@ -55,7 +72,19 @@ impl ValueLog {
         if crc32c::crc32c(&value) != value_crc {
             return Err(Error::corrupt(format!("value log segment {}: the value at {} fails its checksum", pointer.segment, pointer.offset)));
         }
-        Ok(Some(value.into()))
+        Ok(Some(value))
+    }
+
+    /// A direct handle to read a large value the page cache no longer holds with (`direct`);
+    /// `None` to read it through the cache: a small value, one still cached, a file system
+    /// without direct reads, or a segment gone (the buffered path says so).
+    fn direct_file(&self, id: u32, len: usize, at: u64) -> Option<Arc<File>> {
+        let end = at + len as u64;
+        let dropped = id < self.found_below || self.cached_from.lock().get(&id).is_some_and(|&from| end <= from);
+        if len < direct::DIRECT_READ_MIN_BYTES || !dropped {
+            return None;
+        }
+        self.direct.file(id, &self.path(id))
     }
 
     /// Whether the record at `pointer` is there whole, under `key`, with a value of this
@@ -86,9 +115,19 @@ impl ValueLog {
 
 /// `len` bytes of `file` at `offset`, read into a buffer the kernel fills without its being
 /// zeroed first: serving 1 MiB values, zeroing each fresh buffer (`vec![0; len]`) cost about a
-/// quarter of a drive's CPU. `UnexpectedEof` if the file ends before `len` bytes.
-fn read_fresh_at(file: &File, len: usize, offset: u64) -> std::io::Result<Vec<u8>> {
+/// quarter of a drive's CPU. `UnexpectedEof` if the file ends before `len` bytes; with
+/// `cached_only`, `WouldBlock` unless all of them are in the page cache.
+fn read_fresh_at(file: &File, len: usize, offset: u64, cached_only: bool) -> std::io::Result<Vec<u8>> {
     let mut buf = Vec::with_capacity(len);
+    if cached_only {
+        match read_cached(file, &mut buf, len, offset) {
+            Some(Ok(())) if buf.len() == len => return Ok(buf),
+            // Part in the page cache, the rest on disk: as good as all on disk.
+            Some(Ok(())) => return Err(std::io::ErrorKind::WouldBlock.into()),
+            Some(Err(e)) => return Err(e),
+            None => {}
+        }
+    }
     while buf.len() < len {
         let at = offset + buf.len() as u64;
         match rustix::io::pread(file, rustix::buffer::spare_capacity(&mut buf), at) {
@@ -101,4 +140,38 @@ fn read_fresh_at(file: &File, len: usize, offset: u64) -> std::io::Result<Vec<u8
     // The allocator may have given more capacity than asked, and the read filled it.
     buf.truncate(len);
     Ok(buf)
+}
+
+/// Reads what the page cache holds of `len` bytes at `offset` into `buf`'s spare capacity
+/// without waiting for the disk (`preadv2` with `RWF_NOWAIT`); `WouldBlock` if none of it is
+/// cached, `None` where the system cannot tell (the caller then reads as usual).
+#[cfg(target_os = "linux")]
+fn read_cached(file: &File, buf: &mut Vec<u8>, len: usize, offset: u64) -> Option<std::io::Result<()>> {
+    use std::os::fd::AsRawFd;
+    let window = &mut buf.spare_capacity_mut()[..len];
+    let iov = libc::iovec { iov_base: window.as_mut_ptr().cast(), iov_len: window.len() };
+    let offset = libc::off_t::try_from(offset).ok()?;
+    // SAFETY: one iovec over `buf`'s spare capacity, which outlives the call; the fd is open.
+    #[allow(unsafe_code, reason = "preadv2 has no safe wrapper taking RWF_NOWAIT here")]
+    let n = unsafe { libc::preadv2(file.as_raw_fd(), &raw const iov, 1, offset, libc::RWF_NOWAIT) };
+    if n >= 0 {
+        // SAFETY: preadv2 initialised the first `n` bytes of the spare capacity.
+        #[allow(unsafe_code, reason = "the kernel filled these bytes")]
+        unsafe {
+            buf.set_len(n as usize);
+        }
+        return Some(Ok(()));
+    }
+    let error = std::io::Error::last_os_error();
+    match error.raw_os_error() {
+        Some(libc::EAGAIN) => Some(Err(std::io::ErrorKind::WouldBlock.into())),
+        // A kernel or file system without RWF_NOWAIT for buffered reads.
+        Some(libc::EOPNOTSUPP | libc::EINVAL | libc::ENOSYS) => None,
+        _ => Some(Err(error)),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn read_cached(_file: &File, _buf: &mut Vec<u8>, _len: usize, _offset: u64) -> Option<std::io::Result<()>> {
+    None
 }

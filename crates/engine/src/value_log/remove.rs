@@ -16,6 +16,7 @@ impl ValueLog {
         // Readers whose snapshot still names this segment finish first.
         let _quiet = self.gate.write();
         self.open_files.lock().remove(&id);
+        self.direct.forget(id);
         self.dirty.lock().files.remove(&id);
         self.cached_from.lock().remove(&id);
         self.figures.lock().remove(&id);
@@ -36,6 +37,7 @@ impl ValueLog {
         self.active.lock().take();
         self.figures.lock().clear();
         self.open_files.lock().clear();
+        self.direct.forget_all();
         self.dirty.lock().files.clear();
         self.cached_from.lock().clear();
         // Every segment on disk, those a collector created since the figures were read too.

@@ -10,12 +10,36 @@ use super::format::{self, RecordHead, SEGMENT_HEADER_LEN};
 use super::ValueLog;
 use crate::Result;
 
+/// What a scan reads of each record.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Reading {
+    /// Headers, keys and values (a collection copies them).
+    Values,
+    /// Headers and keys only (a census): values are passed over unread, so the scan reads
+    /// little more than a page per record of a log of large values, where reading it whole
+    /// through the page cache cost a drive restarting after a while a full pass over its disk.
+    Heads,
+}
+
+/// A heads-only scan's buffer: a record's header and key, and the small records near it.
+const HEADS_BUFFER_BYTES: usize = 8 * 1024;
+/// A collection's buffer: whole records at a time.
+const VALUES_BUFFER_BYTES: usize = 1 << 20;
+
 impl ValueLog {
     /// Reads segment `id` record by record, for a census or a collection.
-    pub fn scan(&self, id: u32) -> Result<Option<SegmentScan>> {
+    pub fn scan(&self, id: u32, reading: Reading) -> Result<Option<SegmentScan>> {
         let Some(file) = self.open_segment(id)? else { return Ok(None) };
         let len = file.metadata()?.len();
-        let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
+        let capacity = match reading {
+            Reading::Values => VALUES_BUFFER_BYTES,
+            Reading::Heads => {
+                // No read-ahead: it would read the values passed over.
+                super::sync::advise(&file, 0, 0, super::sync::Pages::Random);
+                HEADS_BUFFER_BYTES
+            }
+        };
+        let mut reader = std::io::BufReader::with_capacity(capacity, file);
         let mut header = [0u8; SEGMENT_HEADER_LEN as usize];
         let header_ok = reader.read_exact(&mut header).is_ok() && format::is_segment_header(&header, id);
         Ok(Some(SegmentScan { reader, at: SEGMENT_HEADER_LEN, len, damaged: !header_ok && len > 0, done: !header_ok }))

@@ -47,6 +47,8 @@ pub(super) enum Pages {
     StartWriting,
     /// Drop them from the page cache (those still dirty or being written stay).
     Drop,
+    /// No read-ahead through this handle: what it reads is all it needs.
+    Random,
 }
 
 pub(super) fn advise(file: &File, offset: u64, len: u64, advice: Pages) {
@@ -61,6 +63,7 @@ pub(super) fn advise(file: &File, offset: u64, len: u64, advice: Pages) {
             match advice {
                 Pages::StartWriting => libc::sync_file_range(fd, offset, len, libc::SYNC_FILE_RANGE_WRITE),
                 Pages::Drop => libc::posix_fadvise64(fd, offset, len, libc::POSIX_FADV_DONTNEED),
+                Pages::Random => libc::posix_fadvise64(fd, offset, len, libc::POSIX_FADV_RANDOM),
             }
         };
     }
