@@ -234,6 +234,8 @@ done
 # unthrottled; the disk's own write rate is measured first, with dd.
 dd if=/dev/zero of="$work/dd.bin" bs=1M count=1024 oflag=direct conv=fdatasync 2>"$work/dd.err" || true
 disk_mib_s=$(sed -n 's/.*, \([0-9.]*\) \([MG]\)B\/s$/\1 \2/p' "$work/dd.err" | awk '{ print ($2 == "G" ? $1 * 1000 : $1) * 1000000 / 1048576 }')
+dd if="$work/dd.bin" of=/dev/null bs=1M iflag=direct 2>"$work/dd-read.err" || true
+disk_read_mib_s=$(sed -n 's/.*, \([0-9.]*\) \([MG]\)B\/s$/\1 \2/p' "$work/dd-read.err" | awk '{ print ($2 == "G" ? $1 * 1000 : $1) * 1000000 / 1048576 }')
 rm -f "$work/dd.bin"
 start_server cold2-back 'spindle drive listening on 127\.0\.0\.1:([0-9]+)' "$spindle_bin" drive --data "$work/cold2/data" \
   --port "${pool_port[2]}" --tls-port 0 --listen 127.0.0.1
@@ -249,13 +251,18 @@ until wait_rebuild; do
   ((SECONDS < deadline)) || die "the rebuild did not finish in 30 minutes"
   sleep 1
 done
+# Every drive of the pool is on the one disk here, so a rebuild's floor is that disk reading
+# DATA (4) shards and writing one for each shard rebuilt: 1 / (4 / read rate + 1 / write rate).
 rebuild=$(pool_json | python3 -c '
 import json, sys
 r = json.load(sys.stdin)["pools"][0]["rebuild"]
+write, read = (float(x) if x else 0.0 for x in sys.argv[1:3])
 secs = (r["updated_ms"] - r["started_ms"]) / 1000
 mib, rate, shards, groups = r["bytes"] / 1048576, r["mib_per_sec"], r["shards"], r["groups_done"]
-print(f"{mib:.0f} MiB in {secs:.1f} s, {rate:.0f} MiB/s, {shards} shards over {groups} groups")')
-log "rebuild: $rebuild (disk: ${disk_mib_s} MiB/s)"
+floor = 1 / (4 / read + 1 / write) if read > 0 and write > 0 else 0
+ratio = f"{rate / write:.2f}x the write rate, {rate / floor:.2f}x the shared disk floor of {floor:.0f} MiB/s" if floor else "no disk rate"
+print(f"{mib:.0f} MiB in {secs:.1f} s, {rate:.0f} MiB/s ({ratio}), {shards} shards over {groups} groups")' "$disk_mib_s" "$disk_read_mib_s")
+log "rebuild: $rebuild (disk: write ${disk_mib_s} MiB/s, read ${disk_read_mib_s} MiB/s)"
 resume_all
 
 # A lifecycle transition of a bucket of small objects, STANDARD to the coded class, by a
@@ -305,7 +312,7 @@ report() {
   echo
   echo "Raw bytes on disk per byte stored (the $big PUT run's objects kept): Spindle ${raw[spindle]}, MinIO ${raw[minio]}."
   echo
-  echo "Rebuild of one lost drive (its positions rebuilt on the others, unthrottled): $rebuild; the disk's sequential write rate (dd, 1 GiB, O_DIRECT, fdatasync) in the same run: ${disk_mib_s} MiB/s."
+  echo "Rebuild of one lost drive (its positions rebuilt on the others, unthrottled): $rebuild; the disk's sequential rates in the same run (dd, 1 GiB, O_DIRECT; the write with fdatasync): write ${disk_mib_s} MiB/s, read ${disk_read_mib_s} MiB/s. Every drive of the pool is on that one disk, which reads four shards and writes one for each shard rebuilt: the floor is 1 / (4 / read + 1 / write)."
   echo
   echo "Lifecycle transition STANDARD → STANDARD_IA (Spindle): $transition."
   echo

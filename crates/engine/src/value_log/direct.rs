@@ -1,5 +1,9 @@
 //! Reads past the page cache (O_DIRECT) of values it no longer holds: those of the part of a
-//! segment dropped behind its writes (`sync`) and of segments found at open.
+//! segment dropped behind its writes (`sync`) and of segments found at open, read for the
+//! first time. A value read a second time is read through the cache and so kept there (as 2Q
+//! admits a page to its main queue on a second touch): a rebuild or a scan, which reads each
+//! value once, leaves the cache alone, and values clients read again and again are served
+//! from memory.
 //!
 //! Such a read through the cache makes the kernel allocate pages, read ahead around the value
 //! and copy it out, then keep pages nothing will read again: on this project's VMs a cold read
@@ -24,6 +28,9 @@ pub const DIRECT_READ_MIN_BYTES: usize = 64 * 1024;
 const ALIGN: usize = 4096;
 /// Most direct handles kept open at once (as the buffered ones, `read::OPEN_FILES_MAX`).
 const OPEN_FILES_MAX: usize = 256;
+/// Values remembered as read once: 8,192 of at least 64 KiB, half a GiB of values or more,
+/// in about 200 KiB.
+const READ_ONCE_ENTRIES: usize = 8192;
 
 /// Segments' direct read handles, and whether the file system takes direct reads at all.
 #[derive(Default)]
@@ -33,6 +40,14 @@ pub(super) struct DirectFiles {
     /// later read goes through the page cache.
     refused: AtomicBool,
     reads: AtomicU64,
+    read_once: Mutex<ReadOnce>,
+}
+
+/// Values read once, oldest first (segment and offset).
+#[derive(Default)]
+struct ReadOnce {
+    order: std::collections::VecDeque<(u32, u64)>,
+    set: std::collections::HashSet<(u32, u64)>,
 }
 
 impl DirectFiles {
@@ -69,6 +84,9 @@ impl DirectFiles {
 
     pub(super) fn forget_all(&self) {
         self.files.lock().clear();
+        let mut once = self.read_once.lock();
+        once.order.clear();
+        once.set.clear();
     }
 
     /// `len` bytes at `offset` of `file` read directly; `None` if the file system refused
@@ -83,6 +101,27 @@ impl DirectFiles {
             r => {
                 self.reads.fetch_add(1, Ordering::Relaxed);
                 Some(r)
+            }
+        }
+    }
+
+    /// Whether the value at `offset` of segment `id` was read past the cache before (the
+    /// next reads go through it, to keep it there).
+    pub(super) fn read_before(&self, id: u32, offset: u64) -> bool {
+        self.read_once.lock().set.contains(&(id, offset))
+    }
+
+    /// Remembers the value at `offset` of segment `id` as read once, forgetting the oldest
+    /// beyond `READ_ONCE_ENTRIES`.
+    pub(super) fn remember(&self, id: u32, offset: u64) {
+        let mut once = self.read_once.lock();
+        if !once.set.insert((id, offset)) {
+            return;
+        }
+        once.order.push_back((id, offset));
+        if once.order.len() > READ_ONCE_ENTRIES {
+            if let Some(oldest) = once.order.pop_front() {
+                once.set.remove(&oldest);
             }
         }
     }

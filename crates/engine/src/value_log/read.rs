@@ -43,22 +43,32 @@ impl ValueLog {
     /// Reads the value of the record at `pointer` under a key of `key_len` bytes and checks it
     /// against the length and CRC-32C its metadata gives: `None` if the segment is gone (the
     /// value moved: read the key again), Corrupt if the bytes are not the value written.
-    /// Under [`crate::CachedReadsOnly`], a value not in memory is `WouldBlock`: one the page
-    /// cache no longer holds is refused before any I/O, one read through it is tried without
-    /// waiting (`RWF_NOWAIT`).
+    /// Under [`crate::CachedReadsOnly`], a value not in memory is `WouldBlock`: one to be read
+    /// past the cache at once, one read through it if the cache does not hold it all
+    /// (`RWF_NOWAIT`).
     pub fn read(&self, pointer: Pointer, key_len: usize, value_len: u32, value_crc: u32) -> Result<Option<Bytes>> {
         let (len, at) = (value_len as usize, format::value_offset(pointer, key_len));
         let cached_only = crate::cached_reads_only();
-        let direct = match self.direct_file(pointer.segment, len, at) {
+        // A large value the cache dropped is read past it the first time, and through it (to
+        // be kept) from the second (`direct`). Not probed without waiting first: a buffered
+        // read that misses starts the disk reading the value into the cache even so.
+        let direct = self.direct_file(pointer.segment, len, at).filter(|_| !self.direct.read_before(pointer.segment, at));
+        let read = match direct {
             Some(_) if cached_only => return Err(Error::WouldBlock),
-            Some(file) => self.direct.read(&file, len, at),
+            Some(d) => {
+                self.direct.remember(pointer.segment, at);
+                self.direct.read(&d, len, at)
+            }
             None => None,
         };
-        let read = match direct {
+        let read = match read {
             Some(read) => read,
             None => {
                 let Some(file) = self.file(pointer.segment)? else { return Ok(None) };
-                read_fresh_at(&file, len, at, cached_only).map(Bytes::from)
+                match read_cached_at(&file, len, at).filter(|_| cached_only) {
+                    Some(read) => read.map(Bytes::from),
+                    None => read_fresh_at(&file, len, at).map(Bytes::from),
+                }
             }
         };
         let value = match read {
@@ -115,19 +125,9 @@ impl ValueLog {
 
 /// `len` bytes of `file` at `offset`, read into a buffer the kernel fills without its being
 /// zeroed first: serving 1 MiB values, zeroing each fresh buffer (`vec![0; len]`) cost about a
-/// quarter of a drive's CPU. `UnexpectedEof` if the file ends before `len` bytes; with
-/// `cached_only`, `WouldBlock` unless all of them are in the page cache.
-fn read_fresh_at(file: &File, len: usize, offset: u64, cached_only: bool) -> std::io::Result<Vec<u8>> {
+/// quarter of a drive's CPU. `UnexpectedEof` if the file ends before `len` bytes.
+fn read_fresh_at(file: &File, len: usize, offset: u64) -> std::io::Result<Vec<u8>> {
     let mut buf = Vec::with_capacity(len);
-    if cached_only {
-        match read_cached(file, &mut buf, len, offset) {
-            Some(Ok(())) if buf.len() == len => return Ok(buf),
-            // Part in the page cache, the rest on disk: as good as all on disk.
-            Some(Ok(())) => return Err(std::io::ErrorKind::WouldBlock.into()),
-            Some(Err(e)) => return Err(e),
-            None => {}
-        }
-    }
     while buf.len() < len {
         let at = offset + buf.len() as u64;
         match rustix::io::pread(file, rustix::buffer::spare_capacity(&mut buf), at) {
@@ -140,6 +140,18 @@ fn read_fresh_at(file: &File, len: usize, offset: u64, cached_only: bool) -> std
     // The allocator may have given more capacity than asked, and the read filled it.
     buf.truncate(len);
     Ok(buf)
+}
+
+/// `len` bytes of `file` at `offset` if the page cache holds them all, read without waiting
+/// for the disk; `WouldBlock` if it does not (a part is as good as none), `None` where the
+/// system cannot tell.
+fn read_cached_at(file: &File, len: usize, offset: u64) -> Option<std::io::Result<Vec<u8>>> {
+    let mut buf = Vec::with_capacity(len);
+    match read_cached(file, &mut buf, len, offset)? {
+        Ok(()) if buf.len() == len => Some(Ok(buf)),
+        Ok(()) => Some(Err(std::io::ErrorKind::WouldBlock.into())),
+        Err(e) => Some(Err(e)),
+    }
 }
 
 /// Reads what the page cache holds of `len` bytes at `offset` into `buf`'s spare capacity
