@@ -65,7 +65,7 @@ impl ValueLog {
             Some(read) => read,
             None => {
                 let Some(file) = self.file(pointer.segment)? else { return Ok(None) };
-                match read_cached_at(&file, len, at).filter(|_| cached_only) {
+                match cached_only.then(|| read_cached_at(&file, len, at)).flatten() {
                     Some(read) => read.map(Bytes::from),
                     None => read_fresh_at(&file, len, at).map(Bytes::from),
                 }
