@@ -52,7 +52,7 @@ impl ValueLog {
         // A large value the cache dropped is read past it the first time, and through it (to
         // be kept) from the second (`direct`). Not probed without waiting first: a buffered
         // read that misses starts the disk reading the value into the cache even so.
-        let direct = self.direct_file(pointer.segment, len, at).filter(|_| !self.direct.read_before(pointer.segment, at));
+        let direct = self.direct_file(pointer.segment, len, at);
         let read = match direct {
             Some(_) if cached_only => return Err(Error::WouldBlock),
             Some(d) => {
@@ -86,12 +86,13 @@ impl ValueLog {
     }
 
     /// A direct handle to read a large value the page cache no longer holds with (`direct`);
-    /// `None` to read it through the cache: a small value, one still cached, a file system
+    /// `None` to read it through the cache: a small value, one still cached or read before, a file system
     /// without direct reads, or a segment gone (the buffered path says so).
     fn direct_file(&self, id: u32, len: usize, at: u64) -> Option<Arc<File>> {
         let end = at + len as u64;
         let dropped = id < self.found_below || self.cached_from.lock().get(&id).is_some_and(|&from| end <= from);
-        if len < direct::DIRECT_READ_MIN_BYTES || !dropped {
+        // A value read before goes through the cache (`direct`): no handle opened for it.
+        if len < direct::DIRECT_READ_MIN_BYTES || !dropped || self.direct.read_before(id, at) {
             return None;
         }
         self.direct.file(id, &self.path(id))
