@@ -206,14 +206,17 @@ fn a_lost_drive_is_rebuilt_a_scrub_heals_rot_and_a_joining_drive_gets_its_shards
         direct.put(&spindle_cluster::store::shard_key(group, b"remains", 0, position as u8), shard, PutOptions { force: true, ..PutOptions::default() }).await.unwrap();
 
         // p3 lost for good: its positions go to the spare and are rebuilt there.
+        let before = control.rebuilds().await.unwrap().get(POOL).map_or(0, |r| r.updated_ms);
         drives[3].kill();
         let map = until("p3's positions given away and rebuilt", Duration::from_secs(120), async || {
             let (map, _) = control.load_map().await.ok()?;
             let p = map.pools.get(POOL)?;
-            (!p.places("p3") && p.pending.is_empty()).then_some(map)
+            // The progress is recorded just after the map that ends the rebuild.
+            let progress = control.rebuilds().await.ok()?.get(POOL).filter(|r| r.finished && r.updated_ms > before).cloned();
+            (!p.places("p3") && p.pending.is_empty()).then_some((map, progress?))
         })
         .await;
-        let progress = control.rebuilds().await.unwrap()[POOL].clone();
+        let (map, progress) = map;
         assert!(progress.finished && progress.shards > 0 && progress.groups_done > 0, "{progress:?}");
         // As the operator sees it.
         let status = std::process::Command::new(common::spindle_bin())
