@@ -16,6 +16,26 @@ settle() { # DRIVES STATUS_ARGS...
     done
 }
 
+# Waits until DRIVES (PIDs) have been quiet for a second, together under a twentieth of a core:
+# the value log's collection and the compactions that a run's puts set off belong to no run,
+# and would otherwise fall on whichever run follows (the same cell swung from 0.66x to 1.26x
+# between rounds that way). Gives up after 120 s, saying so.
+quiet() { # PIDS...
+    local deadline=$((SECONDS + 120)) hz before after p
+    hz=$(getconf CLK_TCK)
+    while true; do
+        before=0 after=0
+        for p in "$@"; do before=$((before + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
+        sleep 1
+        for p in "$@"; do after=$((after + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
+        (((after - before) * 20 <= hz)) && return 0
+        if ((SECONDS >= deadline)); then
+            log "drives $* still busy after 120 s; measuring anyway"
+            return 0
+        fi
+    done
+}
+
 for round in $(seq 1 "$repeat"); do
     for n in "${sizes[@]}"; do
         log "round $round: $n drives, plaintext and secured"
@@ -25,8 +45,10 @@ for round in $(seq 1 "$repeat"); do
         plain_url=$etcd_url
         "$spindle_bin" cluster init --etcd "$plain_url" --partitions 64 --replicas "$replicas" --write-quorum "$quorum" >/dev/null
         start_server "plain-coord$round-$n" 'coordinator .* (for) cluster' sh -c "exec '$spindle_bin' cluster coordinator --etcd $plain_url 2>&1"
+        plain_drives=()
         for i in $(seq 1 "$n"); do
             start_drive "plain$round-$n-$i" "$spindle_bin"
+            plain_drives+=("$drive_pid")
             "$spindle_bin" cluster add-drive "d$i" "127.0.0.1:$drive_port" --etcd "$plain_url" >/dev/null
         done
 
@@ -38,9 +60,11 @@ for round in $(seq 1 "$repeat"); do
         "$spindle_bin" cluster secure-etcd "${secure[@]}" >/dev/null
         "$spindle_bin" cluster init "${secure[@]}" --partitions 64 --replicas "$replicas" --write-quorum "$quorum" >/dev/null
         start_server "secure-coord$round-$n" 'coordinator .* (for) cluster' sh -c "exec '$spindle_bin' cluster coordinator ${secure[*]} 2>&1"
+        secure_drives=()
         for i in $(seq 1 "$n"); do
             start_drive "secure$round-$n-$i" "$spindle_bin" --tls-cert "$work/cert/cert.pem" --tls-key "$work/cert/key.pem" \
                 --p2p-tls-trust "$creds/ca.pem"
+            secure_drives+=("$drive_pid")
             "$spindle_bin" cluster add-drive "d$i" "127.0.0.1:$drive_tls_port" "${secure[@]}" >/dev/null
         done
         secure_pids=("${server_pids[@]:${#plain_pids[@]}}")
@@ -51,21 +75,24 @@ for round in $(seq 1 "$repeat"); do
             python3 -c 'import json,sys; r=json.load(sys.stdin); print(json.dumps({"label":"floor","drives":int(sys.argv[1]),"op":"floor","load":"4","plain":r["plain"],"tls":r["tls"],"errors":0}))' "$n" >>"$results"
         # The two clusters share the disk and the cores: while one is measured the other is
         # paused (SIGSTOP: its compactions take nothing from the run), each run starts once
-        # the runs before it are on disk (`sync`: none pays for another's writeback), and the
-        # side that goes first alternates by round.
+        # the runs before it are on disk (`sync`: none pays for another's writeback) and its
+        # own drives are quiet (`quiet`), and the side that goes first alternates by round.
         sides=(plain secured)
         ((round % 2)) || sides=(secured plain)
         for load in "1 1" "4 2"; do
             for op in put get; do
                 for side in "${sides[@]}"; do
-                    sync
                     if [[ $side == plain ]]; then
                         kill -STOP "${secure_pids[@]}"
+                        quiet "${plain_drives[@]}"
+                        sync
                         # shellcheck disable=SC2086
                         bench plain "$n" "cluster:$plain_url" "$op" $load
                         kill -CONT "${secure_pids[@]}"
                     else
                         kill -STOP "${plain_pids[@]}"
+                        quiet "${secure_drives[@]}"
+                        sync
                         # shellcheck disable=SC2086
                         SPINDLE_CREDENTIALS=$creds bench secured "$n" "cluster:$secure_url#secured" "$op" $load
                         kill -CONT "${plain_pids[@]}"
@@ -74,6 +101,11 @@ for round in $(seq 1 "$repeat"); do
             done
         done
         stop_servers
+        # The round's data goes with its servers (logs stay): on tmpfs, rounds of 1 MiB
+        # values would otherwise fill the memory.
+        for d in "$work/plain-etcd$round-$n" "$work/secure-etcd$round-$n" "$work/plain$round-$n-"* "$work/secure$round-$n-"*; do
+            if [[ -d $d ]]; then rm -rf "$d"; fi
+        done
     done
 done
 
