@@ -39,10 +39,13 @@ fn cold_reads_are_refused_not_waited_for_and_warm_reads_are_served() {
     }
     // A fresh engine (empty block cache) over files that are only on disk.
     let engine = FjallEngine::open(options(dir.path())).unwrap();
-    spindle_engine::testing::evict_page_cache(dir.path()).unwrap();
 
     let (mut refused, mut served) = (0, 0);
     for i in 0..KEYS / 2 {
+        // Emptied before every key: a probe that misses still starts the kernel reading ahead,
+        // and where the disk answers at once the same probe may find its block there; the
+        // read-ahead could then bring in the whole of a small table for the keys after it.
+        spindle_engine::testing::evict_page_cache(dir.path()).unwrap();
         let cached_only = CachedReadsOnly::new();
         match engine.get(&key(i)) {
             Err(Error::WouldBlock) => refused += 1,
@@ -61,9 +64,9 @@ fn cold_reads_are_refused_not_waited_for_and_warm_reads_are_served() {
         let _cached_only = CachedReadsOnly::new();
         assert_eq!(engine.get(&key(i)).unwrap().unwrap().value, value(i));
     }
-    // Keys share blocks and readahead brings in neighbours, so some cold keys are served;
-    // but with every file evicted, the first read of the store cannot be.
-    assert!(refused > 0, "no read was refused ({served} served): the page cache was not evicted");
+    // Keys share blocks the engine's own cache keeps, and a probe can be served by the read
+    // it started (above), so some cold keys are served; not all of them.
+    assert!(refused > 0, "no read was refused ({served} served) from a page cache emptied before each");
 
     // The guard is per thread and ends with its scope: other reads block as usual.
     spindle_engine::testing::evict_page_cache(dir.path()).unwrap();
@@ -95,9 +98,17 @@ fn logged_values_not_in_memory_are_refused_not_waited_for() {
     engine.put(b"filler", logged(0), Meta::default(), Check::Force).unwrap();
     engine.sync().unwrap();
     spindle_engine::testing::evict_page_cache(dir.path()).unwrap();
+    // A large value the cache dropped is refused without a probe. A small one is probed
+    // without waiting (RWF_NOWAIT), and a probe that misses still starts the kernel reading
+    // the value in: where the disk answers at once, the same probe may find it there and be
+    // served (on this project's machines, all eight at times): refused or right.
     for i in 0..16 {
         let _cached_only = CachedReadsOnly::new();
-        assert!(matches!(engine.get(&key(i)), Err(Error::WouldBlock)), "key {i} served from a cache that was emptied");
+        match engine.get(&key(i)) {
+            Err(Error::WouldBlock) => {}
+            Ok(Some(entry)) if i % 2 == 1 => assert_eq!(entry.value, logged(i), "key {i}"),
+            other => panic!("key {i}, a large value the cache dropped, read under the guard: {other:?}"),
+        }
     }
     let large = (0..16).filter(|i| i % 2 == 0);
     let get = |i: usize| engine.get(&key(i)).unwrap().unwrap().value;
