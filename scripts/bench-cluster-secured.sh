@@ -16,24 +16,35 @@ settle() { # DRIVES STATUS_ARGS...
     done
 }
 
-# Waits until DRIVES (PIDs) have been quiet for a second, together under a twentieth of a core:
-# the value log's collection and the compactions that a run's puts set off belong to no run,
-# and would otherwise fall on whichever run follows (the same cell swung from 0.66x to 1.26x
-# between rounds that way). Gives up after 120 s, saying so.
+# Waits until DRIVES (PIDs) have been quiet for a second, each under a sixtieth of a core on
+# average: the value log's collection and the compactions that a run's puts set off belong to
+# no run, and would otherwise fall on whichever run follows (the same cell swung from 0.66x to
+# 1.26x between rounds that way). Gives up after 120 s, saying so; a drive gone is fatal.
 quiet() { # PIDS...
-    local deadline=$((SECONDS + 120)) hz before after p
+    local deadline=$((SECONDS + 120)) hz before after
     hz=$(getconf CLK_TCK)
     while true; do
-        before=0 after=0
-        for p in "$@"; do before=$((before + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
+        before=$(cpu_ticks "$@")
         sleep 1
-        for p in "$@"; do after=$((after + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
-        (((after - before) * 20 <= hz)) && return 0
+        after=$(cpu_ticks "$@")
+        (((after - before) * 60 <= hz * $#)) && return 0
         if ((SECONDS >= deadline)); then
             log "drives $* still busy after 120 s; measuring anyway"
             return 0
         fi
     done
+}
+
+# User and system CPU ticks of PIDS together (fields 14 and 15 of /proc/PID/stat, counted
+# after the command name, which may hold spaces).
+cpu_ticks() { # PIDS...
+    local p total=0 fields
+    for p in "$@"; do
+        fields=$(cat "/proc/$p/stat" 2>/dev/null) || die "drive $p is gone"
+        fields=${fields##*) }
+        total=$((total + $(awk '{print $12 + $13}' <<<"$fields")))
+    done
+    echo "$total"
 }
 
 for round in $(seq 1 "$repeat"); do

@@ -4,10 +4,10 @@
 //! rustls, TLS 1.3, AES-128-GCM first), both ends in this process, as a cluster's client and
 //! its drives share one machine in the lab. Each message is answered by a short
 //! acknowledgement before the next is sent on that connection, as a request waits for its
-//! answer. Each end goes round [`WORKING_SET_BYTES`] of distinct buffers, as a cluster's values
-//! come from and go to buffers the caches have not seen lately: one buffer sent again and
-//! again stays in the CPU's caches, and its encryption measured about half of what profiles
-//! of the cluster show it costs there.
+//! answer. Each end goes round [`WORKING_SET_BYTES`] of distinct buffers (fewer for messages
+//! under 8 KiB), as a cluster's values come from and go to buffers the caches have not seen
+//! lately, where one buffer sent again and again stays in the CPU's caches. The buffers are
+//! allocated and touched before the timed window opens and freed after it closes.
 
 use std::time::Duration;
 
@@ -23,12 +23,16 @@ pub const WORKING_SET_BYTES: usize = 32 * 1024 * 1024;
 /// At most this many of them, whatever the message size.
 const MOST_BUFFERS: usize = 4096;
 
-/// The distinct buffers of `message_bytes` one end goes round, each filled (so that no page
-/// is first touched in the timed window) with a pattern of its own.
-fn buffers(message_bytes: usize) -> Vec<Vec<u8>> {
-    let count = (WORKING_SET_BYTES / message_bytes).clamp(1, MOST_BUFFERS);
-    (0..count).map(|i| vec![i as u8 ^ 0x5a; message_bytes]).collect()
+/// The distinct buffers of `message_bytes` one end goes round (no more than it has
+/// `messages` to move), each filled with a non-zero pattern of its own so that every page is
+/// touched before the timed window opens.
+fn buffers(message_bytes: usize, messages: u64) -> Vec<Vec<u8>> {
+    let count = (WORKING_SET_BYTES / message_bytes).clamp(1, MOST_BUFFERS).min(usize::try_from(messages).unwrap_or(usize::MAX)).max(1);
+    (0..count).map(|i| vec![(i % 255) as u8 + 1; message_bytes]).collect()
 }
+
+/// One end's buffers, handed back when it is done so that they are freed outside the window.
+type Buffers = Vec<Vec<u8>>;
 
 #[derive(Debug, Clone, Copy)]
 pub struct FloorSpec {
@@ -89,55 +93,61 @@ async fn run(spec: FloorSpec, tls: Option<(tokio_rustls::TlsAcceptor, tokio_rust
         server.set_nodelay(true).map_err(io)?;
         pairs.push((client, server));
     }
+    // And every buffer allocated and touched before the window opens.
+    let mut ends: Vec<(Buffers, Buffers)> = (0..spec.connections).map(|_| (buffers(spec.message_bytes, per_connection), buffers(spec.message_bytes, per_connection))).collect();
     let (window, tasks) = match tls {
-        None => (Window::open(), pairs.into_iter().flat_map(|(c, s)| exchange(c, s, spec.message_bytes, per_connection)).collect::<Vec<_>>()),
+        None => (
+            Window::open(),
+            pairs.into_iter().zip(ends.drain(..)).flat_map(|((c, s), (out, into))| exchange(c, s, out, into, per_connection)).collect::<Vec<_>>(),
+        ),
         Some((acceptor, connector)) => {
             let name = rustls_pki_types::ServerName::try_from("127.0.0.1").map_err(io)?;
             let mut secured = Vec::with_capacity(pairs.len());
             for (client, server) in pairs {
                 secured.push(tokio::try_join!(spindle_tls::connect(&connector, name.clone(), client), spindle_tls::accept(&acceptor, server)).map_err(io)?);
             }
-            (Window::open(), secured.into_iter().flat_map(|(c, s)| exchange(c, s, spec.message_bytes, per_connection)).collect())
+            (Window::open(), secured.into_iter().zip(ends.drain(..)).flat_map(|((c, s), (out, into))| exchange(c, s, out, into, per_connection)).collect())
         }
     };
+    let mut done = Vec::with_capacity(tasks.len());
     for t in tasks {
-        t.await.map_err(io)??;
+        done.push(t.await.map_err(io)??);
     }
     let (elapsed, cpu) = window.close();
+    drop(done);
     let bytes = (per_connection * spec.connections as u64 * spec.message_bytes as u64) as f64;
     let secs = elapsed.max(Duration::from_micros(1)).as_secs_f64();
     Ok(FloorRun { mib_per_second: bytes / f64::from(1u32 << 20) / secs, cpu_seconds_per_gib: cpu / (bytes / f64::from(1u32 << 30)) })
 }
 
-/// The two ends of one connection as tasks: `client` sends, `server` acknowledges.
-fn exchange<C, S>(client: C, server: S, message_bytes: usize, messages: u64) -> [tokio::task::JoinHandle<Result<(), BenchError>>; 2]
+/// The two ends of one connection as tasks: `client` sends from `out`, `server` receives into
+/// `into` and acknowledges; each hands its buffers back.
+fn exchange<C, S>(client: C, server: S, out: Buffers, into: Buffers, messages: u64) -> [tokio::task::JoinHandle<Result<Buffers, BenchError>>; 2]
 where
     C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    [tokio::spawn(receive(server, message_bytes, messages)), tokio::spawn(send(client, message_bytes, messages))]
+    [tokio::spawn(receive(server, into, messages)), tokio::spawn(send(client, out, messages))]
 }
 
-async fn send<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, message_bytes: usize, messages: u64) -> Result<(), BenchError> {
-    let messages_out = buffers(message_bytes);
+async fn send<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, out: Buffers, messages: u64) -> Result<Buffers, BenchError> {
     let mut ack = [0u8; ACK.len()];
-    for message in messages_out.iter().cycle().take(messages as usize) {
+    for message in out.iter().cycle().take(usize::try_from(messages).unwrap_or(usize::MAX)) {
         s.write_all(message).await.map_err(io)?;
         s.flush().await.map_err(io)?;
         s.read_exact(&mut ack).await.map_err(io)?;
     }
-    Ok(())
+    Ok(out)
 }
 
-async fn receive<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, message_bytes: usize, messages: u64) -> Result<(), BenchError> {
-    let mut into = buffers(message_bytes);
+async fn receive<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, mut into: Buffers, messages: u64) -> Result<Buffers, BenchError> {
     let count = into.len();
-    for i in 0..messages as usize {
-        s.read_exact(&mut into[i % count]).await.map_err(io)?;
+    for i in 0..messages {
+        s.read_exact(&mut into[(i % count as u64) as usize]).await.map_err(io)?;
         s.write_all(&ACK).await.map_err(io)?;
         s.flush().await.map_err(io)?;
     }
-    Ok(())
+    Ok(into)
 }
 
 #[cfg(test)]
