@@ -27,7 +27,7 @@ const MOST_BUFFERS: usize = 4096;
 /// `messages` to move), each filled with a non-zero pattern of its own so that every page is
 /// touched before the timed window opens.
 fn buffers(message_bytes: usize, messages: u64) -> Vec<Vec<u8>> {
-    let count = (WORKING_SET_BYTES / message_bytes).clamp(1, MOST_BUFFERS).min(usize::try_from(messages).unwrap_or(usize::MAX)).max(1);
+    let count = (WORKING_SET_BYTES / message_bytes).min(MOST_BUFFERS).min(usize::try_from(messages).unwrap_or(usize::MAX)).max(1);
     (0..count).map(|i| vec![(i % 255) as u8 + 1; message_bytes]).collect()
 }
 

@@ -185,21 +185,21 @@ fn conditional_batches_are_linearizable_against_single_writes() {
                 }
             }));
         }
-        // Enough batches before the kill, however busy the machine: a condition with a bound
-        // only a defect exceeds, not a fixed wait.
-        let enough = tokio::time::Instant::now() + Duration::from_secs(120);
-        while batches.load(std::sync::atomic::Ordering::Relaxed) <= 10 && tokio::time::Instant::now() < enough {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        // Enough batches before the kill and after the restart, however busy the machine: a
+        // condition with a bound only a defect exceeds, not a fixed wait.
+        let more_than = async |n: u64| {
+            let enough = tokio::time::Instant::now() + Duration::from_secs(120);
+            while batches.load(std::sync::atomic::Ordering::Relaxed) <= n && tokio::time::Instant::now() < enough {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        };
+        more_than(10).await;
         let before = batches.load(std::sync::atomic::Ordering::Relaxed);
         drives[2].kill();
         tokio::time::sleep(Duration::from_secs(2)).await;
         drives[2].restart_same_port();
         tokio::time::sleep(Duration::from_secs(1)).await;
-        let enough = tokio::time::Instant::now() + Duration::from_secs(120);
-        while batches.load(std::sync::atomic::Ordering::Relaxed) <= before && tokio::time::Instant::now() < enough {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        more_than(before).await;
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         for t in tasks {
             t.await.unwrap();
