@@ -80,6 +80,16 @@ in_host() { # HOST COMMAND...
     shift
     ip netns exec "$tag-$h" "$@"
 }
+# Hosts a killed run left behind (named for its pid, which is gone): what still runs in them
+# is stopped and they are removed, so that no stale server holds ports or disk.
+for ns in $(ip netns list | awk '$1 ~ /^spx[0-9]+-/ {print $1}'); do
+    owner=${ns#spx}
+    owner=${owner%%-*}
+    [[ $owner != "$$" ]] && kill -0 "$owner" 2>/dev/null && continue
+    pids=$(ip netns pids "$ns" 2>/dev/null || true)
+    [[ -z $pids ]] || kill -KILL $pids 2>/dev/null || true
+    ip netns del "$ns" 2>/dev/null || true
+done
 ip netns add "$tag-lan"
 namespaces+=("$tag-lan")
 ip -n "$tag-lan" link add br0 type bridge

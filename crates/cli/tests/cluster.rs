@@ -308,22 +308,40 @@ async fn missed_by(control: &Control, drive: &str) -> Vec<Vec<u8>> {
 }
 
 /// Network namespaces for drives: each drive alone in one, reached over a veth pair whose host
-/// end can be taken down (a partition) and up again. Removed on drop.
+/// end can be taken down (a partition) and up again. Removed on drop; those a killed test
+/// process left behind (named for its pid, which is gone) are removed, with whatever still runs
+/// in them, before new ones are made, so that their routes never shadow this run's.
 struct Namespaces {
     names: Vec<String>,
     host_ends: Vec<String>,
+    /// The third octet of the first drive's subnet (10.213.X.0/24); the others follow.
+    first_subnet: u32,
 }
 
 impl Namespaces {
     /// `None` when this process may not create namespaces (not root, or no `ip`).
     fn create(n: usize) -> Option<Namespaces> {
         let ok = |args: &[&str]| Process::new("ip").args(args).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
-        let tag = std::process::id() % 10_000;
-        let mut ns = Namespaces { names: Vec::new(), host_ends: Vec::new() };
+        let pid = std::process::id();
+        Self::remove_stale(pid);
+        // A block of four subnets no route uses yet (from one chosen by the pid), so that a
+        // suite run beside another never shares routes with it.
+        assert!(n <= 4, "at most four namespaced drives");
+        let taken = |block: u32| {
+            (0..4).any(|i| {
+                Process::new("ip")
+                    .args(["route", "show", &format!("10.213.{}.0/24", block * 4 + i)])
+                    .output()
+                    .map_or(true, |o| !o.stdout.is_empty())
+            })
+        };
+        let block = (0..60).map(|k| (pid + k) % 60).find(|&b| !taken(b))?;
+        let first_subnet = block * 4;
+        let mut ns = Namespaces { names: Vec::new(), host_ends: Vec::new(), first_subnet };
         for i in 0..n {
-            let (name, host, inner) = (format!("spn{tag}d{i}"), format!("spv{tag}h{i}"), format!("spv{tag}d{i}"));
+            let (name, host, inner) = (format!("spn{pid}d{i}"), format!("spv{pid}h{i}"), format!("spv{pid}d{i}"));
             ns.names.push(name.clone());
-            let sub = 200 + i;
+            let sub = first_subnet + i as u32;
             let steps: [&[&str]; 7] = [
                 &["netns", "add", &name],
                 &["link", "add", &host, "type", "veth", "peer", "name", &inner],
@@ -346,8 +364,27 @@ impl Namespaces {
         Some(ns)
     }
 
+    /// Removes the namespaces of test processes that no longer run (and any of this pid's,
+    /// left by an earlier process that had it), killing what still runs inside them.
+    fn remove_stale(me: u32) {
+        let Ok(out) = Process::new("ip").args(["netns", "list"]).stderr(Stdio::null()).output() else { return };
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let Some(name) = line.split_whitespace().next() else { continue };
+            let Some(owner) = name.strip_prefix("spn").and_then(|r| r.split_once('d')).and_then(|(p, _)| p.parse::<u32>().ok()) else { continue };
+            if owner != me && Path::new(&format!("/proc/{owner}")).exists() {
+                continue;
+            }
+            if let Ok(pids) = Process::new("ip").args(["netns", "pids", name]).output() {
+                for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
+                    let _ = Process::new("kill").args(["-9", pid]).stderr(Stdio::null()).status();
+                }
+            }
+            let _ = Process::new("ip").args(["netns", "del", name]).stderr(Stdio::null()).status();
+        }
+    }
+
     fn address(&self, i: usize) -> String {
-        format!("10.213.{}.2", 200 + i)
+        format!("10.213.{}.2", self.first_subnet + i as u32)
     }
 
     fn set_link(&self, i: usize, up: bool) {
