@@ -2,7 +2,8 @@
 # The simulator's proof that it bites: each earlier linearizability bug, put back as a cargo
 # feature of spindle-cluster (never in a product build), is run over seeds until the
 # simulator catches it: first the default runs, then runs with more member changes
-# (`--churn`), then runs whose links also fail at random (`--lossy`). Prints, per mutant, the first seed that caught it or the seeds it survived.
+# (`--churn`), then runs whose links also fail at random (`--lossy`); the gateway's mutant in
+# runs with S3 gateways (`--s3`). Prints, per mutant, the first seed that caught it or the seeds it survived.
 #
 #   scripts/sim-mutants.sh [SEEDS] [OPS]      (default: 40 seeds from 1, 400 operations per client)
 set -euo pipefail
@@ -12,11 +13,13 @@ ops=${2:-400}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 printf '%-18s %s\n' mutant result
-for mutant in cas retag writeback epoch; do
+for mutant in cas retag writeback epoch intent; do
   cargo build --release --locked -q -p spindle-sim --features "mutant-$mutant"
   cp target/release/spindle-sim "$out/sim-$mutant"
-  result="survived $seeds seeds, $seeds with --churn and $seeds with --lossy"
-  for profile in "" "--churn" "--lossy"; do
+  # The gateway's mutant needs the gateways; the cluster's run in the three key-value profiles.
+  if [[ $mutant == intent ]]; then profiles=("--s3"); else profiles=("" "--churn" "--lossy"); fi
+  result="survived $seeds seeds in each of: ${profiles[*]:-default}"
+  for profile in "${profiles[@]}"; do
     # shellcheck disable=SC2086 # the profile is one flag or none
     if ! "$out/sim-$mutant" $profile --seeds "$seeds" --from 1 --ops "$ops" > "$out/$mutant.log" 2>&1; then
       caught=$(grep -m1 -o 'seed [0-9]* FAILED' "$out/$mutant.log" | grep -o '[0-9]*')

@@ -208,6 +208,27 @@ pub fn chunks(data: DataId) -> (Bytes, Bytes) {
     (chunk(data, 0), chunk(data, u32::MAX))
 }
 
+/// Every manifest of every bucket: objects' current versions and their kept ones.
+pub fn manifests() -> [(Bytes, Bytes); 2] {
+    [(key(OBJECT, 0).freeze(), last_under(key(OBJECT, 0))), (key(VERSION, 0).freeze(), last_under(key(VERSION, 0)))]
+}
+
+/// Every part record of every multipart upload.
+pub fn all_parts() -> (Bytes, Bytes) {
+    (part(UploadId::MIN, 0), part(UploadId::MAX, u32::MAX))
+}
+
+/// Every chunk key, of every data id.
+pub fn all_chunks() -> (Bytes, Bytes) {
+    (chunk(DataId::MIN, 0), chunk(DataId::MAX, u32::MAX))
+}
+
+/// The data id a chunk key belongs to.
+pub fn chunk_data(record_key: &[u8]) -> Option<DataId> {
+    let rest = record_key.strip_prefix(ROOT)?.strip_prefix(&[DATA])?;
+    Some(u128::from_be_bytes(rest.get(..16)?.try_into().ok()?))
+}
+
 pub fn intent(data: DataId) -> Bytes {
     let mut k = key(INTENT, 16);
     k.put_u128(data);

@@ -12,6 +12,7 @@ pub mod cors;
 pub mod admission;
 mod auth;
 pub mod classes;
+mod embedded;
 mod gateway;
 mod kv;
 mod layout;
@@ -35,6 +36,7 @@ use std::time::Duration;
 
 pub use admission::Limits;
 pub use auth::{Auth, Keys};
+pub use embedded::{Census, Embedded};
 pub use kv::{Drive, Kv};
 pub use md5_lanes::{Md5Lanes, Md5Stream};
 pub use server::{serve, Config};
@@ -50,6 +52,9 @@ pub enum GatewayError {
     Io(#[from] std::io::Error),
     #[error("{0}")]
     Invalid(String),
+    /// A record in the store that does not decode.
+    #[error("{0}")]
+    Record(#[from] records::RecordError),
 }
 
 /// Defaults of the sweeper (`Config`).

@@ -51,6 +51,12 @@ impl Md5Lanes {
         }
     }
 
+    /// No hashing thread: every stream hashes its own bytes as they come, on the caller's
+    /// thread (where no other thread may run, as in the simulator).
+    pub fn inline() -> Self {
+        Md5Lanes { inbox: None }
+    }
+
     /// The MD5 of one new upload.
     pub fn stream(&self) -> Md5Stream<'_> {
         Md5Stream { lanes: self, state: Md5State::new(), pending: None }

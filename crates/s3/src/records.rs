@@ -369,8 +369,10 @@ pub fn decode_manifest(bytes: &[u8]) -> Result<Manifest, RecordError> {
     Ok(m)
 }
 
+/// Unix milliseconds now, by the cluster's wall clock: the system's, or the one whoever embeds
+/// the gateway set (the simulator's, each gateway's skewed as its host's).
 pub fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    spindle_cluster::clock::now_ms()
 }
 
 pub fn time_of(ms: u64) -> SystemTime {

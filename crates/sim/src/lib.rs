@@ -31,6 +31,7 @@ pub mod etcd;
 mod faults;
 mod invariants;
 pub mod net;
+mod s3;
 mod workload;
 
 use faults::{Cast, Faults};
@@ -71,6 +72,10 @@ pub struct Options {
     pub lossy: bool,
     pub coordinators: usize,
     pub clients: usize,
+    /// S3 gateways (the gateway's operations over cluster clients, clocks skewed), and the
+    /// objects they share.
+    pub gateways: usize,
+    pub objects: u64,
     /// Operations each client runs at once over its one cluster client.
     pub concurrency: u64,
     pub keys: u64,
@@ -93,7 +98,7 @@ impl Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { seed: 0, drives: 5, spares: 1, min_members: 4, rejoin: false, lossy: false, coordinators: 2, clients: 3, concurrency: 2, keys: 8, ops: 120, faults: true, trace: false, history: None }
+        Options { seed: 0, drives: 5, spares: 1, min_members: 4, rejoin: false, lossy: false, coordinators: 2, clients: 3, gateways: 0, objects: 4, concurrency: 2, keys: 8, ops: 120, faults: true, trace: false, history: None }
     }
 }
 
@@ -169,10 +174,15 @@ async fn settled(control: &Control) -> Option<ClusterMap> {
     (map.moving.is_empty() && full && up && !leaving && changes.is_empty()).then_some(map)
 }
 
-/// Runs one seed.
+/// Runs one seed. Runs in one process take turns (`TURNS`), each starting tokio's task
+/// numbers alike (`align_task_ids`): a seed runs the same after others, or beside them in
+/// other threads, as alone.
 pub fn run(options: &Options) -> Result<Report, Failure> {
+    let _turn = TURNS.lock();
+    align_task_ids();
     let seed = options.seed;
-    spindle_cluster::clock::set_wall_clock(|| turmoil::since_epoch().map_or(0, |d| d.as_millis() as u64));
+    spindle_cluster::clock::set_wall_clock(s3::wall_clock);
+    s3::reset_skews();
     let dir = tempfile::tempdir().map_err(|e| Failure::Simulation(e.to_string()))?;
     let mut sim = turmoil::Builder::new()
         .rng_seed(seed)
@@ -256,12 +266,31 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
         });
     }
 
+    let gateways: Vec<String> = (0..options.gateways).map(|i| format!("g{i}")).collect();
+    let broken: Arc<parking_lot::Mutex<Option<String>>> = Arc::default();
+    for (i, name) in gateways.iter().enumerate() {
+        let (etcd, history, ready, finished, broken, name) = (etcd.clone(), history.clone(), ready.clone(), finished.clone(), broken.clone(), name.clone());
+        let (objects, ops, workers) = (options.objects, options.ops, options.concurrency);
+        let gateway_seed = seed.wrapping_mul(37).wrapping_add(0x6a7e + i as u64);
+        let skew = s3::skew_of(seed, i);
+        sim.client(gateways[i].as_str(), async move {
+            while !ready.load(Ordering::Acquire) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            let store = open_store(&etcd, &name, gateway_seed).await;
+            // Writers 1.. are the key-value clients; the gateways' numbers follow theirs.
+            s3::gateway(store, history, 0x100 + i as u64, objects, ops, workers, gateway_seed, skew, broken).await;
+            finished.fetch_add(1, Ordering::Release);
+            Ok(())
+        });
+    }
+
     // The checker: once the workload is done and every fault healed, waits for the cluster to
     // settle and reads every key.
     let verdict: Arc<parking_lot::Mutex<Option<String>>> = Arc::default();
     {
         let (etcd, history, finished, heal, verdict) = (etcd.clone(), history.clone(), finished.clone(), heal.clone(), verdict.clone());
-        let (clients, keys) = (options.clients, options.keys);
+        let (clients, keys, objects) = (options.clients + options.gateways, options.keys, if options.gateways > 0 { options.objects } else { 0 });
         sim.client("checker", async move {
             while finished.load(Ordering::Acquire) < clients {
                 tokio::time::sleep(Duration::from_millis(10)).await;
@@ -297,6 +326,12 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
             }
             if let Err(broken) = on_the_drives(&control, &read).await {
                 *verdict.lock() = Some(broken);
+                return Ok(());
+            }
+            if objects > 0 {
+                if let Err(broken) = s3::check_settled(store.clone(), &history, objects).await {
+                    *verdict.lock() = Some(broken);
+                }
             }
             Ok(())
         });
@@ -306,7 +341,7 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
         drives,
         spares,
         coordinators,
-        clients,
+        clients: clients.into_iter().chain(gateways).collect(),
         etcd: etcd.clone(),
         cluster: CLUSTER.to_string(),
         min_members: options.min_members.max(usize::from(REPLICAS)),
@@ -340,6 +375,9 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
             faults.step(&mut sim, &cast);
         }
     }
+    if let Some(m) = broken.lock().take() {
+        return Err(Failure::Invariant(m));
+    }
     if let Some(m) = verdict.lock().take() {
         return Err(Failure::Invariant(m));
     }
@@ -364,6 +402,29 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
         simulated: sim.elapsed(),
         digest: digest(&events),
     })
+}
+
+/// One simulation at a time in a process: tokio numbers tasks from one counter for the whole
+/// process, and runs beside each other would take numbers from it in whatever order their
+/// threads run.
+static TURNS: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+
+/// Takes tokio's task numbers up to one below a multiple of four. A runtime keeps its tasks in
+/// four lists by number, and a crashed host's runtime drops its tasks list by list: that order
+/// is the order its connections close, and each close draws its latency from the seed. So a
+/// run's tasks must fall into the same lists whatever ran before it in the process.
+fn align_task_ids() {
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread().build() else { return };
+    runtime.block_on(async {
+        loop {
+            let task = tokio::spawn(async {});
+            let number: u64 = task.id().to_string().parse().unwrap_or(3);
+            let _ = task.await;
+            if number % 4 == 3 {
+                break;
+            }
+        }
+    });
 }
 
 /// The settled cluster's invariants on its drives (`invariants`): every value read stands on

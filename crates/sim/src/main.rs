@@ -4,7 +4,8 @@
 //! from N and stops at the first failure, printing its seed. `--ops`, `--clients`,
 //! `--concurrency` (operations a client runs at once), `--drives`
 //! and `--no-faults` change the run; `--churn` adds member changes (two spares, leaves down to
-//! three members, drives that left join again); `--lossy` makes links fail at random too; `--history FILE`
+//! three members, drives that left join again); `--lossy` makes links fail at random too; `--s3`
+//! adds two S3 gateways (clocks skewed) doing PUT, GET and DELETE on shared objects; `--history FILE`
 //! writes each run's history there.
 
 use std::process::ExitCode;
@@ -46,6 +47,10 @@ fn main() -> ExitCode {
                 (options.spares, options.min_members, options.rejoin) = (churn.spares, churn.min_members, churn.rejoin);
                 Some(())
             }
+            "--s3" => {
+                options.gateways = 2;
+                Some(())
+            }
             "--lossy" => {
                 options.lossy = true;
                 Some(())
@@ -56,7 +61,7 @@ fn main() -> ExitCode {
                 Some(())
             }
             other => {
-                eprintln!("unknown argument {other}; usage: spindle-sim [--seed N | --seeds K --from N] [--ops N] [--clients N] [--concurrency N] [--drives N] [--keys N] [--no-faults] [--churn] [--lossy] [--trace] [--history FILE] [-v]");
+                eprintln!("unknown argument {other}; usage: spindle-sim [--seed N | --seeds K --from N] [--ops N] [--clients N] [--concurrency N] [--drives N] [--keys N] [--no-faults] [--churn] [--lossy] [--s3] [--trace] [--history FILE] [-v]");
                 None
             }
         };

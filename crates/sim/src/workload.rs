@@ -37,7 +37,7 @@ pub struct History {
 }
 
 impl History {
-    fn record(&self, event: Event) {
+    pub(crate) fn record(&self, event: Event) {
         if event.ret.is_some() {
             self.acknowledged.fetch_add(1, Ordering::Relaxed);
         } else {

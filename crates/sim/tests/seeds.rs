@@ -6,7 +6,7 @@
 use spindle_sim::{run, Options};
 
 /// Seeds run by the test command, and operations per client in each.
-const SEEDS: u64 = 16;
+const SEEDS: u64 = 12;
 const OPS: u64 = 300;
 
 /// Seeds run with more member changes (`Options::churn`).
@@ -50,6 +50,18 @@ fn a_budget_of_seeds_with_lossy_links_keeps_every_history_linearizable() {
     let (operations, faults) = budget(LOSSY_SEEDS, |seed| Options { seed, ops: OPS, lossy: true, ..Options::default() }, " --lossy");
     assert!(operations > seeds * OPS, "only {operations} operations in {seeds} seeds");
     assert!(faults > seeds * 5, "only {faults} faults in {seeds} seeds");
+}
+
+/// Seeds run with two S3 gateways beside the key-value clients (`Options::gateways`), and the
+/// operations each gateway and client runs.
+const S3_SEEDS: u64 = 4;
+const S3_OPS: u64 = 150;
+
+#[test]
+fn a_budget_of_seeds_with_s3_gateways_keeps_objects_whole_and_swept() {
+    let (operations, faults) = budget(1..=S3_SEEDS, |seed| Options { seed, ops: S3_OPS, gateways: 2, ..Options::default() }, " --s3");
+    assert!(operations > S3_SEEDS * S3_OPS, "only {operations} operations in {S3_SEEDS} seeds");
+    assert!(faults > S3_SEEDS * 5, "only {faults} faults in {S3_SEEDS} seeds");
 }
 
 /// Seeds that found a defect (docs/design/simulation.md, "Findings"), with the operations per

@@ -1,0 +1,120 @@
+//! A gateway without its HTTP server: the S3 operations over a store, called by a process
+//! that runs them itself (the simulator runs gateways so, each on a simulated host of its
+//! own), with the sweeper's pass and a census of what the store holds for objects.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::access::{Decision, Granted, Principal};
+use crate::gateway::Gateway;
+use crate::kv::{Kv, Pages};
+use crate::layout::{self, DataId};
+use crate::md5_lanes::Md5Lanes;
+use crate::objects::{Core, PAGE};
+use crate::records::{self, PartRecord};
+use crate::GatewayError;
+
+/// The S3 operations of one gateway over `kv`.
+pub struct Embedded {
+    gateway: Gateway,
+    core: Arc<Core>,
+}
+
+/// What the store holds for objects: the data ids that have chunks, those that records
+/// reference (objects' versions, uploads' parts), and the intents not yet collected.
+#[derive(Debug, Default)]
+pub struct Census {
+    pub stored: BTreeSet<DataId>,
+    pub referenced: BTreeSet<DataId>,
+    pub intents: BTreeSet<DataId>,
+}
+
+impl Census {
+    /// Data with chunks that no record references: what the sweeper must have deleted once
+    /// every upload has ended and the grace has passed.
+    pub fn unreferenced(&self) -> Vec<DataId> {
+        self.stored.difference(&self.referenced).copied().collect()
+    }
+
+    /// Data a record references that has no chunk left (an object cut short): never allowed.
+    /// Only data of an object stored as replicated chunks is looked for (the simulated
+    /// gateways write nothing else), and an empty object has none.
+    pub fn missing(&self) -> Vec<DataId> {
+        self.referenced.difference(&self.stored).copied().collect()
+    }
+}
+
+impl Embedded {
+    /// A gateway over `kv` that cuts objects into chunks of at most `chunk` bytes (the store's
+    /// largest value at most) and keeps unreferenced data for `grace`. Uploads hash their own
+    /// bytes (no hashing thread).
+    pub async fn open(kv: Kv, chunk: usize, grace: Duration) -> Result<Embedded, GatewayError> {
+        let chunk = chunk.clamp(1, kv.max_value().await?);
+        let stripes = crate::stripes::Stripes::open(&kv, &Default::default()).map_err(GatewayError::Invalid)?;
+        let core = Arc::new(Core { kv, chunk, grace, md5: Md5Lanes::inline(), classes: Default::default(), stripes });
+        Ok(Embedded { gateway: Gateway::new(core.clone()), core })
+    }
+
+    /// The S3 operations (`s3s::S3`), as the HTTP server calls them once a request is
+    /// authenticated and its access decided.
+    pub fn s3(&self) -> &impl s3s::S3 {
+        &self.gateway
+    }
+
+    /// A request for `input` made with one of the gateway's own keys (allowed everything).
+    pub fn admin_request<T>(input: T) -> s3s::S3Request<T> {
+        let mut extensions = http::Extensions::new();
+        extensions.insert(Granted { principal: Principal::Admin, object: Decision::Allowed, source: None, bucket: None, per_key: None });
+        s3s::S3Request {
+            input,
+            method: http::Method::GET,
+            uri: http::Uri::from_static("/"),
+            headers: http::HeaderMap::new(),
+            extensions,
+            credentials: None,
+            region: None,
+            service: None,
+            trailing_headers: None,
+        }
+    }
+
+    /// One pass of the sweeper; returns (intents seen, chunks deleted).
+    pub async fn sweep(&self) -> s3s::S3Result<(u64, u64)> {
+        self.core.sweep().await
+    }
+
+    /// Walks every chunk, intent and referencing record of the store.
+    pub async fn census(&self) -> Result<Census, GatewayError> {
+        let mut census = Census::default();
+        let mut chunks = Pages::new(layout::all_chunks(), PAGE);
+        while let Some(keys) = chunks.next(&self.core.kv).await? {
+            census.stored.extend(keys.iter().filter_map(|k| layout::chunk_data(k)));
+        }
+        let mut intents = Pages::new(layout::intents(), PAGE);
+        while let Some(keys) = intents.next(&self.core.kv).await? {
+            census.intents.extend(keys.iter().filter_map(|k| layout::intent_data(k)));
+        }
+        for range in layout::manifests() {
+            let mut records = Pages::new(range, PAGE);
+            while let Some(keys) = records.next(&self.core.kv).await? {
+                for k in keys {
+                    if let Some(stored) = self.core.kv.get(&k).await? {
+                        let m = records::decode_manifest(&stored.value)?;
+                        census.referenced.extend(m.segments.iter().filter(|s| s.size > 0).map(|s| s.data));
+                    }
+                }
+            }
+        }
+        let mut parts = Pages::new(layout::all_parts(), PAGE);
+        while let Some(keys) = parts.next(&self.core.kv).await? {
+            for k in keys {
+                if let Some(stored) = self.core.kv.get(&k).await? {
+                    let part: PartRecord = records::decode("part", &stored.value)?;
+                    census.referenced.insert(part.segment.data);
+                }
+            }
+        }
+        Ok(census)
+    }
+}
