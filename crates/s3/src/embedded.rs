@@ -38,8 +38,8 @@ impl Census {
     }
 
     /// Data a record references that has no chunk left (an object cut short): never allowed.
-    /// Only data of an object stored as replicated chunks is looked for (the simulated
-    /// gateways write nothing else), and an empty object has none.
+    /// Only data stored as replicated chunks is counted (`census`), and an empty object has
+    /// none.
     pub fn missing(&self) -> Vec<DataId> {
         self.referenced.difference(&self.stored).copied().collect()
     }
@@ -48,11 +48,12 @@ impl Census {
 impl Embedded {
     /// A gateway over `kv` that cuts objects into chunks of at most `chunk` bytes (the store's
     /// largest value at most) and keeps unreferenced data for `grace`. Uploads hash their own
-    /// bytes (no hashing thread).
-    pub async fn open(kv: Kv, chunk: usize, grace: Duration) -> Result<Embedded, GatewayError> {
+    /// bytes (no hashing thread), and data ids are drawn from `seed`.
+    pub async fn open(kv: Kv, chunk: usize, grace: Duration, seed: u64) -> Result<Embedded, GatewayError> {
         let chunk = chunk.clamp(1, kv.max_value().await?);
         let stripes = crate::stripes::Stripes::open(&kv, &Default::default()).map_err(GatewayError::Invalid)?;
-        let core = Arc::new(Core { kv, chunk, grace, md5: Md5Lanes::inline(), classes: Default::default(), stripes });
+        let ids = parking_lot::Mutex::new(rand::SeedableRng::seed_from_u64(seed));
+        let core = Arc::new(Core { kv, chunk, grace, md5: Md5Lanes::inline(), classes: Default::default(), stripes, ids, watched: Default::default() });
         Ok(Embedded { gateway: Gateway::new(core.clone()), core })
     }
 
@@ -101,7 +102,9 @@ impl Embedded {
                 for k in keys {
                     if let Some(stored) = self.core.kv.get(&k).await? {
                         let m = records::decode_manifest(&stored.value)?;
-                        census.referenced.extend(m.segments.iter().filter(|s| s.size > 0).map(|s| s.data));
+                        if m.class.pool.is_none() {
+                            census.referenced.extend(m.segments.iter().filter(|s| s.size > 0).map(|s| s.data));
+                        }
                     }
                 }
             }
@@ -111,7 +114,9 @@ impl Embedded {
             for k in keys {
                 if let Some(stored) = self.core.kv.get(&k).await? {
                     let part: PartRecord = records::decode("part", &stored.value)?;
-                    census.referenced.insert(part.segment.data);
+                    if part.segment.size > 0 {
+                        census.referenced.insert(part.segment.data);
+                    }
                 }
             }
         }

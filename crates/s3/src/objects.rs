@@ -9,7 +9,9 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use futures_util::stream::{FuturesUnordered, Stream, StreamExt};
@@ -50,6 +52,11 @@ pub struct Core {
     pub classes: crate::classes::StorageClasses,
     /// Where the stripes of objects outside STANDARD go: erasure-coded and remote pools.
     pub stripes: crate::stripes::Stripes,
+    /// Draws data ids: from the system's entropy, or from a seed (the simulator's replays).
+    pub ids: parking_lot::Mutex<rand::rngs::StdRng>,
+    /// The sweeper's own watch: each intent it met, by the version it met, and since when by
+    /// this gateway's clock (`sweeper.rs`).
+    pub watched: parking_lot::Mutex<std::collections::HashMap<DataId, (Bytes, Instant)>>,
 }
 
 /// One chunk's write in flight.
@@ -120,9 +127,7 @@ impl Core {
     }
 
     async fn refresh_with(&self, data: DataId, owner: &Owner, version: &Bytes, durability: Durability) -> S3Result<Bytes> {
-        // Mutant: the refresh trusts the clocks, overwriting an intent the sweeper doomed.
-        let version = if cfg!(feature = "mutant-intent") { None } else { Some(version.clone()) };
-        match self.store_intent(data, owner, version, durability).await {
+        match self.store_intent(data, owner, Some(version.clone()), durability).await {
             Ok(v) => Ok(v),
             Err(KvError::Mismatch) => Err(s3_error!(InternalError, "the upload stalled longer than the sweep grace ({:?}) and its data was collected", self.grace)),
             Err(e) => Err(e.into()),
@@ -176,7 +181,7 @@ impl Core {
     /// A fresh data id; in a pool, one whose placement group has every drive up if any group
     /// has (a down drive fails every stripe of its groups until it is replaced).
     fn new_data(&self, pool: Option<&str>) -> DataId {
-        let draw = || layout::tagged_data(rand::random(), pool);
+        let draw = || layout::tagged_data(rand::Rng::random(&mut *self.ids.lock()), pool);
         match pool {
             Some(p) => self.stripes.ready_name(&self.kv, p, READY_DRAWS, || draw().to_be_bytes()).map_or_else(draw, u128::from_be_bytes),
             None => draw(),

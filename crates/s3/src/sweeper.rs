@@ -1,7 +1,9 @@
 //! The sweeper's side of `Core`: data that no record references any more (a replaced or
 //! deleted object's, a crashed or abandoned upload's) is deleted once its intent is older than
-//! the grace, chunks first, then the intent that accounts for them.
+//! the grace and this gateway has seen it unchanged for the grace, chunks first, then the
+//! intent that accounts for them.
 
+use bytes::Bytes;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use s3s::S3Result;
 
@@ -63,11 +65,12 @@ impl Core {
         let intent: Intent = records::decode("intent", &stored.value)?;
         if !intent.doomed {
             let age = records::now_ms().saturating_sub(intent.touched_ms);
-            if !now && u128::from(age) < self.grace.as_millis() {
+            if !now && (u128::from(age) < self.grace.as_millis() || !self.watched_for_grace(data, &stored.version)) {
                 return Ok(0);
             }
             if self.referenced(&intent.owner, data).await? {
                 let _ = self.kv.delete(&key, Cond::Version(stored.version), Durability::Through).await;
+                self.watched.lock().remove(&data);
                 return Ok(0);
             }
             let doomed = Intent { doomed: true, ..intent };
@@ -100,17 +103,41 @@ impl Core {
         // The deletions are durable before the intent that accounts for the chunks goes.
         self.kv.flush().await?;
         self.kv.delete(&key, Cond::Any, Durability::Through).await?;
+        self.watched.lock().remove(&data);
         Ok(deleted)
+    }
+
+    /// Whether this gateway has seen the intent of `data` at `version`, unchanged, for the
+    /// grace by its own clock. The intent's timestamp is another gateway's clock, which may run
+    /// behind this one's by more than the grace: judged by it alone, an upload's intent
+    /// refreshed just before its swap, or the release of data whose replacement has not landed
+    /// yet, could be taken for an abandoned one.
+    fn watched_for_grace(&self, data: DataId, version: &Bytes) -> bool {
+        // Mutant: the sweeper trusts the clocks.
+        if cfg!(feature = "mutant-intent") {
+            return true;
+        }
+        let now = tokio::time::Instant::now();
+        let mut watched = self.watched.lock();
+        match watched.get(&data) {
+            Some((seen, since)) if seen == version => now.duration_since(*since) >= self.grace,
+            _ => {
+                watched.insert(data, (version.clone(), now));
+                false
+            }
+        }
     }
 
     /// One pass of the sweeper over every intent; returns (intents seen, chunks deleted).
     pub async fn sweep(&self) -> S3Result<(u64, u64)> {
         let mut pages = Pages::new(layout::intents(), PAGE);
         let (mut seen, mut deleted) = (0, 0);
+        let mut met = std::collections::HashSet::new();
         while let Some(keys) = pages.next(&self.kv).await? {
             for k in &keys {
                 if let Some(data) = layout::intent_data(k) {
                     seen += 1;
+                    met.insert(data);
                     match self.collect(data, false).await {
                         Ok(n) => deleted += n,
                         Err(e) => tracing::warn!(data = %format!("{data:032x}"), error = %e, "sweep: intent not collected"),
@@ -118,6 +145,9 @@ impl Core {
                 }
             }
         }
+        // What the store no longer holds is watched no more: the watch is as large as the
+        // intents are many.
+        self.watched.lock().retain(|d, _| met.contains(d));
         Ok((seen, deleted))
     }
 }

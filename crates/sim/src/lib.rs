@@ -279,7 +279,7 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
             }
             let store = open_store(&etcd, &name, gateway_seed).await;
             // Writers 1.. are the key-value clients; the gateways' numbers follow theirs.
-            s3::gateway(store, history, 0x100 + i as u64, objects, ops, workers, gateway_seed, skew, broken).await;
+            s3::gateway(store, history, 0x100 + i as u64, objects, ops, workers, gateway_seed, skew, broken).await?;
             finished.fetch_add(1, Ordering::Release);
             Ok(())
         });
@@ -329,7 +329,7 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
                 return Ok(());
             }
             if objects > 0 {
-                if let Err(broken) = s3::check_settled(store.clone(), &history, objects).await {
+                if let Err(broken) = s3::check_settled(store.clone(), &history, objects, seed ^ 0x5e77).await {
                     *verdict.lock() = Some(broken);
                 }
             }
@@ -418,7 +418,11 @@ fn align_task_ids() {
     runtime.block_on(async {
         loop {
             let task = tokio::spawn(async {});
-            let number: u64 = task.id().to_string().parse().unwrap_or(3);
+            // tokio 1.54: a task id is displayed as its number.
+            let Ok(number) = task.id().to_string().parse::<u64>() else {
+                eprintln!("tokio's task ids are no longer numbers: runs are not aligned");
+                return;
+            };
             let _ = task.await;
             if number % 4 == 3 {
                 break;
@@ -433,14 +437,16 @@ fn align_task_ids() {
 async fn on_the_drives(control: &Control, read: &BTreeMap<String, Option<Vec<u8>>>) -> Result<(), String> {
     let started = etcd::now();
     let mut last = String::new();
-    let mut quorum_holds = false;
+    let mut stage = Stage::Quorum;
     while etcd::now() - started <= invariants::SETTLED_WITHIN {
-        match check_drives(control, read, quorum_holds).await {
-            Ok(None) if quorum_holds => return Ok(()),
-            Ok(None) => {
-                quorum_holds = true;
-                continue;
-            }
+        match check_drives(control, read, stage).await {
+            Ok(None) => match stage.next() {
+                Some(next) => {
+                    stage = next;
+                    continue;
+                }
+                None => return Ok(()),
+            },
             Ok(Some(unsettled)) | Err(invariants::Found::Unanswered(unsettled)) => last = unsettled,
             Err(invariants::Found::Broken(m)) => return Err(m),
         }
@@ -449,16 +455,40 @@ async fn on_the_drives(control: &Control, read: &BTreeMap<String, Option<Vec<u8>
     Err(format!("{:?} after settling: {last}", invariants::SETTLED_WITHIN))
 }
 
-/// One look at the drives, under the map as it is now: whether the values read stand on a
-/// quorum, or (once they do) which partitions are still held where they are not placed.
-async fn check_drives(control: &Control, read: &BTreeMap<String, Option<Vec<u8>>>, quorum_holds: bool) -> Result<Option<String>, invariants::Found> {
+/// The checks on the drives, in order: each starts once the one before holds.
+#[derive(Clone, Copy)]
+enum Stage {
+    /// Every value read stands on a write quorum of its replicas (at once, or the run fails).
+    Quorum,
+    /// No member holds a partition placed elsewhere (once the sweeper has had its time).
+    Foreign,
+    /// Every replica holds the value read (once the sweeper's scrub has passed).
+    Agree,
+}
+
+impl Stage {
+    fn next(self) -> Option<Stage> {
+        match self {
+            Stage::Quorum => Some(Stage::Foreign),
+            Stage::Foreign => Some(Stage::Agree),
+            Stage::Agree => None,
+        }
+    }
+}
+
+/// One look at the drives, under the map as it is now, for `stage`: `Some` says what has not
+/// settled yet.
+async fn check_drives(control: &Control, read: &BTreeMap<String, Option<Vec<u8>>>, stage: Stage) -> Result<Option<String>, invariants::Found> {
     let (map, _) = control.load_map().await.map_err(|e| invariants::Found::Unanswered(e.to_string()))?;
     let drives = spindle_cluster::migrate::connect_all(&map, &client_config()).await;
-    if !quorum_holds {
-        return invariants::quorum_holds(&map, &drives, read).await.map(|()| None);
+    match stage {
+        Stage::Quorum => invariants::quorum_holds(&map, &drives, read).await.map(|()| None),
+        Stage::Foreign => {
+            let foreign = invariants::foreign(&map, &drives).await?;
+            Ok((!foreign.is_empty()).then(|| format!("members still hold partitions placed elsewhere: {foreign:?}")))
+        }
+        Stage::Agree => invariants::replicas_agree(&map, &drives, read).await,
     }
-    let foreign = invariants::foreign(&map, &drives).await?;
-    Ok((!foreign.is_empty()).then(|| format!("members still hold partitions placed elsewhere: {foreign:?}")))
 }
 
 /// Creates the cluster and adds the first drives, waiting until they are members and up.

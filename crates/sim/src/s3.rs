@@ -105,9 +105,9 @@ fn now_micros() -> u64 {
 /// `ops` operations, `workers` at a time. A GET that returns anything but a whole object
 /// goes into `broken`.
 #[allow(clippy::too_many_arguments, reason = "one gateway's settings, each a plain value")]
-pub async fn gateway(store: Store, history: Arc<History>, writer: u64, objects: u64, ops: u64, workers: u64, seed: u64, skew_ms: i64, broken: Arc<Mutex<Option<String>>>) {
+pub async fn gateway(store: Store, history: Arc<History>, writer: u64, objects: u64, ops: u64, workers: u64, seed: u64, skew_ms: i64, broken: Arc<Mutex<Option<String>>>) -> Result<(), spindle_s3::GatewayError> {
     skew_this_host(skew_ms);
-    let gateway = Arc::new(open(store).await);
+    let gateway = Arc::new(open(store, seed).await?);
     loop {
         let head = HeadBucketInput { bucket: BUCKET.into(), ..Default::default() };
         if gateway.s3().head_bucket(Embedded::admin_request(head)).await.is_ok() {
@@ -133,15 +133,13 @@ pub async fn gateway(store: Store, history: Arc<History>, writer: u64, objects: 
     });
     futures_util::future::join_all(runs).await;
     sweeper.abort();
+    Ok(())
 }
 
-async fn open(store: Store) -> Embedded {
-    let kv = Kv::Cluster(store);
-    // The store's largest value is asked of no drive: the cluster's is a constant.
-    match Embedded::open(kv, CHUNK, GRACE).await {
-        Ok(g) => g,
-        Err(e) => panic!("a gateway over the cluster client: {e}"),
-    }
+/// A gateway over `store`, drawing its data ids from `seed`. (The cluster's largest value is
+/// a constant: opening asks no drive.)
+async fn open(store: Store, seed: u64) -> Result<Embedded, spindle_s3::GatewayError> {
+    Embedded::open(Kv::Cluster(store), CHUNK, GRACE, seed).await
 }
 
 async fn worker(gateway: Arc<Embedded>, history: Arc<History>, writer: u64, objects: u64, ops: u64, seed: u64, broken: Arc<Mutex<Option<String>>>) {
@@ -240,8 +238,8 @@ async fn get_once(gateway: &Embedded, object: u64) -> Result<Got, String> {
 
 /// The checker's part once the cluster has settled: reads every object (into the history),
 /// then, past the grace and every skew, sweeps and takes a census of the store's data.
-pub async fn check_settled(store: Store, history: &History, objects: u64) -> Result<(), String> {
-    let gateway = open(store).await;
+pub async fn check_settled(store: Store, history: &History, objects: u64, seed: u64) -> Result<(), String> {
+    let gateway = open(store, seed).await.map_err(|e| format!("a gateway over the settled cluster: {e}"))?;
     for object in 0..objects {
         let call = now_micros();
         match get(&gateway, object).await? {
@@ -253,7 +251,12 @@ pub async fn check_settled(store: Store, history: &History, objects: u64) -> Res
     if let Some(d) = census.missing().first() {
         return Err(format!("a record references data {d:#x}, whose chunks are gone"));
     }
-    tokio::time::sleep(GRACE + Duration::from_millis(MOST_SKEW_MS as u64) + SWEEP_EVERY).await;
+    // The checker's clock is the simulation's own: an intent stamped by a gateway whose clock
+    // ran ahead is old by it once the grace and that skew have passed. Then a first pass
+    // starts this gateway's watch of every intent, and a second, the grace later, collects.
+    tokio::time::sleep(GRACE + Duration::from_millis(MOST_SKEW_MS as u64)).await;
+    gateway.sweep().await.map_err(|e| format!("sweep: {e}"))?;
+    tokio::time::sleep(GRACE).await;
     gateway.sweep().await.map_err(|e| format!("sweep: {e}"))?;
     let census = gateway.census().await.map_err(|e| format!("census: {e}"))?;
     if let Some(d) = census.missing().first() {
