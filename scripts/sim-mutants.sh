@@ -18,7 +18,9 @@ for mutant in cas retag writeback epoch intent; do
   cp target/release/spindle-sim "$out/sim-$mutant"
   # The gateway's mutant needs the gateways; the cluster's run in the three key-value profiles.
   if [[ $mutant == intent ]]; then profiles=("--s3"); else profiles=("" "--churn" "--lossy"); fi
-  result="survived $seeds seeds in each of: ${profiles[*]:-default}"
+  labels=()
+  for profile in "${profiles[@]}"; do labels+=("${profile:-default}"); done
+  result="survived $seeds seeds in each of: ${labels[*]}"
   for profile in "${profiles[@]}"; do
     # shellcheck disable=SC2086 # the profile is one flag or none
     if ! "$out/sim-$mutant" $profile --seeds "$seeds" --from 1 --ops "$ops" > "$out/$mutant.log" 2>&1; then
