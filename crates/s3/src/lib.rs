@@ -13,6 +13,7 @@ pub mod admission;
 mod auth;
 pub mod classes;
 mod embedded;
+mod intents;
 mod gateway;
 mod kv;
 mod layout;

@@ -21,7 +21,7 @@ use s3s::{s3_error, S3Error, S3ErrorCode, S3Result};
 use crate::kv::{Cond, Durability, Kv, KvError};
 use crate::layout::{self, DataId};
 use crate::md5_lanes::{Md5Lanes, Md5Stream};
-use crate::records::{self, Intent, Manifest, Owner, Segment, Versioning};
+use crate::records::{self, Manifest, Owner, Segment, Versioning};
 
 /// Chunks of one upload in flight to the store at once: enough to keep every replica busy,
 /// few enough that an upload holds a handful of chunks in memory.
@@ -31,7 +31,7 @@ pub const PREFETCH_CHUNKS: usize = 4;
 /// Keys a sweep or a deletion asks for at once.
 pub const PAGE: usize = 200;
 /// Intents written at once when an object with many segments is replaced.
-const RELEASES_AT_ONCE: usize = 16;
+pub const RELEASES_AT_ONCE: usize = 16;
 /// Data ids drawn for an upload to a pool, at most, to find one whose group has every drive
 /// up: a few dozen when two drives of a pool eight wide for a 4+2 code are down (1 group in
 /// 28 has neither), each a hash.
@@ -100,55 +100,6 @@ impl From<records::RecordError> for S3Error {
 }
 
 impl Core {
-    /// Writes or refreshes the intent of `data`: with `version`, only if nobody (the sweeper)
-    /// changed it since; returns its new version.
-    pub async fn put_intent(&self, data: DataId, owner: &Owner, version: Option<Bytes>) -> Result<Bytes, KvError> {
-        self.store_intent(data, owner, version, Durability::Through).await
-    }
-
-    async fn store_intent(&self, data: DataId, owner: &Owner, version: Option<Bytes>, durability: Durability) -> Result<Bytes, KvError> {
-        let intent = Intent { touched_ms: records::now_ms(), owner: owner.clone(), doomed: false };
-        let cond = version.map_or(Cond::Any, Cond::Version);
-        self.kv.put(&layout::intent(data), records::encode(&intent), cond, durability).await
-    }
-
-    /// Refreshes the intent of `data` during its upload, if nobody (the sweeper) changed it
-    /// since `version`; returns its new version.
-    pub async fn refresh(&self, data: DataId, owner: &Owner, version: &Bytes) -> S3Result<Bytes> {
-        self.refresh_with(data, owner, version, Durability::Through).await
-    }
-
-    /// The refresh just before a swap that references `data`: its compare-and-swap proves the
-    /// sweeper has not doomed the intent, whatever the clocks say. Written back: if a crash
-    /// loses it, the swap that follows either reached the disk, and the sweeper finds the data
-    /// referenced before it would doom anything, or it did not, and the upload failed anyway.
-    pub async fn refresh_before_swap(&self, data: DataId, owner: &Owner, version: &Bytes) -> S3Result<Bytes> {
-        self.refresh_with(data, owner, version, Durability::Lazy).await
-    }
-
-    async fn refresh_with(&self, data: DataId, owner: &Owner, version: &Bytes, durability: Durability) -> S3Result<Bytes> {
-        match self.store_intent(data, owner, Some(version.clone()), durability).await {
-            Ok(v) => Ok(v),
-            Err(KvError::Mismatch) => Err(s3_error!(InternalError, "the upload stalled longer than the sweep grace ({:?}) and its data was collected", self.grace)),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// Marks data that may have lost its last reference: the sweeper checks it after the grace.
-    pub async fn release(&self, data: DataId, owner: &Owner) -> S3Result<()> {
-        self.put_intent(data, owner, None).await?;
-        Ok(())
-    }
-
-    /// `release` of many data ids, a few at a time (a multipart object has up to 10,000).
-    pub async fn release_all(&self, data: Vec<DataId>, owner: &Owner) -> S3Result<()> {
-        let mut marks = futures_util::stream::iter(data).map(|d| async move { self.release(d, owner).await }).buffer_unordered(RELEASES_AT_ONCE);
-        while let Some(r) = marks.next().await {
-            r?;
-        }
-        Ok(())
-    }
-
     /// Streams `body` into chunks of a new data id owned by `owner`. On failure the chunks
     /// written so far are deleted (or left to the sweeper if that fails too).
     /// `pool`: the erasure-coded pool the chunks go to, each a stripe (none: the key-value

@@ -1,0 +1,64 @@
+//! Intents, the records that account for data no record references yet (an upload's) or may
+//! no longer reference (a replaced object's): written, refreshed by compare-and-swap while an
+//! upload runs, and released for the sweeper (docs/design/s3-gateway.md).
+
+use bytes::Bytes;
+use futures_util::stream::StreamExt;
+use s3s::{s3_error, S3Result};
+
+use crate::kv::{Cond, Durability, KvError};
+use crate::layout::{self, DataId};
+use crate::objects::{Core, RELEASES_AT_ONCE};
+use crate::records::{self, Intent, Owner};
+
+impl Core {
+    /// Writes or refreshes the intent of `data`: with `version`, only if nobody (the sweeper)
+    /// changed it since; returns its new version.
+    pub async fn put_intent(&self, data: DataId, owner: &Owner, version: Option<Bytes>) -> Result<Bytes, KvError> {
+        self.store_intent(data, owner, version, Durability::Through).await
+    }
+
+    async fn store_intent(&self, data: DataId, owner: &Owner, version: Option<Bytes>, durability: Durability) -> Result<Bytes, KvError> {
+        let intent = Intent { touched_ms: records::now_ms(), owner: owner.clone(), doomed: false };
+        let cond = version.map_or(Cond::Any, Cond::Version);
+        self.kv.put(&layout::intent(data), records::encode(&intent), cond, durability).await
+    }
+
+    /// Refreshes the intent of `data` during its upload, if nobody (the sweeper) changed it
+    /// since `version`; returns its new version.
+    pub async fn refresh(&self, data: DataId, owner: &Owner, version: &Bytes) -> S3Result<Bytes> {
+        self.refresh_with(data, owner, version, Durability::Through).await
+    }
+
+    /// The refresh just before a swap that references `data`: its compare-and-swap proves the
+    /// sweeper has not doomed the intent (it dooms only an intent it has watched unchanged for
+    /// the grace, so not one refreshed since, whatever the clocks say). Written back: if a crash
+    /// loses it, the swap that follows either reached the disk, and the sweeper finds the data
+    /// referenced before it would doom anything, or it did not, and the upload failed anyway.
+    pub async fn refresh_before_swap(&self, data: DataId, owner: &Owner, version: &Bytes) -> S3Result<Bytes> {
+        self.refresh_with(data, owner, version, Durability::Lazy).await
+    }
+
+    async fn refresh_with(&self, data: DataId, owner: &Owner, version: &Bytes, durability: Durability) -> S3Result<Bytes> {
+        match self.store_intent(data, owner, Some(version.clone()), durability).await {
+            Ok(v) => Ok(v),
+            Err(KvError::Mismatch) => Err(s3_error!(InternalError, "the upload stalled longer than the sweep grace ({:?}) and its data was collected", self.grace)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Marks data that may have lost its last reference: the sweeper checks it after the grace.
+    pub async fn release(&self, data: DataId, owner: &Owner) -> S3Result<()> {
+        self.put_intent(data, owner, None).await?;
+        Ok(())
+    }
+
+    /// `release` of many data ids, a few at a time (a multipart object has up to 10,000).
+    pub async fn release_all(&self, data: Vec<DataId>, owner: &Owner) -> S3Result<()> {
+        let mut marks = futures_util::stream::iter(data).map(|d| async move { self.release(d, owner).await }).buffer_unordered(RELEASES_AT_ONCE);
+        while let Some(r) = marks.next().await {
+            r?;
+        }
+        Ok(())
+    }
+}
