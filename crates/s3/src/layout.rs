@@ -273,6 +273,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_chunk_key_falls_in_the_range_of_all_chunks_and_names_its_data() {
+        let (start, end) = all_chunks();
+        for data in [DataId::MIN, 1, 0xFF << 120, DataId::MAX] {
+            for index in [0, 7, u32::MAX] {
+                let k = chunk(data, index);
+                assert!(start <= k && k <= end, "chunk {index} of {data:x} outside the range");
+                assert_eq!(chunk_data(&k), Some(data));
+            }
+        }
+        // Neither an intent nor a part is taken for a chunk.
+        assert_eq!(chunk_data(&intent(5)), None);
+        assert!(part(1, 1) < all_parts().1 && part(1, 1) > all_parts().0);
+        assert_eq!(chunk_data(&part(1, 1)), None);
+    }
+
+    #[test]
     fn a_pools_data_is_tagged_for_it_and_replicated_data_for_none() {
         let d = tagged_data(u128::MAX, Some("cold"));
         assert!(may_hold("cold", d));
