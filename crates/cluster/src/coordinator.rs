@@ -25,6 +25,10 @@ use crate::repair;
 use crate::store::StoreConfig;
 use crate::ClusterError;
 
+/// Mixed into `CoordinatorConfig::store_seed` for the sweeper's cluster client, so that it and
+/// a move's never draw the same writer id.
+const SWEEPER_SEED: u64 = 0x5357_4545_5045_5253;
+
 #[derive(Debug, Clone)]
 pub struct CoordinatorConfig {
     /// This coordinator's name (shown by `status`).
@@ -334,6 +338,8 @@ async fn plan(control: &Control, config: &CoordinatorConfig) -> Result<(), Clust
     let mut tick = tokio::time::interval(config.probe_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut sweeper = sweeper::Sweeper::default();
+    // The sweeper's cluster client writes under a writer id of its own, apart from a move's.
+    let sweep_settler = StoreConfig { client: config.client.clone(), seed: config.store_seed.map(|s| s ^ SWEEPER_SEED), ..StoreConfig::default() };
     // Since when the move under way (by its epoch) has had partitions that could not be
     // copied, none being copied meanwhile.
     let mut stuck: Option<(u64, Instant)> = None;
@@ -374,7 +380,7 @@ async fn plan(control: &Control, config: &CoordinatorConfig) -> Result<(), Clust
             again = true;
             continue;
         }
-        let settings = sweeper::SweepConfig { interval: config.sweep_interval, grace: config.sweep_grace, client: &config.client, metrics: &config.metrics };
+        let settings = sweeper::SweepConfig { interval: config.sweep_interval, grace: config.sweep_grace, client: &config.client, metrics: &config.metrics, settler: &sweep_settler };
         sweeper.round(control, &settings, &map, revision).await?;
     }
 }

@@ -34,6 +34,7 @@ use crate::ClusterError;
 
 pub use crate::map::{MAX_KEY_LEN, MAX_VALUE_LEN};
 use quorum::{carries, joint_quorum, quorum_met, Ask, Quorum};
+use batches::Reach;
 use round::{Judged, Outcome, Proposal};
 
 mod ask;
@@ -42,6 +43,7 @@ mod batches;
 mod quorum;
 mod range;
 mod read;
+mod restamp;
 mod round;
 mod stripes;
 mod write;
@@ -252,6 +254,10 @@ impl Store {
         // Mutant: requests carry the newest epoch this client knows, not the one their
         // operation was decided with.
         let epoch = if cfg!(feature = "mutant-epoch") { self.inner.map.read().epoch as i64 } else { map.epoch as i64 };
+        #[cfg(feature = "mutant-epoch")]
+        if epoch != map.epoch as i64 {
+            tracing::warn!("mutant-epoch: a request to {drive} of an operation decided at epoch {} sent at {epoch}", map.epoch);
+        }
         if let Some(Some(c)) = self.inner.connections.lock().get(drive).map(|lanes| &lanes[lane as usize]) {
             if !c.is_closed() {
                 return Ok(c.at_cluster_version(epoch));

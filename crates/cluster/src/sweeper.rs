@@ -12,7 +12,8 @@ use tracing::{info, warn};
 use crate::control::Control;
 use crate::map::ClusterMap;
 use crate::metrics::CoordinatorMetrics;
-use crate::{migrate, repair, sweep, ClusterError};
+use crate::store::{Store, StoreConfig};
+use crate::{map, migrate, repair, sweep, ClusterError};
 
 /// What a round needs of the coordinator's settings.
 pub(crate) struct SweepConfig<'a> {
@@ -20,6 +21,9 @@ pub(crate) struct SweepConfig<'a> {
     pub grace: Duration,
     pub client: &'a ClientConfig,
     pub metrics: &'a CoordinatorMetrics,
+    /// The cluster client the scrub settles keys with where a replica's promise refuses
+    /// their newest write.
+    pub settler: &'a StoreConfig,
 }
 
 /// What the sweeper has seen foreign, since when; when it last looked; and the partition its
@@ -31,9 +35,49 @@ pub(crate) struct Sweeper {
     scrub_next: u32,
     /// The erasure-coded group the scrub checks next, counted over every pool's groups.
     pool_scrub_next: u64,
+    /// Opened the first time the scrub meets a key a promise blocks.
+    settling: Option<Store>,
 }
 
 impl Sweeper {
+    /// Scrubs one partition: every key brought to its newest write on every replica that
+    /// answers. A replica can miss a write that was acknowledged without it (it refused the
+    /// write's epoch while being fenced, or its client went away before the write reached
+    /// it); reads repair what they meet, this repairs the rest in time. A replica that
+    /// promised a ballot above a key's newest write (a round that never finished) refuses the
+    /// late accept for good: such a key is settled through the cluster client, its current
+    /// write accepted again by every replica under a ballot above the promise
+    /// (`Store::restamp`).
+    async fn scrub_partition(&mut self, p: u32, control: &Control, map: &ClusterMap, drives: &migrate::Drives, config: &SweepConfig<'_>) {
+        let replicas: Vec<(String, Client)> = map.replicas_of(p).iter().filter_map(|d| drives.get(d).map(|c| (d.clone(), c.clone()))).collect();
+        if replicas.len() < 2 {
+            return;
+        }
+        let mut blocked = Vec::new();
+        match repair::repair_partition_noting(p, &replicas, &mut blocked).await {
+            Ok(n) if n > 0 => {
+                config.metrics.repaired(n);
+                info!("scrub: partition {p}: {n} entries brought to their newest write");
+            }
+            Ok(_) => {}
+            Err(e) => warn!("scrub: partition {p}: {e}"),
+        }
+        for dkey in blocked {
+            let Some(key) = map::user_key(p, &dkey) else { continue };
+            if self.settling.is_none() {
+                match Store::open(control.clone(), config.settler.clone()).await {
+                    Ok(store) => self.settling = Some(store),
+                    Err(e) => return warn!("scrub: partition {p}: opening the cluster client: {e}"),
+                }
+            }
+            let Some(store) = &self.settling else { return };
+            match store.restamp(key).await {
+                Ok(()) => info!("scrub: partition {p}: a key a promise held back settled through the cluster client"),
+                Err(e) => warn!("scrub: partition {p}: settling a key a promise held back: {e}"),
+            }
+        }
+    }
+
     /// Scrubs one group of an erasure-coded pool a round: every shard of its stripes read and
     /// checked, parity against the data, and what is missing or wrong rewritten.
     async fn scrub_pool_group(&mut self, map: &ClusterMap, drives: &migrate::Drives, config: &SweepConfig<'_>) {
@@ -117,17 +161,7 @@ impl Sweeper {
         if map.partitions > 0 {
             let p = self.scrub_next % map.partitions;
             self.scrub_next = (p + 1) % map.partitions;
-            let replicas: Vec<(String, Client)> = map.replicas_of(p).iter().filter_map(|d| drives.get(d).map(|c| (d.clone(), c.clone()))).collect();
-            if replicas.len() > 1 {
-                match repair::repair_partition(p, &replicas).await {
-                    Ok(n) if n > 0 => {
-                        config.metrics.repaired(n);
-                        info!("scrub: partition {p}: {n} entries brought to their newest write");
-                    }
-                    Ok(_) => {}
-                    Err(e) => warn!("scrub: partition {p}: {e}"),
-                }
-            }
+            self.scrub_partition(p, control, map, &drives, config).await;
         }
         self.scrub_pool_group(map, &drives, config).await;
         // Leaving members placed nowhere with nothing left on them (or not answering) go.

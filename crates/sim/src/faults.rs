@@ -20,6 +20,12 @@ use crate::etcd::Etcd;
 const MEAN_GAP_MS: u32 = 300;
 /// Longest a fault lasts before it is healed.
 const LONGEST_MS: u64 = 3_000;
+/// With slow links: the longest a message between a slowed client and a drive takes, drawn
+/// for each fault between these (each message then between 100 µs and it, so messages
+/// overtake each other across connections).
+const SLOW_MS: std::ops::Range<u64> = 20..400;
+/// The longest a message takes on a link that is not slowed (`crate::run`'s network).
+pub const FAST: Duration = Duration::from_millis(5);
 
 #[derive(Debug, Clone)]
 enum Fault {
@@ -30,6 +36,9 @@ enum Fault {
     CrashCoordinator(String),
     EtcdCut(String),
     EtcdSlow,
+    /// A client's (or gateway's) links to every drive slow: its operations last long, and one
+    /// may still be under way when another of the same client has loaded a newer map.
+    SlowLinks(String),
 }
 
 /// What the run is made of, as the faults need to know it.
@@ -44,6 +53,8 @@ pub struct Cast {
     pub min_members: usize,
     /// Whether a drive that left may join again.
     pub rejoin: bool,
+    /// Whether a client's links may become slow (`Fault::SlowLinks`).
+    pub slow_links: bool,
 }
 
 pub struct Faults {
@@ -94,7 +105,7 @@ impl Faults {
 
     fn busy(&self, host: &str) -> bool {
         self.active.iter().any(|(_, f)| match f {
-            Fault::Hang(h) | Fault::CrashDrive(h) | Fault::CrashCoordinator(h) | Fault::EtcdCut(h) => h == host,
+            Fault::Hang(h) | Fault::CrashDrive(h) | Fault::CrashCoordinator(h) | Fault::EtcdCut(h) | Fault::SlowLinks(h) => h == host,
             Fault::Partition(a, b) | Fault::OneWay(a, b) => a == host || b == host,
             Fault::EtcdSlow => false,
         })
@@ -116,7 +127,10 @@ impl Faults {
         let mut hosts: Vec<String> = drives.clone();
         hosts.extend(cast.coordinators.iter().cloned());
         hosts.extend(cast.clients.iter().cloned());
-        let fault = match self.rng.random_range(0..10) {
+        // Slow links are an eleventh kind, drawn only where the run asks for them: without them
+        // a seed runs as it always has.
+        let kinds = if cast.slow_links { 11 } else { 10 };
+        let fault = match self.rng.random_range(0..kinds) {
             0 | 1 => {
                 let (Some(a), Some(b)) = (self.pick(&drives).cloned(), self.pick(&hosts).cloned()) else { return };
                 if a == b {
@@ -172,6 +186,15 @@ impl Faults {
                 }
                 cast.etcd.set_slow(Duration::from_millis(self.rng.random_range(5..200)));
                 Fault::EtcdSlow
+            }
+            10 => {
+                let Some(c) = self.pick(&cast.clients).cloned() else { return };
+                let slowest = Duration::from_millis(self.rng.random_range(SLOW_MS));
+                for (d, _) in &cast.drives {
+                    sim.set_link_max_message_latency(c.as_str(), d.as_str(), slowest);
+                }
+                self.log.push(format!("{}: links of {c} to the drives take up to {slowest:?}", now.as_millis()));
+                Fault::SlowLinks(c)
             }
             _ => return self.change_members(cast, now),
         };
@@ -231,6 +254,11 @@ impl Faults {
             Fault::CrashDrive(h) | Fault::CrashCoordinator(h) => sim.bounce(h.as_str()),
             Fault::EtcdCut(h) => cast.etcd.heal(h),
             Fault::EtcdSlow => cast.etcd.set_slow(Duration::ZERO),
+            Fault::SlowLinks(c) => {
+                for (d, _) in &cast.drives {
+                    sim.set_link_max_message_latency(c.as_str(), d.as_str(), FAST);
+                }
+            }
         }
     }
 }

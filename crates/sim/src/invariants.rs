@@ -10,7 +10,7 @@ use std::time::Duration;
 use spindle_client::{Client, RangeQuery};
 use spindle_cluster::migrate::Drives;
 use spindle_cluster::map::{self, ClusterMap, KEY_PAGE, PARTITION_PREFIX_LEN};
-use spindle_cluster::{replica, stamp};
+use spindle_cluster::replica;
 use spindle_cluster::tag::Tag;
 
 /// Longest, in simulated time, the checks may take once the cluster has settled (the sweeper
@@ -53,11 +53,10 @@ pub async fn quorum_holds(map: &ClusterMap, drives: &Drives, read: &BTreeMap<Str
 
 /// The first key a replica holds another write of than the one a final read returned: the
 /// third replica of a write acknowledged by two may lag behind, until a read, a repair or the
-/// sweeper's scrub (a partition a round) brings it the newest write. Passed over (the scrub
-/// does not settle them yet: docs/design/simulation.md, "Known limits"; the key still stands
-/// on a write quorum, `quorum_holds`): a replica that promised a ballot above the write's,
-/// where the scrub's late accept under the write's own ballot can never land, and one holding
-/// a later write that was never chosen.
+/// sweeper's scrub (a partition a round) brings it the newest write, through the cluster
+/// client where a replica promised a ballot above it. Passed over (the scrub does not settle
+/// it yet: docs/design/simulation.md, "Known limits"; the key still stands on a write quorum,
+/// `quorum_holds`): a replica holding a later write that was never chosen.
 pub async fn replicas_agree(map: &ClusterMap, drives: &Drives, read: &BTreeMap<String, Option<Vec<u8>>>) -> Result<Option<String>, Found> {
     for (key, version) in read {
         let Some(version) = version else { continue };
@@ -67,11 +66,10 @@ pub async fn replicas_agree(map: &ClusterMap, drives: &Drives, read: &BTreeMap<S
         for drive in map.replicas_of(partition) {
             let client = drives.get(drive).ok_or_else(|| Found::Unanswered(format!("replica {drive} of key {key} could not be reached")))?;
             let held = replica::held(client, &dkey).await.map_err(|e| Found::Unanswered(format!("replica {drive} of key {key}: {e}")))?;
-            let promised_above = held.stamp().and_then(|s| s.promise).is_some_and(|p| p > stamp::ballot_of(tag));
             // A write above the one read that reads proved never chosen (a batch a reader
             // abandoned), left where it landed.
             let abandoned_above = held.tag().is_some_and(|t| t > tag);
-            if !held.tag().is_some_and(|t| t.same_write(&tag)) && !promised_above && !abandoned_above {
+            if !held.tag().is_some_and(|t| t.same_write(&tag)) && !abandoned_above {
                 return Ok(Some(format!("key {key}: replica {drive} holds {:?}, not the value read ({tag:?})", held.stamp())));
             }
         }

@@ -70,6 +70,9 @@ pub struct Options {
     /// Links also fail at random on their own, for a few milliseconds at a time (turmoil's
     /// message loss): many more requests lost between one client and one drive.
     pub lossy: bool,
+    /// A client's links to the drives become slow for a while (up to hundreds of
+    /// milliseconds a message): operations straddle map changes.
+    pub slow_links: bool,
     pub coordinators: usize,
     pub clients: usize,
     /// S3 gateways (the gateway's operations over cluster clients, clocks skewed), and the
@@ -98,7 +101,7 @@ impl Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { seed: 0, drives: 5, spares: 1, min_members: 4, rejoin: false, lossy: false, coordinators: 2, clients: 3, gateways: 0, objects: 4, concurrency: 2, keys: 8, ops: 120, faults: true, trace: false, history: None }
+        Options { seed: 0, drives: 5, spares: 1, min_members: 4, rejoin: false, lossy: false, slow_links: false, coordinators: 2, clients: 3, gateways: 0, objects: 4, concurrency: 2, keys: 8, ops: 120, faults: true, trace: false, history: None }
     }
 }
 
@@ -192,7 +195,7 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
         .simulation_duration(LONGEST_RUN)
         .tick_duration(Duration::from_millis(1))
         .min_message_latency(Duration::from_micros(100))
-        .max_message_latency(Duration::from_millis(5))
+        .max_message_latency(faults::FAST)
         // Connections tried while a drive hangs reach it at once when it is released: a
         // backlog as deep as a server's, where turmoil's default would stop the run.
         .tcp_capacity(TCP_BACKLOG)
@@ -346,6 +349,7 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
         cluster: CLUSTER.to_string(),
         min_members: options.min_members.max(usize::from(REPLICAS)),
         rejoin: options.rejoin,
+        slow_links: options.slow_links,
     };
     let mut faults = Faults::new(StdRng::seed_from_u64(seed ^ 0xfa17), &cast);
     let mut healed = false;

@@ -4,7 +4,8 @@
 //! from N and stops at the first failure, printing its seed. `--ops`, `--clients`,
 //! `--concurrency` (operations a client runs at once), `--drives`
 //! and `--no-faults` change the run; `--churn` adds member changes (two spares, leaves down to
-//! three members, drives that left join again); `--lossy` makes links fail at random too; `--s3`
+//! three members, drives that left join again); `--lossy` makes links fail at random too; `--slow`
+//! makes a client's links to the drives slow for a while (operations straddle map changes); `--s3`
 //! adds two S3 gateways (clocks skewed) doing PUT, GET and DELETE on shared objects; `--history FILE`
 //! writes each run's history there.
 
@@ -51,6 +52,10 @@ fn main() -> ExitCode {
                 options.gateways = 2;
                 Some(())
             }
+            "--slow" => {
+                options.slow_links = true;
+                Some(())
+            }
             "--lossy" => {
                 options.lossy = true;
                 Some(())
@@ -61,7 +66,7 @@ fn main() -> ExitCode {
                 Some(())
             }
             other => {
-                eprintln!("unknown argument {other}; usage: spindle-sim [--seed N | --seeds K --from N] [--ops N] [--clients N] [--concurrency N] [--drives N] [--keys N] [--no-faults] [--churn] [--lossy] [--s3] [--trace] [--history FILE] [-v]");
+                eprintln!("unknown argument {other}; usage: spindle-sim [--seed N | --seeds K --from N] [--ops N] [--clients N] [--concurrency N] [--drives N] [--keys N] [--no-faults] [--churn] [--lossy] [--slow] [--s3] [--trace] [--history FILE] [-v]");
                 None
             }
         };

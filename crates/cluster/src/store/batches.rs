@@ -98,7 +98,7 @@ impl Store {
     /// first, and the batch decides again. Returns the ballot and what each promising replica
     /// holds after its promise.
     async fn prepare_batch(&self, map: &Arc<ClusterMap>, partition: u32, ops: &[BatchOp], dkeys: &Arc<Vec<Bytes>>) -> Result<(Tag, BTreeMap<String, Vec<Held>>), OpError> {
-        let (ballot, promised) = self.promise_keys(map, partition, dkeys).await?;
+        let (ballot, promised) = self.promise_keys(map, partition, dkeys, Reach::Quorum).await?;
         for (i, op) in ops.iter().enumerate() {
             let current = promised.iter().filter_map(|(_, h)| h[i].stamp().filter(|s| s.identity != NOTHING)).max_by_key(Stamp::order);
             if let Some(s) = current {
@@ -121,14 +121,18 @@ impl Store {
     }
 
     /// A round's prepare over several keys of one partition at once: a ballot above every
-    /// position a read quorum shows for any of them, promised by a read quorum for all of
-    /// them; what each promising replica held for each key before its promise.
-    async fn promise_keys(&self, map: &Arc<ClusterMap>, partition: u32, dkeys: &Arc<Vec<Bytes>>) -> Result<(Tag, Vec<(String, Vec<Held>)>), OpError> {
-        let quorum = map.read_quorum();
+    /// position a read quorum (or every replica, `reach`) shows for any of them, promised by
+    /// as many for all of them; what each promising replica held for each key before its
+    /// promise.
+    async fn promise_keys(&self, map: &Arc<ClusterMap>, partition: u32, dkeys: &Arc<Vec<Bytes>>, reach: Reach) -> Result<(Tag, Vec<(String, Vec<Held>)>), OpError> {
+        let (quorum, mode) = match reach {
+            Reach::Quorum => (map.read_quorum(), Ask::Quorum),
+            Reach::Every => (map.writers_of(partition).len(), Ask::All),
+        };
         let moving = map.moving_to(partition).is_some();
         let k = dkeys.clone();
         let read = self
-            .ask(map, partition, quorum, Ask::Quorum, move |_, c| {
+            .ask(map, partition, quorum, mode, move |_, c| {
                 let k = k.clone();
                 async move { replica::held_many_with_values(&c, &k).await }
             })
@@ -138,13 +142,17 @@ impl Store {
         let known: Arc<BTreeMap<String, Vec<(Held, Bytes)>>> = Arc::new(read.into_iter().collect());
         let k = dkeys.clone();
         let promised = self
-            .ask_where(map, partition, quorum, Ask::Quorum, Option::is_some, move |drive, c| {
+            .ask_where(map, partition, quorum, mode, Option::is_some, move |drive, c| {
                 let (k, known) = (k.clone(), known.get(&drive).cloned());
                 async move { replica::promise_many(&c, &k, ballot, known).await }
             })
             .await?;
         let promised: Vec<(String, Vec<Held>)> = promised.into_iter().filter_map(|(d, p)| p.map(|h| (d, h.into_iter().map(|(h, _)| h).collect()))).collect();
-        if !quorum_met(map, partition, quorum, moving, promised.iter().map(|(d, _)| d)) {
+        let short = match reach {
+            Reach::Quorum => !quorum_met(map, partition, quorum, moving, promised.iter().map(|(d, _)| d)),
+            Reach::Every => promised.len() < quorum,
+        };
+        if short {
             // A higher ballot stands on too many replicas: another round is under way.
             return Err(OpError::Changed);
         }
@@ -153,13 +161,14 @@ impl Store {
 
     /// A round that makes a batch chosen whose write-back a replica's promise refused:
     /// `entries` are its members at one write, as a holder has them (members replaced by a
-    /// newer write already settled and left out). A read quorum promises a ballot above every
-    /// position it holds for the batch's keys; if each key's highest accepted write among them
-    /// is still the batch's, the entries are accepted again, whole, under that ballot (their
-    /// identities kept), by a write quorum. Anything newer met on the way: read again.
-    pub(super) async fn learn_batch(&self, map: &Arc<ClusterMap>, partition: u32, entries: Arc<Vec<BatchEntry>>) -> Result<(), OpError> {
+    /// newer write already settled and left out). A read quorum (or every replica, `reach`)
+    /// promises a ballot above every position it holds for the batch's keys; if each key's
+    /// highest accepted write among them is still the batch's, the entries are accepted again,
+    /// whole, under that ballot (their identities kept), by every replica that answers (a
+    /// write quorum at least). Anything newer met on the way: read again.
+    pub(super) async fn learn_batch(&self, map: &Arc<ClusterMap>, partition: u32, entries: Arc<Vec<BatchEntry>>, reach: Reach) -> Result<(), OpError> {
         let dkeys: Arc<Vec<Bytes>> = Arc::new(entries.iter().map(|(k, _, _)| k.clone()).collect());
-        let (ballot, promised) = self.promise_keys(map, partition, &dkeys).await?;
+        let (ballot, promised) = self.promise_keys(map, partition, &dkeys, reach).await?;
         for (i, (_, _, tag)) in entries.iter().enumerate() {
             let current = promised.iter().filter_map(|(_, h)| h[i].stamp().filter(|s| s.identity != NOTHING)).max_by_key(Stamp::order);
             if current.map(|s| s.identity) != Some(*tag) {
@@ -182,4 +191,13 @@ impl Store {
         })
         .await
     }
+}
+
+/// How many replicas a batch's round asks to promise.
+#[derive(Clone, Copy)]
+pub(super) enum Reach {
+    /// A read quorum, as any round (a reader's write-back refused by a promise).
+    Quorum,
+    /// Every replica (the scrub's, which must reach the one a promise held back).
+    Every,
 }

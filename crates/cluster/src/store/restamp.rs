@@ -1,0 +1,95 @@
+//! The scrub's settling of a key a replica's promise holds back: the key's current write
+//! accepted again by every replica under one new ballot.
+
+use super::*;
+
+impl Store {
+    /// Makes `key`'s current write stand on every replica of its partition, under a ballot
+    /// above every position they hold: a round like a reader's (`round`, `Proposal::Learn`)
+    /// whose prepare and accept go to every replica, not a quorum. What the sweeper's scrub
+    /// needs where a replica promised a ballot above the newest write (a round that never
+    /// finished): that replica refuses the write's late accept for good, and a read finds the
+    /// write chosen already and writes nothing. Safe as any round is: every replica promised
+    /// before the accept, and the write accepted is the highest any of them holds.
+    ///
+    /// A batch's write is accepted again whole, with its other members (`learn_batch` over
+    /// every replica). Does nothing while the partition moves (a move's catch-up settles such
+    /// keys), or when a replica does not promise or something newer turns up (another write or
+    /// round is under way; the next scrub tries again).
+    pub async fn restamp(&self, key: &[u8]) -> Result<(), ClusterError> {
+        Self::check_key(key)?;
+        self.with_map(|map| async move {
+            match self.restamp_at(&map, key).await {
+                // Refused by a ballot above this one: another round settles the key.
+                Err(OpError::Changed) => Ok(()),
+                other => other,
+            }
+        })
+        .await
+    }
+
+    async fn restamp_at(&self, map: &Arc<ClusterMap>, key: &[u8]) -> Result<(), OpError> {
+        let partition = map.partition_of(key);
+        if map.moving_to(partition).is_some() {
+            return Ok(());
+        }
+        let all = map.replicas_of(partition).len();
+        let dkey = map::drive_key(partition, key);
+        let k = dkey.clone();
+        let read = self
+            .ask(map, partition, all, Ask::All, move |_, c| {
+                let k = k.clone();
+                async move { replica::held_with_value(&c, &k).await }
+            })
+            .await?;
+        let newest = read.iter().filter_map(|(d, (h, v))| h.stamp().filter(|s| s.identity != NOTHING).map(|s| (s, d, v))).max_by_key(|(s, _, _)| s.order());
+        if let Some((newest, holder, entry)) = newest.filter(|(s, _, _)| s.identity.is_batch()) {
+            let Some(entries) = self.batch_entries(map, partition, holder, &dkey, newest.identity, entry).await? else { return Ok(()) };
+            return self.learn_batch(map, partition, Arc::new(entries), Reach::Every).await;
+        }
+        let top = read.iter().filter_map(|(_, (h, _))| h.stamp()).map(|s| s.position()).max();
+        let ballot = Tag::next(top.as_ref(), map.epoch, self.round_id(), Kind::Value);
+        let known: Arc<BTreeMap<String, (Held, Bytes)>> = Arc::new(read.into_iter().collect());
+        let k = dkey.clone();
+        let promised = self
+            .ask_where(map, partition, all, Ask::All, Option::is_some, move |drive, c| {
+                let (k, known) = (k.clone(), known.get(&drive).cloned());
+                async move { replica::promise(&c, &k, ballot, known).await }
+            })
+            .await?;
+        let promised: Vec<(String, Held, Bytes)> = promised.into_iter().filter_map(|(d, p)| p.map(|(h, v)| (d, h, v))).collect();
+        if promised.len() < all {
+            return Ok(());
+        }
+        let current = promised.iter().filter_map(|(_, h, v)| h.stamp().filter(|s| s.identity != NOTHING).map(|s| (s, v))).max_by_key(|(s, _)| s.order());
+        let Some((current, value)) = current else { return Ok(()) };
+        if current.identity.is_batch() {
+            // A batch landed since the read: the next scrub settles it whole.
+            return Ok(());
+        }
+        let value = value.clone();
+        let after: Arc<BTreeMap<String, Held>> = Arc::new(promised.iter().map(|(d, h, _)| (d.clone(), h.promised(ballot))).collect());
+        self.accept_decided(map, partition, &dkey, (&value, current.identity, ballot), after, Judged::Settle).await
+    }
+
+    /// The entries of the batch `tag` whose entry for `dkey` is `entry`, as `holder` has them:
+    /// members it holds a newer write for (`Stamp::replaces`) left out, as readers leave them
+    /// out; `None` if it no longer has the batch whole.
+    async fn batch_entries(&self, map: &Arc<ClusterMap>, partition: u32, holder: &str, dkey: &Bytes, tag: Tag, entry: &Bytes) -> Result<Option<Vec<BatchEntry>>, OpError> {
+        let (members, _) = batch::decode_entry(entry).ok_or_else(|| undecodable(dkey))?;
+        let c = self.connection(map, holder, Lane::Writes).await.map_err(|e| OpError::from_client(holder, e))?;
+        let mut entries: Vec<BatchEntry> = vec![(dkey.clone(), entry.clone(), tag)];
+        for member in members {
+            let mkey = map::drive_key(partition, &member);
+            if mkey == *dkey {
+                continue;
+            }
+            match c.get(&mkey).await.map_err(|e| OpError::from_client(holder, e))?.and_then(|e| Stamp::decode(&e.metadata.version).map(|s| (s, e.value))) {
+                Some((s, value)) if s.identity.same_write(&tag) => entries.push((mkey, value, s.identity)),
+                Some((s, _)) if s.replaces(tag) => {}
+                _ => return Ok(None),
+            }
+        }
+        Ok(Some(entries))
+    }
+}
