@@ -52,6 +52,19 @@ fn a_budget_of_seeds_with_lossy_links_keeps_every_history_linearizable() {
     assert!(faults > seeds * 5, "only {faults} faults in {seeds} seeds");
 }
 
+/// Seeds run with member changes and clients' links slow for a while (`Options::slow_links`),
+/// and the operations per client in each.
+const SLOW_SEEDS: std::ops::RangeInclusive<u64> = 1..=2;
+const SLOW_OPS: u64 = 150;
+
+#[test]
+fn a_budget_of_seeds_with_slow_links_keeps_every_history_linearizable() {
+    let seeds = SLOW_SEEDS.count() as u64;
+    let (operations, faults) = budget(SLOW_SEEDS, |seed| Options { ops: SLOW_OPS, slow_links: true, ..Options::churn(seed) }, " --churn --slow");
+    assert!(operations > seeds * SLOW_OPS, "only {operations} operations in {seeds} seeds");
+    assert!(faults > seeds * 5, "only {faults} faults in {seeds} seeds");
+}
+
 /// Seeds run with two S3 gateways beside the key-value clients (`Options::gateways`), and the
 /// operations each gateway and client runs.
 const S3_SEEDS: u64 = 4;
