@@ -127,7 +127,7 @@ async fn repair_held(
 /// (`repair_key` does that), or the batch would be on replicas with that member older, which
 /// a reader could meet on a quorum. Left out instead (as readers leave it out when they write
 /// a batch back), the key stayed behind the batch on a replica that missed it.
-async fn batch_of(
+pub(crate) async fn batch_of(
     partition: u32,
     source: &Client,
     key: &Bytes,

@@ -62,6 +62,9 @@ impl Sweeper {
             Ok(_) => {}
             Err(e) => warn!("scrub: partition {p}: {e}"),
         }
+        // A key is noted once for each replica that refused it.
+        blocked.sort();
+        blocked.dedup();
         for dkey in blocked {
             let Some(key) = map::user_key(p, &dkey) else { continue };
             if self.settling.is_none() {

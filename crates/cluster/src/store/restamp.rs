@@ -44,7 +44,11 @@ impl Store {
             .await?;
         let newest = read.iter().filter_map(|(d, (h, v))| h.stamp().filter(|s| s.identity != NOTHING).map(|s| (s, d, v))).max_by_key(|(s, _, _)| s.order());
         if let Some((newest, holder, entry)) = newest.filter(|(s, _, _)| s.identity.is_batch()) {
-            let Some(entries) = self.batch_entries(map, partition, holder, &dkey, newest.identity, entry).await? else { return Ok(()) };
+            // As the holder has it, members it holds a newer write for left out (as readers
+            // leave them out); none if it no longer has the batch whole.
+            let c = self.connection(map, holder, Lane::Writes).await.map_err(|e| OpError::from_client(holder, e))?;
+            let batch = crate::repair::batch_of(partition, &c, &dkey, newest, entry).await.map_err(|e| OpError::from_client(holder, e))?;
+            let Some((entries, _replaced)) = batch else { return Ok(()) };
             return self.learn_batch(map, partition, Arc::new(entries), Reach::Every).await;
         }
         let top = read.iter().filter_map(|(_, (h, _))| h.stamp()).map(|s| s.position()).max();
@@ -70,26 +74,5 @@ impl Store {
         let value = value.clone();
         let after: Arc<BTreeMap<String, Held>> = Arc::new(promised.iter().map(|(d, h, _)| (d.clone(), h.promised(ballot))).collect());
         self.accept_decided(map, partition, &dkey, (&value, current.identity, ballot), after, Judged::Settle).await
-    }
-
-    /// The entries of the batch `tag` whose entry for `dkey` is `entry`, as `holder` has them:
-    /// members it holds a newer write for (`Stamp::replaces`) left out, as readers leave them
-    /// out; `None` if it no longer has the batch whole.
-    async fn batch_entries(&self, map: &Arc<ClusterMap>, partition: u32, holder: &str, dkey: &Bytes, tag: Tag, entry: &Bytes) -> Result<Option<Vec<BatchEntry>>, OpError> {
-        let (members, _) = batch::decode_entry(entry).ok_or_else(|| undecodable(dkey))?;
-        let c = self.connection(map, holder, Lane::Writes).await.map_err(|e| OpError::from_client(holder, e))?;
-        let mut entries: Vec<BatchEntry> = vec![(dkey.clone(), entry.clone(), tag)];
-        for member in members {
-            let mkey = map::drive_key(partition, &member);
-            if mkey == *dkey {
-                continue;
-            }
-            match c.get(&mkey).await.map_err(|e| OpError::from_client(holder, e))?.and_then(|e| Stamp::decode(&e.metadata.version).map(|s| (s, e.value))) {
-                Some((s, value)) if s.identity.same_write(&tag) => entries.push((mkey, value, s.identity)),
-                Some((s, _)) if s.replaces(tag) => {}
-                _ => return Ok(None),
-            }
-        }
-        Ok(Some(entries))
     }
 }
