@@ -167,12 +167,14 @@ pub async fn copy_partition(map: &ClusterMap, partition: u32, movers: &Movers) -
         .await
         .map_err(|source| ClusterError::CatchUp { partition, source })?;
     // A replica that promised above a key's newest write (a round that never finished, or a
-    // push's copy of such a promise) refuses the late accept: left so, the new replica set
-    // could hold the write on fewer than a write quorum and a read of it miss the write. A
-    // read through the cluster client at the move's map writes it back to the joint write
-    // quorums, by a round above the promise where the promise refuses it.
+    // push's copy of such a promise) refuses the late accept, and a batch's write whose
+    // source no longer holds it whole is not copied: left so, the new replica set could hold
+    // the write on fewer than a write quorum (or a batch never chosen, copied by a push, on
+    // as many). Settled through the cluster client at the move's map from what every replica
+    // holds: written back to the joint write quorums (by a round above a promise that
+    // refuses it), a batch without a member only if chosen, else abandoned.
     if !blocked.is_empty() {
-        info!("partition {partition}: {} keys refused their newest write for a promise; settled through the cluster client", blocked.len());
+        info!("partition {partition}: {} keys not brought to their newest write by repair; settled through the cluster client", blocked.len());
     }
     for dkey in blocked {
         if let Some(key) = map::user_key(partition, &dkey) {

@@ -20,10 +20,12 @@ pub async fn repair_partition(partition: u32, replicas: &[(String, Client)]) -> 
     repair_partition_noting(partition, replicas, &mut Vec::new()).await
 }
 
-/// `repair_partition`, noting in `blocked` the drive keys whose newest write a replica lacking
-/// it refused: it promised a higher ballot (to a round that may never have finished, or as a
-/// copy of another replica's entry). A late accept under the write's own ballot can never
-/// land there; only a round above that promise can make the write stand on it
+/// `repair_partition`, noting in `blocked` the drive keys it could not bring to their newest
+/// write: one a replica lacking it refused, having promised a higher ballot (to a round that
+/// may never have finished, or as a copy of another replica's entry), where a late accept
+/// under the write's own ballot can never land and only a round above that promise can make
+/// the write stand; and a batch's write that the source does not hold whole (a member
+/// overwritten since, or older), which is copied only once known chosen
 /// (`Store::make_chosen`).
 pub async fn repair_partition_noting(partition: u32, replicas: &[(String, Client)], blocked: &mut Vec<Bytes>) -> Result<u64, ClientError> {
     let mut copied = 0;
@@ -55,8 +57,9 @@ pub async fn repair_partition_noting(partition: u32, replicas: &[(String, Client
 /// Brings one drive key to its newest write on every replica; returns the copies made: a
 /// late accept of that write under the ballot it holds, taken only by replicas that stand
 /// below it. A batch's entry is copied with the rest of its batch, atomically, as readers
-/// write it back: members the source holds a newer write for are repaired first and left
-/// out (each replica then holds that newer write or the whole batch).
+/// write it back. One whose member the source holds a newer write for has that member
+/// repaired first and is left to `Store::make_chosen` (noted in `blocked`): copied without
+/// the member it could be half a batch.
 fn repair_key<'a>(
     partition: u32,
     key: &'a Bytes,
@@ -95,10 +98,21 @@ async fn repair_held(
     }
     let mut copied = 0;
     if newest.identity.is_batch() {
-        let Some((entries, replaced)) = batch_of(partition, source, key, newest, &entry.value).await? else { return Ok(0) };
-        // Tags only grow along this recursion (each member newer than the batch that led to it).
-        for member in &replaced {
-            copied += repair_fresh(partition, member, replicas, blocked).await?;
+        let Some((entries, replaced)) = batch_of(partition, source, key, newest, &entry.value).await? else {
+            // The source holds a member older than the batch: not a copy to make from it.
+            blocked.push(key.clone());
+            return Ok(0);
+        };
+        if !replaced.is_empty() {
+            // Tags only grow along this recursion (each member newer than the batch that led to it).
+            for member in &replaced {
+                copied += repair_fresh(partition, member, replicas, blocked).await?;
+            }
+            // Copied without the member, a batch never chosen could come to stand on a write
+            // quorum of this key alone: half a batch. Whether it was chosen takes every
+            // replica (`Store::make_chosen`).
+            blocked.push(key.clone());
+            return Ok(copied);
         }
         for (_, c) in lacking {
             match replica::accept_batch(c, &entries, newest.ballot, None).await? {

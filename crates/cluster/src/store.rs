@@ -34,6 +34,7 @@ use crate::ClusterError;
 
 pub use crate::map::{MAX_KEY_LEN, MAX_VALUE_LEN};
 use quorum::{carries, joint_quorum, quorum_met, Ask, Quorum};
+use abandon::Fate;
 use batches::Reach;
 use round::{Judged, Outcome, Proposal};
 
@@ -374,14 +375,15 @@ impl Store {
         self.with_map(|map| async move { self.read(&map, key, true).await }).await
     }
 
-    /// Reads `key` as a read does and so leaves its newest write on a write quorum of every
-    /// replica set of the current map (the one a move goes to included): written back under
-    /// its own ballot, or, where a replica's promise refuses that, made chosen by a round above
-    /// the promises. What a move's catch-up needs where a late accept was refused
-    /// (`repair::repair_partition_noting`).
+    /// Settles `key` as a read does, from what every replica holds (not a quorum), and so
+    /// leaves its newest write on a write quorum of every replica set of the current map (the
+    /// one a move goes to included): written back under its own ballot, or, where a
+    /// replica's promise refuses that, made chosen by a round above the promises; a batch
+    /// with a member overwritten written back only if chosen, else abandoned. What a move's
+    /// catch-up needs where repair could not copy a write (`repair::repair_partition_noting`).
     pub async fn make_chosen(&self, key: &[u8]) -> Result<(), ClusterError> {
         Self::check_key(key)?;
-        self.with_map(|map| async move { self.read(&map, key, false).await.map(drop) }).await
+        self.with_map(|map| async move { self.make_chosen_at(&map, key).await }).await
     }
 
     /// Stores `value`; returns its new version.

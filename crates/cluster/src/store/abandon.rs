@@ -6,21 +6,42 @@
 //! a write quorum), that newer write stands on replicas that each refuse the batch's ballot for
 //! the member, and a batch that was not chosen before then never will be. Written back on its
 //! other keys it would be half a batch: a reader of the replaced member may have seen it
-//! without the batch. So the reader asks every replica of the key it read; where it can prove
-//! the batch was never chosen there (fewer than a write quorum hold it, and no replica's entry
-//! is a newer write that could have overwritten it), it makes the key's write from before the
-//! batch chosen in its place, on every replica, with a round above everything they hold (a
-//! batch before it only if a write quorum holds it: chosen, whole). Where it cannot (a replica
-//! did not answer or refused the round, a newer write covers a replica, the write before is
-//! itself a batch on fewer than a write quorum, the batch was written under an earlier map),
-//! the batch is written back as before.
+//! without the batch. So the reader asks every replica of the key it read, after each
+//! promised a ballot above all they hold, and decides from what they hold (`Fate`):
+//!
+//! - fewer than a write quorum hold it and nothing newer: it was never chosen, and the key's
+//!   write from before it is made chosen in its place, on every replica (a batch before it
+//!   only if a write quorum holds it: chosen, whole);
+//! - a write quorum holds it: it was chosen, and is written back without the replaced member
+//!   (which took it and went on);
+//! - a replica holds a newer write of the key: that write is made chosen above the batch,
+//!   which then matters no more to this key;
+//! - anything else (a replica did not answer or promise, the newer write or the one before is
+//!   itself an unsettled batch): undecided, and the reader tries again. Never written back
+//!   half.
+//!
+//! Judged whatever map the batch was written under: every move makes each write chosen before
+//! it stand on a write quorum of the drives it moves to, so a chosen batch stands on a write
+//! quorum of the current replicas (or its key was overwritten since), and copies of a batch
+//! without a member are made only of a batch known chosen.
 
 use super::*;
 
+/// What every replica of a key shows of a batch met there with a member overwritten.
+#[derive(Debug)]
+pub(super) enum Fate {
+    /// Settled: the write that now stands for the key (made chosen on every replica), and its
+    /// value.
+    Stands((Tag, Option<Bytes>)),
+    /// Chosen: a write quorum holds it.
+    Chosen,
+    /// Not decided: try again.
+    Unknown,
+}
+
 impl Store {
-    /// The write that stands for `dkey` in place of `batch` once it is abandoned, or `None`
-    /// when the batch cannot be proven never chosen (it is then written back as before).
-    pub(super) async fn abandon(&self, map: &Arc<ClusterMap>, partition: u32, dkey: &Bytes, batch: Tag) -> Result<Option<(Tag, Option<Bytes>)>, OpError> {
+    /// What stands for `dkey` where `batch` was met with a member overwritten (`Fate`).
+    pub(super) async fn abandon(&self, map: &Arc<ClusterMap>, partition: u32, dkey: &Bytes, batch: Tag) -> Result<Fate, OpError> {
         let writers = map.writers_of(partition);
         let k = dkey.clone();
         let read = match self
@@ -32,8 +53,8 @@ impl Store {
         {
             Ok(read) if read.len() == writers.len() => read,
             _ => {
-                tracing::debug!(?batch, "not abandoned: a replica did not answer");
-                return Ok(None);
+                tracing::debug!(?batch, "undecided: a replica did not answer");
+                return Ok(Fate::Unknown);
             }
         };
         let top = read.iter().filter_map(|(_, (h, _))| h.stamp()).map(|s| s.position()).max();
@@ -53,52 +74,70 @@ impl Store {
             Err(_) => Vec::new(),
         };
         if promised.len() < writers.len() {
-            tracing::debug!(?batch, "not abandoned: a replica did not promise");
-            return Ok(None);
+            tracing::debug!(?batch, "undecided: a replica did not promise");
+            return Ok(Fate::Unknown);
         }
-        let judged = Judge { epoch: map.epoch, replicas: map.replicas_of(partition), write_quorum: usize::from(map.write_quorum) };
-        let Some(before) = judged.never_chosen(&promised, batch) else {
-            tracing::debug!(?batch, held = ?promised.iter().map(|(d, h, _)| (d, h.stamp())).collect::<Vec<_>>(), "not abandoned: not proven never chosen");
-            return Ok(None);
-        };
-        let (write, value) = match before {
-            Some((stamp, value)) => (stamp.identity, value),
+        let judged = Judge { replicas: map.replicas_of(partition), write_quorum: usize::from(map.write_quorum) };
+        let (write, value) = match judged.verdict(&promised, batch) {
+            Verdict::Chosen => return Ok(Fate::Chosen),
+            Verdict::Unknown => {
+                tracing::debug!(?batch, held = ?promised.iter().map(|(d, h, _)| (d, h.stamp())).collect::<Vec<_>>(), "undecided");
+                return Ok(Fate::Unknown);
+            }
+            Verdict::Newer(stamp, value) => {
+                tracing::debug!(?batch, write = ?stamp.identity, ?dkey, "a newer write than the batch made chosen");
+                (stamp.identity, value)
+            }
+            Verdict::Never(Some((stamp, value))) => {
+                tracing::debug!(?batch, write = ?stamp.identity, ?dkey, "a batch that can never be chosen abandoned: the write before it stands");
+                (stamp.identity, value)
+            }
             // Nothing before the batch: the key is absent, a tombstone in its place.
-            None => (ballot.with_kind(Kind::Tombstone), Bytes::new()),
+            Verdict::Never(None) => (ballot.with_kind(Kind::Tombstone), Bytes::new()),
         };
-        tracing::debug!(?batch, ?write, ?dkey, "a batch that can never be chosen abandoned: the write before it stands");
         let after: Arc<BTreeMap<String, Held>> = Arc::new(promised.iter().map(|(d, h, _)| (d.clone(), h.promised(ballot))).collect());
         self.accept_decided(map, partition, dkey, (&value, write, ballot), after, Judged::Settle).await?;
-        Ok(Some((write, Some(value))))
+        Ok(Fate::Stands((write, Some(value))))
     }
 }
 
-/// What a batch is judged against: the map's epoch, the partition's replicas (the old set
-/// while it moves) and its write quorum.
+/// What every replica's holding (after promising) proves of a batch.
+#[derive(Debug)]
+enum Verdict {
+    /// Never chosen: the write before it (`None`: there was none), to stand in its place.
+    Never(Option<(Stamp, Bytes)>),
+    /// Chosen: on a write quorum.
+    Chosen,
+    /// A replica holds a newer write of the key, not a batch: the highest any replica
+    /// accepted, which a round may make chosen.
+    Newer(Stamp, Bytes),
+    Unknown,
+}
+
+/// What a batch is judged against: the partition's replicas (the old set while it moves) and
+/// its write quorum.
 struct Judge<'a> {
-    epoch: u64,
     replicas: &'a [String],
     write_quorum: usize,
 }
 
 impl Judge<'_> {
-    /// What every replica held (after promising) proves of `batch`: `Some` of the write before
-    /// it (`None` within: there was none) when it was never chosen; `None` when that is not
-    /// proven.
-    fn never_chosen(&self, promised: &[(String, Held, Bytes)], batch: Tag) -> Option<Option<(Stamp, Bytes)>> {
-        // Written under an earlier map, it may have been chosen on replicas that have since
-        // left (what moves copied tells nothing of that): only a batch of this map's epoch is
-        // judged.
-        if batch.epoch != self.epoch {
-            return None;
-        }
-        let held_at = promised.iter().filter_map(|(_, h, _)| h.stamp().filter(|s| s.identity.same_write(&batch))).map(|s| s.ballot).max()?;
-        // A replica whose entry is a newer write may have held the batch before it.
-        if promised.iter().any(|(_, h, _)| h.stamp().is_some_and(|s| !s.identity.same_write(&batch) && s.identity != NOTHING && s.ballot > held_at)) {
-            return None;
-        }
+    /// What every replica held (after promising) proves of `batch`.
+    fn verdict(&self, promised: &[(String, Held, Bytes)], batch: Tag) -> Verdict {
+        let Some(held_at) = promised.iter().filter_map(|(_, h, _)| h.stamp().filter(|s| s.identity.same_write(&batch))).map(|s| s.ballot).max() else {
+            return Verdict::Unknown;
+        };
         if self.stands(promised, batch) {
-            return None;
+            return Verdict::Chosen;
+        }
+        // A replica whose entry is a newer write may have held the batch before it: the
+        // highest write any replica accepted is what a round over all of them makes chosen.
+        let newest = promised
+            .iter()
+            .filter_map(|(_, h, v)| h.stamp().filter(|s| s.identity != NOTHING && !s.identity.same_write(&batch) && s.ballot > held_at).map(|s| (s, v)))
+            .max_by_key(|(s, _)| s.order());
+        if let Some((s, v)) = newest {
+            return if s.identity.is_batch() { Verdict::Unknown } else { Verdict::Newer(s, v.clone()) };
         }
         let before = promised
             .iter()
@@ -108,8 +147,8 @@ impl Judge<'_> {
             // A batch not yet chosen below it: accepted again alone it would be half a batch. One
             // on a write quorum was chosen whole (each replica took all of its keys at once), and
             // stands in the abandoned batch's place as any chosen write does.
-            Some((s, _)) if s.identity.is_batch() && !self.stands(promised, s.identity) => None,
-            other => Some(other),
+            Some((s, _)) if s.identity.is_batch() && !self.stands(promised, s.identity) => Verdict::Unknown,
+            other => Verdict::Never(other),
         }
     }
 
@@ -142,67 +181,94 @@ mod tests {
         (drive.to_string(), Held::Absent, Bytes::new())
     }
 
-    fn judge(replicas: &[String]) -> Judge<'_> {
-        Judge { epoch: EPOCH, replicas, write_quorum: 2 }
+    /// The verdict of replicas a, b and c (write quorum 2) on `batch`, as a comparable value.
+    fn verdict(held: &[(String, Held, Bytes)], batch: Tag) -> Judged3 {
+        let replicas: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+        match (Judge { replicas: &replicas, write_quorum: 2 }).verdict(held, batch) {
+            Verdict::Never(before) => Judged3::Never(before.map(|(s, _)| s.identity)),
+            Verdict::Chosen => Judged3::Chosen,
+            Verdict::Newer(s, _) => Judged3::Newer(s.identity),
+            Verdict::Unknown => Judged3::Unknown,
+        }
     }
 
-    fn before(found: Option<Option<(Stamp, Bytes)>>) -> Option<Option<Tag>> {
-        found.map(|b| b.map(|(s, _)| s.identity))
+    #[derive(Debug, PartialEq)]
+    enum Judged3 {
+        Never(Option<Tag>),
+        Chosen,
+        Newer(Tag),
+        Unknown,
     }
 
     #[test]
     fn a_batch_on_fewer_than_a_write_quorum_with_nothing_newer_was_never_chosen() {
-        let replicas: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
         let batch = tag(10, Kind::BatchValue);
         let old = tag(5, Kind::Value);
         let held = [holding("a", batch), holding("b", old), holding("c", old)];
-        assert_eq!(before(judge(&replicas).never_chosen(&held, batch)), Some(Some(old)));
+        assert_eq!(verdict(&held, batch), Judged3::Never(Some(old)));
         // Nothing before it: the key is absent in its place.
         let held = [holding("a", batch), empty("b"), empty("c")];
-        assert_eq!(before(judge(&replicas).never_chosen(&held, batch)), Some(None));
+        assert_eq!(verdict(&held, batch), Judged3::Never(None));
+        // Written under an earlier map: judged alike (moves keep a chosen write on a write
+        // quorum of the replicas they move to).
+        let earlier = Tag { epoch: EPOCH - 3, ..batch };
+        let older = Tag { epoch: EPOCH - 4, ..old };
+        let held = [holding("a", earlier), holding("b", older), holding("c", older)];
+        assert_eq!(verdict(&held, earlier), Judged3::Never(Some(older)));
     }
 
     #[test]
-    fn what_may_have_been_chosen_is_not_abandoned() {
-        let replicas: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+    fn a_batch_on_a_write_quorum_was_chosen() {
         let batch = tag(10, Kind::BatchValue);
         let old = tag(5, Kind::Value);
-        // On a write quorum.
         let held = [holding("a", batch), holding("b", batch), holding("c", old)];
-        assert_eq!(before(judge(&replicas).never_chosen(&held, batch)), None);
-        // A newer write on a replica may have overwritten it there.
+        assert_eq!(verdict(&held, batch), Judged3::Chosen);
+    }
+
+    #[test]
+    fn a_newer_write_of_the_key_is_what_a_round_makes_chosen() {
+        let batch = tag(10, Kind::BatchValue);
+        let old = tag(5, Kind::Value);
+        let newer = tag(12, Kind::Value);
+        let held = [holding("a", batch), holding("b", newer), holding("c", old)];
+        assert_eq!(verdict(&held, batch), Judged3::Newer(newer));
+        // A newer batch is not made chosen on this key alone.
         let held = [holding("a", batch), holding("b", tag(12, Kind::BatchValue)), holding("c", old)];
-        assert_eq!(before(judge(&replicas).never_chosen(&held, batch)), None);
+        assert_eq!(verdict(&held, batch), Judged3::Unknown);
+    }
+
+    #[test]
+    fn an_unsettled_batch_before_it_leaves_it_undecided() {
         // The write before it is a batch not yet chosen: alone it would be half a batch.
+        let batch = tag(10, Kind::BatchValue);
+        let old = tag(5, Kind::Value);
         let held = [holding("a", batch), holding("b", tag(8, Kind::BatchValue)), holding("c", old)];
-        assert_eq!(before(judge(&replicas).never_chosen(&held, batch)), None);
-        // Written under an earlier map.
-        let earlier = Tag { epoch: EPOCH - 1, ..batch };
-        let held = [holding("a", earlier), holding("b", old), holding("c", old)];
-        assert_eq!(before(judge(&replicas).never_chosen(&held, earlier)), None);
+        assert_eq!(verdict(&held, batch), Judged3::Unknown);
+        // Overwritten everywhere since the read: read again.
+        let held = [holding("a", old), holding("b", old), holding("c", old)];
+        assert_eq!(verdict(&held, batch), Judged3::Unknown);
     }
 
     #[test]
     fn a_chosen_batch_before_it_stands_in_its_place() {
         // Seed 50: batch A on a write quorum (b, c), batch B over it on a alone, B's other key
         // since overwritten. A was chosen whole; B never was.
-        let replicas: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
         let batch = tag(62, Kind::BatchValue);
         let chosen = tag(60, Kind::BatchValue);
         let held = [holding("a", batch), holding("b", chosen), holding("c", chosen)];
-        assert_eq!(before(judge(&replicas).never_chosen(&held, batch)), Some(Some(chosen)));
+        assert_eq!(verdict(&held, batch), Judged3::Never(Some(chosen)));
         // On a write quorum only with a drive the partition moves to: not known chosen.
         let held = [holding("a", batch), holding("b", chosen), holding("c", tag(58, Kind::Value)), holding("d", chosen)];
-        assert_eq!(before(judge(&replicas).never_chosen(&held, batch)), None);
+        assert_eq!(verdict(&held, batch), Judged3::Unknown);
     }
 
     #[test]
     fn copies_on_drives_a_partition_moves_to_do_not_count() {
-        // Replicas a, b, c; d and e hold what a push copied.
-        let replicas: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+        // Replicas a, b, c; d and e hold what a push copied: never chosen, and not chosen by
+        // their copies either.
         let batch = tag(10, Kind::BatchValue);
         let old = tag(5, Kind::Value);
         let held = [holding("a", batch), holding("b", old), holding("c", old), holding("d", batch), holding("e", batch)];
-        assert_eq!(before(judge(&replicas).never_chosen(&held, batch)), Some(Some(old)));
+        assert_eq!(verdict(&held, batch), Judged3::Never(Some(old)));
     }
 }

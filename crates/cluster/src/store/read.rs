@@ -122,9 +122,9 @@ impl Store {
     }
 
     /// Writes the batch whose entry for `dkey` is `entry` (tagged `tag`, read from `holder`)
-    /// back to a write quorum, whole (`None`), unless a member was overwritten and the batch
-    /// can be proven never chosen: then it is abandoned (`abandon`), and the write standing in
-    /// its place is returned. Whole: each member's entry of the same write, as `holder` has
+    /// back to a write quorum, whole (`None`). A batch with a member overwritten is written
+    /// back without it only once proven chosen; proven never chosen, it is abandoned, and the
+    /// write standing in its place is returned (`abandon`). Whole: each member's entry of the same write, as `holder` has
     /// it (a replica stores a batch all at once, so it has every member at this write or a
     /// newer one, which leaves that member out), stored atomically on each replica. A member
     /// left out for a newer write is first read as any key is (its newer write settled on a
@@ -170,10 +170,12 @@ impl Store {
             self.settle_key(map, member).await?;
         }
         if overwritten {
-            // Never chosen, it never will be: abandoned (`abandon`), not written back without
-            // the member.
-            if let Some(stands) = self.abandon(map, partition, dkey, tag).await? {
-                return Ok(Some(stands));
+            // Written back without the member only if it was chosen; never chosen, it never
+            // will be, and is abandoned; undecided, read again (`abandon`).
+            match self.abandon(map, partition, dkey, tag).await? {
+                Fate::Stands(stands) => return Ok(Some(stands)),
+                Fate::Chosen => {}
+                Fate::Unknown => return Err(OpError::Changed),
             }
         }
         // What each replica held is known for `dkey` only: the store reads the rest.

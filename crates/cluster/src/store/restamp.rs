@@ -13,7 +13,8 @@ impl Store {
     /// before the accept, and the write accepted is the highest any of them holds.
     ///
     /// A batch's write is accepted again whole, with its other members (`learn_batch` over
-    /// every replica). Does nothing while the partition moves (a move's catch-up settles such
+    /// every replica); without a member a holder shows overwritten only once proven chosen,
+    /// and abandoned where proven never chosen (`abandon`). Does nothing while the partition moves (a move's catch-up settles such
     /// keys), or when a replica does not promise or something newer turns up (another write or
     /// round is under way; the next scrub tries again).
     pub async fn restamp(&self, key: &[u8]) -> Result<(), ClusterError> {
@@ -48,7 +49,18 @@ impl Store {
             // leave them out); none if it no longer has the batch whole.
             let c = self.connection(map, holder, Lane::Writes).await.map_err(|e| OpError::from_client(holder, e))?;
             let batch = crate::repair::batch_of(partition, &c, &dkey, newest, entry).await.map_err(|e| OpError::from_client(holder, e))?;
-            let Some((entries, _replaced)) = batch else { return Ok(()) };
+            let Some((entries, replaced)) = batch else { return Ok(()) };
+            if !replaced.is_empty() {
+                // Accepted again without a member only if it was chosen (`abandon`).
+                for member in replaced {
+                    let Some(key) = map::user_key(partition, &member) else { continue };
+                    self.settle_key(map, Bytes::copy_from_slice(key)).await?;
+                }
+                match self.abandon(map, partition, &dkey, newest.identity).await? {
+                    Fate::Chosen => {}
+                    Fate::Stands(_) | Fate::Unknown => return Ok(()),
+                }
+            }
             return self.learn_batch(map, partition, Arc::new(entries), Reach::Every).await;
         }
         let top = read.iter().filter_map(|(_, (h, _))| h.stamp()).map(|s| s.position()).max();
@@ -74,5 +86,31 @@ impl Store {
         let value = value.clone();
         let after: Arc<BTreeMap<String, Held>> = Arc::new(promised.iter().map(|(d, h, _)| (d.clone(), h.promised(ballot))).collect());
         self.accept_decided(map, partition, &dkey, (&value, current.identity, ballot), after, Judged::Settle).await
+    }
+}
+
+impl Store {
+    /// `make_chosen` under `map`: the newest write any replica of the key's partition holds
+    /// (every replica answering, the drives a move adds included), settled as a read settles
+    /// it.
+    pub(super) async fn make_chosen_at(&self, map: &Arc<ClusterMap>, key: &[u8]) -> Result<(), OpError> {
+        let partition = map.partition_of(key);
+        let dkey = map::drive_key(partition, key);
+        let all = map.writers_of(partition).len();
+        let k = dkey.clone();
+        let answers = self
+            .ask(map, partition, all, Ask::All, move |_, c| {
+                let k = k.clone();
+                async move { replica::held(&c, &k).await }
+            })
+            .await?;
+        if answers.len() < all {
+            return Err(OpError::Changed);
+        }
+        let Some(newest) = answers.iter().filter_map(|(_, h)| h.stamp().filter(|s| s.identity != NOTHING)).max_by_key(Stamp::order) else {
+            return Ok(());
+        };
+        let known: BTreeMap<String, Held> = answers.into_iter().collect();
+        self.settle(map, partition, key, &dkey, newest, None, false, known).await.map(drop)
     }
 }
