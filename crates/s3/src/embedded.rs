@@ -27,6 +27,8 @@ pub struct Embedded {
 pub struct Census {
     pub stored: BTreeSet<DataId>,
     pub referenced: BTreeSet<DataId>,
+    /// Those of `referenced` that uploads' parts reference.
+    pub in_parts: BTreeSet<DataId>,
     pub intents: BTreeSet<DataId>,
 }
 
@@ -47,13 +49,14 @@ impl Census {
 
 impl Embedded {
     /// A gateway over `kv` that cuts objects into chunks of at most `chunk` bytes (the store's
-    /// largest value at most) and keeps unreferenced data for `grace`. Uploads hash their own
-    /// bytes (no hashing thread), and data ids are drawn from `seed`.
-    pub async fn open(kv: Kv, chunk: usize, grace: Duration, seed: u64) -> Result<Embedded, GatewayError> {
+    /// largest value at most), takes multipart uploads' parts (but the last) of `min_part`
+    /// bytes or more, and keeps unreferenced data for `grace`. Uploads hash their own bytes (no
+    /// hashing thread), and data ids are drawn from `seed`.
+    pub async fn open(kv: Kv, chunk: usize, min_part: u64, grace: Duration, seed: u64) -> Result<Embedded, GatewayError> {
         let chunk = chunk.clamp(1, kv.max_value().await?);
         let stripes = crate::stripes::Stripes::open(&kv, &Default::default()).map_err(GatewayError::Invalid)?;
         let ids = parking_lot::Mutex::new(rand::SeedableRng::seed_from_u64(seed));
-        let core = Arc::new(Core { kv, chunk, grace, md5: Md5Lanes::inline(), classes: Default::default(), stripes, ids, watched: Default::default() });
+        let core = Arc::new(Core { kv, chunk, min_part, grace, md5: Md5Lanes::inline(), classes: Default::default(), stripes, ids, watched: Default::default() });
         Ok(Embedded { gateway: Gateway::new(core.clone()), core })
     }
 
@@ -80,9 +83,12 @@ impl Embedded {
         }
     }
 
-    /// One pass of the sweeper; returns (intents seen, chunks deleted).
+    /// One pass of the sweeper, as the server's runs: over the intents, then the uploads;
+    /// returns (intents seen, chunks deleted).
     pub async fn sweep(&self) -> s3s::S3Result<(u64, u64)> {
-        self.core.sweep().await
+        let swept = self.core.sweep().await?;
+        crate::gateway::tidy_uploads(&self.core).await?;
+        Ok(swept)
     }
 
     /// Walks every chunk, intent and referencing record of the store.
@@ -116,6 +122,7 @@ impl Embedded {
                     let part: PartRecord = records::decode("part", &stored.value)?;
                     if part.segment.size > 0 {
                         census.referenced.insert(part.segment.data);
+                        census.in_parts.insert(part.segment.data);
                     }
                 }
             }

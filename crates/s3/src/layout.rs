@@ -171,6 +171,12 @@ pub fn parts(upload: UploadId, from: u32, to: u32) -> (Bytes, Bytes) {
     (part(upload, from), part(upload, to))
 }
 
+/// The upload a part record key belongs to.
+pub fn part_upload(record_key: &[u8]) -> Option<UploadId> {
+    let rest = record_key.strip_prefix(ROOT)?.strip_prefix(&[PART])?;
+    Some(u128::from_be_bytes(rest.get(..16)?.try_into().ok()?))
+}
+
 pub fn part_number(record_key: &[u8]) -> Option<u32> {
     let rest = record_key.strip_prefix(ROOT)?.strip_prefix(&[PART])?;
     let n: [u8; 4] = rest.get(16..20)?.try_into().ok()?;
@@ -285,6 +291,7 @@ mod tests {
         // Neither an intent nor a part is taken for a chunk.
         assert_eq!(chunk_data(&intent(5)), None);
         assert!(part(1, 1) < all_parts().1 && part(1, 1) > all_parts().0);
+        assert_eq!((part_upload(&part(7, 3)), part_number(&part(7, 3))), (Some(7), Some(3)));
         assert_eq!(chunk_data(&part(1, 1)), None);
     }
 

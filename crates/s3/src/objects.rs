@@ -43,6 +43,9 @@ pub struct Core {
     pub kv: Kv,
     /// Bytes per chunk: the store's largest value.
     pub chunk: usize,
+    /// The least size of a multipart upload's parts but the last (S3's 5 MiB; less only where
+    /// the gateway is embedded, for objects of a few hundred bytes cut into parts).
+    pub min_part: u64,
     /// How long unreferenced data is kept: the longest a reader may stream an object that was
     /// replaced, and the longest an upload may stall between two pieces of its body.
     pub grace: Duration,
@@ -52,7 +55,8 @@ pub struct Core {
     pub classes: crate::classes::StorageClasses,
     /// Where the stripes of objects outside STANDARD go: erasure-coded and remote pools.
     pub stripes: crate::stripes::Stripes,
-    /// Draws data ids: from the system's entropy, or from a seed (the simulator's replays).
+    /// Draws data, upload and version ids: from the system's entropy, or from a seed (the
+    /// simulator's replays).
     pub ids: parking_lot::Mutex<rand::rngs::StdRng>,
     /// The sweeper's own watch: each intent it met, by the version it met, and since when by
     /// this gateway's clock (`sweeper.rs`).
@@ -129,10 +133,19 @@ impl Core {
         Ok(records::Class { storage_class, pool })
     }
 
+    /// A random number from the gateway's own source (the system's entropy, or a seed that
+    /// replays): data ids, upload ids, version ids.
+    pub fn draw<T>(&self) -> T
+    where
+        rand::distr::StandardUniform: rand::distr::Distribution<T>,
+    {
+        rand::Rng::random(&mut *self.ids.lock())
+    }
+
     /// A fresh data id; in a pool, one whose placement group has every drive up if any group
     /// has (a down drive fails every stripe of its groups until it is replaced).
     fn new_data(&self, pool: Option<&str>) -> DataId {
-        let draw = || layout::tagged_data(rand::Rng::random(&mut *self.ids.lock()), pool);
+        let draw = || layout::tagged_data(self.draw(), pool);
         match pool {
             Some(p) => self.stripes.ready_name(&self.kv, p, READY_DRAWS, || draw().to_be_bytes()).map_or_else(draw, u128::from_be_bytes),
             None => draw(),
@@ -285,7 +298,7 @@ impl Core {
             };
             check(old.as_ref())?;
             let newest = self.newest_time(bucket, key, old.as_ref(), versioning).await?;
-            let ours = Core::stamp(manifest, newest, versioning);
+            let ours = Core::stamp(manifest, newest, versioning, self.draw());
             let value = records::encode(&ours);
             let intents: Vec<(DataId, Owner, Bytes)> = own.iter().map(|o| (o.data, o.owner.clone(), o.intent.clone())).collect();
             let refreshed: Vec<S3Result<Bytes>> = futures_util::stream::iter(intents)

@@ -22,9 +22,9 @@ use crate::records::{self, Manifest, Owner, Versioning, NULL_VERSION};
 const REMOVE_ATTEMPTS: usize = 32;
 
 /// A new version id for a version made at `ms`: its first 16 hex digits sort newer versions
-/// first, the rest (random) keeps two gateways' ids apart.
-pub fn new_id(ms: u64) -> String {
-    format!("{:016x}{:016x}", u64::MAX - ms, rand::random::<u64>())
+/// first, the rest (`draw`, random) keeps two gateways' ids apart.
+pub fn new_id(ms: u64, draw: u64) -> String {
+    format!("{:016x}{:016x}", u64::MAX - ms, draw)
 }
 
 /// Where a version is kept among its key's versions: its id, or for the null version the
@@ -64,12 +64,12 @@ impl Core {
     /// Prepares `manifest` to become the newest version of its key under `versioning`: its
     /// time after `newest` (the newest version's time, current or kept), so versions sort by
     /// the order they were made even when two share a millisecond or clocks disagree, and,
-    /// when versioning is enabled, a new version id.
-    pub fn stamp(manifest: &Manifest, newest: Option<u64>, versioning: Option<Versioning>) -> Manifest {
+    /// when versioning is enabled, a new version id (`draw` its random part: `Core::draw`).
+    pub fn stamp(manifest: &Manifest, newest: Option<u64>, versioning: Option<Versioning>, draw: u64) -> Manifest {
         let mut m = manifest.clone();
         if versioning.is_some() {
             m.modified_ms = newest.map_or(m.modified_ms, |n| m.modified_ms.max(n.saturating_add(1)));
-            m.version = (versioning == Some(Versioning::Enabled)).then(|| new_id(m.modified_ms));
+            m.version = (versioning == Some(Versioning::Enabled)).then(|| new_id(m.modified_ms, draw));
         }
         m
     }
@@ -219,7 +219,7 @@ impl Core {
             check(old.as_ref())?;
             let base = Manifest { delete_marker: true, modified_ms: records::now_ms(), ..Manifest::default() };
             let newest = self.newest_time(bucket, key, old.as_ref(), Some(versioning)).await?;
-            let marker = Core::stamp(&base, newest, Some(versioning));
+            let marker = Core::stamp(&base, newest, Some(versioning), self.draw());
             match &old {
                 Some(o) if Core::keeps(o, Some(versioning)) => self.keep(bucket, key, o).await?,
                 Some(o) => self.release_all(o.segments.iter().map(|s| s.data).collect(), &owner).await?,
@@ -343,7 +343,7 @@ mod tests {
 
     #[test]
     fn ids_sort_newest_first_and_parse() {
-        let (old, new) = (new_id(1_000), new_id(2_000));
+        let (old, new) = (new_id(1_000, 7), new_id(2_000, 7));
         assert!(new < old);
         assert!(valid_id(&old) && valid_id(NULL_VERSION));
         assert!(!valid_id("xyz") && !valid_id(&old.to_uppercase()) && !valid_id(""));
@@ -354,16 +354,16 @@ mod tests {
 
     #[test]
     fn a_new_version_is_newer_than_the_one_it_replaces() {
-        let old = Manifest { modified_ms: 5_000, version: Some(new_id(5_000)), ..Manifest::default() };
+        let old = Manifest { modified_ms: 5_000, version: Some(new_id(5_000, 7)), ..Manifest::default() };
         let m = Manifest { modified_ms: 4_000, ..Manifest::default() };
-        let stamped = Core::stamp(&m, Some(old.modified_ms), Some(Versioning::Enabled));
+        let stamped = Core::stamp(&m, Some(old.modified_ms), Some(Versioning::Enabled), 9);
         assert_eq!(stamped.modified_ms, 5_001);
         assert!(order_key(&stamped) < order_key(&old));
         assert_eq!(time_of(&order_key(&stamped)), Some(5_001));
-        let suspended = Core::stamp(&m, Some(old.modified_ms), Some(Versioning::Suspended));
+        let suspended = Core::stamp(&m, Some(old.modified_ms), Some(Versioning::Suspended), 9);
         assert_eq!(suspended.version, None);
         assert_eq!(time_of(&order_key(&suspended)), Some(5_001));
-        assert_eq!(Core::stamp(&m, Some(old.modified_ms), None), m);
+        assert_eq!(Core::stamp(&m, Some(old.modified_ms), None, 9), m);
         assert!(Core::keeps(&old, Some(Versioning::Suspended)) && !Core::keeps(&suspended, Some(Versioning::Suspended)));
         assert!(Core::keeps(&suspended, Some(Versioning::Enabled)) && !Core::keeps(&old, None));
     }

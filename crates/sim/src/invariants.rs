@@ -54,9 +54,8 @@ pub async fn quorum_holds(map: &ClusterMap, drives: &Drives, read: &BTreeMap<Str
 /// The first key a replica holds another write of than the one a final read returned: the
 /// third replica of a write acknowledged by two may lag behind, until a read, a repair or the
 /// sweeper's scrub (a partition a round) brings it the newest write, through the cluster
-/// client where a replica promised a ballot above it. Passed over (the scrub does not settle
-/// it yet: docs/design/simulation.md, "Known limits"; the key still stands on a write quorum,
-/// `quorum_holds`): a replica holding a later write that was never chosen.
+/// client where a replica promised a ballot above it, or where a batch was abandoned (the
+/// write standing in its place accepted above it).
 pub async fn replicas_agree(map: &ClusterMap, drives: &Drives, read: &BTreeMap<String, Option<Vec<u8>>>) -> Result<Option<String>, Found> {
     for (key, version) in read {
         let Some(version) = version else { continue };
@@ -66,10 +65,7 @@ pub async fn replicas_agree(map: &ClusterMap, drives: &Drives, read: &BTreeMap<S
         for drive in map.replicas_of(partition) {
             let client = drives.get(drive).ok_or_else(|| Found::Unanswered(format!("replica {drive} of key {key} could not be reached")))?;
             let held = replica::held(client, &dkey).await.map_err(|e| Found::Unanswered(format!("replica {drive} of key {key}: {e}")))?;
-            // A write above the one read that reads proved never chosen (a batch a reader
-            // abandoned), left where it landed.
-            let abandoned_above = held.tag().is_some_and(|t| t > tag);
-            if !held.tag().is_some_and(|t| t.same_write(&tag)) && !abandoned_above {
+            if !held.tag().is_some_and(|t| t.same_write(&tag)) {
                 return Ok(Some(format!("key {key}: replica {drive} holds {:?}, not the value read ({tag:?})", held.stamp())));
             }
         }

@@ -79,6 +79,10 @@ pub struct Options {
     /// objects they share.
     pub gateways: usize,
     pub objects: u64,
+    /// Gateways crash and start again, at moments drawn from the seed (with `faults`).
+    pub gateway_crashes: bool,
+    /// Some of the gateways' PUTs are multipart uploads.
+    pub multipart: bool,
     /// Operations each client runs at once over its one cluster client.
     pub concurrency: u64,
     pub keys: u64,
@@ -101,7 +105,7 @@ impl Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { seed: 0, drives: 5, spares: 1, min_members: 4, rejoin: false, lossy: false, slow_links: false, coordinators: 2, clients: 3, gateways: 0, objects: 4, concurrency: 2, keys: 8, ops: 120, faults: true, trace: false, history: None }
+        Options { seed: 0, drives: 5, spares: 1, min_members: 4, rejoin: false, lossy: false, slow_links: false, coordinators: 2, clients: 3, gateways: 0, objects: 4, gateway_crashes: false, multipart: false, concurrency: 2, keys: 8, ops: 120, faults: true, trace: false, history: None }
     }
 }
 
@@ -271,18 +275,25 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
 
     let gateways: Vec<String> = (0..options.gateways).map(|i| format!("g{i}")).collect();
     let broken: Arc<parking_lot::Mutex<Option<String>>> = Arc::default();
+    let crashed: Arc<parking_lot::Mutex<Vec<String>>> = Arc::default();
     for (i, name) in gateways.iter().enumerate() {
         let (etcd, history, ready, finished, broken, name) = (etcd.clone(), history.clone(), ready.clone(), finished.clone(), broken.clone(), name.clone());
-        let (objects, ops, workers) = (options.objects, options.ops, options.concurrency);
+        let crashed = crashed.clone();
+        let (objects, ops, workers, crashes, multipart) = (options.objects, options.ops, options.concurrency, options.gateway_crashes && options.faults, options.multipart);
         let gateway_seed = seed.wrapping_mul(37).wrapping_add(0x6a7e + i as u64);
         let skew = s3::skew_of(seed, i);
         sim.client(gateways[i].as_str(), async move {
             while !ready.load(Ordering::Acquire) {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
-            let store = open_store(&etcd, &name, gateway_seed).await;
+            // Each life of the gateway a cluster client of its own, as a new process has.
+            let open = |life: u64| {
+                let (etcd, name) = (etcd.clone(), name.clone());
+                async move { open_store(&etcd, &name, gateway_seed ^ life.wrapping_mul(0x517c_c1b7_2722_0a95)).await }
+            };
             // Writers 1.. are the key-value clients; the gateways' numbers follow theirs.
-            s3::gateway(store, history, 0x100 + i as u64, objects, ops, workers, gateway_seed, skew, broken).await?;
+            let plan = s3::Plan { writer: 0x100 + i as u64, objects, ops, workers, seed: gateway_seed, skew_ms: skew, crashes, multipart };
+            s3::gateway(open, history, plan, broken, crashed).await?;
             finished.fetch_add(1, Ordering::Release);
             Ok(())
         });
@@ -379,6 +390,8 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
             faults.step(&mut sim, &cast);
         }
     }
+    // The gateways' crashes with the rest of the faults.
+    faults.log.extend(crashed.lock().drain(..));
     if let Some(m) = broken.lock().take() {
         return Err(Failure::Invariant(m));
     }

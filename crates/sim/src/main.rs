@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let mut options = spindle_sim::Options::default();
-    let (mut from, mut count, mut verbose) = (0u64, 1u64, false);
+    let (mut from, mut count, mut verbose, mut steady_gateways) = (0u64, 1u64, false, false);
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut number = |what: &str| -> Option<u64> {
@@ -52,6 +52,10 @@ fn main() -> ExitCode {
                 options.gateways = 2;
                 Some(())
             }
+            "--s3-as-found" => {
+                steady_gateways = true;
+                Some(())
+            }
             "--slow" => {
                 options.slow_links = true;
                 Some(())
@@ -66,7 +70,7 @@ fn main() -> ExitCode {
                 Some(())
             }
             other => {
-                eprintln!("unknown argument {other}; usage: spindle-sim [--seed N | --seeds K --from N] [--ops N] [--clients N] [--concurrency N] [--drives N] [--keys N] [--no-faults] [--churn] [--lossy] [--slow] [--s3] [--trace] [--history FILE] [-v]");
+                eprintln!("unknown argument {other}; usage: spindle-sim [--seed N | --seeds K --from N] [--ops N] [--clients N] [--concurrency N] [--drives N] [--keys N] [--no-faults] [--churn] [--lossy] [--slow] [--s3] [--s3-as-found] [--trace] [--history FILE] [-v]");
                 None
             }
         };
@@ -74,6 +78,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
+    // Gateways crash with the other faults, and upload some objects in parts, unless asked
+    // not to (`--s3-as-found`: a replay of a seed found before they did).
+    options.gateway_crashes = options.gateways > 0 && !steady_gateways;
+    options.multipart = options.gateway_crashes;
     if let Ok(filter) = std::env::var("SPINDLE_LOG") {
         tracing_subscriber::fmt().with_timer(SimTime).with_ansi(false).with_env_filter(tracing_subscriber::EnvFilter::new(filter)).with_writer(std::io::stderr).init();
     }

@@ -1,6 +1,7 @@
 //! Simulated S3 gateways: the gateway's own operations (`spindle_s3::Embedded`: PutObject,
 //! GetObject, DeleteObject and its sweeper) on hosts of their own, each over its own cluster
-//! client and with its wall clock skewed by an offset drawn from the seed. Objects are a few
+//! client and with its wall clock skewed by an offset drawn from the seed, crashing and
+//! starting again at moments drawn from it. Objects are a few
 //! chunks long and their bytes follow from a number unique in the run, so that a GET tells a
 //! whole object from a mix of two or a cut one; each operation goes into the history as a
 //! write or a read of that number (a delete writes "absent"). Once the cluster has settled,
@@ -17,7 +18,10 @@ use futures_util::StreamExt;
 use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use s3s::dto::{CreateBucketInput, DeleteObjectInput, GetObjectInput, HeadBucketInput, PutObjectInput, StreamingBlob};
+use s3s::dto::{
+    AbortMultipartUploadInput, CompleteMultipartUploadInput, CompletedMultipartUpload, CompletedPart, CreateBucketInput, CreateMultipartUploadInput, DeleteObjectInput, GetObjectInput, HeadBucketInput,
+    PutObjectInput, StreamingBlob, UploadPartInput,
+};
 use s3s::{S3ErrorCode, S3};
 use spindle_cluster::history::{Event, Op};
 use spindle_cluster::store::Store;
@@ -33,6 +37,10 @@ pub const FIRST_OBJECT: u64 = 1 << 20;
 const CHUNK: usize = 64;
 /// An object is 8 bytes (its number) up to this many chunks.
 const MOST_CHUNKS: usize = 8;
+/// The least part of a multipart upload but the last (the embedded gateway's setting), and
+/// the most parts an object is cut into.
+const MIN_PART: usize = 40;
+const MOST_PARTS: u64 = 4;
 /// How long unreferenced data is kept, and how often each gateway sweeps.
 pub const GRACE: Duration = Duration::from_secs(2);
 const SWEEP_EVERY: Duration = Duration::from_millis(200);
@@ -101,65 +109,173 @@ fn now_micros() -> u64 {
     crate::etcd::now().as_micros() as u64
 }
 
-/// A gateway over `store`: creates the bucket if no other has, sweeps every second, and runs
-/// `ops` operations, `workers` at a time. A GET that returns anything but a whole object
-/// goes into `broken`.
-#[allow(clippy::too_many_arguments, reason = "one gateway's settings, each a plain value")]
-pub async fn gateway(store: Store, history: Arc<History>, writer: u64, objects: u64, ops: u64, workers: u64, seed: u64, skew_ms: i64, broken: Arc<Mutex<Option<String>>>) -> Result<(), spindle_s3::GatewayError> {
-    skew_this_host(skew_ms);
-    let gateway = Arc::new(open(store, seed).await?);
+/// The most times a gateway crashes in a run (with `Options::gateway_crashes`), how long each
+/// of its lives lasts before that, and how long it stays down.
+const MOST_CRASHES: u64 = 3;
+const LIFE_MS: std::ops::Range<u64> = 300..4_000;
+const DOWN_MS: std::ops::Range<u64> = 20..1_500;
+
+/// What one gateway is: its history writer number, the objects it works on, its operations
+/// and how many at a time, its seed and clock skew, and whether it crashes.
+pub struct Plan {
+    pub writer: u64,
+    pub objects: u64,
+    pub ops: u64,
+    pub workers: u64,
+    pub seed: u64,
+    pub skew_ms: i64,
+    pub crashes: bool,
+    /// Some PUTs are multipart uploads.
+    pub multipart: bool,
+}
+
+/// A gateway: creates the bucket if no other has, sweeps every `SWEEP_EVERY`, and runs the
+/// plan's operations, its workers at a time. With crashes, a life of the gateway ends at a
+/// moment drawn from the seed as a process's would: every request in flight and its sweeper
+/// dropped wherever they stand (a write's outcome unknown), its cluster client with them;
+/// after a while down it starts again over a new cluster client (`open_store`, given the
+/// life's number) and goes on with the operations left. A GET that returns anything but a
+/// whole object goes into `broken`; each crash goes into `crashed`.
+pub async fn gateway<F, Fut>(open_store: F, history: Arc<History>, plan: Plan, broken: Arc<Mutex<Option<String>>>, crashed: Arc<Mutex<Vec<String>>>) -> Result<(), spindle_s3::GatewayError>
+where
+    F: Fn(u64) -> Fut,
+    Fut: std::future::Future<Output = Store>,
+{
+    skew_this_host(plan.skew_ms);
+    let workers = plan.workers.max(1);
+    let states: Vec<Arc<Mutex<Worker>>> = (0..workers)
+        .map(|w| {
+            let left = plan.ops / workers + u64::from(w < plan.ops % workers);
+            let rng = StdRng::seed_from_u64(plan.seed.wrapping_add(w.wrapping_mul(0x9e37_79b9)));
+            Arc::new(Mutex::new(Worker { rng, writer: (plan.writer << 4) | w, n: 0, left }))
+        })
+        .collect();
+    let mut lives = StdRng::seed_from_u64(plan.seed ^ 0xc4a5);
+    for life in 0.. {
+        // A new process: a cluster client and data ids of its own.
+        let store = open_store(life).await;
+        let gateway = Arc::new(open(store, plan.seed ^ mix(life)).await?);
+        ensure_bucket(&gateway).await;
+        let up = async {
+            let runs = states.iter().map(|state| worker(gateway.clone(), history.clone(), plan.objects, plan.multipart, state.clone(), broken.clone()));
+            futures_util::future::join_all(runs).await;
+        };
+        let sweeper = {
+            let gateway = gateway.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(SWEEP_EVERY).await;
+                    let _ = gateway.sweep().await;
+                }
+            })
+        };
+        let ends = plan.crashes && life < MOST_CRASHES;
+        let life_ms = lives.random_range(LIFE_MS);
+        let down_ms = lives.random_range(DOWN_MS);
+        let finished = if ends {
+            // Biased: tokio's select otherwise polls its branches in an order of its own
+            // random draw, and the run would not replay.
+            tokio::select! {
+                biased;
+                () = up => true,
+                () = tokio::time::sleep(Duration::from_millis(life_ms)) => false,
+            }
+        } else {
+            up.await;
+            true
+        };
+        sweeper.abort();
+        if finished {
+            return Ok(());
+        }
+        let left: u64 = states.iter().map(|s| s.lock().left).sum();
+        crashed.lock().push(format!("{}: gateway writer {:#x} crashed ({left} operations left), down for {down_ms}ms", crate::etcd::now().as_millis(), plan.writer));
+        drop(gateway);
+        tokio::time::sleep(Duration::from_millis(down_ms)).await;
+    }
+    Ok(())
+}
+
+async fn ensure_bucket(gateway: &Embedded) {
     loop {
         let head = HeadBucketInput { bucket: BUCKET.into(), ..Default::default() };
         if gateway.s3().head_bucket(Embedded::admin_request(head)).await.is_ok() {
-            break;
+            return;
         }
         let create = CreateBucketInput { bucket: BUCKET.into(), ..Default::default() };
         let _ = gateway.s3().create_bucket(Embedded::admin_request(create)).await;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let sweeper = {
-        let gateway = gateway.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(SWEEP_EVERY).await;
-                let _ = gateway.sweep().await;
-            }
-        })
-    };
-    let workers = workers.max(1);
-    let runs = (0..workers).map(|w| {
-        let share = ops / workers + u64::from(w < ops % workers);
-        worker(gateway.clone(), history.clone(), (writer << 4) | w, objects, share, seed.wrapping_add(w.wrapping_mul(0x9e37_79b9)), broken.clone())
-    });
-    futures_util::future::join_all(runs).await;
-    sweeper.abort();
-    Ok(())
 }
 
 /// A gateway over `store`, drawing its data ids from `seed`. (The cluster's largest value is
 /// a constant: opening asks no drive.)
 async fn open(store: Store, seed: u64) -> Result<Embedded, spindle_s3::GatewayError> {
-    Embedded::open(Kv::Cluster(store), CHUNK, GRACE, seed).await
+    Embedded::open(Kv::Cluster(store), CHUNK, MIN_PART as u64, GRACE, seed).await
 }
 
-async fn worker(gateway: Arc<Embedded>, history: Arc<History>, writer: u64, objects: u64, ops: u64, seed: u64, broken: Arc<Mutex<Option<String>>>) {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let mut n = 0u64;
-    for _ in 0..ops {
-        let object = rng.random_range(0..objects);
+/// One worker's course, kept across the gateway's crashes.
+struct Worker {
+    rng: StdRng,
+    writer: u64,
+    /// Values written so far.
+    n: u64,
+    /// Operations left.
+    left: u64,
+}
+
+/// A write in flight: recorded with its return once it has one, and as of unknown outcome if
+/// its future is dropped first (the gateway crashed under it).
+struct Pending<'a> {
+    history: &'a History,
+    event: Option<Event>,
+}
+
+impl Pending<'_> {
+    fn done(mut self, ok: bool) {
+        if let Some(mut event) = self.event.take() {
+            event.ret = ok.then(now_micros);
+            self.history.record(event);
+        }
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if let Some(event) = self.event.take() {
+            self.history.record(event);
+        }
+    }
+}
+
+async fn worker(gateway: Arc<Embedded>, history: Arc<History>, objects: u64, multipart: bool, state: Arc<Mutex<Worker>>, broken: Arc<Mutex<Option<String>>>) {
+    loop {
+        let (object, choice, v) = {
+            let mut w = state.lock();
+            if w.left == 0 {
+                return;
+            }
+            w.left -= 1;
+            let object = w.rng.random_range(0..objects);
+            let choice = w.rng.random_range(0..10);
+            if choice <= 4 {
+                w.n += 1;
+            }
+            (object, choice, (w.writer << 32) | w.n)
+        };
         let key = FIRST_OBJECT + object;
         let call = now_micros();
-        match rng.random_range(0..10) {
+        match choice {
             0..=4 => {
-                n += 1;
-                let v = (writer << 32) | n;
-                let ok = put(&gateway, object, v).await;
-                history.record(Event { key, op: Op::Write(Some(v)), call, ret: ok.then(now_micros) });
+                let pending = Pending { history: &history, event: Some(Event { key, op: Op::Write(Some(v)), call, ret: None }) };
+                let ok = if multipart && choice == 4 { put_in_parts(&gateway, object, v).await } else { put(&gateway, object, v).await };
+                pending.done(ok);
             }
             5 => {
+                let pending = Pending { history: &history, event: Some(Event { key, op: Op::Write(None), call, ret: None }) };
                 let input = DeleteObjectInput { bucket: BUCKET.into(), key: object_name(object), ..Default::default() };
                 let ok = gateway.s3().delete_object(Embedded::admin_request(input)).await.is_ok();
-                history.record(Event { key, op: Op::Write(None), call, ret: ok.then(now_micros) });
+                pending.done(ok);
             }
             _ => match get(&gateway, object).await {
                 Ok(Some(read)) => history.record(Event { key, op: Op::Read(read), call, ret: Some(now_micros()) }),
@@ -186,6 +302,64 @@ async fn put(gateway: &Embedded, object: u64, v: u64) -> bool {
     // As an HTTP client declares it (the gateway refuses a PUT that does not).
     request.headers.insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(len));
     gateway.s3().put_object(request).await.is_ok()
+}
+
+/// A multipart upload of object `v` as `object`: its body cut into up to `MOST_PARTS` parts
+/// (where, drawn from `v`), uploaded one by one, then completed; aborted if a step fails.
+async fn put_in_parts(gateway: &Embedded, object: u64, v: u64) -> bool {
+    let body = body_of(v);
+    let key = object_name(object);
+    let create = CreateMultipartUploadInput { bucket: BUCKET.into(), key: key.clone(), ..Default::default() };
+    let Ok(created) = gateway.s3().create_multipart_upload(Embedded::admin_request(create)).await else { return false };
+    let Some(upload) = created.output.upload_id else { return false };
+    let mut cuts = vec![0];
+    let mut rest = mix(v ^ 0x9a27);
+    for _ in 1..MOST_PARTS {
+        let at = cuts[cuts.len() - 1] + MIN_PART + (rest % (2 * MIN_PART as u64)) as usize;
+        rest /= 2 * MIN_PART as u64;
+        if at >= body.len() {
+            break;
+        }
+        cuts.push(at);
+    }
+    cuts.push(body.len());
+    let mut parts = Vec::new();
+    for (i, w) in cuts.windows(2).enumerate() {
+        let piece = body.slice(w[0]..w[1]);
+        let len = piece.len();
+        let number = i as i32 + 1;
+        let input = UploadPartInput {
+            bucket: BUCKET.into(),
+            key: key.clone(),
+            upload_id: upload.clone(),
+            part_number: number,
+            content_length: Some(len as i64),
+            body: Some(StreamingBlob::from(s3s::Body::from(piece))),
+            ..Default::default()
+        };
+        let mut request = Embedded::admin_request(input);
+        request.headers.insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(len));
+        match gateway.s3().upload_part(request).await {
+            Ok(out) => parts.push(CompletedPart { e_tag: out.output.e_tag, part_number: Some(number), ..Default::default() }),
+            Err(_) => return abort(gateway, &key, &upload).await,
+        }
+    }
+    let complete = CompleteMultipartUploadInput {
+        bucket: BUCKET.into(),
+        key: key.clone(),
+        upload_id: upload.clone(),
+        multipart_upload: Some(CompletedMultipartUpload { parts: Some(parts) }),
+        ..Default::default()
+    };
+    gateway.s3().complete_multipart_upload(Embedded::admin_request(complete)).await.is_ok()
+}
+
+/// Aborts an upload (its parts left to the sweeper if the abort fails too); `false`, the
+/// upload's outcome.
+async fn abort(gateway: &Embedded, key: &str, upload: &str) -> bool {
+    let input = AbortMultipartUploadInput { bucket: BUCKET.into(), key: key.to_owned(), upload_id: upload.to_owned(), ..Default::default() };
+    let _ = gateway.s3().abort_multipart_upload(Embedded::admin_request(input)).await;
+    false
 }
 
 /// What a GET met.
@@ -249,15 +423,21 @@ pub async fn check_settled(store: Store, history: &History, objects: u64, seed: 
     }
     let census = gateway.census().await.map_err(|e| format!("census: {e}"))?;
     if let Some(d) = census.missing().first() {
-        return Err(format!("a record references data {d:#x}, whose chunks are gone"));
+        let what = if census.in_parts.contains(d) { "an upload's part" } else { "an object" };
+        return Err(format!("a record ({what}) references data {d:#x}, whose chunks are gone"));
     }
     // The checker's clock is the simulation's own: an intent stamped by a gateway whose clock
     // ran ahead is old by it once the grace and that skew have passed. Then a first pass
-    // starts this gateway's watch of every intent, and a second, the grace later, collects.
+    // starts this gateway's watch of every intent and finishes completions that crashed
+    // (releasing their parts' data again: a new watch), a second, the grace later, collects
+    // the rest, and a third, the grace after it, what the first released.
     tokio::time::sleep(GRACE + Duration::from_millis(MOST_SKEW_MS as u64)).await;
-    gateway.sweep().await.map_err(|e| format!("sweep: {e}"))?;
-    tokio::time::sleep(GRACE).await;
-    gateway.sweep().await.map_err(|e| format!("sweep: {e}"))?;
+    for pass in 0..3 {
+        if pass > 0 {
+            tokio::time::sleep(GRACE).await;
+        }
+        gateway.sweep().await.map_err(|e| format!("sweep: {e}"))?;
+    }
     let census = gateway.census().await.map_err(|e| format!("census: {e}"))?;
     if let Some(d) = census.missing().first() {
         return Err(format!("after a sweep, a record references data {d:#x}, whose chunks are gone"));

@@ -13,9 +13,12 @@ fn a_seed_replays_exactly_whatever_ran_before_it() {
     assert_eq!(first.faults, second.faults);
     assert_eq!((first.events, first.digest), (second.events, second.digest), "the same seed ran differently");
 
-    // With S3 gateways: their data ids come from the seed too.
-    let options = Options { seed: 3, ops: 100, gateways: 2, ..Options::default() };
+    // With S3 gateways: their data, upload and version ids come from the seed too, and so do
+    // their crashes.
+    let options = Options { seed: 3, ops: 100, gateways: 2, gateway_crashes: true, multipart: true, ..Options::default() };
     let (first, second) = (run(&options).unwrap(), run(&options).unwrap());
+    assert!(first.faults.iter().any(|f| f.contains("gateway")), "seed 3 crashed no gateway");
+    assert_eq!(first.faults, second.faults);
     assert_eq!((first.events, first.digest), (second.events, second.digest), "the same seed with gateways ran differently");
 
     // Tokio numbers tasks from one counter for the whole process, and how a crashed host's

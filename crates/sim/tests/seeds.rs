@@ -57,16 +57,23 @@ fn a_budget_of_seeds_with_lossy_links_keeps_every_history_linearizable() {
 const SLOW_SEEDS: std::ops::RangeInclusive<u64> = 1..=2;
 const SLOW_OPS: u64 = 150;
 
+/// Seeds with slow links that found a defect, and the operations per client.
+const FOUND_SLOW: &[(u64, u64)] = &[(243, 400)];
+
 #[test]
 fn a_budget_of_seeds_with_slow_links_keeps_every_history_linearizable() {
     let seeds = SLOW_SEEDS.count() as u64;
     let (operations, faults) = budget(SLOW_SEEDS, |seed| Options { ops: SLOW_OPS, slow_links: true, ..Options::churn(seed) }, " --churn --slow");
+    for &(seed, ops) in FOUND_SLOW {
+        budget(seed..=seed, |seed| Options { ops, slow_links: true, ..Options::churn(seed) }, " --churn --slow");
+    }
     assert!(operations > seeds * SLOW_OPS, "only {operations} operations in {seeds} seeds");
     assert!(faults > seeds * 5, "only {faults} faults in {seeds} seeds");
 }
 
-/// Seeds run with two S3 gateways beside the key-value clients (`Options::gateways`), and the
-/// operations each gateway and client runs.
+/// Seeds run with two S3 gateways beside the key-value clients (`Options::gateways`), which
+/// crash and start again and upload some objects in parts, and the operations each gateway
+/// and client runs.
 const S3_SEEDS: u64 = 4;
 const S3_OPS: u64 = 150;
 
@@ -75,9 +82,10 @@ const FOUND_S3: &[(u64, u64)] = &[(6, 200)];
 
 #[test]
 fn a_budget_of_seeds_with_s3_gateways_keeps_objects_whole_and_swept() {
-    let (operations, faults) = budget(1..=S3_SEEDS, |seed| Options { seed, ops: S3_OPS, gateways: 2, ..Options::default() }, " --s3");
+    let (operations, faults) = budget(1..=S3_SEEDS, |seed| Options { seed, ops: S3_OPS, gateways: 2, gateway_crashes: true, multipart: true, ..Options::default() }, " --s3");
+    // Found before gateways crashed: run as they were found.
     for &(seed, ops) in FOUND_S3 {
-        budget(seed..=seed, |seed| Options { seed, ops, gateways: 2, ..Options::default() }, " --s3");
+        budget(seed..=seed, |seed| Options { seed, ops, gateways: 2, ..Options::default() }, " --s3 --s3-as-found");
     }
     assert!(operations > S3_SEEDS * S3_OPS, "only {operations} operations in {S3_SEEDS} seeds");
     assert!(faults > S3_SEEDS * 5, "only {faults} faults in {S3_SEEDS} seeds");

@@ -9,7 +9,7 @@ use s3s::{s3_error, S3Request, S3Response, S3Result};
 
 use super::conditions::check_write;
 use super::convert::{hex, unhex};
-use super::limits::{part_number, LIST_FETCH, MIN_PART_BYTES};
+use super::limits::{part_number, LIST_FETCH};
 use super::lookup::Gateway;
 use crate::kv::{Cond, Durability, KvError, Pages};
 use crate::layout::{self, UploadId};
@@ -48,8 +48,8 @@ impl Gateway {
             chosen.push((n, record));
         }
         for (n, p) in &chosen[..chosen.len() - 1] {
-            if p.segment.size < MIN_PART_BYTES {
-                return Err(s3_error!(EntityTooSmall, "part {n} is {} bytes; every part but the last is at least {MIN_PART_BYTES}", p.segment.size));
+            if p.segment.size < self.core.min_part {
+                return Err(s3_error!(EntityTooSmall, "part {n} is {} bytes; every part but the last is at least {}", p.segment.size, self.core.min_part));
             }
         }
         let (if_match, if_none_match) = (i.if_match.clone(), i.if_none_match.clone());
@@ -175,7 +175,7 @@ impl Gateway {
 
 /// Completions that crashed after taking their upload: once older than the grace, their
 /// part records and upload record are cleaned away (the object keeps what it references).
-pub async fn finish_stale_completions(core: &Core) -> S3Result<u64> {
+pub(super) async fn finish_stale_completions(core: &Core) -> S3Result<u64> {
     let mut pages = Pages::new(layout::uploads(), crate::objects::PAGE);
     let mut finished = 0;
     while let Some(keys) = pages.next(&core.kv).await? {

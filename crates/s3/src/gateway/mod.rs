@@ -21,6 +21,7 @@ mod delete;
 mod errors;
 mod finish;
 mod limits;
+mod tidy;
 mod listings;
 mod lookup;
 mod multipart;
@@ -32,8 +33,9 @@ mod versions;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, S3};
 
-pub use finish::finish_stale_completions;
+pub use tidy::tidy_uploads;
 pub use lookup::Gateway;
+pub use limits::MIN_PART_BYTES;
 
 #[async_trait::async_trait]
 impl S3 for Gateway {

@@ -29,7 +29,7 @@ impl Gateway {
         let i = req.input;
         let tags = super::tagging::of_header(i.tagging.as_deref())?;
         let class = self.core.class_of(i.storage_class.as_ref().map(|c| c.as_str()))?;
-        let id: UploadId = rand::random();
+        let id: UploadId = self.core.draw();
         let record = UploadRecord {
             initiated_ms: records::now_ms(),
             attributes: Attributes {
@@ -139,6 +139,7 @@ impl Gateway {
             // Data the sweeper took while the part stalled is never recorded.
             intent = self.core.refresh_before_swap(data, &owner, &intent).await?;
             let cond = current.map_or(Cond::Absent, |c| Cond::Version(c.version));
+            tracing::debug!(data = %format!("{data:x}"), number, "part record written");
             match self.core.kv.put(&pkey, records::encode(record), cond, Durability::Through).await {
                 Ok(v) => {
                     committed = Some(v);
