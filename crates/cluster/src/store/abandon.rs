@@ -14,11 +14,11 @@
 //!   only if a write quorum holds it: chosen, whole);
 //! - a write quorum holds it: it was chosen, and is written back without the replaced member
 //!   (which took it and went on);
-//! - a replica holds a newer write of the key: that write is made chosen above the batch
-//!   (a newer batch settled as a reader settles it, whole), and the batch then matters no more
-//!   to this key;
-//! - anything else (a replica did not answer or promise, the write before it is itself a
-//!   batch not known chosen): undecided, and the reader tries again. Never written back half.
+//! - a replica holds a newer write of the key: that write is made chosen above the batch,
+//!   which then matters no more to this key;
+//! - anything else (a replica did not answer or promise, the newer write or the one before is
+//!   itself an unsettled batch): undecided, and the reader tries again. Never written back
+//!   half.
 //!
 //! Judged whatever map the batch was written under: every move makes each write chosen before
 //! it stand on a write quorum of the drives it moves to, so a chosen batch stands on a write
@@ -84,18 +84,9 @@ impl Store {
                 tracing::debug!(?batch, held = ?promised.iter().map(|(d, h, _)| (d, h.stamp())).collect::<Vec<_>>(), "undecided");
                 return Ok(Fate::Unknown);
             }
-            Verdict::Newer(stamp, value) if !stamp.identity.is_batch() => {
+            Verdict::Newer(stamp, value) => {
                 tracing::debug!(?batch, write = ?stamp.identity, ?dkey, "a newer write than the batch made chosen");
                 (stamp.identity, value)
-            }
-            Verdict::Newer(stamp, entry) => {
-                // A newer batch: settled as a reader settles it (written back whole, with its
-                // other members, or itself judged; tags grow along this recursion).
-                tracing::debug!(?batch, newer = ?stamp.identity, ?dkey, "a newer batch than the batch settled first");
-                let Some((holder, _, _)) = promised.iter().find(|(_, h, _)| h.holds(stamp.identity, stamp.ballot)) else { return Ok(Fate::Unknown) };
-                let known: BTreeMap<String, Held> = promised.iter().map(|(d, h, _)| (d.clone(), h.promised(ballot))).collect();
-                let settled = Box::pin(self.write_back_batch(map, partition, holder, dkey, stamp, &entry, known)).await?;
-                return Ok(Fate::Stands(settled.unwrap_or((stamp.identity, Some(entry)))));
             }
             Verdict::Never(Some((stamp, value))) => {
                 tracing::debug!(?batch, write = ?stamp.identity, ?dkey, "a batch that can never be chosen abandoned: the write before it stands");
@@ -117,8 +108,8 @@ enum Verdict {
     Never(Option<(Stamp, Bytes)>),
     /// Chosen: on a write quorum.
     Chosen,
-    /// A replica holds a newer write of the key: the highest any replica accepted, which a
-    /// round may make chosen (a batch's whole, with its other members).
+    /// A replica holds a newer write of the key, not a batch: the highest any replica
+    /// accepted, which a round may make chosen.
     Newer(Stamp, Bytes),
     Unknown,
 }
@@ -146,7 +137,7 @@ impl Judge<'_> {
             .filter_map(|(_, h, v)| h.stamp().filter(|s| s.identity != NOTHING && !s.identity.same_write(&batch) && s.ballot > held_at).map(|s| (s, v)))
             .max_by_key(|(s, _)| s.order());
         if let Some((s, v)) = newest {
-            return Verdict::Newer(s, v.clone());
+            return if s.identity.is_batch() { Verdict::Unknown } else { Verdict::Newer(s, v.clone()) };
         }
         let before = promised
             .iter()
@@ -241,10 +232,9 @@ mod tests {
         let newer = tag(12, Kind::Value);
         let held = [holding("a", batch), holding("b", newer), holding("c", old)];
         assert_eq!(verdict(&held, batch), Judged3::Newer(newer));
-        // A newer batch too (settled whole, as a reader settles it).
-        let newer = tag(12, Kind::BatchValue);
-        let held = [holding("a", batch), holding("b", newer), holding("c", old)];
-        assert_eq!(verdict(&held, batch), Judged3::Newer(newer));
+        // A newer batch is not made chosen on this key alone.
+        let held = [holding("a", batch), holding("b", tag(12, Kind::BatchValue)), holding("c", old)];
+        assert_eq!(verdict(&held, batch), Judged3::Unknown);
     }
 
     #[test]

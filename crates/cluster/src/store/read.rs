@@ -132,7 +132,7 @@ impl Store {
     /// quorum whatever became of the writer: left out unsettled, a reader of it could still
     /// get the value from before this batch after this read returned the batch.
     #[allow(clippy::too_many_arguments, reason = "one read's state, as settle has it")]
-    pub(super) async fn write_back_batch(
+    async fn write_back_batch(
         &self,
         map: &Arc<ClusterMap>,
         partition: u32,

@@ -25,7 +25,7 @@ pub struct Tidied {
 /// One pass over the uploads (run by every sweeper after its pass over the intents).
 pub async fn tidy_uploads(core: &Core) -> S3Result<Tidied> {
     let completions = finish_stale_completions(core).await?;
-    let orphans = if std::env::var("NO_ORPHANS").is_ok() { 0 } else { delete_orphaned_parts(core).await? };
+    let orphans = delete_orphaned_parts(core).await?;
     Ok(Tidied { completions, orphans })
 }
 
