@@ -68,9 +68,7 @@ impl Core {
             if !now && (u128::from(age) < self.grace.as_millis() || !self.watched_for_grace(data, &stored.version)) {
                 return Ok(0);
             }
-            tracing::debug!(data = %format!("{data:x}"), part = ?intent.owner.part, "sweep: judging");
             if self.referenced(&intent.owner, data).await? {
-                tracing::debug!(data = %format!("{data:x}"), "sweep: referenced");
                 let _ = self.kv.delete(&key, Cond::Version(stored.version), Durability::Through).await;
                 self.watched.lock().remove(&data);
                 return Ok(0);
@@ -83,7 +81,6 @@ impl Core {
                 Err(e) => return Err(e.into()),
             }
         }
-        tracing::debug!(data = %format!("{data:x}"), "sweep: unreferenced data deleted");
         let (start, end) = layout::chunks(data);
         let mut deleted = 0;
         loop {

@@ -87,9 +87,7 @@ impl Store {
         let after: Arc<BTreeMap<String, Held>> = Arc::new(promised.iter().map(|(d, h, _)| (d.clone(), h.promised(ballot))).collect());
         self.accept_decided(map, partition, &dkey, (&value, current.identity, ballot), after, Judged::Settle).await
     }
-}
 
-impl Store {
     /// `make_chosen` under `map`: the newest write any replica of the key's partition holds
     /// (every replica answering, the drives a move adds included), settled as a read settles
     /// it.

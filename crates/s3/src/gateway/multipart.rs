@@ -139,7 +139,6 @@ impl Gateway {
             // Data the sweeper took while the part stalled is never recorded.
             intent = self.core.refresh_before_swap(data, &owner, &intent).await?;
             let cond = current.map_or(Cond::Absent, |c| Cond::Version(c.version));
-            tracing::debug!(data = %format!("{data:x}"), number, "part record written");
             match self.core.kv.put(&pkey, records::encode(record), cond, Durability::Through).await {
                 Ok(v) => {
                     committed = Some(v);

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use s3s::S3Result;
 
 use super::finish::{finish_stale_completions, upload_parts_of};
-use crate::kv::{Cond, Durability, KvError, Pages};
+use crate::kv::{Cond, Durability, Pages};
 use crate::layout::{self, UploadId};
 use crate::objects::{Core, PAGE};
 
@@ -62,13 +62,12 @@ async fn delete_orphaned_parts(core: &Core) -> S3Result<u64> {
     }
     let mut deleted = 0;
     for id in with_parts {
-        tracing::debug!(upload = %layout::upload_id_text(id), "sweep: part records of an ended upload");
         let mut records = Pages::new(layout::parts(id, 0, u32::MAX), PAGE);
         while let Some(keys) = records.next(&core.kv).await? {
             for k in &keys {
                 match core.kv.delete(k, Cond::Any, Durability::Through).await {
                     Ok(true) => deleted += 1,
-                    Ok(false) | Err(KvError::Mismatch) => {}
+                    Ok(false) => {}
                     Err(e) => return Err(e.into()),
                 }
             }
