@@ -43,6 +43,12 @@ const CLUSTER: &str = "sim";
 const PARTITIONS: u32 = 16;
 const REPLICAS: u8 = 3;
 const WRITE_QUORUM: u8 = 2;
+/// How long a drive is silent before a coordinator marks it down.
+const DOWN_AFTER: Duration = Duration::from_millis(800);
+/// How long the cluster must look settled before the checks start: longer than a silent
+/// drive takes to be marked down, so that a view from before the faults were healed (a drive
+/// that hung or crashed a moment before, still shown up) is not taken for the settled one.
+const SETTLED_FOR: Duration = Duration::from_secs(2);
 /// Longest the cluster may take, in simulated time, to settle once every fault is healed:
 /// only a liveness defect exceeds it.
 const SETTLE_WITHIN: Duration = Duration::from_secs(300);
@@ -233,7 +239,7 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
                 let config = CoordinatorConfig {
                     name: name.clone(),
                     probe_interval: Duration::from_millis(100),
-                    down_after: Duration::from_millis(800),
+                    down_after: DOWN_AFTER,
                     lease_ttl: Duration::from_secs(2),
                     replace_after: Duration::from_secs(20),
                     migrate_rate: 0,
@@ -312,9 +318,15 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
             heal.store(true, Ordering::Release);
             let control = Control::over(etcd.plane("checker"), CLUSTER)?;
             let started = etcd::now();
+            let mut since = None;
             loop {
                 if settled(&control).await.is_some() {
-                    break;
+                    let since = *since.get_or_insert(etcd::now());
+                    if etcd::now() - since >= SETTLED_FOR {
+                        break;
+                    }
+                } else {
+                    since = None;
                 }
                 if etcd::now() - started > SETTLE_WITHIN {
                     *verdict.lock() = Some(format!("the cluster did not settle within {SETTLE_WITHIN:?} of the faults' end"));
@@ -384,6 +396,9 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
         if heal.load(Ordering::Acquire) {
             if !healed {
                 faults.heal_all(&mut sim, &cast);
+                // Links stop failing at random too (those failed now are repaired as before):
+                // the checks run on a cluster with no fault left.
+                sim.set_fail_rate(0.0);
                 healed = true;
             }
         } else if options.faults && ready.load(Ordering::Acquire) {

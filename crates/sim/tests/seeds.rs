@@ -79,6 +79,9 @@ const S3_OPS: u64 = 150;
 
 /// Seeds with gateways that found a defect, and the operations per client and gateway.
 const FOUND_S3: &[(u64, u64)] = &[(6, 200)];
+/// Seeds that found a defect with gateways crashing and uploading in parts (`--s3`), with
+/// their operations per client.
+const FOUND_S3_CRASHING: &[(u64, u64)] = &[(30, 200)];
 
 #[test]
 fn a_budget_of_seeds_with_s3_gateways_keeps_objects_whole_and_swept() {
@@ -86,6 +89,9 @@ fn a_budget_of_seeds_with_s3_gateways_keeps_objects_whole_and_swept() {
     // Found before gateways crashed: run as they were found.
     for &(seed, ops) in FOUND_S3 {
         budget(seed..=seed, |seed| Options { seed, ops, gateways: 2, ..Options::default() }, " --s3 --s3-as-found");
+    }
+    for &(seed, ops) in FOUND_S3_CRASHING {
+        budget(seed..=seed, |seed| Options { seed, ops, gateways: 2, gateway_crashes: true, multipart: true, ..Options::default() }, " --s3");
     }
     assert!(operations > S3_SEEDS * S3_OPS, "only {operations} operations in {S3_SEEDS} seeds");
     assert!(faults > S3_SEEDS * 5, "only {faults} faults in {S3_SEEDS} seeds");

@@ -11,14 +11,17 @@
 //!
 //! - fewer than a write quorum hold it and nothing newer: it was never chosen, and the key's
 //!   write from before it is made chosen in its place, on every replica (a batch before it
-//!   only if a write quorum holds it: chosen, whole);
+//!   whole, with its other members, passing over this one: a replica that now holds this
+//!   batch may have held that one, chosen; one no longer whole on its holder is passed over
+//!   too where too few replicas may have held it);
 //! - a write quorum holds it: it was chosen, and is written back without the replaced member
 //!   (which took it and went on);
-//! - a replica holds a newer write of the key: that write is made chosen above the batch,
-//!   which then matters no more to this key;
-//! - anything else (a replica did not answer or promise, the newer write or the one before is
-//!   itself an unsettled batch): undecided, and the reader tries again. Never written back
-//!   half.
+//! - a replica holds a newer write of the key: that write is made chosen above the batch
+//!   (a newer batch settled as a reader settles it, whole), and the batch then matters no more
+//!   to this key;
+//! - anything else (a replica did not answer or promise, a batch before it that may have been
+//!   chosen but is no longer whole on its holder): undecided, and the reader tries again.
+//!   Never written back half.
 //!
 //! Judged whatever map the batch was written under: every move makes each write chosen before
 //! it stand on a write quorum of the drives it moves to, so a chosen batch stands on a write
@@ -26,6 +29,7 @@
 //! without a member are made only of a batch known chosen.
 
 use super::*;
+use crate::stamp::ballot_of;
 
 /// What every replica of a key shows of a batch met there with a member overwritten.
 #[derive(Debug)]
@@ -78,16 +82,39 @@ impl Store {
             return Ok(Fate::Unknown);
         }
         let judged = Judge { replicas: map.replicas_of(partition), write_quorum: usize::from(map.write_quorum) };
-        let (write, value) = match judged.verdict(&promised, batch) {
+        // Batches proven never chosen, passed over in turn while the write before each is a
+        // batch not on a write quorum.
+        let mut passed = vec![batch];
+        let mut verdict = judged.verdict(&promised, batch);
+        while let Verdict::Beneath(under) = verdict {
+            match self.learn_beneath(map, partition, dkey, &passed, under, &promised, &judged).await? {
+                Some(fate) => return Ok(fate),
+                None => {
+                    passed.push(under.identity);
+                    verdict = judged.before(&promised, &passed);
+                }
+            }
+        }
+        let (write, value) = match verdict {
             Verdict::Chosen => return Ok(Fate::Chosen),
             Verdict::Unknown => {
                 tracing::debug!(?batch, held = ?promised.iter().map(|(d, h, _)| (d, h.stamp())).collect::<Vec<_>>(), "undecided");
                 return Ok(Fate::Unknown);
             }
-            Verdict::Newer(stamp, value) => {
+            Verdict::Newer(stamp, value) if !stamp.identity.is_batch() => {
                 tracing::debug!(?batch, write = ?stamp.identity, ?dkey, "a newer write than the batch made chosen");
                 (stamp.identity, value)
             }
+            Verdict::Newer(stamp, entry) => {
+                // A newer batch: settled as a reader settles it (written back whole, with its
+                // other members, or itself judged; tags grow along this recursion).
+                tracing::debug!(?batch, newer = ?stamp.identity, ?dkey, "a newer batch than the batch settled first");
+                let Some((holder, _, _)) = promised.iter().find(|(_, h, _)| h.holds(stamp.identity, stamp.ballot)) else { return Ok(Fate::Unknown) };
+                let known: BTreeMap<String, Held> = promised.iter().map(|(d, h, _)| (d.clone(), h.promised(ballot))).collect();
+                let settled = Box::pin(self.write_back_batch(map, partition, holder, dkey, stamp, &entry, known)).await?;
+                return Ok(Fate::Stands(settled.unwrap_or((stamp.identity, Some(entry)))));
+            }
+            Verdict::Beneath(_) => unreachable!("decided above"),
             Verdict::Never(Some((stamp, value))) => {
                 tracing::debug!(?batch, write = ?stamp.identity, ?dkey, "a batch that can never be chosen abandoned: the write before it stands");
                 (stamp.identity, value)
@@ -99,6 +126,84 @@ impl Store {
         self.accept_decided(map, partition, dkey, (&value, write, ballot), after, Judged::Settle).await?;
         Ok(Fate::Stands((write, Some(value))))
     }
+
+    /// The batches `passed` proven never chosen, with `under` the write before them, a batch
+    /// not on a write quorum: made chosen whole in their place (a round over every replica for
+    /// all of its keys, `passed` passed over) from a holder that has it whole. Not whole there
+    /// (a member overwritten since), it is proven never chosen if too few replicas may have held
+    /// it (`None`: look below it), else undecided.
+    #[allow(clippy::too_many_arguments, reason = "one abandoning's state")]
+    async fn learn_beneath(
+        &self,
+        map: &Arc<ClusterMap>,
+        partition: u32,
+        dkey: &Bytes,
+        passed: &[Tag],
+        under: Stamp,
+        promised: &[(String, Held, Bytes)],
+        judged: &Judge<'_>,
+    ) -> Result<Option<Fate>, OpError> {
+        let Some((holder, _, entry)) = promised.iter().find(|(_, h, _)| h.holds(under.identity, under.ballot)) else { return Ok(Some(Fate::Unknown)) };
+        let c = self.connection(map, holder, Lane::Writes).await.map_err(|e| OpError::from_client(holder, e))?;
+        let whole = crate::repair::batch_of(partition, &c, dkey, under, entry).await.map_err(|e| OpError::from_client(holder, e))?;
+        let Some((entries, _)) = whole.filter(|(_, replaced)| replaced.is_empty()) else {
+            if self.may_have_been_chosen(map, partition, dkey, under, entry, promised, judged).await? {
+                tracing::debug!(?passed, under = ?under.identity, "undecided: the batch before it is not whole on its holder");
+                return Ok(Some(Fate::Unknown));
+            }
+            return Ok(None);
+        };
+        tracing::debug!(?passed, under = ?under.identity, ?dkey, "batches that can never be chosen abandoned: the batch before them made chosen whole");
+        Ok(Some(match self.learn_batch(map, partition, Arc::new(entries), Reach::Every, passed).await {
+            Ok(()) => Fate::Stands((under.identity, Some(entry.clone()))),
+            Err(OpError::Changed) => Fate::Unknown,
+            Err(e) => return Err(e),
+        }))
+    }
+
+    /// Whether a write quorum of the replicas may have held `batch` (met for `dkey` with
+    /// `entry`), every replica having promised above it for `dkey`: its holders, and each
+    /// replica that stands above it for `dkey` unless one of the batch's other keys stands
+    /// below it there (a replica takes a batch whole, and a key's ballot only grows).
+    #[allow(clippy::too_many_arguments, reason = "one abandoning's state")]
+    async fn may_have_been_chosen(
+        &self,
+        map: &Arc<ClusterMap>,
+        partition: u32,
+        dkey: &Bytes,
+        batch: Stamp,
+        entry: &Bytes,
+        promised: &[(String, Held, Bytes)],
+        judged: &Judge<'_>,
+    ) -> Result<bool, OpError> {
+        let Some((members, _)) = batch::decode_entry(entry) else { return Err(undecodable(dkey)) };
+        let others: Vec<Bytes> = members.iter().map(|m| map::drive_key(partition, m)).filter(|k| k != dkey).collect();
+        let mut may = 0;
+        for (drive, held, _) in promised.iter().filter(|(d, _, _)| judged.replicas.contains(d)) {
+            let held_it = match may_have_held(held, batch.identity) {
+                Some(known) => known,
+                None => {
+                    let c = self.connection(map, drive, Lane::Writes).await.map_err(|e| OpError::from_client(drive, e))?;
+                    let members = replica::held_many(&c, &others).await.map_err(|e| OpError::from_client(drive, e))?;
+                    members.iter().all(|m| may_have_held(m, batch.identity) != Some(false))
+                }
+            };
+            may += usize::from(held_it);
+        }
+        Ok(may >= judged.write_quorum.min(judged.replicas.len().max(1)))
+    }
+}
+
+/// Whether a replica holding `held` for one of `batch`'s keys may have held the batch:
+/// `Some(true)` it holds it, `Some(false)` it never took it (nothing there, or a ballot below
+/// the lowest the batch is accepted under: a key's ballot on a replica only grows), `None`
+/// it stands above it and may have held it before.
+fn may_have_held(held: &Held, batch: Tag) -> Option<bool> {
+    let Some(s) = held.stamp() else { return Some(false) };
+    if s.identity.same_write(&batch) {
+        return Some(true);
+    }
+    if s.ballot >= ballot_of(batch) { None } else { Some(false) }
 }
 
 /// What every replica's holding (after promising) proves of a batch.
@@ -106,10 +211,13 @@ impl Store {
 enum Verdict {
     /// Never chosen: the write before it (`None`: there was none), to stand in its place.
     Never(Option<(Stamp, Bytes)>),
+    /// Never chosen, and the write before it a batch not on a write quorum, which may have
+    /// been chosen (a replica holding this batch may have held it): made chosen whole.
+    Beneath(Stamp),
     /// Chosen: on a write quorum.
     Chosen,
-    /// A replica holds a newer write of the key, not a batch: the highest any replica
-    /// accepted, which a round may make chosen.
+    /// A replica holds a newer write of the key: the highest any replica accepted, which a
+    /// round may make chosen (a batch's whole, with its other members).
     Newer(Stamp, Bytes),
     Unknown,
 }
@@ -137,17 +245,23 @@ impl Judge<'_> {
             .filter_map(|(_, h, v)| h.stamp().filter(|s| s.identity != NOTHING && !s.identity.same_write(&batch) && s.ballot > held_at).map(|s| (s, v)))
             .max_by_key(|(s, _)| s.order());
         if let Some((s, v)) = newest {
-            return if s.identity.is_batch() { Verdict::Unknown } else { Verdict::Newer(s, v.clone()) };
+            return Verdict::Newer(s, v.clone());
         }
+        self.before(promised, &[batch])
+    }
+
+    /// What stands in place of the batches `passed`, each proven never chosen: the newest
+    /// write any replica holds besides them.
+    fn before(&self, promised: &[(String, Held, Bytes)], passed: &[Tag]) -> Verdict {
         let before = promised
             .iter()
-            .filter_map(|(_, h, v)| h.stamp().filter(|s| s.identity != NOTHING && !s.identity.same_write(&batch)).map(|s| (s, v.clone())))
+            .filter_map(|(_, h, v)| h.stamp().filter(|s| s.identity != NOTHING && !passed.iter().any(|p| s.identity.same_write(p))).map(|s| (s, v.clone())))
             .max_by_key(|(s, _)| s.order());
         match before {
             // A batch not yet chosen below it: accepted again alone it would be half a batch. One
             // on a write quorum was chosen whole (each replica took all of its keys at once), and
             // stands in the abandoned batch's place as any chosen write does.
-            Some((s, _)) if s.identity.is_batch() && !self.stands(promised, s.identity) => Verdict::Unknown,
+            Some((s, _)) if s.identity.is_batch() && !self.stands(promised, s.identity) => Verdict::Beneath(s),
             other => Verdict::Never(other),
         }
     }
@@ -186,6 +300,7 @@ mod tests {
         let replicas: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
         match (Judge { replicas: &replicas, write_quorum: 2 }).verdict(held, batch) {
             Verdict::Never(before) => Judged3::Never(before.map(|(s, _)| s.identity)),
+            Verdict::Beneath(s) => Judged3::Beneath(s.identity),
             Verdict::Chosen => Judged3::Chosen,
             Verdict::Newer(s, _) => Judged3::Newer(s.identity),
             Verdict::Unknown => Judged3::Unknown,
@@ -195,6 +310,7 @@ mod tests {
     #[derive(Debug, PartialEq)]
     enum Judged3 {
         Never(Option<Tag>),
+        Beneath(Tag),
         Chosen,
         Newer(Tag),
         Unknown,
@@ -218,6 +334,20 @@ mod tests {
     }
 
     #[test]
+    fn a_replica_may_have_held_a_batch_only_if_every_key_stands_at_or_above_it() {
+        let batch = tag(10, Kind::BatchValue);
+        let stamp = |identity: Tag, ballot: Tag| Held::from_version(Stamp { identity, ballot, promise: None }.encode());
+        assert_eq!(may_have_held(&holding("a", batch).1, batch), Some(true));
+        assert_eq!(may_have_held(&Held::Absent, batch), Some(false));
+        assert_eq!(may_have_held(&holding("a", tag(9, Kind::Value)).1, batch), Some(false));
+        assert_eq!(may_have_held(&holding("a", tag(12, Kind::Value)).1, batch), None);
+        // Written back under a later ballot: still may, from its own tag up.
+        let later = tag(14, Kind::Value);
+        assert_eq!(may_have_held(&stamp(batch, later), batch), Some(true));
+        assert_eq!(may_have_held(&stamp(tag(5, Kind::Value), tag(10, Kind::Value)), batch), None);
+    }
+
+    #[test]
     fn a_batch_on_a_write_quorum_was_chosen() {
         let batch = tag(10, Kind::BatchValue);
         let old = tag(5, Kind::Value);
@@ -232,18 +362,27 @@ mod tests {
         let newer = tag(12, Kind::Value);
         let held = [holding("a", batch), holding("b", newer), holding("c", old)];
         assert_eq!(verdict(&held, batch), Judged3::Newer(newer));
-        // A newer batch is not made chosen on this key alone.
-        let held = [holding("a", batch), holding("b", tag(12, Kind::BatchValue)), holding("c", old)];
-        assert_eq!(verdict(&held, batch), Judged3::Unknown);
+        // A newer batch too (settled whole, as a reader settles it).
+        let newer = tag(12, Kind::BatchValue);
+        let held = [holding("a", batch), holding("b", newer), holding("c", old)];
+        assert_eq!(verdict(&held, batch), Judged3::Newer(newer));
     }
 
     #[test]
-    fn an_unsettled_batch_before_it_leaves_it_undecided() {
-        // The write before it is a batch not yet chosen: alone it would be half a batch.
+    fn an_unsettled_batch_before_it_is_made_chosen_whole() {
+        // The write before it is a batch not yet chosen: alone it would be half a batch, and
+        // a replica holding the batch may have held it (--lossy seed 16).
         let batch = tag(10, Kind::BatchValue);
         let old = tag(5, Kind::Value);
-        let held = [holding("a", batch), holding("b", tag(8, Kind::BatchValue)), holding("c", old)];
-        assert_eq!(verdict(&held, batch), Judged3::Unknown);
+        let before = tag(8, Kind::BatchValue);
+        let held = [holding("a", batch), holding("b", before), holding("c", old)];
+        assert_eq!(verdict(&held, batch), Judged3::Beneath(before));
+    }
+
+    #[test]
+    fn a_batch_no_longer_held_leaves_it_undecided() {
+        let batch = tag(10, Kind::BatchValue);
+        let old = tag(5, Kind::Value);
         // Overwritten everywhere since the read: read again.
         let held = [holding("a", old), holding("b", old), holding("c", old)];
         assert_eq!(verdict(&held, batch), Judged3::Unknown);
@@ -257,9 +396,10 @@ mod tests {
         let chosen = tag(60, Kind::BatchValue);
         let held = [holding("a", batch), holding("b", chosen), holding("c", chosen)];
         assert_eq!(verdict(&held, batch), Judged3::Never(Some(chosen)));
-        // On a write quorum only with a drive the partition moves to: not known chosen.
+        // On a write quorum only with a drive the partition moves to: not known chosen, made
+        // chosen whole.
         let held = [holding("a", batch), holding("b", chosen), holding("c", tag(58, Kind::Value)), holding("d", chosen)];
-        assert_eq!(verdict(&held, batch), Judged3::Unknown);
+        assert_eq!(verdict(&held, batch), Judged3::Beneath(chosen));
     }
 
     #[test]

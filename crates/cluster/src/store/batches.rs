@@ -165,12 +165,22 @@ impl Store {
     /// promises a ballot above every position it holds for the batch's keys; if each key's
     /// highest accepted write among them is still the batch's, the entries are accepted again,
     /// whole, under that ballot (their identities kept), by every replica that answers (a
-    /// write quorum at least). Anything newer met on the way: read again.
-    pub(super) async fn learn_batch(&self, map: &Arc<ClusterMap>, partition: u32, entries: Arc<Vec<BatchEntry>>, reach: Reach) -> Result<(), OpError> {
+    /// write quorum at least). Anything newer met on the way: read again. Writes proven never
+    /// chosen (`passed_over`, above the batch on some replica) do not count as a key's current
+    /// write, and are overwritten.
+    pub(super) async fn learn_batch(
+        &self,
+        map: &Arc<ClusterMap>,
+        partition: u32,
+        entries: Arc<Vec<BatchEntry>>,
+        reach: Reach,
+        passed_over: &[Tag],
+    ) -> Result<(), OpError> {
         let dkeys: Arc<Vec<Bytes>> = Arc::new(entries.iter().map(|(k, _, _)| k.clone()).collect());
         let (ballot, promised) = self.promise_keys(map, partition, &dkeys, reach).await?;
+        let counts = |s: &Stamp| s.identity != NOTHING && !passed_over.iter().any(|x| s.identity.same_write(x));
         for (i, (_, _, tag)) in entries.iter().enumerate() {
-            let current = promised.iter().filter_map(|(_, h)| h[i].stamp().filter(|s| s.identity != NOTHING)).max_by_key(Stamp::order);
+            let current = promised.iter().filter_map(|(_, h)| h[i].stamp().filter(counts)).max_by_key(Stamp::order);
             if current.map(|s| s.identity) != Some(*tag) {
                 return Err(OpError::Changed);
             }

@@ -132,7 +132,7 @@ impl Store {
     /// quorum whatever became of the writer: left out unsettled, a reader of it could still
     /// get the value from before this batch after this read returned the batch.
     #[allow(clippy::too_many_arguments, reason = "one read's state, as settle has it")]
-    async fn write_back_batch(
+    pub(super) async fn write_back_batch(
         &self,
         map: &Arc<ClusterMap>,
         partition: u32,
@@ -200,7 +200,7 @@ impl Store {
             // A replica's promise (a round's, maybe one that never finished) refuses the
             // batch's own ballot: a round above it makes the batch chosen, as a single key's
             // refused write-back goes on with a round.
-            Err(OpError::Changed) if refused => self.learn_batch(map, partition, entries, Reach::Quorum).await.map(|()| None),
+            Err(OpError::Changed) if refused => self.learn_batch(map, partition, entries, Reach::Quorum, &[]).await.map(|()| None),
             other => other.map(|()| None),
         }
     }
