@@ -82,16 +82,17 @@ impl Store {
             return Ok(Fate::Unknown);
         }
         let judged = Judge { replicas: map.replicas_of(partition), write_quorum: usize::from(map.write_quorum) };
-        // Batches proven never chosen, passed over in turn while the write before each is a
-        // batch not on a write quorum.
-        let mut passed = vec![batch];
+        // Batches proven never chosen (up to this ballot: a round above it may take one up
+        // again), passed over in turn while the write before each is a batch not on a write
+        // quorum.
+        let mut passed = vec![(batch, ballot)];
         let mut verdict = judged.verdict(&promised, batch);
         while let Verdict::Beneath(under) = verdict {
             match self.learn_beneath(map, partition, dkey, &passed, under, &promised, &judged).await? {
                 Some(fate) => return Ok(fate),
                 None => {
-                    passed.push(under.identity);
-                    verdict = judged.before(&promised, &passed);
+                    passed.push((under.identity, ballot));
+                    verdict = judged.before(&promised, &passed.iter().map(|(t, _)| *t).collect::<Vec<_>>());
                 }
             }
         }
@@ -138,7 +139,7 @@ impl Store {
         map: &Arc<ClusterMap>,
         partition: u32,
         dkey: &Bytes,
-        passed: &[Tag],
+        passed: &[(Tag, Tag)],
         under: Stamp,
         promised: &[(String, Held, Bytes)],
         judged: &Judge<'_>,
@@ -147,7 +148,8 @@ impl Store {
         let c = self.connection(map, holder, Lane::Writes).await.map_err(|e| OpError::from_client(holder, e))?;
         let whole = crate::repair::batch_of(partition, &c, dkey, under, entry).await.map_err(|e| OpError::from_client(holder, e))?;
         let Some((entries, _)) = whole.filter(|(_, replaced)| replaced.is_empty()) else {
-            if self.may_have_been_chosen(map, partition, dkey, under, entry, promised, judged).await? {
+            // Not known (a replica did not answer either): undecided, as any such abandoning.
+            if self.may_have_been_chosen(map, partition, dkey, under, entry, promised, judged).await.unwrap_or(true) {
                 tracing::debug!(?passed, under = ?under.identity, "undecided: the batch before it is not whole on its holder");
                 return Ok(Some(Fate::Unknown));
             }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::stamp::ballot_of;
 use crate::BatchError;
 
 impl Store {
@@ -166,19 +167,20 @@ impl Store {
     /// highest accepted write among them is still the batch's, the entries are accepted again,
     /// whole, under that ballot (their identities kept), by every replica that answers (a
     /// write quorum at least). Anything newer met on the way: read again. Writes proven never
-    /// chosen (`passed_over`, above the batch on some replica) do not count as a key's current
-    /// write, and are overwritten.
+    /// chosen up to a ballot (`passed_over`: each with an abandoning's ballot, above the batch
+    /// on some replica) do not count as a key's current write, and are overwritten; accepted
+    /// again above that ballot (a round took one up since), they count.
     pub(super) async fn learn_batch(
         &self,
         map: &Arc<ClusterMap>,
         partition: u32,
         entries: Arc<Vec<BatchEntry>>,
         reach: Reach,
-        passed_over: &[Tag],
+        passed_over: &[(Tag, Tag)],
     ) -> Result<(), OpError> {
         let dkeys: Arc<Vec<Bytes>> = Arc::new(entries.iter().map(|(k, _, _)| k.clone()).collect());
         let (ballot, promised) = self.promise_keys(map, partition, &dkeys, reach).await?;
-        let counts = |s: &Stamp| s.identity != NOTHING && !passed_over.iter().any(|x| s.identity.same_write(x));
+        let counts = |s: &Stamp| counts_as_current(s, passed_over);
         for (i, (_, _, tag)) in entries.iter().enumerate() {
             let current = promised.iter().filter_map(|(_, h)| h[i].stamp().filter(counts)).max_by_key(Stamp::order);
             if current.map(|s| s.identity) != Some(*tag) {
@@ -203,6 +205,12 @@ impl Store {
     }
 }
 
+/// Whether a replica's write `s` counts as its key's current write in a round that passes over
+/// `passed_over` (writes proven never chosen, each up to a ballot).
+fn counts_as_current(s: &Stamp, passed_over: &[(Tag, Tag)]) -> bool {
+    s.identity != NOTHING && !passed_over.iter().any(|(x, up_to)| s.identity.same_write(x) && s.ballot <= ballot_of(*up_to))
+}
+
 /// How many replicas a batch's round asks to promise.
 #[derive(Clone, Copy)]
 pub(super) enum Reach {
@@ -210,4 +218,23 @@ pub(super) enum Reach {
     Quorum,
     /// Every replica (the scrub's, which must reach the one a promise held back).
     Every,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_passed_over_counts_again_once_accepted_above_the_ballot_it_was_proven_at() {
+        let tag = |counter| Tag { epoch: 3, counter, writer: 1, kind: Kind::BatchValue };
+        let (passed, proven_at) = (tag(10), tag(20).with_kind(Kind::Value));
+        let at = |ballot: u64| Stamp { identity: passed, ballot: tag(ballot).with_kind(Kind::Value), promise: None };
+        assert!(!counts_as_current(&at(10), &[(passed, proven_at)]));
+        assert!(!counts_as_current(&at(20), &[(passed, proven_at)]));
+        // Taken up by a round above the abandoning's ballot: chosen maybe, so it counts.
+        assert!(counts_as_current(&at(21), &[(passed, proven_at)]));
+        // Another write counts whatever is passed over.
+        assert!(counts_as_current(&Stamp::plain(tag(11).with_kind(Kind::Value)), &[(passed, proven_at)]));
+        assert!(!counts_as_current(&Stamp::plain(NOTHING), &[]));
+    }
 }
