@@ -130,7 +130,7 @@ impl Store {
 
     /// The batches `passed` proven never chosen, with `under` the write before them, a batch
     /// not on a write quorum: made chosen whole in their place (a round over every replica for
-    /// all of its keys, `passed` passed over) from a holder that has it whole. Not whole there
+    /// all of its keys, `passed` passed over) from a holder that has it whole. Whole on none
     /// (a member overwritten since), it is proven never chosen if too few replicas may have held
     /// it (`None`: look below it), else undecided.
     #[allow(clippy::too_many_arguments, reason = "one abandoning's state")]
@@ -144,10 +144,22 @@ impl Store {
         promised: &[(String, Held, Bytes)],
         judged: &Judge<'_>,
     ) -> Result<Option<Fate>, OpError> {
-        let Some((holder, _, entry)) = promised.iter().find(|(_, h, _)| h.holds(under.identity, under.ballot)) else { return Ok(Some(Fate::Unknown)) };
-        let c = self.connection(map, holder, Lane::Writes).await.map_err(|e| OpError::from_client(holder, e))?;
-        let whole = crate::repair::batch_of(partition, &c, dkey, under, entry).await.map_err(|e| OpError::from_client(holder, e))?;
-        let Some((entries, _)) = whole.filter(|(_, replaced)| replaced.is_empty()) else {
+        let holders = promised.iter().filter(|(_, h, _)| h.stamp().is_some_and(|s| s.identity == under.identity));
+        let mut whole = None;
+        let mut entry = None;
+        for (holder, _, value) in holders {
+            entry = Some(value);
+            // A holder that does not answer, or has it no longer whole: the next one may.
+            let Ok(c) = self.connection(map, holder, Lane::Writes).await else { continue };
+            if let Ok(Some((entries, replaced))) = crate::repair::batch_of(partition, &c, dkey, under, value).await {
+                if replaced.is_empty() {
+                    whole = Some(entries);
+                    break;
+                }
+            }
+        }
+        let Some(entry) = entry else { return Ok(Some(Fate::Unknown)) };
+        let Some(entries) = whole else {
             // Not known (a replica did not answer either): undecided, as any such abandoning.
             if self.may_have_been_chosen(map, partition, dkey, under, entry, promised, judged).await.unwrap_or(true) {
                 tracing::debug!(?passed, under = ?under.identity, "undecided: the batch before it is not whole on its holder");
