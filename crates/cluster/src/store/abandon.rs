@@ -81,18 +81,18 @@ impl Store {
             tracing::debug!(?batch, "undecided: a replica did not promise");
             return Ok(Fate::Unknown);
         }
-        let judged = Judge { replicas: map.replicas_of(partition), write_quorum: usize::from(map.write_quorum) };
+        let judged = Judge { replicas: map.replicas_of(partition), write_quorum: usize::from(map.write_quorum), ballot };
         // Batches proven never chosen (up to this ballot: a round above it may take one up
         // again), passed over in turn while the write before each is a batch not on a write
         // quorum.
-        let mut passed = vec![(batch, ballot)];
+        let mut passed = vec![batch];
         let mut verdict = judged.verdict(&promised, batch);
         while let Verdict::Beneath(under) = verdict {
             match self.learn_beneath(map, partition, dkey, &passed, under, &promised, &judged).await? {
                 Some(fate) => return Ok(fate),
                 None => {
-                    passed.push((under.identity, ballot));
-                    verdict = judged.before(&promised, &passed.iter().map(|(t, _)| *t).collect::<Vec<_>>());
+                    passed.push(under.identity);
+                    verdict = judged.before(&promised, &passed);
                 }
             }
         }
@@ -139,7 +139,7 @@ impl Store {
         map: &Arc<ClusterMap>,
         partition: u32,
         dkey: &Bytes,
-        passed: &[(Tag, Tag)],
+        passed: &[Tag],
         under: Stamp,
         promised: &[(String, Held, Bytes)],
         judged: &Judge<'_>,
@@ -168,7 +168,7 @@ impl Store {
             return Ok(None);
         };
         tracing::debug!(?passed, under = ?under.identity, ?dkey, "batches that can never be chosen abandoned: the batch before them made chosen whole");
-        Ok(Some(match self.learn_batch(map, partition, Arc::new(entries), Reach::Every, passed).await {
+        Ok(Some(match self.learn_batch(map, partition, Arc::new(entries), Reach::Every, (passed, judged.ballot)).await {
             Ok(()) => Fate::Stands((under.identity, Some(entry.clone()))),
             Err(OpError::Changed) => Fate::Unknown,
             Err(e) => return Err(e),
@@ -241,6 +241,9 @@ enum Verdict {
 struct Judge<'a> {
     replicas: &'a [String],
     write_quorum: usize,
+    /// The abandoning's ballot, promised by every replica: what it proves never chosen is
+    /// proven up to it.
+    ballot: Tag,
 }
 
 impl Judge<'_> {
@@ -312,7 +315,7 @@ mod tests {
     /// The verdict of replicas a, b and c (write quorum 2) on `batch`, as a comparable value.
     fn verdict(held: &[(String, Held, Bytes)], batch: Tag) -> Judged3 {
         let replicas: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
-        match (Judge { replicas: &replicas, write_quorum: 2 }).verdict(held, batch) {
+        match (Judge { replicas: &replicas, write_quorum: 2, ballot: NOTHING }).verdict(held, batch) {
             Verdict::Never(before) => Judged3::Never(before.map(|(s, _)| s.identity)),
             Verdict::Beneath(s) => Judged3::Beneath(s.identity),
             Verdict::Chosen => Judged3::Chosen,

@@ -167,7 +167,7 @@ impl Store {
     /// highest accepted write among them is still the batch's, the entries are accepted again,
     /// whole, under that ballot (their identities kept), by every replica that answers (a
     /// write quorum at least). Anything newer met on the way: read again. Writes proven never
-    /// chosen up to a ballot (`passed_over`: each with an abandoning's ballot, above the batch
+    /// chosen up to a ballot (`passed_over`: with the abandoning's ballot, above the batch
     /// on some replica) do not count as a key's current write, and are overwritten; accepted
     /// again above that ballot (a round took one up since), they count.
     pub(super) async fn learn_batch(
@@ -176,7 +176,7 @@ impl Store {
         partition: u32,
         entries: Arc<Vec<BatchEntry>>,
         reach: Reach,
-        passed_over: &[(Tag, Tag)],
+        passed_over: (&[Tag], Tag),
     ) -> Result<(), OpError> {
         let dkeys: Arc<Vec<Bytes>> = Arc::new(entries.iter().map(|(k, _, _)| k.clone()).collect());
         let (ballot, promised) = self.promise_keys(map, partition, &dkeys, reach).await?;
@@ -206,9 +206,9 @@ impl Store {
 }
 
 /// Whether a replica's write `s` counts as its key's current write in a round that passes over
-/// `passed_over` (writes proven never chosen, each up to a ballot).
-fn counts_as_current(s: &Stamp, passed_over: &[(Tag, Tag)]) -> bool {
-    s.identity != NOTHING && !passed_over.iter().any(|(x, up_to)| s.identity.same_write(x) && s.ballot <= ballot_of(*up_to))
+/// `passed_over` (writes proven never chosen up to a ballot).
+fn counts_as_current(s: &Stamp, (passed, up_to): (&[Tag], Tag)) -> bool {
+    s.identity != NOTHING && !passed.iter().any(|x| s.identity.same_write(x) && s.ballot <= ballot_of(up_to))
 }
 
 /// How many replicas a batch's round asks to promise.
@@ -229,12 +229,12 @@ mod tests {
         let tag = |counter| Tag { epoch: 3, counter, writer: 1, kind: Kind::BatchValue };
         let (passed, proven_at) = (tag(10), tag(20).with_kind(Kind::Value));
         let at = |ballot: u64| Stamp { identity: passed, ballot: tag(ballot).with_kind(Kind::Value), promise: None };
-        assert!(!counts_as_current(&at(10), &[(passed, proven_at)]));
-        assert!(!counts_as_current(&at(20), &[(passed, proven_at)]));
+        assert!(!counts_as_current(&at(10), (&[passed], proven_at)));
+        assert!(!counts_as_current(&at(20), (&[passed], proven_at)));
         // Taken up by a round above the abandoning's ballot: chosen maybe, so it counts.
-        assert!(counts_as_current(&at(21), &[(passed, proven_at)]));
+        assert!(counts_as_current(&at(21), (&[passed], proven_at)));
         // Another write counts whatever is passed over.
-        assert!(counts_as_current(&Stamp::plain(tag(11).with_kind(Kind::Value)), &[(passed, proven_at)]));
-        assert!(!counts_as_current(&Stamp::plain(NOTHING), &[]));
+        assert!(counts_as_current(&Stamp::plain(tag(11).with_kind(Kind::Value)), (&[passed], proven_at)));
+        assert!(!counts_as_current(&Stamp::plain(NOTHING), (&[], NOTHING)));
     }
 }

@@ -200,7 +200,7 @@ impl Store {
             // A replica's promise (a round's, maybe one that never finished) refuses the
             // batch's own ballot: a round above it makes the batch chosen, as a single key's
             // refused write-back goes on with a round.
-            Err(OpError::Changed) if refused => self.learn_batch(map, partition, entries, Reach::Quorum, &[]).await.map(|()| None),
+            Err(OpError::Changed) if refused => self.learn_batch(map, partition, entries, Reach::Quorum, (&[], NOTHING)).await.map(|()| None),
             other => other.map(|()| None),
         }
     }
