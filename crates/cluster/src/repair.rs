@@ -161,9 +161,15 @@ pub(crate) async fn batch_of(
             Some(e) => match Stamp::decode(&e.metadata.version) {
                 Some(s) if s.identity.same_write(&tag) => entries.push((mkey, e.value, s.identity)),
                 Some(s) if s.replaces(tag) => replaced.push(mkey),
-                _ => return Ok(None),
+                other => {
+                    tracing::debug!(batch = ?tag, ?key, member = ?mkey, held = ?other, "the source does not hold the batch whole");
+                    return Ok(None);
+                }
             },
-            None => return Ok(None),
+            None => {
+                tracing::debug!(batch = ?tag, ?key, member = ?mkey, "the source does not hold the batch whole: a member is absent");
+                return Ok(None);
+            }
         }
     }
     Ok(Some((entries, replaced)))

@@ -24,6 +24,10 @@ pub const SETTLED_WITHIN: Duration = Duration::from_secs(120);
 pub enum Found {
     Broken(String),
     Unanswered(String),
+    /// The value read of this key is on fewer than a write quorum, and a replica holds a
+    /// newer write: one whose writer never learnt its outcome, landed after the read. Looked
+    /// at again until its replicas agree on one write (`Agreement::MovedOn`).
+    Overtaken(String),
 }
 
 /// The first key whose read value does not stand on a write quorum of its replicas. `read`
@@ -36,13 +40,18 @@ pub async fn quorum_holds(map: &ClusterMap, drives: &Drives, read: &BTreeMap<Str
         let dkey = map::drive_key(partition, key.as_bytes());
         let mut holders = Vec::new();
         let mut seen = Vec::new();
+        let mut overtaken = false;
         for drive in map.replicas_of(partition) {
             let client = drives.get(drive).ok_or_else(|| Found::Unanswered(format!("replica {drive} of key {key} could not be reached")))?;
             let held = replica::held(client, &dkey).await.map_err(|e| Found::Unanswered(format!("replica {drive} of key {key}: {e}")))?;
             if held.tag().is_some_and(|t| t.same_write(&tag)) {
                 holders.push(drive.clone());
             }
+            overtaken |= held.tag().is_some_and(|t| !t.same_write(&tag) && t > tag);
             seen.push(format!("{drive}: {:?}", held.stamp()));
+        }
+        if holders.len() < usize::from(map.write_quorum) && overtaken {
+            return Err(Found::Overtaken(key.clone()));
         }
         if holders.len() < usize::from(map.write_quorum) {
             return Err(Found::Broken(format!("key {key}: the value read ({tag:?}) stands on {holders:?} only, fewer than a write quorum; the replicas hold {}", seen.join(", "))));
@@ -51,26 +60,47 @@ pub async fn quorum_holds(map: &ClusterMap, drives: &Drives, read: &BTreeMap<Str
     Ok(())
 }
 
-/// The first key a replica holds another write of than the one a final read returned: the
-/// third replica of a write acknowledged by two may lag behind, until a read, a repair or the
-/// sweeper's scrub (a partition a round) brings it the newest write, through the cluster
-/// client where a replica promised a ballot above it, or where a batch was abandoned (the
-/// write standing in its place accepted above it).
-pub async fn replicas_agree(map: &ClusterMap, drives: &Drives, read: &BTreeMap<String, Option<Vec<u8>>>) -> Result<Option<String>, Found> {
+/// What the replicas of the keys show against a final read.
+pub enum Agreement {
+    /// Every replica of every key holds the value read.
+    Agree,
+    /// The replicas of a key do not all hold one write yet (said how).
+    Apart(String),
+    /// Every replica of this key holds one write, not the one read: one left on a replica
+    /// alone whose outcome its writer never learnt, which the scrub carried to the others
+    /// after the read. It may stand, linearizable or not as the history says: read again.
+    MovedOn(String),
+}
+
+/// Whether every replica holds the write a final read returned: the third replica of a write
+/// acknowledged by two may lag behind, until a read, a repair or the sweeper's scrub (a
+/// partition a round) brings it the newest write, through the cluster client where a replica
+/// promised a ballot above it, or where a batch was abandoned (the write standing in its
+/// place accepted above it).
+pub async fn replicas_agree(map: &ClusterMap, drives: &Drives, read: &BTreeMap<String, Option<Vec<u8>>>) -> Result<Agreement, Found> {
     for (key, version) in read {
         let Some(version) = version else { continue };
         let tag = Tag::decode(version).ok_or_else(|| Found::Broken(format!("key {key}: the read returned an undecodable version")))?;
         let partition = map.partition_of(key.as_bytes());
         let dkey = map::drive_key(partition, key.as_bytes());
+        let mut seen = Vec::new();
+        let mut held_tags = Vec::new();
         for drive in map.replicas_of(partition) {
             let client = drives.get(drive).ok_or_else(|| Found::Unanswered(format!("replica {drive} of key {key} could not be reached")))?;
             let held = replica::held(client, &dkey).await.map_err(|e| Found::Unanswered(format!("replica {drive} of key {key}: {e}")))?;
-            if !held.tag().is_some_and(|t| t.same_write(&tag)) {
-                return Ok(Some(format!("key {key}: replica {drive} holds {:?}, not the value read ({tag:?})", held.stamp())));
-            }
+            held_tags.push(held.tag());
+            seen.push(format!("{drive}: {:?}", held.stamp()));
         }
+        if held_tags.iter().all(|t| t.is_some_and(|t| t.same_write(&tag))) {
+            continue;
+        }
+        let one = held_tags.first().copied().flatten();
+        if one.is_some() && held_tags.iter().all(|t| t.zip(one).is_some_and(|(t, o)| t.same_write(&o))) {
+            return Ok(Agreement::MovedOn(key.clone()));
+        }
+        return Ok(Agreement::Apart(format!("key {key}: the replicas hold other writes than the value read ({tag:?}): {}", seen.join(", "))));
     }
-    Ok(None)
+    Ok(Agreement::Agree)
 }
 
 /// Partitions each member holds keys of without being placed there: `(drive, partition)`.

@@ -112,13 +112,28 @@ fn main() -> ExitCode {
             }
             Err(failure) => {
                 println!("seed {seed} FAILED: {failure}");
-                println!("replay: spindle-sim --seed {seed}");
+                println!("replay: spindle-sim --seed {seed}{}", run_flags());
                 return ExitCode::FAILURE;
             }
         }
     }
     println!("{count} seeds from {from} passed: {operations} operations, {faults} faults, in {:.0} s", started.elapsed().as_secs_f64());
     ExitCode::SUCCESS
+}
+
+/// The flags that shape a run (all but which seeds), as given: a failure's replay needs them.
+fn run_flags() -> String {
+    let mut flags = String::new();
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        if matches!(arg.as_str(), "--seed" | "--seeds" | "--from") {
+            args.next();
+        } else {
+            flags.push(' ');
+            flags.push_str(&arg);
+        }
+    }
+    flags
 }
 
 /// Log lines stamped with the simulated time in microseconds, the clock of the history's calls

@@ -162,7 +162,7 @@ impl Store {
         let Some(entries) = whole else {
             // Not known (a replica did not answer either): undecided, as any such abandoning.
             if self.may_have_been_chosen(map, partition, dkey, under, entry, promised, judged).await.unwrap_or(true) {
-                tracing::debug!(?passed, under = ?under.identity, "undecided: the batch before it is not whole on its holder");
+                tracing::debug!(?passed, under = ?under.identity, held = ?promised.iter().map(|(d, h, _)| (d, h.stamp())).collect::<Vec<_>>(), "undecided: the batch before it is not whole on its holder");
                 return Ok(Some(Fate::Unknown));
             }
             return Ok(None);
