@@ -510,6 +510,7 @@ async fn load_view(control: &Control) -> Result<(ClusterMap, Vec<String>), Clust
 
 
 /// Why one attempt of an operation failed.
+#[derive(Debug)]
 enum OpError {
     /// An entry was overwritten between a replica's answer and the fetch of its value: the
     /// read starts again (and finds the newer write).

@@ -18,6 +18,9 @@ use crate::etcd::Etcd;
 
 /// A new fault starts on average once per this many milliseconds of simulated time.
 const MEAN_GAP_MS: u32 = 300;
+/// With `moves`: a member change starts on average once per this many milliseconds of
+/// simulated time, beside the other faults (one of which is a change too, now and then).
+pub const MOVE_GAP_MS: u32 = 150;
 /// Longest a fault lasts before it is healed.
 const LONGEST_MS: u64 = 3_000;
 /// With slow links: the longest a message between a slowed client and a drive takes, drawn
@@ -55,6 +58,8 @@ pub struct Cast {
     pub rejoin: bool,
     /// Whether a client's links may become slow (`Fault::SlowLinks`).
     pub slow_links: bool,
+    /// Whether members change every `MOVE_GAP_MS` or so.
+    pub moves: bool,
 }
 
 pub struct Faults {
@@ -93,6 +98,10 @@ impl Faults {
         }
         if self.rng.random_ratio(1, MEAN_GAP_MS) {
             self.start(sim, cast, now);
+        }
+        // Drawn only where the run asks for it: without it a seed runs as it always has.
+        if cast.moves && self.rng.random_ratio(1, MOVE_GAP_MS) {
+            self.change_members(cast, now);
         }
     }
 

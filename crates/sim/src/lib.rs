@@ -80,6 +80,9 @@ pub struct Options {
     /// A client's links to the drives become slow for a while (up to hundreds of
     /// milliseconds a message): operations straddle map changes.
     pub slow_links: bool,
+    /// Members change far more often, beside the other faults (`faults::MOVE_GAP_MS`): one
+    /// move after another, operations straddling each.
+    pub moves: bool,
     pub coordinators: usize,
     pub clients: usize,
     /// S3 gateways (the gateway's operations over cluster clients, clocks skewed), and the
@@ -112,7 +115,7 @@ impl Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { seed: 0, drives: 5, spares: 1, min_members: 4, rejoin: false, lossy: false, slow_links: false, coordinators: 2, clients: 3, gateways: 0, objects: 4, gateway_crashes: false, multipart: false, concurrency: 2, keys: 8, ops: 120, faults: true, trace: false, history: None }
+        Options { seed: 0, drives: 5, spares: 1, min_members: 4, rejoin: false, lossy: false, slow_links: false, moves: false, coordinators: 2, clients: 3, gateways: 0, objects: 4, gateway_crashes: false, multipart: false, concurrency: 2, keys: 8, ops: 120, faults: true, trace: false, history: None }
     }
 }
 
@@ -376,6 +379,7 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
         min_members: options.min_members.max(usize::from(REPLICAS)),
         rejoin: options.rejoin,
         slow_links: options.slow_links,
+        moves: options.moves,
     };
     let mut faults = Faults::new(StdRng::seed_from_u64(seed ^ 0xfa17), &cast);
     let mut healed = false;

@@ -4,7 +4,8 @@
 //! from N and stops at the first failure, printing its seed. `--ops`, `--clients`,
 //! `--concurrency` (operations a client runs at once), `--drives`
 //! and `--no-faults` change the run; `--churn` adds member changes (two spares, leaves down to
-//! three members, drives that left join again); `--lossy` makes links fail at random too; `--slow`
+//! three members, drives that left join again); `--moves` changes members far more often
+//! (one move after another); `--lossy` makes links fail at random too; `--slow`
 //! makes a client's links to the drives slow for a while (operations straddle map changes); `--s3`
 //! adds two S3 gateways (clocks skewed) doing PUT, GET and DELETE on shared objects; `--history FILE`
 //! writes each run's history there.
@@ -60,6 +61,10 @@ fn main() -> ExitCode {
                 options.slow_links = true;
                 Some(())
             }
+            "--moves" => {
+                options.moves = true;
+                Some(())
+            }
             "--lossy" => {
                 options.lossy = true;
                 Some(())
@@ -70,7 +75,7 @@ fn main() -> ExitCode {
                 Some(())
             }
             other => {
-                eprintln!("unknown argument {other}; usage: spindle-sim [--seed N | --seeds K --from N] [--ops N] [--clients N] [--concurrency N] [--drives N] [--keys N] [--no-faults] [--churn] [--lossy] [--slow] [--s3] [--s3-as-found] [--trace] [--history FILE] [-v]");
+                eprintln!("unknown argument {other}; usage: spindle-sim [--seed N | --seeds K --from N] [--ops N] [--clients N] [--concurrency N] [--drives N] [--keys N] [--no-faults] [--churn] [--moves] [--lossy] [--slow] [--s3] [--s3-as-found] [--trace] [--history FILE] [-v]");
                 None
             }
         };

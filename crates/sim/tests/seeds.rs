@@ -57,15 +57,17 @@ fn a_budget_of_seeds_with_lossy_links_keeps_every_history_linearizable() {
 const SLOW_SEEDS: std::ops::RangeInclusive<u64> = 1..=2;
 const SLOW_OPS: u64 = 150;
 
-/// Seeds with slow links that found a defect, and the operations per client.
-const FOUND_SLOW: &[(u64, u64)] = &[(243, 400)];
+/// Seeds with slow links that found a defect: the seed, operations per client, operations a
+/// client runs at once, and keys.
+const FOUND_SLOW: &[(u64, u64, u64, u64)] = &[(243, 400, 2, 8), (15, 400, 8, 64)];
 
 #[test]
 fn a_budget_of_seeds_with_slow_links_keeps_every_history_linearizable() {
     let seeds = SLOW_SEEDS.count() as u64;
     let (operations, faults) = budget(SLOW_SEEDS, |seed| Options { ops: SLOW_OPS, slow_links: true, ..Options::churn(seed) }, " --churn --slow");
-    for &(seed, ops) in FOUND_SLOW {
-        budget(seed..=seed, |seed| Options { ops, slow_links: true, ..Options::churn(seed) }, " --churn --slow");
+    for &(seed, ops, concurrency, keys) in FOUND_SLOW {
+        let flags = format!(" --churn --slow --concurrency {concurrency} --keys {keys}");
+        budget(seed..=seed, |seed| Options { ops, concurrency, keys, slow_links: true, ..Options::churn(seed) }, &flags);
     }
     assert!(operations > seeds * SLOW_OPS, "only {operations} operations in {seeds} seeds");
     assert!(faults > seeds * 5, "only {faults} faults in {seeds} seeds");

@@ -155,6 +155,7 @@ impl Store {
         };
         if short {
             // A higher ballot stands on too many replicas: another round is under way.
+            tracing::debug!(partition, ?ballot, promised = ?promised.iter().map(|(d, _)| d).collect::<Vec<_>>(), "a batch's round not promised by enough replicas");
             return Err(OpError::Changed);
         }
         Ok((ballot, promised))
@@ -163,8 +164,8 @@ impl Store {
     /// A round that makes a batch chosen whose write-back a replica's promise refused:
     /// `entries` are its members at one write, as a holder has them (members replaced by a
     /// newer write already settled and left out). A read quorum (or every replica, `reach`)
-    /// promises a ballot above every position it holds for the batch's keys; if each key's
-    /// highest accepted write among them is still the batch's, the entries are accepted again,
+    /// promises a ballot above every position it holds for the batch's keys; if no key's
+    /// highest accepted write among them is above the batch (`leaves_room`), the entries are accepted again,
     /// whole, under that ballot (their identities kept), by every replica that answers (a
     /// write quorum at least). Anything newer met on the way: read again. Writes proven never
     /// chosen up to a ballot (`passed_over`: with the abandoning's ballot, above the batch
@@ -183,7 +184,8 @@ impl Store {
         let counts = |s: &Stamp| counts_as_current(s, passed_over);
         for (i, (_, _, tag)) in entries.iter().enumerate() {
             let current = promised.iter().filter_map(|(_, h)| h[i].stamp().filter(counts)).max_by_key(Stamp::order);
-            if current.map(|s| s.identity) != Some(*tag) {
+            if !leaves_room(current, *tag) {
+                tracing::debug!(batch = ?tag, ?current, "a batch's round met a newer write");
                 return Err(OpError::Changed);
             }
         }
@@ -211,6 +213,17 @@ fn counts_as_current(s: &Stamp, (passed, up_to): (&[Tag], Tag)) -> bool {
     s.identity != NOTHING && !passed.iter().any(|x| s.identity.same_write(x) && s.ballot <= ballot_of(up_to))
 }
 
+/// Whether a round may make the batch write `tag` chosen for a key whose highest accepted
+/// write on the promising replicas is `current`: the batch's own, or one ordered below the
+/// batch's tag, or none. Below it, the promising replicas never took the batch for this key
+/// (a holder outside them has it whole): the batch's accept replaces that older write there
+/// as its writer's own accept would have, and anything chosen for the key would stand on one
+/// of them. A write ordered above the batch's tag (a newer write, or a round that made an
+/// older one chosen under a higher ballot) leaves no room for it.
+fn leaves_room(current: Option<Stamp>, tag: Tag) -> bool {
+    current.is_none_or(|s| s.identity.same_write(&tag) || s.order() < Stamp::plain(tag).order())
+}
+
 /// How many replicas a batch's round asks to promise.
 #[derive(Clone, Copy)]
 pub(super) enum Reach {
@@ -236,5 +249,21 @@ mod tests {
         // Another write counts whatever is passed over.
         assert!(counts_as_current(&Stamp::plain(tag(11).with_kind(Kind::Value)), (&[passed], proven_at)));
         assert!(!counts_as_current(&Stamp::plain(NOTHING), (&[], NOTHING)));
+    }
+
+    #[test]
+    fn a_batch_is_made_chosen_over_older_writes_but_never_over_newer_ones() {
+        // --churn --slow --concurrency 8 --keys 64 seed 15: the batch whole on a holder outside
+        // the promising replicas, which hold an older write for one of its keys.
+        let tag = |counter, kind| Tag { epoch: 7, counter, writer: 1, kind };
+        let batch = tag(82, Kind::BatchValue);
+        let at = |identity: Tag, ballot: u64| Stamp { identity, ballot: tag(ballot, Kind::Value), promise: Some(tag(96, Kind::Value)) };
+        assert!(leaves_room(None, batch));
+        assert!(leaves_room(Some(at(batch, 82)), batch));
+        assert!(leaves_room(Some(at(batch.with_kind(Kind::BatchTombstone), 90)), batch));
+        assert!(leaves_room(Some(at(tag(23, Kind::BatchValue), 23)), batch));
+        // Newer, or an older write made chosen under a ballot above the batch's.
+        assert!(!leaves_room(Some(at(tag(85, Kind::Value), 85)), batch));
+        assert!(!leaves_room(Some(at(tag(23, Kind::Value), 90)), batch));
     }
 }

@@ -159,9 +159,15 @@ impl Store {
                     Some(s) if s.replaces(tag) => replaced.push(member),
                     // The holder no longer has the batch whole (overwritten under the read, or
                     // a copy of one key alone): read again.
-                    _ => return Err(OpError::Changed),
+                    other => {
+                        tracing::debug!(batch = ?tag, ?member, held = ?other, holder, "the holder no longer has the batch whole");
+                        return Err(OpError::Changed);
+                    }
                 },
-                None => return Err(OpError::Changed),
+                None => {
+                    tracing::debug!(batch = ?tag, ?member, holder, "the holder no longer has the batch whole: a member absent");
+                    return Err(OpError::Changed);
+                }
             }
         }
         let overwritten = !replaced.is_empty();

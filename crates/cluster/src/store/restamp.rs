@@ -103,12 +103,17 @@ impl Store {
             })
             .await?;
         if answers.len() < all {
+            tracing::debug!(?dkey, answered = ?answers.iter().map(|(d, _)| d).collect::<Vec<_>>(), "not made chosen: a replica did not answer");
             return Err(OpError::Changed);
         }
         let Some(newest) = answers.iter().filter_map(|(_, h)| h.stamp().filter(|s| s.identity != NOTHING)).max_by_key(Stamp::order) else {
             return Ok(());
         };
         let known: BTreeMap<String, Held> = answers.into_iter().collect();
-        self.settle(map, partition, key, &dkey, newest, None, false, known).await.map(drop)
+        let settled = self.settle(map, partition, key, &dkey, newest, None, false, known).await.map(drop);
+        if let Err(e) = &settled {
+            tracing::debug!(?dkey, ?newest, error = ?e, "not made chosen");
+        }
+        settled
     }
 }
