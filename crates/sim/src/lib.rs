@@ -179,16 +179,24 @@ async fn open_store(etcd: &Arc<etcd::Etcd>, host: &str, seed: u64) -> Store {
 }
 
 /// The map once no move is under way, every partition has its replicas on members that are
-/// not leaving, no member is leaving and every member is up.
-async fn settled(control: &Control) -> Option<ClusterMap> {
-    let (map, _) = control.load_map().await.ok()?;
-    let health = control.health().await.ok()?;
+/// not leaving, no member is leaving and every member is up; else what is not so yet.
+async fn settled(control: &Control) -> Result<ClusterMap, String> {
+    let (map, _) = control.load_map().await.map_err(|e| format!("the map did not load: {e}"))?;
+    let health = control.health().await.map_err(|e| format!("the drives' health did not load: {e}"))?;
     let placeable = map.members.values().filter(|m| !m.leaving).count().min(usize::from(map.replicas));
     let full = map.placement.iter().all(|r| r.len() == placeable && r.iter().all(|d| map.members.get(d).is_some_and(|m| !m.leaving)));
-    let up = map.members.keys().all(|id| health.get(id).is_some_and(|h| h.state == HealthState::Up));
-    let leaving = map.members.values().any(|m| m.leaving);
-    let changes = control.pending_changes().await.ok()?;
-    (map.moving.is_empty() && full && up && !leaving && changes.is_empty()).then_some(map)
+    let down: Vec<&String> = map.members.keys().filter(|id| !health.get(*id).is_some_and(|h| h.state == HealthState::Up)).collect();
+    let leaving: Vec<&String> = map.members.values().filter(|m| m.leaving).map(|m| &m.id).collect();
+    let changes = control.pending_changes().await.map_err(|e| format!("the pending changes did not load: {e}"))?;
+    let moving: Vec<&u32> = map.moving.keys().collect();
+    if moving.is_empty() && full && down.is_empty() && leaving.is_empty() && changes.is_empty() {
+        return Ok(map);
+    }
+    Err(format!(
+        "epoch {}: partitions moving {moving:?}, every partition fully placed {full}, members not up {down:?}, leaving {leaving:?}, {} member changes pending",
+        map.epoch,
+        changes.len()
+    ))
 }
 
 /// Runs one seed. Runs in one process take turns (`TURNS`), each starting tokio's task
@@ -324,7 +332,8 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
             let started = etcd::now();
             let mut since = None;
             loop {
-                if settled(&control).await.is_some() {
+                let state = settled(&control).await;
+                if state.is_ok() {
                     let since = *since.get_or_insert(etcd::now());
                     if etcd::now() - since >= SETTLED_FOR {
                         break;
@@ -333,7 +342,8 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
                     since = None;
                 }
                 if etcd::now() - started > SETTLE_WITHIN {
-                    *verdict.lock() = Some(format!("the cluster did not settle within {SETTLE_WITHIN:?} of the faults' end"));
+                    let why = state.err().unwrap_or_default();
+                    *verdict.lock() = Some(format!("the cluster did not settle within {SETTLE_WITHIN:?} of the faults' end ({why})"));
                     return Ok(());
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -479,7 +489,7 @@ async fn set_up(etcd: &Arc<etcd::Etcd>, host: &str, members: &[String]) -> turmo
         control.request_change(&MemberChange::Add(faults::member(id))).await?;
     }
     loop {
-        if let Some(map) = settled(&control).await {
+        if let Ok(map) = settled(&control).await {
             if map.members.len() == members.len() {
                 return Ok(());
             }
