@@ -61,6 +61,11 @@ const LINK_FAIL_RATE: f64 = 0.000_5;
 const LINK_REPAIR_RATE: f64 = 0.2;
 /// The simulated wall clock's start, in seconds after 1970 (2027-01-15).
 const SIM_EPOCH_SECS: u64 = 1_800_000_000;
+/// With `moves`: the bandwidth a move's pushes may take, bytes per second. The simulated
+/// values are small, so a move copies a partition of a few hundred bytes in a second or more:
+/// partitions copied early wait for the flip, while writes decided before the move may still
+/// land on their old replicas only (the window the epoch a request carries guards).
+const MOVE_RATE: u64 = 256;
 /// How long a run may last in simulated time before it is called stuck.
 const LONGEST_RUN: Duration = Duration::from_secs(3_600);
 
@@ -80,8 +85,8 @@ pub struct Options {
     /// A client's links to the drives become slow for a while (up to hundreds of
     /// milliseconds a message): operations straddle map changes.
     pub slow_links: bool,
-    /// Members change far more often, beside the other faults (`faults::MOVE_GAP_MS`): one
-    /// move after another, operations straddling each.
+    /// Members change far more often, beside the other faults (`faults::MOVE_GAP_MS`), and
+    /// moves are paced (`MOVE_RATE`): one long move after another, operations straddling each.
     pub moves: bool,
     pub coordinators: usize,
     pub clients: usize,
@@ -240,6 +245,7 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
     let spares: Vec<String> = drives[options.drives..].iter().map(|(n, _)| n.clone()).collect();
 
     let coordinators: Vec<String> = (0..options.coordinators).map(|i| format!("k{i}")).collect();
+    let migrate_rate = if options.moves { MOVE_RATE } else { 0 };
     for name in &coordinators {
         let (etcd, host) = (etcd.clone(), name.clone());
         let coordinator_seed = seed ^ (0xc0 + name.len() as u64) ^ name.bytes().map(u64::from).sum::<u64>() << 8;
@@ -254,7 +260,7 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
                     down_after: DOWN_AFTER,
                     lease_ttl: Duration::from_secs(2),
                     replace_after: Duration::from_secs(20),
-                    migrate_rate: 0,
+                    migrate_rate,
                     sweep_grace: Duration::from_secs(2),
                     sweep_interval: Duration::from_secs(1),
                     client: client_config(),
