@@ -42,6 +42,10 @@ enum Fault {
     /// A client's (or gateway's) links to every drive slow: its operations last long, and one
     /// may still be under way when another of the same client has loaded a newer map.
     SlowLinks(String),
+    /// A client's (or gateway's) links to every drive held (with `moves`): what it sent in
+    /// between arrives at once when released, as after a pause of its process or its network,
+    /// requests stamped with the map it had when it sent them.
+    HeldLinks(String),
 }
 
 /// What the run is made of, as the faults need to know it.
@@ -114,7 +118,7 @@ impl Faults {
 
     fn busy(&self, host: &str) -> bool {
         self.active.iter().any(|(_, f)| match f {
-            Fault::Hang(h) | Fault::CrashDrive(h) | Fault::CrashCoordinator(h) | Fault::EtcdCut(h) | Fault::SlowLinks(h) => h == host,
+            Fault::Hang(h) | Fault::CrashDrive(h) | Fault::CrashCoordinator(h) | Fault::EtcdCut(h) | Fault::SlowLinks(h) | Fault::HeldLinks(h) => h == host,
             Fault::Partition(a, b) | Fault::OneWay(a, b) => a == host || b == host,
             Fault::EtcdSlow => false,
         })
@@ -139,7 +143,9 @@ impl Faults {
         // Slow links are an eleventh kind, drawn only where the run asks for them: without them
         // a seed runs as it always has.
         let kinds = if cast.slow_links { 11 } else { 10 };
-        let fault = match self.rng.random_range(0..kinds) {
+        // Held links are one kind more, drawn only with `moves` (numbered 11 whatever else).
+        let drawn = self.rng.random_range(0..kinds + i32::from(cast.moves));
+        let fault = match if drawn == kinds { 11 } else { drawn } {
             0 | 1 => {
                 let (Some(a), Some(b)) = (self.pick(&drives).cloned(), self.pick(&hosts).cloned()) else { return };
                 if a == b {
@@ -205,6 +211,13 @@ impl Faults {
                 self.log.push(format!("{}: links of {c} to the drives take up to {slowest:?}", now.as_millis()));
                 Fault::SlowLinks(c)
             }
+            11 => {
+                let Some(c) = self.pick(&cast.clients).cloned() else { return };
+                for (d, _) in &cast.drives {
+                    sim.hold(c.as_str(), d.as_str());
+                }
+                Fault::HeldLinks(c)
+            }
             _ => return self.change_members(cast, now),
         };
         let lasts = Duration::from_millis(self.rng.random_range(50..LONGEST_MS));
@@ -266,6 +279,11 @@ impl Faults {
             Fault::SlowLinks(c) => {
                 for (d, _) in &cast.drives {
                     sim.set_link_max_message_latency(c.as_str(), d.as_str(), FAST);
+                }
+            }
+            Fault::HeldLinks(c) => {
+                for (d, _) in &cast.drives {
+                    sim.release(c.as_str(), d.as_str());
                 }
             }
         }
