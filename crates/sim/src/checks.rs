@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use spindle_cluster::control::Control;
 use spindle_cluster::history::{Event, Op};
+use spindle_cluster::map::ClusterMap;
+use spindle_cluster::migrate::Drives;
 use spindle_cluster::store::Store;
 
 use crate::workload::{self, History};
@@ -63,7 +65,16 @@ where
                 Ok(invariants::Agreement::Apart(m)) => Ok(Some(m)),
                 Err(e) => Err(e),
             },
-            _ => check_drives(control, read, stage).await,
+            Stage::Quorum => match drives_now(control).await {
+                Ok((map, drives)) => invariants::quorum_holds(&map, &drives, read).await.map(|()| None),
+                Err(e) => Err(e),
+            },
+            Stage::Foreign => match drives_now(control).await {
+                Ok((map, drives)) => invariants::foreign(&map, &drives)
+                    .await
+                    .map(|foreign| (!foreign.is_empty()).then(|| format!("members still hold partitions placed elsewhere: {foreign:?}"))),
+                Err(e) => Err(e),
+            },
         };
         match found {
             Ok(None) => match stage.next() {
@@ -109,25 +120,15 @@ impl Stage {
     }
 }
 
-/// One look at the drives, under the map as it is now, for `stage` (but `Agree`, which
-/// `agreement` asks): `Some` says what has not settled yet.
-async fn check_drives(control: &Control, read: &BTreeMap<String, Option<Vec<u8>>>, stage: Stage) -> Result<Option<String>, invariants::Found> {
+/// The map as it is now, and a connection to each of its drives that answers.
+async fn drives_now(control: &Control) -> Result<(ClusterMap, Drives), invariants::Found> {
     let (map, _) = control.load_map().await.map_err(|e| invariants::Found::Unanswered(e.to_string()))?;
     let drives = spindle_cluster::migrate::connect_all(&map, &client_config()).await;
-    match stage {
-        Stage::Quorum => invariants::quorum_holds(&map, &drives, read).await.map(|()| None),
-        Stage::Foreign => {
-            let foreign = invariants::foreign(&map, &drives).await?;
-            Ok((!foreign.is_empty()).then(|| format!("members still hold partitions placed elsewhere: {foreign:?}")))
-        }
-        // Asked through `agreement`, which may read a key again.
-        Stage::Agree | Stage::Overtaken => Ok(None),
-    }
+    Ok((map, drives))
 }
 
 /// `invariants::replicas_agree` under the map as it is now.
 async fn agreement(control: &Control, read: &BTreeMap<String, Option<Vec<u8>>>) -> Result<invariants::Agreement, invariants::Found> {
-    let (map, _) = control.load_map().await.map_err(|e| invariants::Found::Unanswered(e.to_string()))?;
-    let drives = spindle_cluster::migrate::connect_all(&map, &client_config()).await;
+    let (map, drives) = drives_now(control).await?;
     invariants::replicas_agree(&map, &drives, read).await
 }

@@ -145,7 +145,8 @@ impl Faults {
         let kinds = if cast.slow_links { 11 } else { 10 };
         // Held links are one kind more, drawn only with `moves` (numbered 11 whatever else).
         let drawn = self.rng.random_range(0..kinds + i32::from(cast.moves));
-        let fault = match if drawn == kinds { 11 } else { drawn } {
+        let kind = if drawn == kinds { 11 } else { drawn };
+        let fault = match kind {
             0 | 1 => {
                 let (Some(a), Some(b)) = (self.pick(&drives).cloned(), self.pick(&hosts).cloned()) else { return };
                 if a == b {

@@ -110,10 +110,9 @@ impl Store {
             return Ok(());
         };
         let known: BTreeMap<String, Held> = answers.into_iter().collect();
-        let settled = self.settle(map, partition, key, &dkey, newest, None, false, known).await.map(drop);
-        if let Err(e) = &settled {
-            tracing::debug!(?dkey, ?newest, error = ?e, "not made chosen");
-        }
-        settled
+        self.settle(map, partition, key, &dkey, newest, None, false, known)
+            .await
+            .map(drop)
+            .inspect_err(|e| tracing::debug!(?dkey, ?newest, error = ?e, "not made chosen"))
     }
 }
