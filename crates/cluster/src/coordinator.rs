@@ -493,6 +493,7 @@ async fn start_move(control: &Control, config: &CoordinatorConfig, mut map: Clus
     }
     config.metrics.map_changed();
     info!("epoch {}: {} partitions start moving", map.epoch, map.moving.len());
+    tracing::debug!(moves = ?map.moving.iter().map(|(p, new)| (p, map.replicas_of(*p), new)).collect::<Vec<_>>(), "from and to");
     crash_point("move-started");
     migrate::connect_all(&map, &config.client).await;
     Ok(true)

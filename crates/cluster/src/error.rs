@@ -63,6 +63,10 @@ pub enum ClusterError {
     /// A move cannot copy a partition: too few of its replicas answer.
     #[error("partition {partition}: {answering} of its replicas answer, {needed} needed to copy it")]
     TooFewToCopy { partition: u32, answering: usize, needed: usize },
+    /// A move cannot copy a partition: too few of the drives it moves to answer to hold its
+    /// writes on a write quorum of them.
+    #[error("partition {partition}: {answering} of the drives it moves to answer, {needed} needed to copy it")]
+    TooFewToReceive { partition: u32, answering: usize, needed: usize },
     /// A move's new replica does not answer.
     #[error("partition {partition}: drive {drive}, which it moves to, does not answer")]
     TargetDown { partition: u32, drive: String },

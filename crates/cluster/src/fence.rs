@@ -15,6 +15,7 @@ pub(crate) async fn fenced_client(addr: &str, epoch: i64, config: &ClientConfig)
     let c = tokio::time::timeout(config.timeout, Client::connect(addr, config.clone())).await.ok()?.ok()?;
     c.set_request_cluster_version(drive_version(&c));
     fence(&c, epoch).await.ok()?;
+    tracing::trace!(addr, conn = c.connection_id(), "connected");
     Some(c)
 }
 

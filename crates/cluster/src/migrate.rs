@@ -108,14 +108,13 @@ impl Movers {
     }
 }
 
-/// Copies `partition` to the drives it moves to under `map` (a map with a move under way),
-/// over `movers.drives` (fenced to the map's epoch). Fails, to be tried again, unless a read
-/// quorum of its replicas and every drive it moves to answer.
-pub async fn copy_partition(map: &ClusterMap, partition: u32, movers: &Movers) -> Result<Copied, ClusterError> {
-    let drives = &movers.drives;
+/// Whether enough of `partition`'s drives answer (`answers`) for a move to copy it: a read
+/// quorum and a write quorum of its replicas, every drive it moves to that it does not have
+/// yet, and a write quorum of the drives it moves to.
+fn enough_answer(map: &ClusterMap, partition: u32, answers: impl Fn(&str) -> bool) -> Result<(), ClusterError> {
     let old = map.replicas_of(partition);
-    let Some(new) = map.moving_to(partition) else { return Ok(Copied::default()) };
-    let answering = |set: &[String]| set.iter().filter(|d| drives.contains_key(*d)).count();
+    let new = map.moving_to(partition).unwrap_or_default();
+    let answering = |set: &[String]| set.iter().filter(|d| answers(d)).count();
     let read_quorum = map.read_quorum().min(old.len());
     // Fenced to the move's epoch (`drives` are): a read quorum, to find every write
     // acknowledged before the move, and a write quorum, so that too few replicas are left at
@@ -124,10 +123,30 @@ pub async fn copy_partition(map: &ClusterMap, partition: u32, movers: &Movers) -
     if answering(old) < fenced {
         return Err(ClusterError::TooFewToCopy { partition, answering: answering(old), needed: fenced });
     }
-    let joining: Vec<&String> = new.iter().filter(|d| !old.contains(d)).collect();
-    if let Some(d) = joining.iter().find(|d| !drives.contains_key(**d)) {
-        return Err(ClusterError::TargetDown { partition, drive: (*d).clone() });
+    if let Some(d) = new.iter().find(|d| !old.contains(d) && !answers(d)) {
+        return Err(ClusterError::TargetDown { partition, drive: d.clone() });
     }
+    // The catch-up brings every write to the drives it moves to that answer, and the flip
+    // needs each on a write quorum of them: a drive that stays but is down now does not count.
+    // (Implied above for a set as large as the old one; not for one that shrinks, as when
+    // fewer members than R remain.)
+    let receiving = usize::from(map.write_quorum).min(new.len());
+    if answering(new) < receiving {
+        return Err(ClusterError::TooFewToReceive { partition, answering: answering(new), needed: receiving });
+    }
+    Ok(())
+}
+
+/// Copies `partition` to the drives it moves to under `map` (a map with a move under way),
+/// over `movers.drives` (fenced to the map's epoch). Fails, to be tried again, unless enough
+/// of its drives answer (`enough_answer`).
+pub async fn copy_partition(map: &ClusterMap, partition: u32, movers: &Movers) -> Result<Copied, ClusterError> {
+    let drives = &movers.drives;
+    let old = map.replicas_of(partition);
+    let Some(new) = map.moving_to(partition) else { return Ok(Copied::default()) };
+    enough_answer(map, partition, |d| drives.contains_key(d))?;
+    let joining: Vec<&String> = new.iter().filter(|d| !old.contains(d)).collect();
+    let read_quorum = map.read_quorum().min(old.len());
     let mut sources: Vec<&String> = old.iter().filter(|d| drives.contains_key(*d)).collect();
     // Partitions start from different replicas, so that copies at once push from different
     // drives.
@@ -281,6 +300,27 @@ mod tests {
         let start = Instant::now();
         Throttle::new(0).pace(1 << 40, Duration::ZERO).await;
         assert_eq!(start.elapsed(), Duration::ZERO);
+    }
+
+    fn ids(names: &[&str]) -> Vec<String> {
+        names.iter().map(|n| n.to_string()).collect()
+    }
+
+    #[test]
+    fn a_partition_is_copied_only_where_a_write_quorum_of_its_new_drives_answers() {
+        let mut map = ClusterMap::new(1, 3, 2).unwrap();
+        map.placement = vec![ids(&["a", "b", "c"])];
+        // Shrinking to two drives (fewer members than R): both must answer, the one that
+        // stays as well, though the old replicas answer in enough numbers without it.
+        map.moving.insert(0, ids(&["b", "c"]));
+        let down = |gone: &'static [&'static str]| move |d: &str| !gone.contains(&d);
+        assert!(matches!(enough_answer(&map, 0, down(&["c"])), Err(ClusterError::TooFewToReceive { answering: 1, needed: 2, .. })));
+        assert!(enough_answer(&map, 0, down(&["a"])).is_ok());
+        // Three to three: a drive that stays may be down, one that joins may not.
+        map.moving.insert(0, ids(&["b", "c", "d"]));
+        assert!(enough_answer(&map, 0, down(&["c"])).is_ok());
+        assert!(matches!(enough_answer(&map, 0, down(&["d"])), Err(ClusterError::TargetDown { .. })));
+        assert!(matches!(enough_answer(&map, 0, down(&["a", "b"])), Err(ClusterError::TooFewToCopy { .. })));
     }
 
     #[test]

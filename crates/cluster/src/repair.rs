@@ -114,8 +114,10 @@ async fn repair_held(
             blocked.push(key.clone());
             return Ok(copied);
         }
-        for (_, c) in lacking {
-            match replica::accept_batch(c, &entries, newest.ballot, None).await? {
+        for (id, c) in lacking {
+            let answer = replica::accept_batch(c, &entries, newest.ballot, None).await?;
+            tracing::debug!(?key, batch = ?newest.identity, to = %id, ?answer, "repair's copy of a batch");
+            match answer {
                 replica::Answer::Yes => copied += 1,
                 replica::Answer::No => blocked.push(key.clone()),
                 replica::Answer::Held | replica::Answer::Covered => {}
@@ -125,7 +127,9 @@ async fn repair_held(
     }
     for (id, c) in lacking {
         let known = held.get(id.as_str()).cloned();
-        match replica::accept(c, key, entry.value.clone(), newest.identity, newest.ballot, known).await? {
+        let answer = replica::accept(c, key, entry.value.clone(), newest.identity, newest.ballot, known).await?;
+        tracing::debug!(?key, write = ?newest.identity, to = %id, ?answer, "repair's copy");
+        match answer {
             replica::Answer::Yes => copied += 1,
             replica::Answer::No => blocked.push(key.clone()),
             replica::Answer::Held | replica::Answer::Covered => {}

@@ -169,7 +169,9 @@ async fn put_expecting(client: &Client, key: &[u8], value: Bytes, expected: &Hel
         sync: Synchronization::Writethrough,
         ..PutOptions::default()
     };
-    match client.put(key, value, options).await {
+    let result = client.put(key, value, options).await;
+    tracing::trace!(conn = client.connection_id(), key = ?Bytes::copy_from_slice(key), expected = ?expected.stamp(), new = ?stamp, ok = result.is_ok(), "compare-and-swap");
+    match result {
         Ok(()) => Ok(true),
         Err(e) if e.is_version_mismatch() => Ok(false),
         Err(e) => Err(e),
@@ -232,7 +234,9 @@ pub async fn accept_batch(client: &Client, entries: &[BatchEntry], ballot: Tag, 
                 return Err(e);
             }
         }
-        match batch.commit().await {
+        let result = batch.commit().await;
+        tracing::trace!(conn = client.connection_id(), keys = ?keys, ?ballot, ok = result.is_ok(), "batch commit");
+        match result {
             Ok(()) => return Ok(Answer::Yes),
             Err(e) if e.is_version_mismatch() => continue,
             Err(e) => return Err(e),

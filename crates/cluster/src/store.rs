@@ -58,6 +58,8 @@ const MAX_ATTEMPTS: usize = 8;
 const CHANGED_BACKOFF_MICROS: u64 = 500;
 /// The top bit of an unconditional write's writer id (`Store::round_id`).
 const UNCONDITIONAL: u64 = 1 << 63;
+/// One decided write in this many stalls, when `StoreConfig::stalls` is set.
+const STALL_ONE_IN: u32 = 4;
 /// Longest a client waits for drives to be fenced to the epoch of the map it read.
 const STALE_VIEW_WAIT: Duration = Duration::from_secs(10);
 /// Default of `StoreConfig::hedge_after`: loopback answers come in well under a millisecond,
@@ -96,12 +98,16 @@ pub struct StoreConfig {
     /// Seeds the client's writer id and its pauses after lost races, so that the simulator
     /// replays a run from one seed; `None`: from the operating system.
     pub seed: Option<u64>,
+    /// A write decided, one in `STALL_ONE_IN` waits up to this long (drawn from `seed`) before
+    /// it is sent: the simulator's way to widen the windows in which the map changes between
+    /// an operation's decision and its requests (FoundationDB's "buggify"). `None` in service.
+    pub stalls: Option<Duration>,
 }
 
 impl Default for StoreConfig {
     fn default() -> Self {
         let client = ClientConfig { timeout: Duration::from_secs(5), ..ClientConfig::default() };
-        StoreConfig { client, connect_timeout: Duration::from_secs(2), hedge_after: HEDGE_AFTER, seed: None }
+        StoreConfig { client, connect_timeout: Duration::from_secs(2), hedge_after: HEDGE_AFTER, seed: None, stalls: None }
     }
 }
 
@@ -270,6 +276,7 @@ impl Store {
         let client = tokio::time::timeout(self.inner.config.connect_timeout, connect)
             .await
             .map_err(|_| ClientError::Timeout(self.inner.config.connect_timeout))??;
+        tracing::trace!(drive, conn = client.connection_id(), "connected");
         self.inner.connections.lock().entry(drive.to_string()).or_default()[lane as usize] = Some(client.clone());
         Ok(client.at_cluster_version(epoch))
     }
@@ -418,6 +425,7 @@ impl Store {
         F: Fn(Arc<ClusterMap>) -> Fut,
         Fut: std::future::Future<Output = Result<T, OpError>>,
     {
+        self.stall().await;
         let decision = map.clone();
         let mut map = map.clone();
         let mut attempts = 0;
@@ -446,6 +454,19 @@ impl Store {
             }
         }
         Err(OpError::Failed(ClusterError::GaveUp(MAX_ATTEMPTS)))
+    }
+
+    /// A pause between a write's decision and its requests, when `StoreConfig::stalls` asks
+    /// for them; nothing in service.
+    async fn stall(&self) {
+        let Some(most) = self.inner.config.stalls else { return };
+        let pause = {
+            let mut rng = self.inner.rng.lock();
+            rand::Rng::random_ratio(&mut *rng, 1, STALL_ONE_IN).then(|| rand::Rng::random_range(&mut *rng, Duration::ZERO..most))
+        };
+        if let Some(pause) = pause {
+            tokio::time::sleep(pause).await;
+        }
     }
 
     /// The value of `tag` from the first of `holders` (drives that answered that they hold it)

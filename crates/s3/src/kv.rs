@@ -71,6 +71,7 @@ impl From<ClusterError> for KvError {
             | ClusterError::LeaseLost
             | ClusterError::StaleView { .. }
             | ClusterError::TooFewToCopy { .. }
+            | ClusterError::TooFewToReceive { .. }
             | ClusterError::TargetDown { .. }
             | ClusterError::Drive { .. }
             | ClusterError::GaveUp(_)

@@ -66,6 +66,8 @@ const SIM_EPOCH_SECS: u64 = 1_800_000_000;
 /// partitions copied early wait for the flip, while writes decided before the move may still
 /// land on their old replicas only (the window the epoch a request carries guards).
 const MOVE_RATE: u64 = 256;
+/// The longest pause of a stalled write (`Options::stalls`).
+const STALL_MAX: Duration = Duration::from_millis(1500);
 /// How long a run may last in simulated time before it is called stuck.
 const LONGEST_RUN: Duration = Duration::from_secs(3_600);
 
@@ -88,6 +90,9 @@ pub struct Options {
     /// Members change far more often, beside the other faults (`faults::MOVE_GAP_MS`), and
     /// moves are paced (`MOVE_RATE`): one long move after another, operations straddling each.
     pub moves: bool,
+    /// One write decided in four waits up to `STALL_MAX` before its requests go out
+    /// (`StoreConfig::stalls`): operations decided under one map send under the next.
+    pub stalls: bool,
     pub coordinators: usize,
     pub clients: usize,
     /// S3 gateways (the gateway's operations over cluster clients, clocks skewed), and the
@@ -120,7 +125,7 @@ impl Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { seed: 0, drives: 5, spares: 1, min_members: 4, rejoin: false, lossy: false, slow_links: false, moves: false, coordinators: 2, clients: 3, gateways: 0, objects: 4, gateway_crashes: false, multipart: false, concurrency: 2, keys: 8, ops: 120, faults: true, trace: false, history: None }
+        Options { seed: 0, drives: 5, spares: 1, min_members: 4, rejoin: false, lossy: false, slow_links: false, moves: false, stalls: false, coordinators: 2, clients: 3, gateways: 0, objects: 4, gateway_crashes: false, multipart: false, concurrency: 2, keys: 8, ops: 120, faults: true, trace: false, history: None }
     }
 }
 
@@ -168,14 +173,15 @@ fn client_config() -> ClientConfig {
     ClientConfig { timeout: Duration::from_secs(1), dialer: Some(net::dialer()), ..ClientConfig::default() }
 }
 
-fn store_config(seed: u64) -> StoreConfig {
-    StoreConfig { client: client_config(), connect_timeout: Duration::from_secs(1), seed: Some(seed), ..StoreConfig::default() }
+fn store_config(seed: u64, stalls: bool) -> StoreConfig {
+    let stalls = stalls.then_some(STALL_MAX);
+    StoreConfig { client: client_config(), connect_timeout: Duration::from_secs(1), seed: Some(seed), stalls, ..StoreConfig::default() }
 }
 
-async fn open_store(etcd: &Arc<etcd::Etcd>, host: &str, seed: u64) -> Store {
+async fn open_store(etcd: &Arc<etcd::Etcd>, host: &str, seed: u64, stalls: bool) -> Store {
     loop {
         if let Ok(control) = Control::over(etcd.plane(host), CLUSTER) {
-            if let Ok(store) = Store::open(control, store_config(seed)).await {
+            if let Ok(store) = Store::open(control, store_config(seed, stalls)).await {
                 return store;
             }
         }
@@ -281,7 +287,7 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
     for (i, name) in clients.iter().enumerate() {
         let (etcd, history, ready, finished, name) = (etcd.clone(), history.clone(), ready.clone(), finished.clone(), name.clone());
         let members: Vec<String> = drives[..options.drives].iter().map(|(n, _)| n.clone()).collect();
-        let (keys, ops, workers, client_seed) = (options.keys, options.ops, options.concurrency, seed.wrapping_mul(31).wrapping_add(i as u64));
+        let (keys, ops, workers, stalls, client_seed) = (options.keys, options.ops, options.concurrency, options.stalls, seed.wrapping_mul(31).wrapping_add(i as u64));
         sim.client(clients[i].as_str(), async move {
             if i == 0 {
                 set_up(&etcd, &name, &members).await?;
@@ -290,7 +296,7 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
             while !ready.load(Ordering::Acquire) {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
-            let store = open_store(&etcd, &name, client_seed).await;
+            let store = open_store(&etcd, &name, client_seed, stalls).await;
             workload::client(store, history, i as u64 + 1, keys, ops, workers, client_seed).await;
             finished.fetch_add(1, Ordering::Release);
             Ok(())
@@ -303,7 +309,7 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
     for (i, name) in gateways.iter().enumerate() {
         let (etcd, history, ready, finished, broken, name) = (etcd.clone(), history.clone(), ready.clone(), finished.clone(), broken.clone(), name.clone());
         let crashed = crashed.clone();
-        let (objects, ops, workers, crashes, multipart) = (options.objects, options.ops, options.concurrency, options.gateway_crashes && options.faults, options.multipart);
+        let (objects, ops, workers, crashes, multipart, stalls) = (options.objects, options.ops, options.concurrency, options.gateway_crashes && options.faults, options.multipart, options.stalls);
         let gateway_seed = seed.wrapping_mul(37).wrapping_add(0x6a7e + i as u64);
         let skew = s3::skew_of(seed, i);
         sim.client(gateways[i].as_str(), async move {
@@ -313,7 +319,7 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
             // Each life of the gateway a cluster client of its own, as a new process has.
             let open = |life: u64| {
                 let (etcd, name) = (etcd.clone(), name.clone());
-                async move { open_store(&etcd, &name, gateway_seed ^ life.wrapping_mul(0x517c_c1b7_2722_0a95)).await }
+                async move { open_store(&etcd, &name, gateway_seed ^ life.wrapping_mul(0x517c_c1b7_2722_0a95), stalls).await }
             };
             // Writers 1.. are the key-value clients; the gateways' numbers follow theirs.
             let plan = s3::Plan { writer: 0x100 + i as u64, objects, ops, workers, seed: gateway_seed, skew_ms: skew, crashes, multipart };
@@ -354,7 +360,7 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            let store = open_store(&etcd, "checker", seed ^ 0xc4ec).await;
+            let store = open_store(&etcd, "checker", seed ^ 0xc4ec, false).await;
             let mut read = BTreeMap::new();
             for key in 0..keys {
                 match checks::final_read(&store, &history, key).await {

@@ -65,6 +65,10 @@ fn main() -> ExitCode {
                 options.moves = true;
                 Some(())
             }
+            "--stalls" => {
+                options.stalls = true;
+                Some(())
+            }
             "--lossy" => {
                 options.lossy = true;
                 Some(())
@@ -75,7 +79,7 @@ fn main() -> ExitCode {
                 Some(())
             }
             other => {
-                eprintln!("unknown argument {other}; usage: spindle-sim [--seed N | --seeds K --from N] [--ops N] [--clients N] [--concurrency N] [--drives N] [--keys N] [--no-faults] [--churn] [--moves] [--lossy] [--slow] [--s3] [--s3-as-found] [--trace] [--history FILE] [-v]");
+                eprintln!("unknown argument {other}; usage: spindle-sim [--seed N | --seeds K --from N] [--ops N] [--clients N] [--concurrency N] [--drives N] [--keys N] [--no-faults] [--churn] [--moves] [--stalls] [--lossy] [--slow] [--s3] [--s3-as-found] [--trace] [--history FILE] [-v]");
                 None
             }
         };

@@ -73,6 +73,28 @@ fn a_budget_of_seeds_with_slow_links_keeps_every_history_linearizable() {
     assert!(faults > seeds * 5, "only {faults} faults in {seeds} seeds");
 }
 
+/// Seeds run with one move after another, writes stalled between decision and requests
+/// (`Options::moves`, `Options::stalls`), eight operations a client at once over 64 keys, and
+/// the operations per client in each: the profile that catches the epoch mutant.
+const STALL_SEEDS: std::ops::RangeInclusive<u64> = 1..=3;
+const STALL_OPS: u64 = 200;
+
+/// Seeds of that profile that found a defect, and the operations per client in each.
+const FOUND_STALLS: &[(u64, u64)] = &[(74, 400)];
+
+#[test]
+fn a_budget_of_seeds_with_moves_and_stalled_writes_keeps_every_history_linearizable() {
+    let seeds = STALL_SEEDS.count() as u64;
+    let profile = |seed, ops| Options { ops, concurrency: 8, keys: 64, slow_links: true, moves: true, stalls: true, ..Options::churn(seed) };
+    let flags = " --moves --churn --slow --stalls --concurrency 8 --keys 64";
+    let (operations, faults) = budget(STALL_SEEDS, |seed| profile(seed, STALL_OPS), flags);
+    for &(seed, ops) in FOUND_STALLS {
+        budget(seed..=seed, |seed| profile(seed, ops), flags);
+    }
+    assert!(operations > seeds * STALL_OPS, "only {operations} operations in {seeds} seeds");
+    assert!(faults > seeds * 5, "only {faults} faults in {seeds} seeds");
+}
+
 /// Seeds run with two S3 gateways beside the key-value clients (`Options::gateways`), which
 /// crash and start again and upload some objects in parts, and the operations each gateway
 /// and client runs.

@@ -117,7 +117,7 @@ impl Store {
             }
             Verdict::Beneath(_) => unreachable!("decided above"),
             Verdict::Never(Some((stamp, value))) => {
-                tracing::debug!(?batch, write = ?stamp.identity, ?dkey, "a batch that can never be chosen abandoned: the write before it stands");
+                tracing::debug!(?batch, write = ?stamp.identity, ?dkey, held = ?promised.iter().map(|(d, h, _)| (d, h.stamp())).collect::<Vec<_>>(), replicas = ?judged.replicas, "a batch that can never be chosen abandoned: the write before it stands");
                 (stamp.identity, value)
             }
             // Nothing before the batch: the key is absent, a tombstone in its place.

@@ -80,6 +80,7 @@ impl Store {
         // moves to as well: else the flip could leave it on too few of them, and a read after
         // it return something older than this one did.
         let write_back = !joint_quorum(map, partition, usize::from(map.write_quorum), holders.iter());
+        tracing::trace!(?dkey, write = ?tag, epoch = map.epoch, ?holders, write_back, "settle");
         let mut value = value;
         // A batch's tombstone has a value too: its members, needed to write the batch back.
         if value.is_none() && (with_value || write_back) && (!tag.is_tombstone() || tag.is_batch()) {
