@@ -6,7 +6,8 @@
 //! and `--no-faults` change the run; `--churn` adds member changes (two spares, leaves down to
 //! three members, drives that left join again); `--moves` changes members far more often
 //! (one move after another); `--lossy` makes links fail at random too; `--slow`
-//! makes a client's links to the drives slow for a while (operations straddle map changes); `--s3`
+//! makes a client's links to the drives slow for a while (operations straddle map changes);
+//! `--stalls` pauses one decided write in four before its requests go out; `--s3`
 //! adds two S3 gateways (clocks skewed) doing PUT, GET and DELETE on shared objects; `--history FILE`
 //! writes each run's history there.
 
