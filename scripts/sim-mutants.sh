@@ -3,8 +3,9 @@
 # feature of spindle-cluster (never in a product build), is run over seeds until the
 # simulator catches it: first the default runs, then runs with more member changes
 # (`--churn`), then runs whose links also fail at random (`--lossy`); the epoch mutant last
-# in runs of one move after another with writes stalled between decision and requests
-# (`--moves --churn --slow --stalls`, eight operations a client at once over 64 keys); the
+# in runs of one move after another with operations paused between choosing their map and
+# their first request (`--moves --churn --slow --stale-views`, eight operations a client at
+# once over 64 keys); the
 # gateway's mutant in runs with S3 gateways (`--s3`). Prints, per mutant, the first seed that caught it or the seeds it survived.
 #
 #   scripts/sim-mutants.sh [SEEDS] [OPS]      (default: 40 seeds from 1, 400 operations per client)
@@ -22,7 +23,7 @@ for mutant in cas retag writeback epoch intent; do
   # profiles, the epoch mutant in a fourth as well.
   profiles=("" "--churn" "--lossy")
   if [[ $mutant == intent ]]; then profiles=("--s3"); fi
-  if [[ $mutant == epoch ]]; then profiles+=("--moves --churn --slow --stalls --concurrency 8 --keys 64"); fi
+  if [[ $mutant == epoch ]]; then profiles+=("--moves --churn --slow --stale-views --concurrency 8 --keys 64"); fi
   labels=()
   for profile in "${profiles[@]}"; do labels+=("${profile:-default}"); done
   result="survived $seeds seeds in each of: $(IFS=,; echo "${labels[*]}")"

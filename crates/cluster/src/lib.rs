@@ -48,7 +48,7 @@ pub use credentials::Credentials;
 pub use error::{BatchError, ClusterError, CredentialsError, ProvisionError, SettingError, StripeError};
 pub use map::{ClusterMap, Member};
 pub use batch::BatchOp;
-pub use store::{Condition, Store, StoreConfig, Versioned};
+pub use store::{Condition, Stalls, Store, StoreConfig, Versioned};
 
 /// Decodes `bytes` as everything a replica's entry may hold (a version as a stamp, a value as a
 /// batch entry), checking that what decodes encodes back the same: the fuzz target's and the

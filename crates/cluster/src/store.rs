@@ -58,7 +58,7 @@ const MAX_ATTEMPTS: usize = 8;
 const CHANGED_BACKOFF_MICROS: u64 = 500;
 /// The top bit of an unconditional write's writer id (`Store::round_id`).
 const UNCONDITIONAL: u64 = 1 << 63;
-/// One decided write in this many stalls, when `StoreConfig::stalls` is set.
+/// One operation in this many stalls at each place `StoreConfig::stalls` names.
 const STALL_ONE_IN: u32 = 4;
 /// Longest a client waits for drives to be fenced to the epoch of the map it read.
 const STALE_VIEW_WAIT: Duration = Duration::from_secs(10);
@@ -98,16 +98,27 @@ pub struct StoreConfig {
     /// Seeds the client's writer id and its pauses after lost races, so that the simulator
     /// replays a run from one seed; `None`: from the operating system.
     pub seed: Option<u64>,
-    /// A write decided, one in `STALL_ONE_IN` waits up to this long (drawn from `seed`) before
-    /// it is sent: the simulator's way to widen the windows in which the map changes between
-    /// an operation's decision and its requests (FoundationDB's "buggify"). `None` in service.
-    pub stalls: Option<Duration>,
+    /// Pauses the simulator puts into operations; none in service.
+    pub stalls: Stalls,
+}
+
+/// Pauses in a cluster client's operations, one in `STALL_ONE_IN` at each place, each drawn
+/// from `StoreConfig::seed`: the simulator's way to widen the windows in which the map changes
+/// under an operation (FoundationDB's "buggify"). None in service.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Stalls {
+    /// Up to this long between a write's decision and its requests: an operation decided
+    /// under one map sends under the next.
+    pub decided: Option<Duration>,
+    /// Up to this long between an operation's choice of map and its first request: another
+    /// operation of the client may load a newer map meanwhile.
+    pub viewed: Option<Duration>,
 }
 
 impl Default for StoreConfig {
     fn default() -> Self {
         let client = ClientConfig { timeout: Duration::from_secs(5), ..ClientConfig::default() };
-        StoreConfig { client, connect_timeout: Duration::from_secs(2), hedge_after: HEDGE_AFTER, seed: None, stalls: None }
+        StoreConfig { client, connect_timeout: Duration::from_secs(2), hedge_after: HEDGE_AFTER, seed: None, stalls: Stalls::default() }
     }
 }
 
@@ -335,7 +346,9 @@ impl Store {
         let mut attempts = 0;
         let mut waited = Duration::ZERO;
         while attempts < MAX_ATTEMPTS {
-            match op(self.map()).await {
+            let map = self.map();
+            self.stall(self.inner.config.stalls.viewed).await;
+            match op(map).await {
                 Ok(v) => return Ok(v),
                 Err(OpError::StaleView) => {
                     if self.follow_view(&mut waited).await? {
@@ -425,7 +438,7 @@ impl Store {
         F: Fn(Arc<ClusterMap>) -> Fut,
         Fut: std::future::Future<Output = Result<T, OpError>>,
     {
-        self.stall().await;
+        self.stall(self.inner.config.stalls.decided).await;
         let decision = map.clone();
         let mut map = map.clone();
         let mut attempts = 0;
@@ -456,10 +469,9 @@ impl Store {
         Err(OpError::Failed(ClusterError::GaveUp(MAX_ATTEMPTS)))
     }
 
-    /// A pause between a write's decision and its requests, when `StoreConfig::stalls` asks
-    /// for them; nothing in service.
-    async fn stall(&self) {
-        let Some(most) = self.inner.config.stalls else { return };
+    /// A pause of up to `most`, one time in `STALL_ONE_IN` (`Stalls`); nothing in service.
+    async fn stall(&self, most: Option<Duration>) {
+        let Some(most) = most else { return };
         let pause = {
             let mut rng = self.inner.rng.lock();
             rand::Rng::random_ratio(&mut *rng, 1, STALL_ONE_IN).then(|| rand::Rng::random_range(&mut *rng, Duration::ZERO..most))

@@ -24,7 +24,7 @@ use spindle_cluster::control::{Control, HealthState, MemberChange};
 use spindle_cluster::coordinator::CoordinatorConfig;
 use spindle_cluster::history::{self, Event, Op, Violation};
 use spindle_cluster::map::ClusterMap;
-use spindle_cluster::store::{Store, StoreConfig};
+use spindle_cluster::store::{Stalls, Store, StoreConfig};
 
 mod checks;
 pub mod disk;
@@ -66,7 +66,7 @@ const SIM_EPOCH_SECS: u64 = 1_800_000_000;
 /// partitions copied early wait for the flip, while writes decided before the move may still
 /// land on their old replicas only (the window the epoch a request carries guards).
 const MOVE_RATE: u64 = 256;
-/// The longest pause of a stalled write (`Options::stalls`).
+/// The longest pause of a stalled operation (`Options::stalls`, `Options::stale_views`).
 const STALL_MAX: Duration = Duration::from_millis(1500);
 /// How long a run may last in simulated time before it is called stuck.
 const LONGEST_RUN: Duration = Duration::from_secs(3_600);
@@ -91,8 +91,11 @@ pub struct Options {
     /// moves are paced (`MOVE_RATE`): one long move after another, operations straddling each.
     pub moves: bool,
     /// One write decided in four waits up to `STALL_MAX` before its requests go out
-    /// (`StoreConfig::stalls`): operations decided under one map send under the next.
+    /// (`Stalls::decided`): operations decided under one map send under the next.
     pub stalls: bool,
+    /// One operation in four waits up to `STALL_MAX` between choosing its map and its first
+    /// request (`Stalls::viewed`): it may send under a map its client loaded meanwhile.
+    pub stale_views: bool,
     pub coordinators: usize,
     pub clients: usize,
     /// S3 gateways (the gateway's operations over cluster clients, clocks skewed), and the
@@ -125,7 +128,7 @@ impl Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { seed: 0, drives: 5, spares: 1, min_members: 4, rejoin: false, lossy: false, slow_links: false, moves: false, stalls: false, coordinators: 2, clients: 3, gateways: 0, objects: 4, gateway_crashes: false, multipart: false, concurrency: 2, keys: 8, ops: 120, faults: true, trace: false, history: None }
+        Options { seed: 0, drives: 5, spares: 1, min_members: 4, rejoin: false, lossy: false, slow_links: false, moves: false, stalls: false, stale_views: false, coordinators: 2, clients: 3, gateways: 0, objects: 4, gateway_crashes: false, multipart: false, concurrency: 2, keys: 8, ops: 120, faults: true, trace: false, history: None }
     }
 }
 
@@ -173,12 +176,16 @@ fn client_config() -> ClientConfig {
     ClientConfig { timeout: Duration::from_secs(1), dialer: Some(net::dialer()), ..ClientConfig::default() }
 }
 
-fn store_config(seed: u64, stalls: bool) -> StoreConfig {
-    let stalls = stalls.then_some(STALL_MAX);
+fn store_config(seed: u64, stalls: Stalls) -> StoreConfig {
     StoreConfig { client: client_config(), connect_timeout: Duration::from_secs(1), seed: Some(seed), stalls, ..StoreConfig::default() }
 }
 
-async fn open_store(etcd: &Arc<etcd::Etcd>, host: &str, seed: u64, stalls: bool) -> Store {
+/// The pauses `options` asks of the clients' and gateways' cluster clients.
+fn stalls_of(options: &Options) -> Stalls {
+    Stalls { decided: options.stalls.then_some(STALL_MAX), viewed: options.stale_views.then_some(STALL_MAX) }
+}
+
+async fn open_store(etcd: &Arc<etcd::Etcd>, host: &str, seed: u64, stalls: Stalls) -> Store {
     loop {
         if let Ok(control) = Control::over(etcd.plane(host), CLUSTER) {
             if let Ok(store) = Store::open(control, store_config(seed, stalls)).await {
@@ -287,7 +294,7 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
     for (i, name) in clients.iter().enumerate() {
         let (etcd, history, ready, finished, name) = (etcd.clone(), history.clone(), ready.clone(), finished.clone(), name.clone());
         let members: Vec<String> = drives[..options.drives].iter().map(|(n, _)| n.clone()).collect();
-        let (keys, ops, workers, stalls, client_seed) = (options.keys, options.ops, options.concurrency, options.stalls, seed.wrapping_mul(31).wrapping_add(i as u64));
+        let (keys, ops, workers, stalls, client_seed) = (options.keys, options.ops, options.concurrency, stalls_of(options), seed.wrapping_mul(31).wrapping_add(i as u64));
         sim.client(clients[i].as_str(), async move {
             if i == 0 {
                 set_up(&etcd, &name, &members).await?;
@@ -309,7 +316,7 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
     for (i, name) in gateways.iter().enumerate() {
         let (etcd, history, ready, finished, broken, name) = (etcd.clone(), history.clone(), ready.clone(), finished.clone(), broken.clone(), name.clone());
         let crashed = crashed.clone();
-        let (objects, ops, workers, crashes, multipart, stalls) = (options.objects, options.ops, options.concurrency, options.gateway_crashes && options.faults, options.multipart, options.stalls);
+        let (objects, ops, workers, crashes, multipart, stalls) = (options.objects, options.ops, options.concurrency, options.gateway_crashes && options.faults, options.multipart, stalls_of(options));
         let gateway_seed = seed.wrapping_mul(37).wrapping_add(0x6a7e + i as u64);
         let skew = s3::skew_of(seed, i);
         sim.client(gateways[i].as_str(), async move {
@@ -360,7 +367,7 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            let store = open_store(&etcd, "checker", seed ^ 0xc4ec, false).await;
+            let store = open_store(&etcd, "checker", seed ^ 0xc4ec, Stalls::default()).await;
             let mut read = BTreeMap::new();
             for key in 0..keys {
                 match checks::final_read(&store, &history, key).await {

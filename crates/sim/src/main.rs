@@ -7,7 +7,8 @@
 //! three members, drives that left join again); `--moves` changes members far more often
 //! (one move after another); `--lossy` makes links fail at random too; `--slow`
 //! makes a client's links to the drives slow for a while (operations straddle map changes);
-//! `--stalls` pauses one decided write in four before its requests go out; `--s3`
+//! `--stalls` pauses one decided write in four before its requests go out, `--stale-views`
+//! one operation in four between choosing its map and its first request; `--s3`
 //! adds two S3 gateways (clocks skewed) doing PUT, GET and DELETE on shared objects; `--history FILE`
 //! writes each run's history there.
 
@@ -70,6 +71,10 @@ fn main() -> ExitCode {
                 options.stalls = true;
                 Some(())
             }
+            "--stale-views" => {
+                options.stale_views = true;
+                Some(())
+            }
             "--lossy" => {
                 options.lossy = true;
                 Some(())
@@ -80,7 +85,7 @@ fn main() -> ExitCode {
                 Some(())
             }
             other => {
-                eprintln!("unknown argument {other}; usage: spindle-sim [--seed N | --seeds K --from N] [--ops N] [--clients N] [--concurrency N] [--drives N] [--keys N] [--no-faults] [--churn] [--moves] [--stalls] [--lossy] [--slow] [--s3] [--s3-as-found] [--trace] [--history FILE] [-v]");
+                eprintln!("unknown argument {other}; usage: spindle-sim [--seed N | --seeds K --from N] [--ops N] [--clients N] [--concurrency N] [--drives N] [--keys N] [--no-faults] [--churn] [--moves] [--stalls] [--stale-views] [--lossy] [--slow] [--s3] [--s3-as-found] [--trace] [--history FILE] [-v]");
                 None
             }
         };

@@ -75,7 +75,7 @@ fn a_budget_of_seeds_with_slow_links_keeps_every_history_linearizable() {
 
 /// Seeds run with one move after another, writes stalled between decision and requests
 /// (`Options::moves`, `Options::stalls`), eight operations a client at once over 64 keys, and
-/// the operations per client in each: the profile that catches the epoch mutant.
+/// the operations per client in each.
 const STALL_SEEDS: std::ops::RangeInclusive<u64> = 1..=3;
 const STALL_OPS: u64 = 200;
 
@@ -91,6 +91,20 @@ fn a_budget_of_seeds_with_moves_and_stalled_writes_keeps_every_history_lineariza
     for &(seed, ops) in FOUND_STALLS {
         budget(seed..=seed, |seed| profile(seed, ops), flags);
     }
+    assert!(operations > seeds * STALL_OPS, "only {operations} operations in {seeds} seeds");
+    assert!(faults > seeds * 5, "only {faults} faults in {seeds} seeds");
+}
+
+/// Seeds run with one move after another and operations paused between choosing their map
+/// and their first request (`Options::stale_views`), eight a client at once over 64 keys:
+/// the profile that catches the epoch mutant.
+const STALE_VIEW_SEEDS: std::ops::RangeInclusive<u64> = 1..=2;
+
+#[test]
+fn a_budget_of_seeds_with_moves_and_stale_views_keeps_every_history_linearizable() {
+    let seeds = STALE_VIEW_SEEDS.count() as u64;
+    let options = |seed| Options { ops: STALL_OPS, concurrency: 8, keys: 64, slow_links: true, moves: true, stale_views: true, ..Options::churn(seed) };
+    let (operations, faults) = budget(STALE_VIEW_SEEDS, options, " --moves --churn --slow --stale-views --concurrency 8 --keys 64");
     assert!(operations > seeds * STALL_OPS, "only {operations} operations in {seeds} seeds");
     assert!(faults > seeds * 5, "only {faults} faults in {seeds} seeds");
 }
