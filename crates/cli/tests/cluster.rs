@@ -873,6 +873,34 @@ fn batches_are_atomic_within_a_partition() {
                 assert!(Tag::decode(&m.version).unwrap().same_write(&tag));
             }
         }
+
+        // A batch taken up again under a higher ballot without a member that a newer write
+        // overtook (as a reader leaves it out): a repair copying it from that replica copies the
+        // member under the ballot it has, not the higher one, so the newer write stays above it.
+        let p4 = map.partition_of(b"{u}/a");
+        let members4 = [b"{u}/a".as_slice(), b"{u}/b".as_slice()];
+        let (a4, b4) = (spindle_cluster::map::drive_key(p4, b"{u}/a"), spindle_cluster::map::drive_key(p4, b"{u}/b"));
+        let entries4: Vec<_> =
+            members4.iter().map(|k| (spindle_cluster::map::drive_key(p4, k), batch::encode_entry(&members4, b"left"), tag)).collect();
+        let mut clients4 = Vec::new();
+        for id in map.replicas_of(p4) {
+            clients4.push((id.clone(), connect(id).await));
+        }
+        let source = &clients4[0].1;
+        spindle_cluster::replica::store_batch_if_newer(source, &entries4, None).await.unwrap();
+        let overtaking = Tag { counter: tag.counter + 1, writer: 9, kind: Kind::Value, ..tag };
+        for (_, c) in &clients4[1..] {
+            spindle_cluster::replica::store_if_newer(c, &b4, Bytes::from("overtaking"), overtaking, None).await.unwrap();
+        }
+        let higher = Tag { counter: tag.counter + 2, writer: 10, kind: Kind::Value, ..tag };
+        let answer = spindle_cluster::replica::accept(source, &a4, entries4[0].1.clone(), tag, higher, None).await.unwrap();
+        assert_eq!(answer, spindle_cluster::replica::Answer::Yes);
+        spindle_cluster::repair::repair_partition(p4, &clients4).await.unwrap();
+        for (id, c) in &clients4[1..] {
+            let m = c.get_metadata(&b4).await.unwrap().unwrap();
+            assert_eq!(Tag::decode(&m.version), Some(overtaking), "replica {id}: the left-out member was copied above the write that overtook it");
+        }
+        assert_eq!(get("{u}/b").await.unwrap().0, Bytes::from("overtaking"));
     });
 }
 

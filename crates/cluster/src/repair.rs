@@ -98,11 +98,15 @@ async fn repair_held(
     }
     let mut copied = 0;
     if newest.identity.is_batch() {
-        let Some((entries, replaced)) = batch_of(partition, source, key, newest, &entry.value).await? else {
+        let Some(Gathered { entries, mut replaced, lower }) = batch_of(partition, source, key, newest, &entry.value).await? else {
             // The source holds a member older than the batch: not a copy to make from it.
             blocked.push(key.clone());
             return Ok(0);
         };
+        // A member under a lower ballot than `key` was left out of a round that took the batch
+        // up again, for a write above it: copied under `key`'s ballot it would rise above that
+        // write. Repaired as a replaced member is.
+        replaced.extend(lower);
         if !replaced.is_empty() {
             // Tags only grow along this recursion (each member newer than the batch that led to it).
             for member in &replaced {
@@ -138,6 +142,17 @@ async fn repair_held(
     Ok(copied)
 }
 
+/// A batch's entries as one replica holds them (`batch_of`).
+pub(crate) struct Gathered {
+    /// Each member's entry of the batch's write.
+    pub entries: Vec<replica::BatchEntry>,
+    /// Drive keys of members the replica holds a newer write for.
+    pub replaced: Vec<Bytes>,
+    /// Drive keys of members it holds the batch's write for under a lower ballot than the
+    /// entry read (in `entries` too).
+    pub lower: Vec<Bytes>,
+}
+
 /// The entries of the batch whose entry for `key` is `value` (written as `newest`), as
 /// `source` holds them, and the drive keys of members `source` holds a newer write for; `None`
 /// if `source` holds a member at an older write (it does not have the batch whole). A member
@@ -151,11 +166,11 @@ pub(crate) async fn batch_of(
     key: &Bytes,
     newest: Stamp,
     value: &Bytes,
-) -> Result<Option<(Vec<replica::BatchEntry>, Vec<Bytes>)>, ClientError> {
+) -> Result<Option<Gathered>, ClientError> {
     let tag = newest.identity;
     let Some((members, _)) = crate::batch::decode_entry(value) else { return Ok(None) };
     let mut entries = vec![(key.clone(), value.clone(), tag)];
-    let mut replaced = Vec::new();
+    let (mut replaced, mut lower) = (Vec::new(), Vec::new());
     for member in members {
         let mkey = map::drive_key(partition, &member);
         if mkey == *key {
@@ -163,7 +178,12 @@ pub(crate) async fn batch_of(
         }
         match source.get(&mkey).await? {
             Some(e) => match Stamp::decode(&e.metadata.version) {
-                Some(s) if s.identity.same_write(&tag) => entries.push((mkey, e.value, s.identity)),
+                Some(s) if s.identity.same_write(&tag) => {
+                    if s.ballot < newest.ballot {
+                        lower.push(mkey.clone());
+                    }
+                    entries.push((mkey, e.value, s.identity));
+                }
                 Some(s) if s.replaces(tag) => replaced.push(mkey),
                 other => {
                     tracing::debug!(batch = ?tag, ?key, member = ?mkey, held = ?other, "the source does not hold the batch whole");
@@ -176,5 +196,5 @@ pub(crate) async fn batch_of(
             }
         }
     }
-    Ok(Some((entries, replaced)))
+    Ok(Some(Gathered { entries, replaced, lower }))
 }

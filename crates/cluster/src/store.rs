@@ -35,7 +35,7 @@ use crate::ClusterError;
 pub use crate::map::{MAX_KEY_LEN, MAX_VALUE_LEN};
 use quorum::{carries, joint_quorum, quorum_met, Ask, Quorum};
 use abandon::Fate;
-use batches::Reach;
+use batches::{Learned, Reach};
 use round::{Judged, Outcome, Proposal};
 
 mod ask;

@@ -151,7 +151,7 @@ impl Store {
             entry = Some(value);
             // A holder that does not answer, or has it no longer whole: the next one may.
             let Ok(c) = self.connection(map, holder, Lane::Writes).await else { continue };
-            if let Ok(Some((entries, replaced))) = crate::repair::batch_of(partition, &c, dkey, under, value).await {
+            if let Ok(Some(crate::repair::Gathered { entries, replaced, .. })) = crate::repair::batch_of(partition, &c, dkey, under, value).await {
                 if replaced.is_empty() {
                     whole = Some(entries);
                     break;

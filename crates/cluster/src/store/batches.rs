@@ -179,15 +179,33 @@ impl Store {
         reach: Reach,
         passed_over: (&[Tag], Tag),
     ) -> Result<(), OpError> {
+        match self.learn_or_overtaken(map, partition, entries, reach, passed_over).await? {
+            Learned::Done => Ok(()),
+            Learned::Overtaken { .. } => Err(OpError::Changed),
+        }
+    }
+
+    /// `learn_batch`, saying which members it met a newer write of (`Learned::Overtaken`)
+    /// instead of giving up.
+    pub(super) async fn learn_or_overtaken(
+        &self,
+        map: &Arc<ClusterMap>,
+        partition: u32,
+        entries: Arc<Vec<BatchEntry>>,
+        reach: Reach,
+        passed_over: (&[Tag], Tag),
+    ) -> Result<Learned, OpError> {
         let dkeys: Arc<Vec<Bytes>> = Arc::new(entries.iter().map(|(k, _, _)| k.clone()).collect());
         let (ballot, promised) = self.promise_keys(map, partition, &dkeys, reach).await?;
         let counts = |s: &Stamp| counts_as_current(s, passed_over);
-        for (i, (_, _, tag)) in entries.iter().enumerate() {
-            let current = promised.iter().filter_map(|(_, h)| h[i].stamp().filter(counts)).max_by_key(Stamp::order);
-            if !leaves_room(current, *tag) {
-                tracing::debug!(batch = ?tag, ?current, "a batch's round met a newer write");
-                return Err(OpError::Changed);
-            }
+        let currents: Vec<(Tag, Option<Stamp>)> = entries
+            .iter()
+            .enumerate()
+            .map(|(i, (_, _, tag))| (*tag, promised.iter().filter_map(|(_, h)| h[i].stamp().filter(counts)).max_by_key(Stamp::order)))
+            .collect();
+        if let Some(newer) = overtaken(&currents) {
+            tracing::debug!(batch = ?currents[0].0, currents = ?currents.iter().map(|(_, c)| c).collect::<Vec<_>>(), "a batch's round met a newer write");
+            return Ok(Learned::Overtaken { newer });
         }
         let after: Arc<BTreeMap<String, Vec<Held>>> =
             Arc::new(promised.into_iter().map(|(d, held)| (d, held.iter().map(|h| h.promised(ballot)).collect())).collect());
@@ -204,7 +222,18 @@ impl Store {
             }
         })
         .await
+        .map(|()| Learned::Done)
     }
+}
+
+/// What a batch's round (`learn_or_overtaken`) came to.
+pub(super) enum Learned {
+    /// Accepted again whole: chosen.
+    Done,
+    /// A member's highest write on the promising replicas is above the batch: nothing
+    /// accepted. `newer`: the entries whose write there is a newer one (the rest, an older
+    /// write a round took up above the batch's ballot).
+    Overtaken { newer: Vec<usize> },
 }
 
 /// Whether a replica's write `s` counts as its key's current write in a round that passes over
@@ -222,6 +251,15 @@ fn counts_as_current(s: &Stamp, (passed, up_to): (&[Tag], Tag)) -> bool {
 /// older one chosen under a higher ballot) leaves no room for it.
 fn leaves_room(current: Option<Stamp>, tag: Tag) -> bool {
     current.is_none_or(|s| s.identity.same_write(&tag) || s.order() < Stamp::plain(tag).order())
+}
+
+/// Whether a batch's round must stop, given each entry's tag and its key's current write on
+/// the promising replicas: `None` when every key leaves room for the batch (`leaves_room`),
+/// else the entries whose current write is a newer one (the rest that stop it hold an older
+/// write a round took up above the batch's ballot).
+fn overtaken(currents: &[(Tag, Option<Stamp>)]) -> Option<Vec<usize>> {
+    let stopped: Vec<usize> = currents.iter().enumerate().filter(|(_, (tag, current))| !leaves_room(*current, *tag)).map(|(i, _)| i).collect();
+    (!stopped.is_empty()).then(|| stopped.into_iter().filter(|i| currents[*i].1.is_some_and(|s| s.identity > currents[*i].0)).collect())
 }
 
 /// How many replicas a batch's round asks to promise.
@@ -249,6 +287,20 @@ mod tests {
         // Another write counts whatever is passed over.
         assert!(counts_as_current(&Stamp::plain(tag(11).with_kind(Kind::Value)), (&[passed], proven_at)));
         assert!(!counts_as_current(&Stamp::plain(NOTHING), (&[], NOTHING)));
+    }
+
+    #[test]
+    fn a_round_names_the_members_a_newer_write_overtook() {
+        let tag = |counter, kind| Tag { epoch: 7, counter, writer: 1, kind };
+        let batch = tag(82, Kind::BatchValue);
+        let plain = |identity: Tag, ballot: u64| Some(Stamp { identity, ballot: tag(ballot, Kind::Value), promise: None });
+        // Room on every key: the round goes on.
+        assert_eq!(overtaken(&[(batch, None), (batch, plain(tag(23, Kind::Value), 23))]), None);
+        // A newer write of the second key: named.
+        assert_eq!(overtaken(&[(batch, None), (batch, plain(tag(85, Kind::Value), 85))]), Some(vec![1]));
+        // An older write taken up above the batch's ballot stops it too, unnamed: it proves
+        // the batch not chosen there, and nothing newer is to be settled.
+        assert_eq!(overtaken(&[(batch, plain(tag(23, Kind::Value), 90)), (batch, None)]), Some(vec![]));
     }
 
     #[test]

@@ -155,6 +155,10 @@ impl Store {
             }
             match c.get(&mkey).await.map_err(|e| OpError::from_client(holder, e))? {
                 Some(e) => match Stamp::decode(&e.metadata.version) {
+                    // Under a lower ballot than `dkey`: left out by the round that took the
+                    // batch up again, for a write above it (`left_out`). Accepted here under
+                    // `dkey`'s ballot it would rise above that write.
+                    Some(s) if s.identity.same_write(&tag) && left_out(&s, newest) => replaced.push(member),
                     Some(s) if s.identity.same_write(&tag) => entries.push((mkey, e.value, s.identity)),
                     // Replaced by a newer write since (`Stamp::replaces`): settled below, then left out.
                     Some(s) if s.replaces(tag) => replaced.push(member),
@@ -207,9 +211,46 @@ impl Store {
             // A replica's promise (a round's, maybe one that never finished) refuses the
             // batch's own ballot: a round above it makes the batch chosen, as a single key's
             // refused write-back goes on with a round.
-            Err(OpError::Changed) if refused => self.learn_batch(map, partition, entries, Reach::Quorum, (&[], NOTHING)).await.map(|()| None),
+            // Boxed: its state would otherwise grow every read's future, on a path rarely taken.
+            Err(OpError::Changed) if refused => Box::pin(self.learn_overtaken(map, partition, dkey, tag, entries)).await,
             other => other.map(|()| None),
         }
+    }
+
+    /// The round of a batch whose write-back was refused (`learn_batch`), and when it meets
+    /// newer writes of some members on the replicas that promised: those members settled
+    /// (their newer writes on a write quorum), the batch judged on `dkey` with every replica
+    /// (`abandon`), and, chosen, made chosen again without them; abandoned, the write that
+    /// stands for `dkey` returned. Without the judgement such a batch was tried again and
+    /// again, each round meeting the same newer write. A newer write of `dkey` itself: read
+    /// again (it is the read's answer now, not the batch).
+    async fn learn_overtaken(&self, map: &Arc<ClusterMap>, partition: u32, dkey: &Bytes, tag: Tag, entries: Arc<Vec<BatchEntry>>) -> Result<Option<(Tag, Option<Bytes>)>, OpError> {
+        let mut entries = entries;
+        // Each pass leaves at least one member out, or ends.
+        for _ in 0..entries.len() {
+            let newer = match self.learn_or_overtaken(map, partition, entries.clone(), Reach::Quorum, (&[], NOTHING)).await? {
+                Learned::Done => return Ok(None),
+                Learned::Overtaken { newer } => newer,
+            };
+            if newer.is_empty() || newer.iter().any(|i| entries[*i].0 == *dkey) {
+                return Err(OpError::Changed);
+            }
+            for i in &newer {
+                let Some(key) = map::user_key(partition, &entries[*i].0) else { return Err(undecodable(&entries[*i].0)) };
+                // Tags only grow along this recursion (each member's write newer than the batch).
+                self.settle_key(map, Bytes::copy_from_slice(key)).await?;
+            }
+            match self.abandon(map, partition, dkey, tag).await? {
+                Fate::Stands(stands) => return Ok(Some(stands)),
+                Fate::Unknown => return Err(OpError::Changed),
+                Fate::Chosen => {
+                    tracing::debug!(batch = ?tag, ?dkey, left_out = newer.len(), "a batch overtaken on some members judged chosen: made chosen without them");
+                    let kept = entries.iter().enumerate().filter(|(i, _)| !newer.contains(i)).map(|(_, e)| e.clone()).collect();
+                    entries = Arc::new(kept);
+                }
+            }
+        }
+        Err(OpError::Changed)
     }
 
     /// A read of `key` for what it settles (boxed: reads and batch write-backs recurse).
@@ -220,4 +261,13 @@ impl Store {
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), OpError>> + Send + 'a>> {
         Box::pin(async move { self.read(map, &key, false).await.map(drop) })
     }
+}
+
+/// Whether a batch's member entry `member`, of the same write as the entry `read` was read
+/// from, was left out when that entry was accepted again under a higher ballot: a round that
+/// judged the batch chosen leaves out the members it met a write above the batch for
+/// (`learn_overtaken`, `write_back_batch`), and an abandoning puts a chosen batch back in
+/// another's place on one key alone (`abandon`); the others keep the ballot they had.
+pub(super) fn left_out(member: &Stamp, read: Stamp) -> bool {
+    member.ballot < read.ballot
 }

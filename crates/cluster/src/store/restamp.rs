@@ -49,7 +49,7 @@ impl Store {
             // leave them out); none if it no longer has the batch whole.
             let c = self.connection(map, holder, Lane::Writes).await.map_err(|e| OpError::from_client(holder, e))?;
             let batch = crate::repair::batch_of(partition, &c, &dkey, newest, entry).await.map_err(|e| OpError::from_client(holder, e))?;
-            let Some((entries, replaced)) = batch else { return Ok(()) };
+            let Some(crate::repair::Gathered { entries, replaced, .. }) = batch else { return Ok(()) };
             if !replaced.is_empty() {
                 // Accepted again without a member only if it was chosen (`abandon`).
                 for member in replaced {
