@@ -98,15 +98,12 @@ async fn repair_held(
     }
     let mut copied = 0;
     if newest.identity.is_batch() {
-        let Some(Gathered { entries, mut replaced, lower }) = batch_of(partition, source, key, newest, &entry.value).await? else {
+        let Some(gathered) = batch_of(partition, source, key, newest, &entry.value).await? else {
             // The source holds a member older than the batch: not a copy to make from it.
             blocked.push(key.clone());
             return Ok(0);
         };
-        // A member under a lower ballot than `key` was left out of a round that took the batch
-        // up again, for a write above it: copied under `key`'s ballot it would rise above that
-        // write. Repaired as a replaced member is.
-        replaced.extend(lower);
+        let (entries, replaced) = gathered.into_copy();
         if !replaced.is_empty() {
             // Tags only grow along this recursion (each member newer than the batch that led to it).
             for member in &replaced {
@@ -149,8 +146,24 @@ pub(crate) struct Gathered {
     /// Drive keys of members the replica holds a newer write for.
     pub replaced: Vec<Bytes>,
     /// Drive keys of members it holds the batch's write for under a lower ballot than the
-    /// entry read (in `entries` too).
+    /// entry read (in `entries` too): left out when that entry was accepted again under a
+    /// higher ballot (a round that judged the batch chosen leaves out the members it met a
+    /// write above the batch for, and an abandoning puts a chosen batch back in another's
+    /// place on one key alone).
     pub lower: Vec<Bytes>,
+}
+
+impl Gathered {
+    /// What a copy under the read entry's ballot (a repair's, a write-back's) may take, and
+    /// the members it leaves out as replaced: the `lower` ones too, which that ballot would
+    /// raise above the write they were left out for. A round (`Store::learn_batch`) takes them
+    /// all, as it checks every key against the replicas that promised.
+    pub fn into_copy(self) -> (Vec<replica::BatchEntry>, Vec<Bytes>) {
+        let Gathered { mut entries, mut replaced, lower } = self;
+        entries.retain(|(k, _, _)| !lower.contains(k));
+        replaced.extend(lower);
+        (entries, replaced)
+    }
 }
 
 /// The entries of the batch whose entry for `key` is `value` (written as `newest`), as

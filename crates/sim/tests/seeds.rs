@@ -1,6 +1,6 @@
-//! The simulator in the test command: a fixed budget of seeds (about two and a half minutes
-//! in a debug build) and the seeds that found defects (the proof that a seed replays exactly
-//! is `tests/replay.rs`). Longer runs:
+//! The simulator in the test command: a fixed budget of seeds (about five and a half minutes
+//! in a debug build under the test command) and the seeds that found defects (the proof that
+//! a seed replays exactly is `tests/replay.rs`). Longer runs:
 //! `cargo run --release -p spindle-sim -- --seeds 1000` (docs/design/simulation.md).
 
 use spindle_sim::{run, Options};

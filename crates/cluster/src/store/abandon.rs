@@ -168,7 +168,7 @@ impl Store {
             return Ok(None);
         };
         tracing::debug!(?passed, under = ?under.identity, ?dkey, "batches that can never be chosen abandoned: the batch before them made chosen whole");
-        Ok(Some(match self.learn_batch(map, partition, Arc::new(entries), Reach::Every, (passed, judged.ballot)).await {
+        Ok(Some(match self.learn_batch(map, partition, Arc::new(entries), Reach::Every, (passed, judged.ballot)).await.and_then(Learned::done) {
             Ok(()) => Fate::Stands((under.identity, Some(entry.clone()))),
             Err(OpError::Changed) => Fate::Unknown,
             Err(e) => return Err(e),

@@ -167,27 +167,12 @@ impl Store {
     /// promises a ballot above every position it holds for the batch's keys; if no key's
     /// highest accepted write among them is above the batch (`leaves_room`), the entries are accepted again,
     /// whole, under that ballot (their identities kept), by every replica that answers (a
-    /// write quorum at least). Anything newer met on the way: read again. Writes proven never
+    /// write quorum at least). Anything above the batch met on the way: nothing accepted, and
+    /// the members it was met for named (`Learned::Overtaken`). Writes proven never
     /// chosen up to a ballot (`passed_over`: with the abandoning's ballot, above the batch
     /// on some replica) do not count as a key's current write, and are overwritten; accepted
     /// again above that ballot (a round took one up since), they count.
     pub(super) async fn learn_batch(
-        &self,
-        map: &Arc<ClusterMap>,
-        partition: u32,
-        entries: Arc<Vec<BatchEntry>>,
-        reach: Reach,
-        passed_over: (&[Tag], Tag),
-    ) -> Result<(), OpError> {
-        match self.learn_or_overtaken(map, partition, entries, reach, passed_over).await? {
-            Learned::Done => Ok(()),
-            Learned::Overtaken { .. } => Err(OpError::Changed),
-        }
-    }
-
-    /// `learn_batch`, saying which members it met a newer write of (`Learned::Overtaken`)
-    /// instead of giving up.
-    pub(super) async fn learn_or_overtaken(
         &self,
         map: &Arc<ClusterMap>,
         partition: u32,
@@ -226,7 +211,7 @@ impl Store {
     }
 }
 
-/// What a batch's round (`learn_or_overtaken`) came to.
+/// What a batch's round (`learn_batch`) came to.
 pub(super) enum Learned {
     /// Accepted again whole: chosen.
     Done,
@@ -234,6 +219,16 @@ pub(super) enum Learned {
     /// accepted. `newer`: the entries whose write there is a newer one (the rest, an older
     /// write a round took up above the batch's ballot).
     Overtaken { newer: Vec<usize> },
+}
+
+impl Learned {
+    /// For a caller that reads again whatever stopped the round.
+    pub(super) fn done(self) -> Result<(), OpError> {
+        match self {
+            Learned::Done => Ok(()),
+            Learned::Overtaken { .. } => Err(OpError::Changed),
+        }
+    }
 }
 
 /// Whether a replica's write `s` counts as its key's current write in a round that passes over
@@ -258,8 +253,11 @@ fn leaves_room(current: Option<Stamp>, tag: Tag) -> bool {
 /// else the entries whose current write is a newer one (the rest that stop it hold an older
 /// write a round took up above the batch's ballot).
 fn overtaken(currents: &[(Tag, Option<Stamp>)]) -> Option<Vec<usize>> {
-    let stopped: Vec<usize> = currents.iter().enumerate().filter(|(_, (tag, current))| !leaves_room(*current, *tag)).map(|(i, _)| i).collect();
-    (!stopped.is_empty()).then(|| stopped.into_iter().filter(|i| currents[*i].1.is_some_and(|s| s.identity > currents[*i].0)).collect())
+    if currents.iter().all(|(tag, current)| leaves_room(*current, *tag)) {
+        return None;
+    }
+    // A newer write is accepted under a ballot at least its tag: it never leaves room.
+    Some(currents.iter().enumerate().filter(|(_, (tag, current))| current.is_some_and(|s| s.identity > *tag)).map(|(i, _)| i).collect())
 }
 
 /// How many replicas a batch's round asks to promise.

@@ -144,41 +144,22 @@ impl Store {
         known: BTreeMap<String, Held>,
     ) -> Result<Option<(Tag, Option<Bytes>)>, OpError> {
         let tag = newest.identity;
-        let (members, _) = batch::decode_entry(entry).ok_or_else(|| undecodable(dkey))?;
-        let c = self.connection(map, holder, Lane::Writes).await.map_err(|e| OpError::from_client(holder, e))?;
-        let mut entries: Vec<BatchEntry> = vec![(dkey.clone(), entry.clone(), tag)];
-        let mut replaced = Vec::new();
-        for member in members {
-            let mkey = map::drive_key(partition, &member);
-            if mkey == *dkey {
-                continue;
-            }
-            match c.get(&mkey).await.map_err(|e| OpError::from_client(holder, e))? {
-                Some(e) => match Stamp::decode(&e.metadata.version) {
-                    // Under a lower ballot than `dkey`: left out by the round that took the
-                    // batch up again, for a write above it (`left_out`). Accepted here under
-                    // `dkey`'s ballot it would rise above that write.
-                    Some(s) if s.identity.same_write(&tag) && left_out(&s, newest) => replaced.push(member),
-                    Some(s) if s.identity.same_write(&tag) => entries.push((mkey, e.value, s.identity)),
-                    // Replaced by a newer write since (`Stamp::replaces`): settled below, then left out.
-                    Some(s) if s.replaces(tag) => replaced.push(member),
-                    // The holder no longer has the batch whole (overwritten under the read, or
-                    // a copy of one key alone): read again.
-                    other => {
-                        tracing::debug!(batch = ?tag, ?member, held = ?other, holder, "the holder no longer has the batch whole");
-                        return Err(OpError::Changed);
-                    }
-                },
-                None => {
-                    tracing::debug!(batch = ?tag, ?member, holder, "the holder no longer has the batch whole: a member absent");
-                    return Err(OpError::Changed);
-                }
-            }
+        if batch::decode_entry(entry).is_none() {
+            return Err(undecodable(dkey));
         }
+        let c = self.connection(map, holder, Lane::Writes).await.map_err(|e| OpError::from_client(holder, e))?;
+        let gathered = crate::repair::batch_of(partition, &c, dkey, newest, entry).await.map_err(|e| OpError::from_client(holder, e))?;
+        // The holder no longer has the batch whole (overwritten under the read, or a copy of
+        // one key alone): read again.
+        let Some(gathered) = gathered else { return Err(OpError::Changed) };
+        // Members replaced by a newer write since (`Stamp::replaces`), or left out of a round
+        // that took the batch up again (`Gathered::lower`): settled, then left out.
+        let (entries, replaced) = gathered.into_copy();
         let overwritten = !replaced.is_empty();
-        for member in replaced {
+        for mkey in replaced {
+            let Some(member) = map::user_key(partition, &mkey) else { return Err(undecodable(&mkey)) };
             // Tags only grow along this recursion (each newer than the batch that led to it).
-            self.settle_key(map, member).await?;
+            self.settle_key(map, Bytes::copy_from_slice(member)).await?;
         }
         if overwritten {
             // Written back without the member only if it was chosen; never chosen, it never
@@ -228,7 +209,7 @@ impl Store {
         let mut entries = entries;
         // Each pass leaves at least one member out, or ends.
         for _ in 0..entries.len() {
-            let newer = match self.learn_or_overtaken(map, partition, entries.clone(), Reach::Quorum, (&[], NOTHING)).await? {
+            let newer = match self.learn_batch(map, partition, entries.clone(), Reach::Quorum, (&[], NOTHING)).await? {
                 Learned::Done => return Ok(None),
                 Learned::Overtaken { newer } => newer,
             };
@@ -261,13 +242,4 @@ impl Store {
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), OpError>> + Send + 'a>> {
         Box::pin(async move { self.read(map, &key, false).await.map(drop) })
     }
-}
-
-/// Whether a batch's member entry `member`, of the same write as the entry `read` was read
-/// from, was left out when that entry was accepted again under a higher ballot: a round that
-/// judged the batch chosen leaves out the members it met a write above the batch for
-/// (`learn_overtaken`, `write_back_batch`), and an abandoning puts a chosen batch back in
-/// another's place on one key alone (`abandon`); the others keep the ballot they had.
-pub(super) fn left_out(member: &Stamp, read: Stamp) -> bool {
-    member.ballot < read.ballot
 }

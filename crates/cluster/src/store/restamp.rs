@@ -61,7 +61,7 @@ impl Store {
                     Fate::Stands(_) | Fate::Unknown => return Ok(()),
                 }
             }
-            return self.learn_batch(map, partition, Arc::new(entries), Reach::Every, (&[], NOTHING)).await;
+            return self.learn_batch(map, partition, Arc::new(entries), Reach::Every, (&[], NOTHING)).await.and_then(Learned::done);
         }
         let top = read.iter().filter_map(|(_, (h, _))| h.stamp()).map(|s| s.position()).max();
         let ballot = Tag::next(top.as_ref(), map.epoch, self.round_id(), Kind::Value);
