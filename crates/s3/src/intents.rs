@@ -24,6 +24,27 @@ impl Core {
         self.kv.put(&layout::intent(data), records::encode(&intent), cond, durability).await
     }
 
+    /// Guards data a part record names for the completion about to reference it: the intent
+    /// there is taken over by compare-and-swap, and data whose intent the sweeper has doomed
+    /// (its chunks being deleted) is refused rather than guarded again.
+    pub async fn claim(&self, data: DataId, owner: &Owner) -> S3Result<Bytes> {
+        let cond = match self.kv.get(&layout::intent(data)).await? {
+            Some(stored) => {
+                if records::decode::<Intent>("intent", &stored.value)?.doomed {
+                    return Err(s3_error!(InvalidPart, "a part's data is being collected; upload the part again"));
+                }
+                Cond::Version(stored.version)
+            }
+            None => Cond::Absent,
+        };
+        let intent = Intent { touched_ms: records::now_ms(), owner: owner.clone(), doomed: false };
+        match self.kv.put(&layout::intent(data), records::encode(&intent), cond, Durability::Through).await {
+            Ok(v) => Ok(v),
+            Err(KvError::Mismatch) => Err(s3_error!(SlowDown, "a part's data changed hands during the completion; retry it")),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Refreshes the intent of `data` during its upload, if nobody (the sweeper) changed it
     /// since `version`; returns its new version.
     pub async fn refresh(&self, data: DataId, owner: &Owner, version: &Bytes) -> S3Result<Bytes> {

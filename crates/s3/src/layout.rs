@@ -138,6 +138,14 @@ pub fn upload(bucket: &str, name: &str, id: UploadId) -> Bytes {
     k.freeze()
 }
 
+/// The upload records of one object name.
+pub fn uploads_of(bucket: &str, name: &str) -> (Bytes, Bytes) {
+    let mut k = upload_prefix(bucket);
+    k.put_slice(name.as_bytes());
+    k.put_u8(SEP);
+    (k.clone().freeze(), last_under(k))
+}
+
 /// (object name, upload id) of an upload record key under `prefix` (= `upload_prefix(bucket)`).
 pub fn upload_of<'a>(prefix: &[u8], record_key: &'a [u8]) -> Option<(&'a str, UploadId)> {
     let rest = record_key.strip_prefix(prefix)?;

@@ -52,6 +52,33 @@ impl Core {
                     }
                 }
             }
+            return Ok(false);
+        }
+        self.in_open_upload(owner, data).await
+    }
+
+    /// Whether a part of an upload of the owner's key still names `data`: the data of an
+    /// object completed from an upload whose completion failed after its swap (its part
+    /// records and upload left for a retry or for the stale-completion cleanup), released when
+    /// that object was replaced. A retry of the completion may reference the data again; as
+    /// for any other reference the intent goes, since however the upload ends it releases the
+    /// data its object does not keep.
+    async fn in_open_upload(&self, owner: &Owner, data: DataId) -> S3Result<bool> {
+        let mut uploads = Pages::new(layout::uploads_of(&owner.bucket, &owner.key), PAGE);
+        while let Some(keys) = uploads.next(&self.kv).await? {
+            for k in keys {
+                let Some((_, id)) = layout::upload_of(&layout::upload_prefix(&owner.bucket), &k) else { continue };
+                let mut parts = Pages::new(layout::parts(id, 0, u32::MAX), PAGE);
+                while let Some(part_keys) = parts.next(&self.kv).await? {
+                    for pk in part_keys {
+                        let Some(p) = self.kv.get(&pk).await? else { continue };
+                        let part: records::PartRecord = records::decode("part", &p.value)?;
+                        if part.segment.data == data {
+                            return Ok(true);
+                        }
+                    }
+                }
+            }
         }
         Ok(false)
     }

@@ -26,6 +26,7 @@ use spindle_cluster::history::{self, Event, Op, Violation};
 use spindle_cluster::map::ClusterMap;
 use spindle_cluster::store::{Stalls, Store, StoreConfig};
 
+mod cases;
 mod checks;
 pub mod disk;
 pub mod etcd;
@@ -35,6 +36,7 @@ pub mod net;
 mod s3;
 mod workload;
 
+pub use cases::a_completion_failed_after_its_swap;
 use faults::{Cast, Faults};
 use workload::History;
 
@@ -245,45 +247,13 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
     let etcd = etcd::Etcd::new(seed ^ 0xe7cd);
     let history = Arc::new(History::default());
 
-    let total = options.drives + options.spares;
-    let mut drives = Vec::new();
-    for i in 0..total {
-        let name = format!("d{i}");
-        let disk = disk::Disk::new();
-        let settings = dir.path().join(&name);
-        let d = disk.clone();
-        sim.host(name.as_str(), move || net::drive(d.clone(), settings.clone()));
-        drives.push((name, disk));
-    }
+    let drives = add_drives(&mut sim, dir.path(), options.drives + options.spares);
     let spares: Vec<String> = drives[options.drives..].iter().map(|(n, _)| n.clone()).collect();
 
     let coordinators: Vec<String> = (0..options.coordinators).map(|i| format!("k{i}")).collect();
     let migrate_rate = if options.moves { MOVE_RATE } else { 0 };
     for name in &coordinators {
-        let (etcd, host) = (etcd.clone(), name.clone());
-        let coordinator_seed = seed ^ (0xc0 + name.len() as u64) ^ name.bytes().map(u64::from).sum::<u64>() << 8;
-        sim.host(name.as_str(), move || {
-            let name = &host;
-            let (etcd, name) = (etcd.clone(), name.clone());
-            async move {
-                let control = Control::over(etcd.plane(&name), CLUSTER)?;
-                let config = CoordinatorConfig {
-                    name: name.clone(),
-                    probe_interval: Duration::from_millis(100),
-                    down_after: DOWN_AFTER,
-                    lease_ttl: Duration::from_secs(2),
-                    replace_after: Duration::from_secs(20),
-                    migrate_rate,
-                    sweep_grace: Duration::from_secs(2),
-                    sweep_interval: Duration::from_secs(1),
-                    client: client_config(),
-                    metrics: Arc::default(),
-                    store_seed: Some(coordinator_seed),
-                };
-                spindle_cluster::coordinator::run(control, config, std::future::pending()).await?;
-                Ok(())
-            }
-        });
+        add_coordinator(&mut sim, &etcd, name, migrate_rate, seed);
     }
 
     // The first client sets the cluster up; the others wait for it.
@@ -495,6 +465,48 @@ fn align_task_ids() {
             if number % 4 == 3 {
                 break;
             }
+        }
+    });
+}
+
+/// Drive hosts `d0..`, each the real drive over a simulated disk with its settings under `dir`.
+fn add_drives(sim: &mut turmoil::Sim<'_>, dir: &std::path::Path, count: usize) -> Vec<(String, Arc<disk::Disk>)> {
+    let mut drives = Vec::new();
+    for i in 0..count {
+        let name = format!("d{i}");
+        let disk = disk::Disk::new();
+        let settings = dir.join(&name);
+        let d = disk.clone();
+        sim.host(name.as_str(), move || net::drive(d.clone(), settings.clone()));
+        drives.push((name, disk));
+    }
+    drives
+}
+
+/// A coordinator host running the real coordinator over the model of etcd.
+fn add_coordinator(sim: &mut turmoil::Sim<'_>, etcd: &Arc<etcd::Etcd>, name: &str, migrate_rate: u64, seed: u64) {
+    let (etcd, host) = (etcd.clone(), name.to_owned());
+    let coordinator_seed = seed ^ (0xc0 + name.len() as u64) ^ name.bytes().map(u64::from).sum::<u64>() << 8;
+    sim.host(name, move || {
+        let name = &host;
+        let (etcd, name) = (etcd.clone(), name.clone());
+        async move {
+            let control = Control::over(etcd.plane(&name), CLUSTER)?;
+            let config = CoordinatorConfig {
+                name: name.clone(),
+                probe_interval: Duration::from_millis(100),
+                down_after: DOWN_AFTER,
+                lease_ttl: Duration::from_secs(2),
+                replace_after: Duration::from_secs(20),
+                migrate_rate,
+                sweep_grace: Duration::from_secs(2),
+                sweep_interval: Duration::from_secs(1),
+                client: client_config(),
+                metrics: Arc::default(),
+                store_seed: Some(coordinator_seed),
+            };
+            spindle_cluster::coordinator::run(control, config, std::future::pending()).await?;
+            Ok(())
         }
     });
 }

@@ -30,7 +30,7 @@ use spindle_s3::{Embedded, Kv};
 use crate::workload::History;
 
 /// The one bucket the gateways share.
-const BUCKET: &str = "sim";
+pub(crate) const BUCKET: &str = "sim";
 /// Objects' numbers in the history start here, above the key-value clients' keys.
 pub const FIRST_OBJECT: u64 = 1 << 20;
 /// Bytes per chunk: small, so that an object spans several.
@@ -76,7 +76,7 @@ pub fn skew_of(seed: u64, gateway: usize) -> i64 {
     StdRng::seed_from_u64(seed ^ 0x5ce3 ^ (gateway as u64) << 16).random_range(-MOST_SKEW_MS..=MOST_SKEW_MS)
 }
 
-fn object_name(object: u64) -> String {
+pub(crate) fn object_name(object: u64) -> String {
     format!("object-{object}")
 }
 
@@ -87,7 +87,7 @@ fn mix(mut x: u64) -> u64 {
 }
 
 /// The whole body of the object numbered `n`: the number, then bytes that follow from it.
-fn body_of(n: u64) -> Bytes {
+pub(crate) fn body_of(n: u64) -> Bytes {
     let len = 8 + (mix(n) % (MOST_CHUNKS * CHUNK - 7) as u64) as usize;
     let mut b = BytesMut::with_capacity(len);
     b.extend_from_slice(&n.to_be_bytes());
@@ -196,7 +196,7 @@ where
     Ok(())
 }
 
-async fn ensure_bucket(gateway: &Embedded) {
+pub(crate) async fn ensure_bucket(gateway: &Embedded) {
     loop {
         let head = HeadBucketInput { bucket: BUCKET.into(), ..Default::default() };
         if gateway.s3().head_bucket(Embedded::admin_request(head)).await.is_ok() {
@@ -210,7 +210,7 @@ async fn ensure_bucket(gateway: &Embedded) {
 
 /// A gateway over `store`, drawing its data ids from `seed`. (The cluster's largest value is
 /// a constant: opening asks no drive.)
-async fn open(store: Store, seed: u64) -> Result<Embedded, spindle_s3::GatewayError> {
+pub(crate) async fn open(store: Store, seed: u64) -> Result<Embedded, spindle_s3::GatewayError> {
     Embedded::open(Kv::Cluster(store), CHUNK, MIN_PART as u64, GRACE, seed).await
 }
 
@@ -288,7 +288,7 @@ async fn worker(gateway: Arc<Embedded>, history: Arc<History>, objects: u64, mul
     }
 }
 
-async fn put(gateway: &Embedded, object: u64, v: u64) -> bool {
+pub(crate) async fn put(gateway: &Embedded, object: u64, v: u64) -> bool {
     let body = body_of(v);
     let len = body.len();
     let input = PutObjectInput {
@@ -372,7 +372,7 @@ enum Got {
 
 /// A GET of `object`; `Err` for bytes that are no whole object, or for an object whose chunks
 /// are gone while it is still the current one.
-async fn get(gateway: &Embedded, object: u64) -> Result<Option<Option<u64>>, String> {
+pub(crate) async fn get(gateway: &Embedded, object: u64) -> Result<Option<Option<u64>>, String> {
     match get_once(gateway, object).await? {
         Got::Read(n) => Ok(Some(n)),
         Got::Failed { missing: None } => Ok(None),

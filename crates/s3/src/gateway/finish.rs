@@ -76,7 +76,7 @@ impl Gateway {
         let mut own = Vec::with_capacity(chosen.len());
         for (n, p) in &chosen {
             let owner = Owner { bucket: bucket.clone(), key: key.clone(), part: Some((id, *n)) };
-            let intent = self.core.put_intent(p.segment.data, &owner, None).await?;
+            let intent = self.core.claim(p.segment.data, &owner).await?;
             own.push(Own { data: p.segment.data, owner, intent });
         }
         let mut md5s = Vec::with_capacity(chosen.len() * 16);

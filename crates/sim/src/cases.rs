@@ -1,0 +1,157 @@
+//! Scripted cases: one course of S3 operations over a fault-free simulated cluster, for states
+//! the seeded runs reach only by chance (each found by a seed first).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use s3s::dto::{AbortMultipartUploadInput, CompleteMultipartUploadInput, CompletedMultipartUpload, CompletedPart, CreateMultipartUploadInput, StreamingBlob, UploadPartInput};
+use s3s::S3;
+use spindle_cluster::store::{Condition, Stalls, Store};
+use spindle_s3::Embedded;
+
+use crate::{add_coordinator, add_drives, align_task_ids, open_store, s3, set_up, etcd, SIM_EPOCH_SECS, TURNS};
+
+/// The prefixes of the gateway's upload and part records: "s3\0" then the record kind
+/// (crates/s3/src/layout.rs).
+const UPLOAD: &[u8] = b"s3\0U";
+const PART: &[u8] = b"s3\0P";
+/// The longest a case may run in simulated time.
+const LONGEST_CASE: Duration = Duration::from_secs(600);
+
+/// A multipart completion whose swap took effect though the completion failed (its commit
+/// timed out: the upload is given back as it was, part records and all), then its object
+/// replaced, which releases the data the parts name. The sweeper must keep that data while
+/// the upload lasts: a retried completion makes the object whole again. The same state ended
+/// by an abort leaves no data, record or intent behind. Found by `--s3 --seed 6 --ops 400`.
+pub fn a_completion_failed_after_its_swap(seed: u64) -> Result<(), String> {
+    scripted(seed, |store, gateway| async move {
+        let retried = failed_after_swap(&store, &gateway, 0, 1, 2).await?;
+        let aborted = failed_after_swap(&store, &gateway, 1, 3, 4).await?;
+        sweep_past_grace(&gateway).await?;
+        complete(&gateway, 0, &retried).await.map_err(|e| format!("the retried completion failed: {e}"))?;
+        let abort = AbortMultipartUploadInput { bucket: s3::BUCKET.into(), key: s3::object_name(1), upload_id: aborted.0.clone(), ..Default::default() };
+        gateway.s3().abort_multipart_upload(Embedded::admin_request(abort)).await.map_err(|e| format!("the abort failed: {e}"))?;
+        for (object, v) in [(0, 1), (1, 4)] {
+            match s3::get(&gateway, object).await? {
+                Some(Some(n)) if n == v => {}
+                other => return Err(format!("object {object} reads {other:?}, not value {v}")),
+            }
+        }
+        sweep_past_grace(&gateway).await?;
+        let census = gateway.census().await.map_err(|e| format!("census: {e}"))?;
+        if !census.missing().is_empty() || !census.unreferenced().is_empty() || !census.intents.is_empty() {
+            return Err(format!("after the sweeps: {census:?}"));
+        }
+        Ok(())
+    })
+}
+
+/// Object `object` completed from a one-part upload of value `first`, the upload and part
+/// records then put back as a failed completion leaves them, and the object replaced by value
+/// `second`. Returns the upload's id and its part.
+async fn failed_after_swap(store: &Store, gateway: &Embedded, object: u64, first: u64, second: u64) -> Result<(String, CompletedPart), String> {
+    let create = CreateMultipartUploadInput { bucket: s3::BUCKET.into(), key: s3::object_name(object), ..Default::default() };
+    let created = gateway.s3().create_multipart_upload(Embedded::admin_request(create)).await.map_err(|e| e.to_string())?;
+    let upload = created.output.upload_id.ok_or("no upload id")?;
+    let body = s3::body_of(first);
+    let len = body.len();
+    let input = UploadPartInput {
+        bucket: s3::BUCKET.into(),
+        key: s3::object_name(object),
+        upload_id: upload.clone(),
+        part_number: 1,
+        content_length: Some(len as i64),
+        body: Some(StreamingBlob::from(s3s::Body::from(body))),
+        ..Default::default()
+    };
+    let mut request = Embedded::admin_request(input);
+    request.headers.insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(len));
+    let uploaded = gateway.s3().upload_part(request).await.map_err(|e| e.to_string())?;
+    let part = CompletedPart { e_tag: uploaded.output.e_tag, part_number: Some(1), ..Default::default() };
+    let id = u128::from_str_radix(&upload, 16).map_err(|e| format!("upload id {upload}: {e}"))?;
+    let uploads = [UPLOAD, format!("{{{}}}\0{}\0", s3::BUCKET, s3::object_name(object)).as_bytes()].concat();
+    let parts = [PART, &id.to_be_bytes()].concat();
+    let kept = [records(store, &uploads).await?, records(store, &parts).await?].concat();
+    complete(gateway, object, &(upload.clone(), part.clone())).await?;
+    for (key, value) in kept {
+        store.put(&key, value, Condition::Absent).await.map_err(|e| format!("putting a record back: {e}"))?;
+    }
+    if !s3::put(gateway, object, second).await {
+        return Err(format!("object {object} was not replaced"));
+    }
+    Ok((upload, part))
+}
+
+/// The one record under `prefix`.
+async fn records(store: &Store, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>, String> {
+    let end = [prefix, &[0xff; 8]].concat();
+    let mut found = Vec::new();
+    for key in store.range(prefix, Some(&end), 100).await.map_err(|e| e.to_string())? {
+        if let Some(v) = store.get(&key).await.map_err(|e| e.to_string())? {
+            found.push((key, v.value));
+        }
+    }
+    match found.len() {
+        1 => Ok(found),
+        n => Err(format!("{n} records under {prefix:?} where one was expected")),
+    }
+}
+
+async fn complete(gateway: &Embedded, object: u64, (upload, part): &(String, CompletedPart)) -> Result<(), String> {
+    let input = CompleteMultipartUploadInput {
+        bucket: s3::BUCKET.into(),
+        key: s3::object_name(object),
+        upload_id: upload.clone(),
+        multipart_upload: Some(CompletedMultipartUpload { parts: Some(vec![part.clone()]) }),
+        ..Default::default()
+    };
+    gateway.s3().complete_multipart_upload(Embedded::admin_request(input)).await.map(drop).map_err(|e| e.to_string())
+}
+
+/// Sweeps until every intent has been watched for the grace and judged.
+async fn sweep_past_grace(gateway: &Embedded) -> Result<(), String> {
+    for pass in 0..3 {
+        if pass > 0 {
+            tokio::time::sleep(s3::GRACE + Duration::from_millis(100)).await;
+        }
+        gateway.sweep().await.map_err(|e| format!("sweep: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Runs `script` against one gateway over three drives and a coordinator, no fault.
+fn scripted<F, Fut>(seed: u64, script: F) -> Result<(), String>
+where
+    F: FnOnce(Store, Arc<Embedded>) -> Fut + 'static,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
+    let _turn = TURNS.lock();
+    align_task_ids();
+    spindle_cluster::clock::set_wall_clock(s3::wall_clock);
+    s3::reset_skews();
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let mut sim = turmoil::Builder::new()
+        .rng_seed(seed)
+        .epoch(std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(SIM_EPOCH_SECS))
+        .simulation_duration(LONGEST_CASE)
+        .tick_duration(Duration::from_millis(1))
+        .build();
+    let etcd = etcd::Etcd::new(seed);
+    let members: Vec<String> = add_drives(&mut sim, dir.path(), 3).into_iter().map(|(name, _)| name).collect();
+    add_coordinator(&mut sim, &etcd, "k0", 0, seed);
+    let outcome: Arc<Mutex<Option<Result<(), String>>>> = Arc::default();
+    let out = outcome.clone();
+    sim.client("script", async move {
+        set_up(&etcd, "script", &members).await?;
+        let store = open_store(&etcd, "script", seed, Stalls::default()).await;
+        let gateway = Arc::new(s3::open(store.clone(), seed).await?);
+        s3::ensure_bucket(&gateway).await;
+        *out.lock() = Some(script(store, gateway).await);
+        Ok(())
+    });
+    sim.run().map_err(|e| format!("simulation: {e}"))?;
+    let outcome = outcome.lock().take();
+    outcome.unwrap_or_else(|| Err("the script did not finish".into()))
+}

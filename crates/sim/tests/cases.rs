@@ -1,0 +1,6 @@
+//! The scripted cases (`spindle_sim::cases`), each a state a seed found.
+
+#[test]
+fn a_completion_that_failed_after_its_swap_keeps_its_parts_data_until_the_upload_ends() {
+    spindle_sim::a_completion_failed_after_its_swap(1).unwrap();
+}
