@@ -15,7 +15,8 @@ key, an overwrite of an existing key, a part of a multipart upload):
 - within seconds of a restart with --sweep-grace-secs 1, the store holds exactly the keys it
   held before the uploads began, intents aside;
 - the surviving multipart upload completes, and once everything is deleted the store holds
-  exactly the keys it held when the bucket was new.
+  exactly the keys it held when the bucket was new, with orphan scans running every second
+  throughout.
 """
 
 import hashlib
@@ -229,7 +230,9 @@ def test_gateway_killed_mid_upload(gateways):
     garbage = at_crash - before_uploads
     assert len(of_kind(garbage, "D")) >= least, f"the crash left no partial data to sweep: {by_kind(garbage)}"
 
-    second = gateways("--sweep-grace-secs", "1", "--sweep-interval-secs", "1")
+    # Orphan scans every second as well: they run beside the uploads, completions and sweeps
+    # below and must take nothing any record references.
+    second = gateways("--sweep-grace-secs", "1", "--sweep-interval-secs", "1", "--orphan-scan-interval-secs", "1")
     s3 = second.s3
 
     def clients_see_the_state_before_the_uploads():
@@ -285,6 +288,7 @@ def test_gateway_killed_mid_upload(gateways):
             f"{by_kind(at_creation - now)} fewer (by kind) than when the bucket was new"
         ) from None
     s3.delete_bucket(Bucket=bucket)
+    assert "orphan scan" in second.output(), "the gateway ran no orphan scan"
 
 
 def test_client_abandoning_an_upload(s3, bucket):

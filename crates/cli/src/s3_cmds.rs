@@ -63,6 +63,10 @@ pub struct S3Args {
     /// How often the sweeper looks for such data
     #[arg(long, default_value_t = spindle_s3::SWEEP_INTERVAL.as_secs())]
     sweep_interval_secs: u64,
+    /// How often the sweeper also walks every data id for chunks nothing accounts for (a
+    /// write a hung drive took after its upload gave up)
+    #[arg(long, default_value_t = spindle_s3::ORPHAN_SCAN_INTERVAL.as_secs())]
+    orphan_scan_interval_secs: u64,
     /// Serve HTTPS with this certificate chain (PEM, with --tls-key); a renewed file is taken
     /// without a restart
     #[arg(long, requires = "tls_key")]
@@ -105,8 +109,8 @@ pub async fn run(a: S3Args) -> Result<(), Box<dyn std::error::Error>> {
     if keys.is_empty() {
         return Err("give an access key: --access-key and --secret-key, or --keys-file".into());
     }
-    if a.sweep_grace_secs == 0 || a.sweep_interval_secs == 0 || a.lifecycle_interval_secs == 0 || a.lifecycle_day_secs == 0 {
-        return Err("--sweep-grace-secs, --sweep-interval-secs, --lifecycle-interval-secs and --lifecycle-day-secs must be at least 1".into());
+    if a.sweep_grace_secs == 0 || a.sweep_interval_secs == 0 || a.orphan_scan_interval_secs == 0 || a.lifecycle_interval_secs == 0 || a.lifecycle_day_secs == 0 {
+        return Err("--sweep-grace-secs, --sweep-interval-secs, --orphan-scan-interval-secs, --lifecycle-interval-secs and --lifecycle-day-secs must be at least 1".into());
     }
     let mut classes = spindle_s3::classes::StorageClasses::parse(&a.storage_classes)?;
     if let Some(class) = &a.default_storage_class {
@@ -140,6 +144,7 @@ pub async fn run(a: S3Args) -> Result<(), Box<dyn std::error::Error>> {
         users_key,
         sweep_grace: Duration::from_secs(a.sweep_grace_secs),
         sweep_interval: Duration::from_secs(a.sweep_interval_secs),
+        orphan_scan_interval: Duration::from_secs(a.orphan_scan_interval_secs),
         limits,
         tls,
         classes,

@@ -91,6 +91,11 @@ impl Embedded {
         swept
     }
 
+    /// One orphan scan, as the server's sweeper runs one now and then (`Core::scan_orphans`).
+    pub async fn scan_orphans(&self) -> s3s::S3Result<crate::Scanned> {
+        self.core.scan_orphans().await
+    }
+
     /// Walks every chunk, intent and referencing record of the store.
     pub async fn census(&self) -> Result<Census, GatewayError> {
         let mut census = Census::default();

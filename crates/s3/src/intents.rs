@@ -19,8 +19,12 @@ impl Core {
     }
 
     async fn store_intent(&self, data: DataId, owner: &Owner, version: Option<Bytes>, durability: Durability) -> Result<Bytes, KvError> {
+        self.store_intent_if(data, owner, version.map_or(Cond::Any, Cond::Version), durability).await
+    }
+
+    /// Writes a fresh intent of `data` if `cond` holds.
+    pub(crate) async fn store_intent_if(&self, data: DataId, owner: &Owner, cond: Cond, durability: Durability) -> Result<Bytes, KvError> {
         let intent = Intent { touched_ms: records::now_ms(), owner: owner.clone(), doomed: false };
-        let cond = version.map_or(Cond::Any, Cond::Version);
         self.kv.put(&layout::intent(data), records::encode(&intent), cond, durability).await
     }
 
@@ -37,8 +41,7 @@ impl Core {
             }
             None => Cond::Absent,
         };
-        let intent = Intent { touched_ms: records::now_ms(), owner: owner.clone(), doomed: false };
-        match self.kv.put(&layout::intent(data), records::encode(&intent), cond, Durability::Through).await {
+        match self.store_intent_if(data, owner, cond, Durability::Through).await {
             Ok(v) => Ok(v),
             Err(KvError::Mismatch) => Err(s3_error!(SlowDown, "a part's data changed hands during the completion; retry it")),
             Err(e) => Err(e.into()),

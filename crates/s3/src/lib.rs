@@ -22,6 +22,7 @@ pub mod lifecycle_pass;
 mod listing;
 mod md5_lanes;
 mod objects;
+mod orphans;
 mod records;
 pub mod remote;
 mod request_log;
@@ -40,6 +41,7 @@ pub use auth::{Auth, Keys};
 pub use embedded::{Census, Embedded};
 pub use kv::{Drive, Kv};
 pub use md5_lanes::{Md5Lanes, Md5Stream};
+pub use orphans::{Scanned, MOST_ORPHANS_PER_SCAN};
 pub use server::{serve, Config};
 pub use tls::CertFiles;
 
@@ -61,6 +63,9 @@ pub enum GatewayError {
 /// Defaults of the sweeper (`Config`).
 pub const SWEEP_GRACE: Duration = Duration::from_secs(600);
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(60);
+/// How often the sweeper scans for orphaned data (`orphans`): a walk of every data id, so
+/// rarely.
+pub const ORPHAN_SCAN_INTERVAL: Duration = Duration::from_secs(86_400);
 
 /// Feeds arbitrary bytes to every decoder of stored records and keys: the fuzz target's and
 /// the corpus replay's entry point. Never panics.

@@ -49,6 +49,9 @@ pub struct Config {
     /// Unreferenced data is kept this long (`objects::Core::grace`).
     pub sweep_grace: Duration,
     pub sweep_interval: Duration,
+    /// How often the sweeper also scans for orphaned data (the first scan one interval after
+    /// the start).
+    pub orphan_scan_interval: Duration,
     pub limits: Limits,
     /// HTTPS with this certificate and key (reloaded when they change); plain HTTP without.
     pub tls: Option<CertFiles>,
@@ -76,7 +79,7 @@ pub async fn serve(listener: TcpListener, config: Config, ready: impl FnOnce(), 
     let stripes = crate::stripes::Stripes::open(&config.kv, &config.remotes).map_err(GatewayError::Invalid)?;
     config.classes.check(&config.kv, &stripes, chunk).map_err(GatewayError::Invalid)?;
     let core = Arc::new(Core { kv: config.kv, chunk, min_part: gateway::MIN_PART_BYTES, grace: config.sweep_grace, md5: crate::md5_lanes::Md5Lanes::start(), classes: config.classes, stripes, ids: parking_lot::Mutex::new(rand::SeedableRng::from_os_rng()), watched: Default::default() });
-    let sweeper = tokio::spawn(sweep_forever(core.clone(), config.sweep_interval));
+    let sweeper = tokio::spawn(sweep_forever(core.clone(), config.sweep_interval, config.orphan_scan_interval));
     let stats = Arc::new(crate::lifecycle_pass::LifecycleStats::default());
     let lifecycle = tokio::spawn(crate::lifecycle_pass::lifecycle_forever(core.clone(), config.lifecycle, stats.clone()));
     let _metrics = match config.metrics_listen {
@@ -354,9 +357,17 @@ async fn refuse(socket: TcpStream, tls: Option<TlsAcceptor>, refusal: Refusal, h
     let _ = tokio::time::timeout(handshake, write).await;
 }
 
-async fn sweep_forever(core: Arc<Core>, every: Duration) {
+async fn sweep_forever(core: Arc<Core>, every: Duration, scan_every: Duration) {
+    let mut scanned = tokio::time::Instant::now();
     loop {
         tokio::time::sleep(every).await;
+        if scanned.elapsed() >= scan_every {
+            scanned = tokio::time::Instant::now();
+            match core.scan_orphans().await {
+                Ok(s) => tracing::info!(data = s.data, orphans = s.orphans, "orphan scan"),
+                Err(e) => tracing::warn!(error = %e, "orphan scan failed"),
+            }
+        }
         match core.sweep().await {
             Ok((seen, deleted)) if seen > 0 => tracing::info!(intents = seen, chunks_deleted = deleted, "sweep"),
             Ok(_) => {}

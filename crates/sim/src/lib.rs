@@ -36,7 +36,7 @@ pub mod net;
 mod s3;
 mod workload;
 
-pub use cases::a_completion_failed_after_its_swap;
+pub use cases::{a_completion_failed_after_its_swap, an_orphaned_chunk};
 use faults::{Cast, Faults};
 use workload::History;
 

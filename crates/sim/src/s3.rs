@@ -44,6 +44,8 @@ const MOST_PARTS: u64 = 4;
 /// How long unreferenced data is kept, and how often each gateway sweeps.
 pub const GRACE: Duration = Duration::from_secs(2);
 const SWEEP_EVERY: Duration = Duration::from_millis(200);
+/// Every this many sweeps, a gateway scans for orphaned data too, under the load and faults.
+const SCAN_EVERY_SWEEPS: u64 = 10;
 /// The largest skew of a gateway's wall clock, either way: beyond the grace, so that one
 /// gateway's sweeper judges another's uploads by a clock seconds ahead.
 pub const MOST_SKEW_MS: i64 = 5_000;
@@ -163,8 +165,11 @@ where
         let sweeper = {
             let gateway = gateway.clone();
             tokio::spawn(async move {
-                loop {
+                for pass in 1u64.. {
                     tokio::time::sleep(SWEEP_EVERY).await;
+                    if pass % SCAN_EVERY_SWEEPS == 0 {
+                        let _ = gateway.scan_orphans().await;
+                    }
                     let _ = gateway.sweep().await;
                 }
             })
@@ -427,11 +432,13 @@ pub async fn check_settled(store: Store, history: &History, objects: u64, seed: 
         return Err(format!("a record ({what}) references data {d:#x}, whose chunks are gone"));
     }
     // The checker's clock is the simulation's own: an intent stamped by a gateway whose clock
-    // ran ahead is old by it once the grace and that skew have passed. Then a first pass
-    // starts this gateway's watch of every intent and finishes completions that crashed
+    // ran ahead is old by it once the grace and that skew have passed. An orphan scan gives
+    // data nothing accounts for an intent (a chunk write that landed after its data was
+    // collected); then a first pass starts this gateway's watch of every intent and finishes completions that crashed
     // (releasing their parts' data again: a new watch), a second, the grace later, collects
     // the rest, and a third, the grace after it, what the first released.
     tokio::time::sleep(GRACE + Duration::from_millis(MOST_SKEW_MS as u64)).await;
+    gateway.scan_orphans().await.map_err(|e| format!("orphan scan: {e}"))?;
     for pass in 0..3 {
         if pass > 0 {
             tokio::time::sleep(GRACE).await;

@@ -4,3 +4,8 @@
 fn a_completion_that_failed_after_its_swap_keeps_its_parts_data_until_the_upload_ends() {
     spindle_sim::a_completion_failed_after_its_swap(1).unwrap();
 }
+
+#[test]
+fn an_orphaned_chunk_is_found_and_collected_and_nothing_else_is() {
+    spindle_sim::an_orphaned_chunk(2).unwrap();
+}

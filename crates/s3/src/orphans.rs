@@ -1,0 +1,115 @@
+//! The orphan scan: data with chunks that neither an intent nor a record accounts for. A chunk
+//! write whose upload took it for failed (no quorum answered in time) can still reach a drive
+//! that held it, after the upload discarded its data and the sweeper dropped the intent; no
+//! intent then leads the sweeper to it. The scan walks the chunks by data id, asks for each
+//! id's intent, then walks every record that references data; an id none accounts for gets an
+//! intent of its own, naming no object, which the sweeper judges as any other: after the grace
+//! and its own watch, by compare-and-swap (anything that takes the data over changes it first).
+//!
+//! Why the walk cannot take referenced data for an orphan: data gains a reference only through
+//! its intent (an upload's, dropped after the swap that references it; a part's, claimed by
+//! the completion), so an id whose chunk was seen had its intent until a record referenced it,
+//! and the intents are asked after the chunks. The records are walked as the sweeper reads one
+//! object's: part records, current versions, kept versions, current versions again, since a
+//! version moves by being written at its new place before it leaves the old one, and a
+//! completion writes its manifest before it deletes its parts. Only the replicated chunks are
+//! scanned; stripes of erasure-coded and remote pools are not.
+
+use std::collections::BTreeSet;
+
+use s3s::S3Result;
+
+use crate::kv::{Cond, Durability, KvError, Pages};
+use crate::layout::{self, DataId};
+use crate::objects::{Core, PAGE};
+use crate::records::{self, Owner, PartRecord};
+
+/// The most orphans one scan takes up: the scan's memory stays bounded, and the next scan goes
+/// on (orphans collected meanwhile are gone from its walk).
+pub const MOST_ORPHANS_PER_SCAN: usize = 10_000;
+
+/// What one scan found.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Scanned {
+    /// Data ids with chunks that the scan walked.
+    pub data: u64,
+    /// Of those, the ones given an intent for the sweeper.
+    pub orphans: u64,
+}
+
+impl Core {
+    /// One scan for orphaned data (module comment).
+    pub async fn scan_orphans(&self) -> S3Result<Scanned> {
+        let mut scanned = Scanned::default();
+        let mut candidates = self.unaccounted(&mut scanned).await?;
+        if candidates.is_empty() {
+            return Ok(scanned);
+        }
+        let mut parts = Pages::new(layout::all_parts(), PAGE);
+        while let Some(keys) = parts.next(&self.kv).await? {
+            for k in keys {
+                if let Some(s) = self.kv.get(&k).await? {
+                    candidates.remove(&records::decode::<PartRecord>("part", &s.value)?.segment.data);
+                }
+            }
+        }
+        let [current, kept] = layout::manifests();
+        for range in [current.clone(), kept, current] {
+            let mut manifests = Pages::new(range, PAGE);
+            while let Some(keys) = manifests.next(&self.kv).await? {
+                for k in keys {
+                    let Some(s) = self.kv.get(&k).await? else { continue };
+                    match records::decode_manifest(&s.value) {
+                        Ok(m) => {
+                            for seg in &m.segments {
+                                candidates.remove(&seg.data);
+                            }
+                        }
+                        // A record the scan cannot read may reference anything: no orphan this time.
+                        Err(e) => {
+                            tracing::warn!(error = %e, "orphan scan: a manifest does not decode; nothing taken for orphaned");
+                            return Ok(scanned);
+                        }
+                    }
+                }
+            }
+        }
+        let nobody = Owner { bucket: String::new(), key: String::new(), part: None };
+        for data in candidates {
+            // Absent only: an intent written since the walk accounts for the data already.
+            match self.store_intent_if(data, &nobody, Cond::Absent, Durability::Through).await {
+                Ok(_) => {
+                    scanned.orphans += 1;
+                    tracing::info!(data = %format!("{data:032x}"), "orphaned data found; left to the sweeper");
+                }
+                Err(KvError::Mismatch) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(scanned)
+    }
+
+    /// Data ids with chunks and no intent, up to `MOST_ORPHANS_PER_SCAN`. The walk skips from
+    /// each id to the next, so it asks once per id, not once per chunk.
+    async fn unaccounted(&self, scanned: &mut Scanned) -> S3Result<BTreeSet<DataId>> {
+        let (mut from, end) = layout::all_chunks();
+        let mut found = BTreeSet::new();
+        loop {
+            let keys = self.kv.range(&from, &end, PAGE).await?;
+            let ids: BTreeSet<DataId> = keys.iter().filter_map(|k| layout::chunk_data(k)).collect();
+            for &data in &ids {
+                scanned.data += 1;
+                if self.kv.get(&layout::intent(data)).await?.is_none() {
+                    found.insert(data);
+                    if found.len() >= MOST_ORPHANS_PER_SCAN {
+                        return Ok(found);
+                    }
+                }
+            }
+            match ids.last() {
+                Some(&last) if keys.len() == PAGE && last < DataId::MAX => from = layout::chunk(last + 1, 0),
+                _ => return Ok(found),
+            }
+        }
+    }
+}
