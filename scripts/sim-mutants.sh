@@ -6,7 +6,7 @@
 # in runs of one move after another with operations paused between choosing their map and
 # their first request (`--moves --churn --slow --stale-views`, eight operations a client at
 # once over 64 keys); the
-# gateway's mutant in runs with S3 gateways (`--s3`). Prints, per mutant, the first seed that caught it or the seeds it survived.
+# gateway's mutant in runs with S3 gateways (`--s3`, then `--s3 --stalls`). Prints, per mutant, the first seed that caught it or the seeds it survived.
 #
 #   scripts/sim-mutants.sh [SEEDS] [OPS]      (default: 40 seeds from 1, 400 operations per client)
 set -euo pipefail
@@ -22,7 +22,9 @@ for mutant in cas retag writeback epoch intent; do
   # The gateway's mutant needs the gateways; the cluster's run in the three key-value
   # profiles, the epoch mutant in a fourth as well.
   profiles=("" "--churn" "--lossy")
-  if [[ $mutant == intent ]]; then profiles=("--s3"); fi
+  # The gateway's with writes paused between decision and requests too: a paused swap is the
+  # window in which a sweeper that trusts the clocks dooms an intent just refreshed.
+  if [[ $mutant == intent ]]; then profiles=("--s3" "--s3 --stalls"); fi
   if [[ $mutant == epoch ]]; then profiles+=("--moves --churn --slow --stale-views --concurrency 8 --keys 64"); fi
   labels=()
   for profile in "${profiles[@]}"; do labels+=("${profile:-default}"); done

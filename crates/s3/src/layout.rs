@@ -354,6 +354,19 @@ mod tests {
             proptest::prop_assert!(start <= k && k <= end, "intent {data:032x} outside the intents range");
         }
 
+        /// An object's uploads lie in its range, and no other object's do (the sweeper reads
+        /// them for data a part may still name).
+        #[test]
+        fn an_objects_uploads_are_in_its_range_and_no_others(a in "\\PC{0,12}", b in "\\PC{0,12}", id: u128) {
+            proptest::prop_assume!(!a.contains('\0') && !b.contains('\0'));
+            let (start, end) = uploads_of("bk", &a);
+            let own = upload("bk", &a, id);
+            proptest::prop_assert!(start <= own && own <= end);
+            let k = upload("bk", &b, id);
+            proptest::prop_assert_eq!(start <= k && k <= end, a == b);
+            proptest::prop_assert_eq!(upload_of(&upload_prefix("bk"), &k), Some((b.as_str(), id)));
+        }
+
         #[test]
         fn object_keys_sort_as_names(a in "\\PC{0,12}", b in "\\PC{0,12}") {
             proptest::prop_assume!(!a.contains('\0') && !b.contains('\0'));
