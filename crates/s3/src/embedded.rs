@@ -91,9 +91,10 @@ impl Embedded {
         swept
     }
 
-    /// One orphan scan, as the server's sweeper runs one now and then (`Core::scan_orphans`).
-    pub async fn scan_orphans(&self) -> s3s::S3Result<crate::Scanned> {
-        self.core.scan_orphans().await
+    /// One orphan scan, as the server's sweeper runs one now and then, `window` data ids
+    /// without an intent at a time (the server's: `SCAN_WINDOW`).
+    pub async fn scan_orphans(&self, window: usize) -> s3s::S3Result<crate::Scanned> {
+        self.core.scan_orphans(window).await
     }
 
     /// Walks every chunk, intent and referencing record of the store.

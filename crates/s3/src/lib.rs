@@ -41,7 +41,7 @@ pub use auth::{Auth, Keys};
 pub use embedded::{Census, Embedded};
 pub use kv::{Drive, Kv};
 pub use md5_lanes::{Md5Lanes, Md5Stream};
-pub use orphans::{Scanned, MOST_ORPHANS_PER_SCAN};
+pub use orphans::{Scanned, SCAN_WINDOW};
 pub use server::{serve, Config};
 pub use tls::CertFiles;
 

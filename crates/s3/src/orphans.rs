@@ -17,6 +17,7 @@
 
 use std::collections::BTreeSet;
 
+use bytes::Bytes;
 use s3s::S3Result;
 
 use crate::kv::{Cond, Durability, KvError, Pages};
@@ -24,9 +25,11 @@ use crate::layout::{self, DataId};
 use crate::objects::{Core, PAGE};
 use crate::records::{self, Owner, PartRecord};
 
-/// The most orphans one scan takes up: the scan's memory stays bounded, and the next scan goes
-/// on (orphans collected meanwhile are gone from its walk).
-pub const MOST_ORPHANS_PER_SCAN: usize = 10_000;
+/// Data ids without an intent held at once (16 bytes each): a scan walks the chunks a window
+/// of this many such ids at a time (most are objects' data, which records reference), and
+/// reads every referencing record once per window, so a store of up to this many objects is
+/// scanned with one walk of its records.
+pub const SCAN_WINDOW: usize = 1 << 20;
 
 /// What one scan found.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -38,18 +41,31 @@ pub struct Scanned {
 }
 
 impl Core {
-    /// One scan for orphaned data (module comment).
-    pub async fn scan_orphans(&self) -> S3Result<Scanned> {
+    /// One scan for orphaned data (module comment), over every data id, `window` ids without an
+    /// intent at a time (`SCAN_WINDOW` in service).
+    pub async fn scan_orphans(&self, window: usize) -> S3Result<Scanned> {
         let mut scanned = Scanned::default();
-        let mut candidates = self.unaccounted(&mut scanned).await?;
-        if candidates.is_empty() {
-            return Ok(scanned);
+        let (mut from, end) = layout::all_chunks();
+        loop {
+            let (ids, next) = self.unaccounted(from, &end, window.max(1), &mut scanned).await?;
+            if !ids.is_empty() && !self.take_orphans(ids, &mut scanned).await? {
+                return Ok(scanned);
+            }
+            match next {
+                Some(next) => from = next,
+                None => return Ok(scanned),
+            }
         }
+    }
+
+    /// Gives an intent to each id of `window` that no record references; `false` when a
+    /// record does not decode (it may reference anything: the scan stops, nothing taken).
+    async fn take_orphans(&self, mut window: BTreeSet<DataId>, scanned: &mut Scanned) -> S3Result<bool> {
         let mut parts = Pages::new(layout::all_parts(), PAGE);
         while let Some(keys) = parts.next(&self.kv).await? {
             for k in keys {
                 if let Some(s) = self.kv.get(&k).await? {
-                    candidates.remove(&records::decode::<PartRecord>("part", &s.value)?.segment.data);
+                    window.remove(&records::decode::<PartRecord>("part", &s.value)?.segment.data);
                 }
             }
         }
@@ -62,20 +78,19 @@ impl Core {
                     match records::decode_manifest(&s.value) {
                         Ok(m) => {
                             for seg in &m.segments {
-                                candidates.remove(&seg.data);
+                                window.remove(&seg.data);
                             }
                         }
-                        // A record the scan cannot read may reference anything: no orphan this time.
                         Err(e) => {
                             tracing::warn!(error = %e, "orphan scan: a manifest does not decode; nothing taken for orphaned");
-                            return Ok(scanned);
+                            return Ok(false);
                         }
                     }
                 }
             }
         }
         let nobody = Owner { bucket: String::new(), key: String::new(), part: None };
-        for data in candidates {
+        for data in window {
             // Absent only: an intent written since the walk accounts for the data already.
             match self.store_intent_if(data, &nobody, Cond::Absent, Durability::Through).await {
                 Ok(_) => {
@@ -86,29 +101,29 @@ impl Core {
                 Err(e) => return Err(e.into()),
             }
         }
-        Ok(scanned)
+        Ok(true)
     }
 
-    /// Data ids with chunks and no intent, up to `MOST_ORPHANS_PER_SCAN`. The walk skips from
-    /// each id to the next, so it asks once per id, not once per chunk.
-    async fn unaccounted(&self, scanned: &mut Scanned) -> S3Result<BTreeSet<DataId>> {
-        let (mut from, end) = layout::all_chunks();
+    /// Data ids with chunks and no intent from the chunk key `from` on, `window` of them, and
+    /// where the walk goes on (none: the chunks' end). The walk skips from each id to
+    /// the next, so it asks once per id, not once per chunk.
+    async fn unaccounted(&self, mut from: Bytes, end: &Bytes, window: usize, scanned: &mut Scanned) -> S3Result<(BTreeSet<DataId>, Option<Bytes>)> {
         let mut found = BTreeSet::new();
         loop {
-            let keys = self.kv.range(&from, &end, PAGE).await?;
+            let keys = self.kv.range(&from, end, PAGE).await?;
             let ids: BTreeSet<DataId> = keys.iter().filter_map(|k| layout::chunk_data(k)).collect();
             for &data in &ids {
                 scanned.data += 1;
                 if self.kv.get(&layout::intent(data)).await?.is_none() {
                     found.insert(data);
-                    if found.len() >= MOST_ORPHANS_PER_SCAN {
-                        return Ok(found);
+                    if found.len() >= window {
+                        return Ok((found, data.checked_add(1).map(|d| layout::chunk(d, 0))));
                     }
                 }
             }
             match ids.last() {
                 Some(&last) if keys.len() == PAGE && last < DataId::MAX => from = layout::chunk(last + 1, 0),
-                _ => return Ok(found),
+                _ => return Ok((found, None)),
             }
         }
     }

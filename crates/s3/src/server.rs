@@ -363,7 +363,7 @@ async fn sweep_forever(core: Arc<Core>, every: Duration, scan_every: Duration) {
         tokio::time::sleep(every).await;
         if scanned.elapsed() >= scan_every {
             scanned = tokio::time::Instant::now();
-            match core.scan_orphans().await {
+            match core.scan_orphans(crate::SCAN_WINDOW).await {
                 Ok(s) => tracing::info!(data = s.data, orphans = s.orphans, "orphan scan"),
                 Err(e) => tracing::warn!(error = %e, "orphan scan failed"),
             }

@@ -168,7 +168,7 @@ where
                 for pass in 1u64.. {
                     tokio::time::sleep(SWEEP_EVERY).await;
                     if pass % SCAN_EVERY_SWEEPS == 0 {
-                        let _ = gateway.scan_orphans().await;
+                        let _ = gateway.scan_orphans(spindle_s3::SCAN_WINDOW).await;
                     }
                     let _ = gateway.sweep().await;
                 }
@@ -438,7 +438,7 @@ pub async fn check_settled(store: Store, history: &History, objects: u64, seed: 
     // (releasing their parts' data again: a new watch), a second, the grace later, collects
     // the rest, and a third, the grace after it, what the first released.
     tokio::time::sleep(GRACE + Duration::from_millis(MOST_SKEW_MS as u64)).await;
-    gateway.scan_orphans().await.map_err(|e| format!("orphan scan: {e}"))?;
+    gateway.scan_orphans(spindle_s3::SCAN_WINDOW).await.map_err(|e| format!("orphan scan: {e}"))?;
     for pass in 0..3 {
         if pass > 0 {
             tokio::time::sleep(GRACE).await;
