@@ -107,7 +107,14 @@ fn own_segment(log: &ValueLog, state: &mut CollectorState) -> Vec<u32> {
 /// every one that holds garbage, unpaced (the operator asked for it now).
 pub(super) fn collect_all(shared: &Shared, store: &Store) -> Result<()> {
     let mut state = shared.gc.collecting.lock();
-    store.log.seal_active()?;
+    {
+        // Sealed between requests, never between a request's append and its record's commit
+        // (the writer holds this lock across both): a census of the sealed segment then sees
+        // every pointer into it, where it could take a value whose pointer was still to come
+        // for garbage and the segment's removal would leave that pointer dangling.
+        let _deciding = store.apply_lock.lock();
+        store.log.seal_active()?;
+    }
     // What the collector has copied so far becomes collectable too.
     if let Some(mut own) = state.appender.take() {
         store.log.flush(&mut own)?;
