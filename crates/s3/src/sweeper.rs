@@ -64,10 +64,11 @@ impl Core {
     /// for any other reference the intent goes, since however the upload ends it releases the
     /// data its object does not keep.
     async fn in_open_upload(&self, owner: &Owner, data: DataId) -> S3Result<bool> {
+        let prefix = layout::upload_prefix(&owner.bucket);
         let mut uploads = Pages::new(layout::uploads_of(&owner.bucket, &owner.key), PAGE);
         while let Some(keys) = uploads.next(&self.kv).await? {
             for k in keys {
-                let Some((_, id)) = layout::upload_of(&layout::upload_prefix(&owner.bucket), &k) else { continue };
+                let Some((_, id)) = layout::upload_of(&prefix, &k) else { continue };
                 let mut parts = Pages::new(layout::parts(id, 0, u32::MAX), PAGE);
                 while let Some(part_keys) = parts.next(&self.kv).await? {
                     for pk in part_keys {
