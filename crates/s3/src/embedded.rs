@@ -12,7 +12,7 @@ use crate::kv::{Kv, Pages};
 use crate::layout::{self, DataId};
 use crate::md5_lanes::Md5Lanes;
 use crate::objects::{Core, PAGE};
-use crate::records::{self, PartRecord};
+use crate::references::WalkError;
 use crate::GatewayError;
 
 /// The S3 operations of one gateway over `kv`.
@@ -108,30 +108,18 @@ impl Embedded {
         while let Some(keys) = intents.next(&self.core.kv).await? {
             census.intents.extend(keys.iter().filter_map(|k| layout::intent_data(k)));
         }
-        for range in layout::manifests() {
-            let mut records = Pages::new(range, PAGE);
-            while let Some(keys) = records.next(&self.core.kv).await? {
-                for k in keys {
-                    if let Some(stored) = self.core.kv.get(&k).await? {
-                        let m = records::decode_manifest(&stored.value)?;
-                        if m.class.pool.is_none() {
-                            census.referenced.extend(m.segments.iter().filter(|s| s.size > 0).map(|s| s.data));
-                        }
-                    }
+        let walked = self.core.walk_references(|r| {
+            if r.size > 0 && !r.pooled {
+                census.referenced.insert(r.data);
+                if r.in_part {
+                    census.in_parts.insert(r.data);
                 }
             }
-        }
-        let mut parts = Pages::new(layout::all_parts(), PAGE);
-        while let Some(keys) = parts.next(&self.core.kv).await? {
-            for k in keys {
-                if let Some(stored) = self.core.kv.get(&k).await? {
-                    let part: PartRecord = records::decode("part", &stored.value)?;
-                    if part.segment.size > 0 {
-                        census.referenced.insert(part.segment.data);
-                        census.in_parts.insert(part.segment.data);
-                    }
-                }
-            }
+        });
+        match walked.await {
+            Ok(()) => {}
+            Err(WalkError::Store(e)) => return Err(e.into()),
+            Err(WalkError::Undecodable(e)) => return Err(e.into()),
         }
         Ok(census)
     }

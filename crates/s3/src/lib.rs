@@ -24,6 +24,7 @@ mod md5_lanes;
 mod objects;
 mod orphans;
 mod records;
+mod references;
 pub mod remote;
 mod request_log;
 mod server;

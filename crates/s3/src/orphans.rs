@@ -9,10 +9,8 @@
 //! Why the walk cannot take referenced data for an orphan: data gains a reference only through
 //! its intent (an upload's, dropped after the swap that references it; a part's, claimed by
 //! the completion), so an id whose chunk was seen had its intent until a record referenced it,
-//! and the intents are asked after the chunks. The records are walked as the sweeper reads one
-//! object's: part records, current versions, kept versions, current versions again, since a
-//! version moves by being written at its new place before it leaves the old one, and a
-//! completion writes its manifest before it deletes its parts. Only the replicated chunks are
+//! and the intents are asked after the chunks. The records are walked in an order that meets a
+//! reference moving while the walk goes on (`Core::walk_references`). Only the replicated chunks are
 //! scanned; stripes of erasure-coded and remote pools are not.
 
 use std::collections::BTreeSet;
@@ -20,10 +18,11 @@ use std::collections::BTreeSet;
 use bytes::Bytes;
 use s3s::S3Result;
 
-use crate::kv::{Cond, Durability, KvError, Pages};
+use crate::kv::{Cond, Durability, KvError};
 use crate::layout::{self, DataId};
 use crate::objects::{Core, PAGE};
-use crate::records::{self, Owner, PartRecord};
+use crate::records::Owner;
+use crate::references::WalkError;
 
 /// Data ids without an intent held at once (16 bytes each): a scan walks the chunks a window
 /// of this many such ids at a time (most are objects' data, which records reference), and
@@ -58,35 +57,17 @@ impl Core {
         }
     }
 
-    /// Gives an intent to each id of `window` that no record references; `false` when a
-    /// record does not decode (it may reference anything: the scan stops, nothing taken).
+    /// Gives an intent to each id of `window` that no record references (`walk_references`);
+    /// `false` when a record does not decode (it may reference anything: the scan stops, nothing taken).
     async fn take_orphans(&self, mut window: BTreeSet<DataId>, scanned: &mut Scanned) -> S3Result<bool> {
-        let mut parts = Pages::new(layout::all_parts(), PAGE);
-        while let Some(keys) = parts.next(&self.kv).await? {
-            for k in keys {
-                if let Some(s) = self.kv.get(&k).await? {
-                    window.remove(&records::decode::<PartRecord>("part", &s.value)?.segment.data);
-                }
-            }
-        }
-        let [current, kept] = layout::manifests();
-        for range in [current.clone(), kept, current] {
-            let mut manifests = Pages::new(range, PAGE);
-            while let Some(keys) = manifests.next(&self.kv).await? {
-                for k in keys {
-                    let Some(s) = self.kv.get(&k).await? else { continue };
-                    match records::decode_manifest(&s.value) {
-                        Ok(m) => {
-                            for seg in &m.segments {
-                                window.remove(&seg.data);
-                            }
-                        }
-                        Err(e) => {
-                            tracing::warn!(error = %e, "orphan scan: a manifest does not decode; nothing taken for orphaned");
-                            return Ok(false);
-                        }
-                    }
-                }
+        match self.walk_references(|r| {
+            window.remove(&r.data);
+        }).await {
+            Ok(()) => {}
+            Err(WalkError::Store(e)) => return Err(e.into()),
+            Err(WalkError::Undecodable(e)) => {
+                tracing::warn!(error = %e, "orphan scan: a record does not decode; nothing taken for orphaned");
+                return Ok(false);
             }
         }
         let nobody = Owner { bucket: String::new(), key: String::new(), part: None };

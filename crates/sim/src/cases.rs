@@ -1,13 +1,14 @@
 //! Scripted cases: one course of S3 operations over a fault-free simulated cluster, for states
 //! the seeded runs reach only by chance (each found by a seed first).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
 use s3s::dto::{AbortMultipartUploadInput, CompleteMultipartUploadInput, CompletedMultipartUpload, CompletedPart, CreateMultipartUploadInput, StreamingBlob, UploadPartInput};
-use s3s::S3;
+use s3s::{S3ErrorCode, S3};
 use spindle_cluster::store::{Condition, Stalls, Store};
 use spindle_s3::Embedded;
 
@@ -18,6 +19,7 @@ use crate::{add_coordinator, add_drives, align_task_ids, open_store, s3, set_up,
 const UPLOAD: &[u8] = b"s3\0U";
 const PART: &[u8] = b"s3\0P";
 const DATA: &[u8] = b"s3\0D";
+const INTENT: &[u8] = b"s3\0G";
 /// The longest a case may run in simulated time.
 const LONGEST_CASE: Duration = Duration::from_secs(600);
 
@@ -90,28 +92,68 @@ pub fn an_orphaned_chunk(seed: u64) -> Result<(), String> {
     })
 }
 
+/// A completion whose part's data the sweeper has doomed (its chunks being deleted) refuses
+/// it (InvalidPart) and leaves no object; the part uploaded again, the completion goes through,
+/// and the doomed data is collected. A
+/// completion whose claim on its part's intent loses a race with another writer of the intent
+/// answers SlowDown and leaves no object; once the race is over, the completion retried makes
+/// the object whole. The two ways `Core::claim` refuses data (crates/s3/src/intents.rs).
+pub fn a_completion_meets_its_parts_data_taken(seed: u64) -> Result<(), String> {
+    scripted(seed, |store, gateway| async move {
+        let doomed_upload = upload_one_part(&gateway, 0, 1).await?;
+        let intent = part_intent(&store, &doomed_upload.0).await?;
+        store.put(&intent, intent_record(0, true), Condition::Absent).await.map_err(|e| format!("dooming the intent: {e}"))?;
+        complete_fails(&gateway, 0, &doomed_upload, S3ErrorCode::InvalidPart).await?;
+        match s3::get(&gateway, 0).await? {
+            Some(None) => {}
+            other => return Err(format!("object 0 reads {other:?} after its completion was refused, not no such key")),
+        }
+        // As the error says: the part uploaded again, and the completion goes through.
+        let again = upload_part(&gateway, 0, &doomed_upload.0, 1).await?;
+        complete(&gateway, 0, &(doomed_upload.0.clone(), again)).await.map_err(|e| format!("the completion after the part was uploaded again failed: {e}"))?;
+        match s3::get(&gateway, 0).await? {
+            Some(Some(1)) => {}
+            other => return Err(format!("object 0 reads {other:?}, not value 1")),
+        }
+        sweep_past_grace(&gateway).await?;
+        let census = gateway.census().await.map_err(|e| format!("census: {e}"))?;
+        if census.stored.len() != 1 || census.stored != census.referenced || !census.intents.is_empty() {
+            return Err(format!("after the completion and the sweeps: {census:?}"));
+        }
+
+        let raced_upload = upload_one_part(&gateway, 1, 2).await?;
+        let intent = part_intent(&store, &raced_upload.0).await?;
+        let value = intent_record(1, false);
+        let racing = Arc::new(AtomicBool::new(true));
+        let racer = tokio::spawn({
+            let (store, racing) = (store.clone(), racing.clone());
+            async move {
+                while racing.load(Ordering::Relaxed) {
+                    let _ = store.put(&intent, value.clone(), Condition::None).await;
+                }
+            }
+        });
+        let raced = complete_fails(&gateway, 1, &raced_upload, S3ErrorCode::SlowDown).await;
+        racing.store(false, Ordering::Relaxed);
+        racer.await.map_err(|e| format!("the racer: {e}"))?;
+        raced?;
+        match s3::get(&gateway, 1).await? {
+            Some(None) => {}
+            other => return Err(format!("object 1 reads {other:?} after its completion lost the race, not no such key")),
+        }
+        complete(&gateway, 1, &raced_upload).await.map_err(|e| format!("the retried completion failed: {e}"))?;
+        match s3::get(&gateway, 1).await? {
+            Some(Some(2)) => Ok(()),
+            other => Err(format!("object 1 reads {other:?}, not value 2")),
+        }
+    })
+}
+
 /// Object `object` completed from a one-part upload of value `first`, the upload and part
 /// records then put back as a failed completion leaves them, and the object replaced by value
 /// `second`. Returns the upload's id and its part.
 async fn failed_after_swap(store: &Store, gateway: &Embedded, object: u64, first: u64, second: u64) -> Result<(String, CompletedPart), String> {
-    let create = CreateMultipartUploadInput { bucket: s3::BUCKET.into(), key: s3::object_name(object), ..Default::default() };
-    let created = gateway.s3().create_multipart_upload(Embedded::admin_request(create)).await.map_err(|e| e.to_string())?;
-    let upload = created.output.upload_id.ok_or("no upload id")?;
-    let body = s3::body_of(first);
-    let len = body.len();
-    let input = UploadPartInput {
-        bucket: s3::BUCKET.into(),
-        key: s3::object_name(object),
-        upload_id: upload.clone(),
-        part_number: 1,
-        content_length: Some(len as i64),
-        body: Some(StreamingBlob::from(s3s::Body::from(body))),
-        ..Default::default()
-    };
-    let mut request = Embedded::admin_request(input);
-    request.headers.insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(len));
-    let uploaded = gateway.s3().upload_part(request).await.map_err(|e| e.to_string())?;
-    let part = CompletedPart { e_tag: uploaded.output.e_tag, part_number: Some(1), ..Default::default() };
+    let (upload, part) = upload_one_part(gateway, object, first).await?;
     let id = u128::from_str_radix(&upload, 16).map_err(|e| format!("upload id {upload}: {e}"))?;
     let uploads = [UPLOAD, format!("{{{}}}\0{}\0", s3::BUCKET, s3::object_name(object)).as_bytes()].concat();
     let parts = [PART, &id.to_be_bytes()].concat();
@@ -141,6 +183,54 @@ async fn records(store: &Store, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>, St
     }
 }
 
+/// The intent key of the data of upload `upload`'s one part, read from its part record (whose
+/// segment names the data id as a JSON number: crates/s3/src/records.rs).
+async fn part_intent(store: &Store, upload: &str) -> Result<Vec<u8>, String> {
+    let id = u128::from_str_radix(upload, 16).map_err(|e| format!("upload id {upload}: {e}"))?;
+    let (_, record) = records(store, &[PART, &id.to_be_bytes()].concat()).await?.remove(0);
+    let text = String::from_utf8(record.to_vec()).map_err(|e| format!("part record: {e}"))?;
+    let data: u128 = text
+        .split_once("\"data\":")
+        .and_then(|(_, rest)| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|digits| digits.parse().ok())
+        .ok_or_else(|| format!("no data id in the part record {text}"))?;
+    Ok([INTENT, &data.to_be_bytes()].concat())
+}
+
+/// An intent record for the part of `object`'s upload, as the gateway encodes one.
+fn intent_record(object: u64, doomed: bool) -> Bytes {
+    let owner = format!("{{\"bucket\":\"{}\",\"key\":\"{}\"}}", s3::BUCKET, s3::object_name(object));
+    Bytes::from(format!("{{\"touched_ms\":{},\"owner\":{owner},\"doomed\":{doomed}}}", s3::wall_clock()))
+}
+
+/// A multipart upload of `object` begun and its one part, of value `value`, uploaded.
+async fn upload_one_part(gateway: &Embedded, object: u64, value: u64) -> Result<(String, CompletedPart), String> {
+    let create = CreateMultipartUploadInput { bucket: s3::BUCKET.into(), key: s3::object_name(object), ..Default::default() };
+    let created = gateway.s3().create_multipart_upload(Embedded::admin_request(create)).await.map_err(|e| e.to_string())?;
+    let upload = created.output.upload_id.ok_or("no upload id")?;
+    let part = upload_part(gateway, object, &upload, value).await?;
+    Ok((upload, part))
+}
+
+/// Part 1 of upload `upload` of `object`, of value `value`, uploaded.
+async fn upload_part(gateway: &Embedded, object: u64, upload: &str, value: u64) -> Result<CompletedPart, String> {
+    let body = s3::body_of(value);
+    let len = body.len();
+    let input = UploadPartInput {
+        bucket: s3::BUCKET.into(),
+        key: s3::object_name(object),
+        upload_id: upload.to_owned(),
+        part_number: 1,
+        content_length: Some(len as i64),
+        body: Some(StreamingBlob::from(s3s::Body::from(body))),
+        ..Default::default()
+    };
+    let mut request = Embedded::admin_request(input);
+    request.headers.insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(len));
+    let uploaded = gateway.s3().upload_part(request).await.map_err(|e| format!("uploading a part: {e}"))?;
+    Ok(CompletedPart { e_tag: uploaded.output.e_tag, part_number: Some(1), ..Default::default() })
+}
+
 async fn complete(gateway: &Embedded, object: u64, (upload, part): &(String, CompletedPart)) -> Result<(), String> {
     let input = CompleteMultipartUploadInput {
         bucket: s3::BUCKET.into(),
@@ -150,6 +240,22 @@ async fn complete(gateway: &Embedded, object: u64, (upload, part): &(String, Com
         ..Default::default()
     };
     gateway.s3().complete_multipart_upload(Embedded::admin_request(input)).await.map(drop).map_err(|e| e.to_string())
+}
+
+/// A completion that must fail with `code`.
+async fn complete_fails(gateway: &Embedded, object: u64, upload: &(String, CompletedPart), code: S3ErrorCode) -> Result<(), String> {
+    let input = CompleteMultipartUploadInput {
+        bucket: s3::BUCKET.into(),
+        key: s3::object_name(object),
+        upload_id: upload.0.clone(),
+        multipart_upload: Some(CompletedMultipartUpload { parts: Some(vec![upload.1.clone()]) }),
+        ..Default::default()
+    };
+    match gateway.s3().complete_multipart_upload(Embedded::admin_request(input)).await {
+        Err(e) if *e.code() == code => Ok(()),
+        Err(e) => Err(format!("the completion of object {object} failed with {e}, not {code:?}")),
+        Ok(_) => Err(format!("the completion of object {object} succeeded, where it should fail with {code:?}")),
+    }
 }
 
 /// Sweeps until every intent has been watched for the grace and judged.

@@ -101,20 +101,22 @@ fn main() -> ExitCode {
         tracing_subscriber::fmt().with_timer(SimTime).with_ansi(false).with_env_filter(tracing_subscriber::EnvFilter::new(filter)).with_writer(std::io::stderr).init();
     }
     let started = std::time::Instant::now();
-    let (mut operations, mut faults) = (0usize, 0usize);
+    let (mut operations, mut faults, mut orphans) = (0usize, 0usize, 0u64);
     for seed in from..from + count {
         options.seed = seed;
         match spindle_sim::run(&options) {
             Ok(report) => {
                 operations += report.events;
                 faults += report.faults.len();
+                orphans += report.orphans;
                 if verbose || count == 1 {
                     println!(
-                        "seed {seed}: {} operations ({} acknowledged, {} unknown), {} faults, {:.1} s simulated, digest {:016x}",
+                        "seed {seed}: {} operations ({} acknowledged, {} unknown), {} faults, {} orphans, {:.1} s simulated, digest {:016x}",
                         report.events,
                         report.acknowledged,
                         report.failed,
                         report.faults.len(),
+                        report.orphans,
                         report.simulated.as_secs_f64(),
                         report.digest
                     );
@@ -132,7 +134,7 @@ fn main() -> ExitCode {
             }
         }
     }
-    println!("{count} seeds from {from} passed: {operations} operations, {faults} faults, in {:.0} s", started.elapsed().as_secs_f64());
+    println!("{count} seeds from {from} passed: {operations} operations, {faults} faults, {orphans} orphans found by scans, in {:.0} s", started.elapsed().as_secs_f64());
     ExitCode::SUCCESS
 }
 

@@ -53,6 +53,10 @@ pub const MOST_SKEW_MS: i64 = 5_000;
 thread_local! {
     /// Each skewed host's offset, by its tokio runtime (every turmoil host has its own).
     static SKEWS: RefCell<HashMap<tokio::runtime::Id, i64>> = RefCell::new(HashMap::new());
+    /// Data ids the run's orphan scans gave an intent: data a chunk write left behind after its
+    /// data was collected (a hung drive's), or leaked by a defect; counted so that a run
+    /// shows them rather than its sweeps quietly collecting them.
+    static ORPHANS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// The simulated wall clock in Unix milliseconds, skewed on a gateway's host by its offset.
@@ -62,9 +66,22 @@ pub fn wall_clock() -> u64 {
     now.saturating_add_signed(skew.unwrap_or(0))
 }
 
-/// Forgets the skews of an earlier run on this thread.
+/// Forgets the skews and the orphan count of an earlier run on this thread.
 pub fn reset_skews() {
     SKEWS.with(|s| s.borrow_mut().clear());
+    ORPHANS.with(|o| o.set(0));
+}
+
+/// Orphaned data ids the run's scans have found so far.
+pub fn orphans_found() -> u64 {
+    ORPHANS.with(|o| o.get())
+}
+
+/// One orphan scan, its finds counted.
+async fn scan(gateway: &Embedded) -> Result<(), String> {
+    let scanned = gateway.scan_orphans(spindle_s3::SCAN_WINDOW).await.map_err(|e| format!("orphan scan: {e}"))?;
+    ORPHANS.with(|o| o.set(o.get() + scanned.orphans));
+    Ok(())
 }
 
 fn skew_this_host(ms: i64) {
@@ -168,7 +185,7 @@ where
                 for pass in 1u64.. {
                     tokio::time::sleep(SWEEP_EVERY).await;
                     if pass % SCAN_EVERY_SWEEPS == 0 {
-                        let _ = gateway.scan_orphans(spindle_s3::SCAN_WINDOW).await;
+                        let _ = scan(&gateway).await;
                     }
                     let _ = gateway.sweep().await;
                 }
@@ -438,7 +455,7 @@ pub async fn check_settled(store: Store, history: &History, objects: u64, seed: 
     // (releasing their parts' data again: a new watch), a second, the grace later, collects
     // the rest, and a third, the grace after it, what the first released.
     tokio::time::sleep(GRACE + Duration::from_millis(MOST_SKEW_MS as u64)).await;
-    gateway.scan_orphans(spindle_s3::SCAN_WINDOW).await.map_err(|e| format!("orphan scan: {e}"))?;
+    scan(&gateway).await?;
     for pass in 0..3 {
         if pass > 0 {
             tokio::time::sleep(GRACE).await;

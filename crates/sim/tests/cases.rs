@@ -9,3 +9,8 @@ fn a_completion_that_failed_after_its_swap_keeps_its_parts_data_until_the_upload
 fn an_orphaned_chunk_is_found_and_collected_and_nothing_else_is() {
     spindle_sim::an_orphaned_chunk(2).unwrap();
 }
+
+#[test]
+fn a_completion_refuses_part_data_it_cannot_claim() {
+    spindle_sim::a_completion_meets_its_parts_data_taken(3).unwrap();
+}

@@ -52,6 +52,13 @@ impl Gateway {
                 return Err(s3_error!(EntityTooSmall, "part {n} is {} bytes; every part but the last is at least {}", p.segment.size, self.core.min_part));
             }
         }
+        let mut md5s = Vec::with_capacity(chosen.len() * 16);
+        for (_, p) in &chosen {
+            md5s.extend(unhex(&p.etag).ok_or_else(|| s3_error!(InternalError, "a stored part ETag is not hex"))?);
+        }
+        let mut h = s3s::crypto::Md5::new();
+        h.update(&md5s);
+        let etag = format!("{}-{}", hex(&h.finalize()), chosen.len());
         let (if_match, if_none_match) = (i.if_match.clone(), i.if_none_match.clone());
         check_write(self.manifest(&bucket, &key).await?.as_ref(), if_match.as_ref(), if_none_match.as_ref())?;
         // Take the upload with a fresh mark by compare-and-swap: from then no part changes, and
@@ -73,19 +80,20 @@ impl Gateway {
             Err(e) => return Err(e.into()),
         };
         // The chosen data is guarded as an upload's own: intents refreshed just before the swap.
+        // From the mark on, every failure gives the upload back as it was (its parts still
+        // referenced by their records), so that it can go on or be aborted.
         let mut own = Vec::with_capacity(chosen.len());
         for (n, p) in &chosen {
             let owner = Owner { bucket: bucket.clone(), key: key.clone(), part: Some((id, *n)) };
-            let intent = self.core.claim(p.segment.data, &owner).await?;
-            own.push(Own { data: p.segment.data, owner, intent });
+            match self.core.claim(p.segment.data, &owner).await {
+                Ok(intent) => own.push(Own { data: p.segment.data, owner, intent }),
+                Err(e) => {
+                    record.completing = before;
+                    let _ = self.core.kv.put(&upload_key, records::encode(&record), Cond::Version(version), Durability::Through).await;
+                    return Err(e);
+                }
+            }
         }
-        let mut md5s = Vec::with_capacity(chosen.len() * 16);
-        for (_, p) in &chosen {
-            md5s.extend(unhex(&p.etag).ok_or_else(|| s3_error!(InternalError, "a stored part ETag is not hex"))?);
-        }
-        let mut h = s3s::crypto::Md5::new();
-        h.update(&md5s);
-        let etag = format!("{}-{}", hex(&h.finalize()), chosen.len());
         let segments: Vec<Segment> = chosen.iter().map(|(_, p)| p.segment).collect();
         let size = segments.iter().map(|s| s.size).sum();
         let manifest = Manifest { size, etag, modified_ms: records::now_ms(), attributes: record.attributes.clone(), segments, completed_from: Some(id), owner: record.owner.clone(), acl: record.acl.clone(), tags: record.tags.clone(), class: record.class.clone(), ..Manifest::default() };
@@ -93,7 +101,6 @@ impl Gateway {
         let committed = match self.core.commit(&bucket, &key, &manifest, |old| check_write(old, if_match.as_ref(), if_none_match.as_ref()), conditional, own, versioning).await {
             Ok(m) => m,
             Err(e) => {
-                // The upload is given back as it was (its parts still referenced by their records).
                 record.completing = before;
                 let _ = self.core.kv.put(&upload_key, records::encode(&record), Cond::Version(version), Durability::Through).await;
                 return Err(e);
