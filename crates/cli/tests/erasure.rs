@@ -44,7 +44,7 @@ async fn all_read_right(store: &Store, objects: usize, stripes: u32) -> Result<(
     for o in 0..objects {
         for i in 0..stripes {
             let want = stripe(o, i);
-            let got = store.get_stripe(POOL, &name(o), i, want.len()).await.map_err(|e| e.to_string())?;
+            let got = store.get_stripe(POOL, &name(o), i, want.len()).await.map_err(|e| e.to_string())?.to_bytes();
             if got != want {
                 return Err(format!("object {o} stripe {i}: wrong bytes"));
             }
@@ -120,7 +120,7 @@ fn stripes_read_back_through_damaged_shards_and_lost_drives_and_fail_cleanly_bey
         }
         for o in 1..objects {
             for i in 0..stripes {
-                assert_eq!(store.get_stripe(POOL, &name(o), i, stripe(o, i).len()).await.unwrap(), stripe(o, i));
+                assert_eq!(store.get_stripe(POOL, &name(o), i, stripe(o, i).len()).await.unwrap().to_bytes(), stripe(o, i));
             }
         }
         // The shard put right: with two drives down every stripe reads right.
@@ -272,7 +272,7 @@ fn a_lost_drive_is_rebuilt_a_scrub_heals_rot_and_a_joining_drive_gets_its_shards
             drives[i].kill();
         }
         for i in 0..stripes {
-            assert_eq!(store.get_stripe(POOL, &name(o), i, stripe(o, i).len()).await.unwrap(), stripe(o, i), "object {o} stripe {i}");
+            assert_eq!(store.get_stripe(POOL, &name(o), i, stripe(o, i).len()).await.unwrap().to_bytes(), stripe(o, i), "object {o} stripe {i}");
         }
     });
 }

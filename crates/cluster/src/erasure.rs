@@ -176,29 +176,24 @@ impl Code {
     }
 
     /// The stripe of `stripe_len` bytes from verified payloads (`shards[i]`: shard `i`'s, if
-    /// good). With every data shard there is nothing to decode.
-    pub fn decode(&self, stripe_len: usize, shards: &[Option<Bytes>]) -> Result<Bytes, CodeError> {
+    /// good). With every data shard there is nothing to decode, and nothing is copied: the
+    /// stripe is those payloads, cut at its length.
+    pub fn decode(&self, stripe_len: usize, shards: &[Option<Bytes>]) -> Result<Stripe, CodeError> {
         let data = usize::from(self.data);
         let have = shards.iter().filter(|s| s.is_some()).count();
         if have < data || shards.len() < data {
             return Err(CodeError::TooFew { have, need: data });
         }
-        let mut out = BytesMut::with_capacity(self.shard_len(stripe_len) * data);
-        if shards[..data].iter().all(Option::is_some) {
-            for s in shards[..data].iter().flatten() {
-                out.put_slice(s);
-            }
+        let pieces: Vec<Bytes> = if shards[..data].iter().all(Option::is_some) {
+            shards[..data].iter().flatten().cloned().collect()
         } else {
             // The library rebuilds into owned buffers: the shards at hand are copied in (a
             // degraded read's cost, small beside the decode).
             let mut all: Vec<Option<Vec<u8>>> = (0..self.width()).map(|i| shards.get(i).cloned().flatten().map(|b| b.to_vec())).collect();
             self.coder()?.reconstruct_data(&mut all).map_err(|e| CodeError::Library(format!("{e:?}")))?;
-            for s in &all[..data] {
-                out.put_slice(s.as_deref().ok_or(CodeError::TooFew { have, need: data })?);
-            }
-        }
-        out.truncate(stripe_len);
-        Ok(out.freeze())
+            all.into_iter().take(data).map(|s| s.map(Bytes::from).ok_or(CodeError::TooFew { have, need: data })).collect::<Result<_, _>>()?
+        };
+        Ok(Stripe { pieces }.cut(stripe_len))
     }
 
     /// The whole shards (header included) at `positions` of a stripe of `stripe_len` bytes,
@@ -236,6 +231,67 @@ impl Code {
             out[p] = Some(self.frame(p, stripe_len, payload));
         }
         Ok(out)
+    }
+}
+
+/// A stripe's bytes as the pieces they came in: the data shards' payloads, not joined, so that
+/// a read sends them on without copying them into one buffer first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stripe {
+    pieces: Vec<Bytes>,
+}
+
+impl Stripe {
+    pub fn len(&self) -> usize {
+        self.pieces.iter().map(Bytes::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The first `len` bytes (the shards' padding past the stripe's end cut off).
+    fn cut(mut self, len: usize) -> Stripe {
+        let mut left = len;
+        for p in &mut self.pieces {
+            p.truncate(left);
+            left -= p.len();
+        }
+        self.pieces.retain(|p| !p.is_empty());
+        self
+    }
+
+    /// Bytes `[lo, hi)` of the stripe (as far as it goes), as slices of its pieces.
+    pub fn slice(&self, lo: usize, hi: usize) -> Vec<Bytes> {
+        let mut out = Vec::new();
+        let mut at = 0;
+        for p in &self.pieces {
+            let (from, to) = (lo.max(at), hi.min(at + p.len()));
+            if from < to {
+                out.push(p.slice(from - at..to - at));
+            }
+            at += p.len();
+        }
+        out
+    }
+
+    pub fn into_pieces(self) -> Vec<Bytes> {
+        self.pieces
+    }
+
+    /// The stripe in one buffer: a copy, unless it is one piece.
+    pub fn to_bytes(&self) -> Bytes {
+        match self.pieces.as_slice() {
+            [] => Bytes::new(),
+            [one] => one.clone(),
+            many => Bytes::from(many.concat()),
+        }
+    }
+}
+
+impl From<Bytes> for Stripe {
+    fn from(b: Bytes) -> Stripe {
+        Stripe { pieces: vec![b] }.cut(usize::MAX)
     }
 }
 
@@ -279,7 +335,7 @@ mod tests {
         assert!(code.verify(1, stripe.len() - 1, &shards[1]).is_err());
         let mut got = payloads(&code, &shards, stripe.len());
         got[1] = None;
-        assert_eq!(code.decode(stripe.len(), &got).unwrap(), stripe);
+        assert_eq!(code.decode(stripe.len(), &got).unwrap().to_bytes(), stripe);
     }
 
     #[test]
@@ -323,8 +379,8 @@ mod tests {
                 got[i] = None;
                 lost.push(i);
             }
-            prop_assert_eq!(code.decode(stripe.len(), &got).unwrap(), Bytes::from(stripe.clone()));
-            let again = code.encode(&code.decode(stripe.len(), &got).unwrap()).unwrap();
+            prop_assert_eq!(code.decode(stripe.len(), &got).unwrap().to_bytes(), Bytes::from(stripe.clone()));
+            let again = code.encode(&code.decode(stripe.len(), &got).unwrap().to_bytes()).unwrap();
             let rebuilt = code.rebuild(stripe.len(), &got, &lost).unwrap();
             for (i, r) in rebuilt.iter().enumerate() {
                 prop_assert_eq!(r.is_some(), lost.contains(&i));
@@ -337,6 +393,27 @@ mod tests {
             let every: Vec<usize> = (0..code.width()).collect();
             let all = code.rebuild(stripe.len(), &got, &every).unwrap();
             prop_assert_eq!(all.into_iter().flatten().collect::<Vec<_>>(), shards.clone());
+        }
+
+        /// A slice of a stripe in pieces is the same bytes as the slice of the stripe joined,
+        /// for any cut into pieces and any range, past the end included.
+        #[test]
+        fn slices_of_pieces_are_slices_of_the_whole(bytes in proptest::collection::vec(any::<u8>(), 0..300), cuts in proptest::collection::vec(0usize..300, 0..6), lo in 0usize..320, hi in 0usize..320) {
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(bytes.len())).collect();
+            cuts.sort_unstable();
+            let whole = Bytes::from(bytes.clone());
+            let mut pieces = Vec::new();
+            let mut at = 0;
+            for c in cuts.into_iter().chain([bytes.len()]) {
+                pieces.push(whole.slice(at..c));
+                at = c;
+            }
+            let stripe = Stripe { pieces };
+            prop_assert_eq!(stripe.len(), bytes.len());
+            prop_assert_eq!(stripe.to_bytes(), whole.clone());
+            let want: &[u8] = if lo < hi.min(bytes.len()) { &bytes[lo..hi.min(bytes.len())] } else { &[] };
+            prop_assert_eq!(stripe.slice(lo, hi).concat(), want.to_vec());
+            prop_assert_eq!(stripe.cut(lo).to_bytes(), whole.slice(..lo.min(bytes.len())));
         }
 
         /// A shard's decoder takes any bytes without panicking.

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 
 use bytes::Bytes;
 use spindle_client::{Client, ClientConfig, ClientError, DeleteOptions, PutOptions, RangeQuery};
+use spindle_cluster::erasure::Stripe;
 use spindle_cluster::{ClusterError, Condition, Store};
 use spindle_proto::Synchronization;
 use tokio::sync::Mutex;
@@ -332,7 +333,7 @@ impl Kv {
     }
 
     /// Stripe `index` of `object` in `pool`, `len` bytes long.
-    pub async fn get_stripe(&self, pool: &str, object: &[u8], index: u32, len: usize) -> Result<Bytes, KvError> {
+    pub async fn get_stripe(&self, pool: &str, object: &[u8], index: u32, len: usize) -> Result<Stripe, KvError> {
         Ok(self.cluster(pool)?.get_stripe(pool, object, index, len).await?)
     }
 

@@ -397,19 +397,30 @@ impl Core {
                 })
                 .buffered(PREFETCH_CHUNKS);
             while let Some(chunk) = chunks.next().await {
-                let failed = chunk.is_err();
-                if tx.send(chunk).await.is_err() || failed {
-                    break;
+                match chunk {
+                    Ok(pieces) => {
+                        for piece in pieces {
+                            if tx.send(Ok(piece)).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Err(e)).await;
+                        return;
+                    }
                 }
             }
         });
         Body { rx, task, first: None }
     }
 
-    async fn fetch(&self, pool: Option<&str>, p: Piece) -> Result<Bytes, std::io::Error> {
+    /// A piece's bytes: one slice of a chunk, or the slices of a stripe's data shards (sent on
+    /// as they came, not joined).
+    async fn fetch(&self, pool: Option<&str>, p: Piece) -> Result<Vec<Bytes>, std::io::Error> {
         if let Some(pool) = pool {
             let stripe = self.stripes.get(&self.kv, pool, &p.data.to_be_bytes(), p.index, p.len).await.map_err(std::io::Error::other)?;
-            return Ok(stripe.slice(p.lo..p.hi));
+            return Ok(stripe.slice(p.lo, p.hi));
         }
         let got = self.kv.get(&layout::chunk(p.data, p.index)).await.map_err(std::io::Error::other)?;
         let Some(stored) = got else {
@@ -418,7 +429,7 @@ impl Core {
         if stored.value.len() < p.hi {
             return Err(std::io::Error::other(format!("chunk {} of data {:032x} is short", p.index, p.data)));
         }
-        Ok(stored.value.slice(p.lo..p.hi))
+        Ok(vec![stored.value.slice(p.lo..p.hi)])
     }
 }
 

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
+use spindle_cluster::erasure::Stripe;
 
 use crate::kv::{Fault, Kv, KvError};
 use crate::remote::{RemoteAccess, RemoteError, RemoteTier};
@@ -78,9 +79,9 @@ impl Stripes {
     }
 
     /// Stripe `index` of `object` in `pool`, `len` bytes long.
-    pub async fn get(&self, kv: &Kv, pool: &str, object: &[u8], index: u32, len: usize) -> Result<Bytes, KvError> {
+    pub async fn get(&self, kv: &Kv, pool: &str, object: &[u8], index: u32, len: usize) -> Result<Stripe, KvError> {
         match self.remote(kv, pool) {
-            Some(tier) => Ok(tier?.get_stripe(object, index, len).await?),
+            Some(tier) => Ok(Stripe::from(tier?.get_stripe(object, index, len).await?)),
             None => kv.get_stripe(pool, object, index, len).await,
         }
     }

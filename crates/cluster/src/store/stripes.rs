@@ -16,7 +16,7 @@ use futures_util::future::join_all;
 use spindle_client::{DeleteOptions, PutOptions, RangeQuery, Synchronization};
 
 use super::*;
-use crate::erasure::Code;
+use crate::erasure::{Code, Stripe};
 use crate::pool::Pool;
 use crate::StripeError;
 
@@ -134,7 +134,7 @@ impl Store {
 
     /// Reads stripe `index` of `object` in `pool`, `len` bytes long, rebuilding it from parity
     /// where shards are missing, damaged or their drives do not answer.
-    pub async fn get_stripe(&self, pool: &str, object: &[u8], index: u32, len: usize) -> Result<Bytes, ClusterError> {
+    pub async fn get_stripe(&self, pool: &str, object: &[u8], index: u32, len: usize) -> Result<Stripe, ClusterError> {
         Self::check_object(object)?;
         let name = pool;
         self.with_map(|map| async move {
