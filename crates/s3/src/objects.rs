@@ -7,6 +7,7 @@
 //! references them. An upload in progress refreshes its intent; replaced data is collected no
 //! sooner than the grace after its replacement, so a reader streaming the old object finishes.
 
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -397,22 +398,13 @@ impl Core {
                 })
                 .buffered(PREFETCH_CHUNKS);
             while let Some(chunk) = chunks.next().await {
-                match chunk {
-                    Ok(pieces) => {
-                        for piece in pieces {
-                            if tx.send(Ok(piece)).await.is_err() {
-                                return;
-                            }
-                        }
-                    }
-                    Err(e) => {
-                        let _ = tx.send(Err(e)).await;
-                        return;
-                    }
+                let failed = chunk.is_err();
+                if tx.send(chunk).await.is_err() || failed {
+                    break;
                 }
             }
         });
-        Body { rx, task, first: None }
+        Body { rx, task, ready: VecDeque::new() }
     }
 
     /// A piece's bytes: one slice of a chunk, or the slices of a stripe's data shards (sent on
@@ -435,10 +427,12 @@ impl Core {
 
 /// An object's bytes as an HTTP body.
 pub struct Body {
-    rx: tokio::sync::mpsc::Receiver<Result<Bytes, std::io::Error>>,
+    /// A chunk's bytes, or a stripe's as its data shards came.
+    rx: tokio::sync::mpsc::Receiver<Result<Vec<Bytes>, std::io::Error>>,
     task: tokio::task::JoinHandle<()>,
-    /// The first piece, read before the answer's status was chosen (`ready`).
-    first: Option<Bytes>,
+    /// Bytes received and not yet handed on: the first piece's, read before the answer's
+    /// status was chosen (`ready`), and the rest of a stripe's pieces.
+    ready: VecDeque<Bytes>,
 }
 
 impl Body {
@@ -446,7 +440,7 @@ impl Body {
     /// of its drives up) is answered with an error status, not a 200 and a cut-off body.
     pub async fn ready(mut self) -> S3Result<Body> {
         match self.rx.recv().await {
-            Some(Ok(piece)) => self.first = Some(piece),
+            Some(Ok(pieces)) => self.ready.extend(pieces),
             Some(Err(e)) => {
                 return Err(match e.into_inner().map(|inner| inner.downcast::<KvError>()) {
                     Some(Ok(kv)) => S3Error::from(*kv),
@@ -464,10 +458,16 @@ impl Stream for Body {
     type Item = Result<Bytes, std::io::Error>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<Self::Item>> {
-        if let Some(first) = self.first.take() {
-            return std::task::Poll::Ready(Some(Ok(first)));
+        loop {
+            if let Some(piece) = self.ready.pop_front() {
+                return std::task::Poll::Ready(Some(Ok(piece)));
+            }
+            match std::task::ready!(self.rx.poll_recv(cx)) {
+                Some(Ok(pieces)) => self.ready.extend(pieces),
+                Some(Err(e)) => return std::task::Poll::Ready(Some(Err(e))),
+                None => return std::task::Poll::Ready(None),
+            }
         }
-        self.rx.poll_recv(cx)
     }
 }
 

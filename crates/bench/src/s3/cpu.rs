@@ -22,8 +22,9 @@ pub fn cpu_seconds_of_stat(stat: &str, ticks_per_second: f64) -> Option<f64> {
     (ticks_per_second > 0.0).then(|| (utime + stime) as f64 / ticks_per_second)
 }
 
-pub(super) fn servers_cpu(pids: &[u32]) -> Result<f64, String> {
-    pids.iter().map(|p| process_cpu_seconds(*p)).sum()
+/// CPU seconds of each of `pids`, in their order.
+pub(super) fn servers_cpu(pids: &[u32]) -> Result<Vec<f64>, String> {
+    pids.iter().map(|p| process_cpu_seconds(*p)).collect()
 }
 
 #[cfg(test)]

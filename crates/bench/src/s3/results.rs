@@ -71,6 +71,9 @@ pub struct S3BenchResult {
     /// CPU seconds the server's processes spent in the timed phase, and per MiB moved.
     pub server_cpu_seconds: Option<f64>,
     pub server_cpu_seconds_per_mib: Option<f64>,
+    /// `server_cpu_seconds` by process, in the order of the PIDs given.
+    #[serde(default)]
+    pub server_cpu_seconds_each: Vec<f64>,
     /// Why server CPU is missing although PIDs were given.
     pub server_cpu_note: Option<String>,
     /// This process' CPU over the timed phase (the load generator's cost).

@@ -99,11 +99,12 @@ pub async fn run(spec: S3BenchSpec) -> Result<S3BenchResult, S3BenchError> {
     let seconds = start.elapsed().as_secs_f64();
     let bench_cpu_seconds = (crate::process_cpu_seconds() - bench_cpu_before).max(0.0);
     let cpu_after = (!spec.server_pids.is_empty()).then(|| servers_cpu(&spec.server_pids));
-    let (server_cpu_seconds, server_cpu_note) = match (cpu_before, cpu_after) {
-        (Some(Ok(a)), Some(Ok(b))) => (Some((b - a).max(0.0)), None),
-        (Some(Err(e)), _) | (_, Some(Err(e))) => (None, Some(e)),
-        _ => (None, None),
+    let (server_cpu_each, server_cpu_note) = match (cpu_before, cpu_after) {
+        (Some(Ok(a)), Some(Ok(b))) => (a.iter().zip(&b).map(|(a, b)| (b - a).max(0.0)).collect(), None),
+        (Some(Err(e)), _) | (_, Some(Err(e))) => (Vec::new(), Some(e)),
+        _ => (Vec::new(), None),
     };
+    let server_cpu_seconds = (!server_cpu_each.is_empty()).then(|| server_cpu_each.iter().sum::<f64>());
 
     let whole_windows = spec.duration_seconds.floor() as usize;
     let operations: Vec<OpStats> = Kind::ALL
@@ -140,6 +141,7 @@ pub async fn run(spec: S3BenchSpec) -> Result<S3BenchResult, S3BenchError> {
         prepare,
         server_cpu_seconds,
         server_cpu_seconds_per_mib: server_cpu_seconds.and_then(|c| (mib > 0.0).then(|| c / mib)),
+        server_cpu_seconds_each: server_cpu_each,
         server_cpu_note,
         bench_cpu_seconds,
         error_samples: samples,
