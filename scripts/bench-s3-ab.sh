@@ -93,9 +93,15 @@ for round in $(seq 1 "$rounds"); do
       json=$work/$side-$op-$size-$round.json
       pids=$(echo "${gw_pid[$side]} $servers" | tr ' ' ',')
       log "round $round: $side $op $size"
-      "$client" bench s3 --endpoint "${gw_url[$side]}" --access-key "$access_key" --secret-key "$secret_key" --label "$side" \
-        --op "$op" --size "$size" --concurrency "$concurrency" --duration "$duration" --server-pid "$pids" --json "$json" >/dev/null 2>"$work/bench.err" \
-        || { cat "$work/bench.err" >&2; die "$side $op $size failed"; }
+      if ! "$client" bench s3 --endpoint "${gw_url[$side]}" --access-key "$access_key" --secret-key "$secret_key" --label "$side" \
+        --op "$op" --size "$size" --concurrency "$concurrency" --duration "$duration" --server-pid "$pids" --json "$json" >/dev/null 2>"$work/bench.err"; then
+        # A run that failed is left out of the medians and counted (the summary says how many).
+        cat "$work/bench.err" >&2
+        log "$side $op $size failed in round $round"
+        printf '%s\t%s\t%s\tfailed\n' "$op" "$size" "$side" >>"$results"
+        kill -CONT "${gw_pid[$other]}"
+        continue
+      fi
       kill -CONT "${gw_pid[$other]}"
       python3 - "$json" "$side" "$op" "$size" >>"$results" <<'PY'
 import json, sys
@@ -111,7 +117,9 @@ PY
 done
 python3 - "$results" "$bin_a" "$bin_b" "$rounds" <<'PY'
 import statistics, sys
-rows = [l.split("\t") for l in open(sys.argv[1]).read().splitlines()]
+lines = [l.split("\t") for l in open(sys.argv[1]).read().splitlines()]
+rows = [r for r in lines if r[3] != "failed"]
+failed = [r for r in lines if r[3] == "failed"]
 print(f"A = {sys.argv[2]}, B = {sys.argv[3]}; medians of {sys.argv[4]} rounds\n")
 print("| op | object | gateway | MiB/s | gateway CPU s/MiB | all servers CPU s/MiB | errors |")
 print("|---|--:|---|--:|--:|--:|--:|")
@@ -123,9 +131,15 @@ for op, size in cells:
     med = {}
     for side in "ab":
         mine = [r for r in rows if (r[0], r[1], r[2]) == (op, size, side)]
+        if not mine:
+            print(f"| {op.upper()} | {size} | {side.upper()} | every run failed | | | |")
+            med[side] = [float("nan")] * 3
+            continue
         med[side] = [statistics.median(float(r[i]) for r in mine) for i in (3, 4, 5)]
         errors = sum(int(r[6]) for r in mine)
         print(f"| {op.upper()} | {size} | {side.upper()} | {med[side][0]:.1f} | {med[side][1]:.5f} | {med[side][2]:.5f} | {errors} |")
     ratio = [b / a if a else float("nan") for a, b in zip(med["a"], med["b"])]
     print(f"| {op.upper()} | {size} | **B ÷ A** | {ratio[0]:.2f}× | {ratio[1]:.2f}× | {ratio[2]:.2f}× | |")
+if failed:
+    print("\nRuns that failed (left out of the medians): " + ", ".join(f"{r[2].upper()} {r[0]} {r[1]}" for r in failed))
 PY

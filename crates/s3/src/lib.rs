@@ -11,6 +11,7 @@ pub mod acl;
 pub mod cors;
 pub mod admission;
 mod auth;
+mod chunker;
 pub mod classes;
 mod embedded;
 mod intents;

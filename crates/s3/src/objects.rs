@@ -14,11 +14,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures_util::stream::{FuturesUnordered, Stream, StreamExt};
 use s3s::dto::StreamingBlob;
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Result};
 
+use crate::chunker::Chunker;
 use crate::kv::{Cond, Durability, Kv, KvError};
 use crate::layout::{self, DataId};
 use crate::md5_lanes::{Md5Lanes, Md5Stream};
@@ -196,7 +197,7 @@ impl Core {
     ) -> S3Result<u64> {
         let refresh_every = self.grace / 4;
         let mut refreshed = Instant::now();
-        let mut buf = BytesMut::new();
+        let mut chunks = Chunker::new(self.chunk);
         let mut size: u64 = 0;
         let mut index: u32 = 0;
         let mut done = false;
@@ -208,14 +209,12 @@ impl Core {
                         return Err(s3_error!(EntityTooLarge, "the object is larger than {max} bytes"));
                     }
                     hasher.update(&piece);
-                    buf.extend_from_slice(&piece);
+                    chunks.push(piece);
                 }
                 Some(Err(e)) => return Err(body_error(&*e)),
                 None => done = true,
             }
-            while buf.len() >= self.chunk || (done && !buf.is_empty()) {
-                let take = buf.len().min(self.chunk);
-                let value = buf.split_to(take).freeze();
+            while let Some(value) = chunks.next_chunk(done) {
                 md5.update(value.clone()).await;
                 let at = index;
                 index = index.checked_add(1).ok_or_else(|| s3_error!(EntityTooLarge))?;
