@@ -275,10 +275,6 @@ impl Stripe {
         out
     }
 
-    pub fn into_pieces(self) -> Vec<Bytes> {
-        self.pieces
-    }
-
     /// The stripe in one buffer: a copy, unless it is one piece.
     pub fn to_bytes(&self) -> Bytes {
         match self.pieces.as_slice() {

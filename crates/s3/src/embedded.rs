@@ -12,7 +12,6 @@ use crate::kv::{Kv, Pages};
 use crate::layout::{self, DataId};
 use crate::md5_lanes::Md5Lanes;
 use crate::objects::{Core, PAGE};
-use crate::references::WalkError;
 use crate::GatewayError;
 
 /// The S3 operations of one gateway over `kv`.
@@ -108,19 +107,16 @@ impl Embedded {
         while let Some(keys) = intents.next(&self.core.kv).await? {
             census.intents.extend(keys.iter().filter_map(|k| layout::intent_data(k)));
         }
-        let walked = self.core.walk_references(|r| {
-            if r.size > 0 && !r.pooled {
-                census.referenced.insert(r.data);
-                if r.in_part {
-                    census.in_parts.insert(r.data);
+        self.core
+            .walk_references(|r| {
+                if r.size > 0 && !r.pooled {
+                    census.referenced.insert(r.data);
+                    if r.in_part {
+                        census.in_parts.insert(r.data);
+                    }
                 }
-            }
-        });
-        match walked.await {
-            Ok(()) => {}
-            Err(WalkError::Store(e)) => return Err(e.into()),
-            Err(WalkError::Undecodable(e)) => return Err(e.into()),
-        }
+            })
+            .await?;
         Ok(census)
     }
 }

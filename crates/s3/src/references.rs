@@ -30,6 +30,15 @@ pub enum WalkError {
     Undecodable(#[from] RecordError),
 }
 
+impl From<WalkError> for crate::GatewayError {
+    fn from(e: WalkError) -> Self {
+        match e {
+            WalkError::Store(e) => e.into(),
+            WalkError::Undecodable(e) => e.into(),
+        }
+    }
+}
+
 impl Core {
     /// Hands `visit` every reference of every part record, then of the current versions, the
     /// kept versions and the current versions again: a version moves by being written at its

@@ -79,26 +79,24 @@ impl Gateway {
             Err(KvError::Mismatch) => return Err(s3_error!(NoSuchUpload, "the upload was aborted or completed meanwhile")),
             Err(e) => return Err(e.into()),
         };
-        // The chosen data is guarded as an upload's own: intents refreshed just before the swap.
-        // From the mark on, every failure gives the upload back as it was (its parts still
-        // referenced by their records), so that it can go on or be aborted.
-        let mut own = Vec::with_capacity(chosen.len());
-        for (n, p) in &chosen {
-            let owner = Owner { bucket: bucket.clone(), key: key.clone(), part: Some((id, *n)) };
-            match self.core.claim(p.segment.data, &owner).await {
-                Ok(intent) => own.push(Own { data: p.segment.data, owner, intent }),
-                Err(e) => {
-                    record.completing = before;
-                    let _ = self.core.kv.put(&upload_key, records::encode(&record), Cond::Version(version), Durability::Through).await;
-                    return Err(e);
-                }
-            }
-        }
         let segments: Vec<Segment> = chosen.iter().map(|(_, p)| p.segment).collect();
         let size = segments.iter().map(|s| s.size).sum();
         let manifest = Manifest { size, etag, modified_ms: records::now_ms(), attributes: record.attributes.clone(), segments, completed_from: Some(id), owner: record.owner.clone(), acl: record.acl.clone(), tags: record.tags.clone(), class: record.class.clone(), ..Manifest::default() };
         let conditional = if_match.is_some() || if_none_match.is_some();
-        let committed = match self.core.commit(&bucket, &key, &manifest, |old| check_write(old, if_match.as_ref(), if_none_match.as_ref()), conditional, own, versioning).await {
+        // The chosen data is guarded as an upload's own (its intents taken over, refreshed just
+        // before the swap), then the manifest swapped in. Either failing gives the upload back
+        // as it was (its parts still referenced by their records), so that it can go on or be
+        // aborted.
+        let swapped = async {
+            let mut own = Vec::with_capacity(chosen.len());
+            for (n, p) in &chosen {
+                let owner = Owner { bucket: bucket.clone(), key: key.clone(), part: Some((id, *n)) };
+                let intent = self.core.claim(p.segment.data, &owner).await?;
+                own.push(Own { data: p.segment.data, owner, intent });
+            }
+            self.core.commit(&bucket, &key, &manifest, |old| check_write(old, if_match.as_ref(), if_none_match.as_ref()), conditional, own, versioning).await
+        };
+        let committed = match swapped.await {
             Ok(m) => m,
             Err(e) => {
                 record.completing = before;
