@@ -65,6 +65,8 @@ struct Shared {
     /// the last `Client` clone drops, the sender drops, the writer shuts the socket down, and
     /// the reader sees the drive close.
     pending: Arc<Mutex<Pending>>,
+    /// The reader and writer tasks, stopped when the connection is given up for lost.
+    tasks: [tokio::task::AbortHandle; 2],
 }
 
 /// A request's waiter, taken back out of the pending table when dropped while armed.
@@ -92,6 +94,9 @@ struct Pending {
     waiters: BTreeMap<i64, Waiter>,
     /// Set once the connection is gone; later requests fail at once.
     closed: Option<String>,
+    /// Frames read from the drive so far: a request that times out with this unchanged since
+    /// it was sent met a connection that said nothing at all (`Client::give_up_if_silent`).
+    received: u64,
 }
 
 /// A connection to one drive. Cheap to clone; clones share the connection.
@@ -108,18 +113,21 @@ impl Client {
     pub async fn connect(addr: impl ToSocketAddrs + std::fmt::Display, config: ClientConfig) -> Result<Client, ClientError> {
         let Handshake { rd, wr, decoder, buf, sign_on, connection_id } = handshake(addr, &config).await?;
         let (frames, queue) = mpsc::unbounded_channel();
+        let pending = Arc::new(Mutex::new(Pending::default()));
+        let mac = HmacKey::new(&config.hmac_key);
+        let writer = tokio::spawn(write_loop(wr, queue)).abort_handle();
+        let reader = tokio::spawn(read_loop(rd, decoder, buf, pending.clone(), mac.clone())).abort_handle();
         let shared = Arc::new(Shared {
-            mac: HmacKey::new(&config.hmac_key),
+            mac,
             cluster_version: std::sync::atomic::AtomicI64::new(config.cluster_version),
             config,
             connection_id,
             sign_on,
             next_batch_id: std::sync::atomic::AtomicU32::new(1),
             sender: Mutex::new(Sender { next_sequence: 1, frames }),
-            pending: Arc::new(Mutex::new(Pending::default())),
+            pending,
+            tasks: [reader, writer],
         });
-        tokio::spawn(write_loop(wr, queue));
-        tokio::spawn(read_loop(rd, decoder, buf, shared.pending.clone(), shared.mac.clone()));
         Ok(Client { shared, pinned_version: None })
     }
 
@@ -211,6 +219,7 @@ impl Client {
         let expected = header.message_type.and_then(response_type);
         let (tx, rx) = oneshot::channel();
         let header_sequence;
+        let received_before;
         {
             let mut sender = self.shared.sender.lock();
             let sequence = sender.next_sequence;
@@ -223,6 +232,7 @@ impl Client {
                     return Err(ClientError::Terminated(reason.clone()));
                 }
                 pending.waiters.insert(sequence, tx);
+                received_before = pending.received;
             }
             let command = Command { header: Some(header), body, status: None };
             let frame = match pin {
@@ -249,7 +259,10 @@ impl Client {
         // must not leave it in the table for as long as a silent drive keeps the connection.
         let mut unanswered = Unanswered { pending: &self.shared.pending, sequence: Some(header_sequence) };
         let timeout = self.shared.config.timeout;
-        let response = tokio::time::timeout(timeout, rx).await.map_err(|_| ClientError::Timeout(timeout))?;
+        let Ok(response) = tokio::time::timeout(timeout, rx).await else {
+            self.give_up_if_silent(received_before, timeout);
+            return Err(ClientError::Timeout(timeout));
+        };
         // Answered (or the connection closed): the reader took the waiter out itself.
         unanswered.sequence = None;
         let response = response.map_err(|_| ClientError::Terminated("connection closed".into()))??;
@@ -260,6 +273,30 @@ impl Client {
             }
         }
         Ok(response)
+    }
+
+    /// Gives the connection up for lost if nothing came back on it while a request waited its
+    /// whole timeout: a drive that is only slow still answers the requests before it, while a
+    /// connection whose peer is gone (a host that lost power, a path that drops its packets)
+    /// would otherwise hold every later request for its full timeout, for good. Its pending
+    /// requests fail now, and `is_closed` tells the caller to connect again.
+    fn give_up_if_silent(&self, received_before: u64, timeout: std::time::Duration) {
+        let waiters = {
+            let mut pending = self.shared.pending.lock();
+            if pending.received != received_before || pending.closed.is_some() {
+                return;
+            }
+            let reason = format!("no answer on the connection for {timeout:?}: given up for lost");
+            tracing::debug!(conn = self.shared.connection_id, "{reason}");
+            pending.closed = Some(reason);
+            std::mem::take(&mut pending.waiters)
+        };
+        for task in &self.shared.tasks {
+            task.abort();
+        }
+        for (_, w) in waiters {
+            let _ = w.send(Err(ClientError::Terminated("the connection was given up for lost".into())));
+        }
     }
 
     fn encode(&self, command: Command, value: Bytes) -> (Bytes, Bytes) {
@@ -487,7 +524,12 @@ async fn read_loop(mut rd: Box<dyn AsyncRead + Send + Unpin>, mut decoder: Frame
         let Some(ack) = command.header.as_ref().and_then(|h| h.ack_sequence) else {
             break "response without ackSequence".to_string();
         };
-        let Some(waiter) = pending.lock().waiters.remove(&ack) else {
+        let waiter = {
+            let mut pending = pending.lock();
+            pending.received += 1;
+            pending.waiters.remove(&ack)
+        };
+        let Some(waiter) = waiter else {
             // Mostly the late answer to a request its caller stopped waiting for (timed out,
             // or a hedged read's loser), whose waiter was taken back.
             tracing::debug!(ack, "response to no pending request");
@@ -533,44 +575,4 @@ async fn write_loop(wr: Box<dyn AsyncWrite + Send + Unpin>, mut queue: mpsc::Unb
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-    use tokio::io::AsyncReadExt;
-
-    /// A drive that signs on, then reads requests and never answers.
-    async fn silent_drive() -> std::net::SocketAddr {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move {
-            let (mut stream, _) = listener.accept().await.unwrap();
-            let command = Command {
-                header: Some(Header { connection_id: Some(7), ..Header::default() }),
-                status: Some(spindle_proto::pb::command::Status { code: Some(StatusCode::Success as i32), ..Default::default() }),
-                body: None,
-            };
-            let message = Message { auth_type: Some(AuthType::Unsolicitedstatus as i32), command_bytes: Some(Bytes::from(command.encode_to_vec())), ..Message::default() };
-            let mut out = BytesMut::new();
-            spindle_proto::encode_frame(&message, &[], &mut out);
-            stream.write_all(&out).await.unwrap();
-            let mut sink = vec![0u8; 64 * 1024];
-            while stream.read(&mut sink).await.is_ok_and(|n| n > 0) {}
-        });
-        addr
-    }
-
-    #[tokio::test]
-    async fn requests_that_time_out_or_are_dropped_leave_no_waiter_behind() {
-        let config = ClientConfig { timeout: Duration::from_millis(100), ..ClientConfig::default() };
-        let client = Client::connect(silent_drive().await, config).await.unwrap();
-        for _ in 0..3 {
-            assert!(matches!(client.noop().await, Err(ClientError::Timeout(_))));
-        }
-        for _ in 0..3 {
-            // The caller gives up before the request's own timeout.
-            assert!(tokio::time::timeout(Duration::from_millis(10), client.get(b"k")).await.is_err());
-        }
-        assert!(client.shared.pending.lock().waiters.is_empty(), "every waiter was taken back");
-        assert!(!client.is_closed());
-    }
-}
+mod tests;

@@ -14,3 +14,9 @@ fn an_orphaned_chunk_is_found_and_collected_and_nothing_else_is() {
 fn a_completion_refuses_part_data_it_cannot_claim() {
     spindle_sim::a_completion_meets_its_parts_data_taken(3).unwrap();
 }
+
+#[test]
+fn a_connection_that_lost_a_message_is_given_up_and_connected_again() {
+    spindle_sim::a_connection_that_lost_a_message(4).unwrap();
+}
+
