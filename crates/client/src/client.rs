@@ -94,9 +94,12 @@ struct Pending {
     waiters: BTreeMap<i64, Waiter>,
     /// Set once the connection is gone; later requests fail at once.
     closed: Option<String>,
-    /// Frames read from the drive so far: a request that times out with this unchanged since
-    /// it was sent met a connection that said nothing at all (`Client::give_up_if_silent`).
-    received: u64,
+    /// The newest request given a waiter, and what that was when the drive's latest frame
+    /// came: a request newer than `heard_after` that times out met a connection that said
+    /// nothing at all since it was sent (`Client::give_up_if_silent`). Kept here, not in the
+    /// request's future, which every caller moves whole.
+    newest: i64,
+    heard_after: i64,
 }
 
 /// A connection to one drive. Cheap to clone; clones share the connection.
@@ -219,7 +222,6 @@ impl Client {
         let expected = header.message_type.and_then(response_type);
         let (tx, rx) = oneshot::channel();
         let header_sequence;
-        let received_before;
         {
             let mut sender = self.shared.sender.lock();
             let sequence = sender.next_sequence;
@@ -232,7 +234,7 @@ impl Client {
                     return Err(ClientError::Terminated(reason.clone()));
                 }
                 pending.waiters.insert(sequence, tx);
-                received_before = pending.received;
+                pending.newest = sequence;
             }
             let command = Command { header: Some(header), body, status: None };
             let frame = match pin {
@@ -259,10 +261,13 @@ impl Client {
         // must not leave it in the table for as long as a silent drive keeps the connection.
         let mut unanswered = Unanswered { pending: &self.shared.pending, sequence: Some(header_sequence) };
         let timeout = self.shared.config.timeout;
-        let Ok(response) = tokio::time::timeout(timeout, rx).await else {
-            self.give_up_if_silent(received_before, timeout);
-            return Err(ClientError::Timeout(timeout));
-        };
+        let response = tokio::time::timeout(timeout, rx).await.map_err(|_| {
+            // (The guard's copy of the sequence: the future holds no other across the wait.)
+            if let Some(sequence) = unanswered.sequence {
+                self.give_up_if_silent(sequence);
+            }
+            ClientError::Timeout(timeout)
+        })?;
         // Answered (or the connection closed): the reader took the waiter out itself.
         unanswered.sequence = None;
         let response = response.map_err(|_| ClientError::Terminated("connection closed".into()))??;
@@ -280,13 +285,13 @@ impl Client {
     /// connection whose peer is gone (a host that lost power, a path that drops its packets)
     /// would otherwise hold every later request for its full timeout, for good. Its pending
     /// requests fail now, and `is_closed` tells the caller to connect again.
-    fn give_up_if_silent(&self, received_before: u64, timeout: std::time::Duration) {
+    fn give_up_if_silent(&self, sequence: i64) {
         let waiters = {
             let mut pending = self.shared.pending.lock();
-            if pending.received != received_before || pending.closed.is_some() {
+            if pending.heard_after >= sequence || pending.closed.is_some() {
                 return;
             }
-            let reason = format!("no answer on the connection for {timeout:?}: given up for lost");
+            let reason = format!("no answer on the connection for {:?}: given up for lost", self.shared.config.timeout);
             tracing::debug!(conn = self.shared.connection_id, "{reason}");
             pending.closed = Some(reason);
             std::mem::take(&mut pending.waiters)
@@ -526,7 +531,7 @@ async fn read_loop(mut rd: Box<dyn AsyncRead + Send + Unpin>, mut decoder: Frame
         };
         let waiter = {
             let mut pending = pending.lock();
-            pending.received += 1;
+            pending.heard_after = pending.newest;
             pending.waiters.remove(&ack)
         };
         let Some(waiter) = waiter else {
