@@ -102,6 +102,14 @@ struct Pending {
     heard_after: i64,
 }
 
+impl Pending {
+    /// Marks the connection gone and hands back the requests still waiting on it.
+    fn close(&mut self, reason: String) -> BTreeMap<i64, Waiter> {
+        self.closed = Some(reason);
+        std::mem::take(&mut self.waiters)
+    }
+}
+
 /// A connection to one drive. Cheap to clone; clones share the connection.
 #[derive(Clone)]
 pub struct Client {
@@ -286,22 +294,19 @@ impl Client {
     /// would otherwise hold every later request for its full timeout, for good. Its pending
     /// requests fail now, and `is_closed` tells the caller to connect again.
     fn give_up_if_silent(&self, sequence: i64) {
-        let waiters = {
+        let (reason, waiters) = {
             let mut pending = self.shared.pending.lock();
             if pending.heard_after >= sequence || pending.closed.is_some() {
                 return;
             }
             let reason = format!("no answer on the connection for {:?}: given up for lost", self.shared.config.timeout);
-            tracing::debug!(conn = self.shared.connection_id, "{reason}");
-            pending.closed = Some(reason);
-            std::mem::take(&mut pending.waiters)
+            (reason.clone(), pending.close(reason))
         };
+        tracing::debug!(conn = self.shared.connection_id, "{reason}");
         for task in &self.shared.tasks {
             task.abort();
         }
-        for (_, w) in waiters {
-            let _ = w.send(Err(ClientError::Terminated("the connection was given up for lost".into())));
-        }
+        fail(waiters, &reason);
     }
 
     fn encode(&self, command: Command, value: Bytes) -> (Bytes, Bytes) {
@@ -550,13 +555,14 @@ async fn read_loop(mut rd: Box<dyn AsyncRead + Send + Unpin>, mut decoder: Frame
         };
         let _ = waiter.send(result);
     };
-    let waiters = {
-        let mut pending = pending.lock();
-        pending.closed = Some(reason.clone());
-        std::mem::take(&mut pending.waiters)
-    };
+    let waiters = pending.lock().close(reason.clone());
+    fail(waiters, &reason);
+}
+
+/// Fails every request `waiters` holds with the reason its connection closed.
+fn fail(waiters: BTreeMap<i64, Waiter>, reason: &str) {
     for (_, w) in waiters {
-        let _ = w.send(Err(ClientError::Terminated(reason.clone())));
+        let _ = w.send(Err(ClientError::Terminated(reason.to_string())));
     }
 }
 

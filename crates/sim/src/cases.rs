@@ -150,9 +150,6 @@ pub fn a_completion_meets_its_parts_data_taken(seed: u64) -> Result<(), String> 
     })
 }
 
-/// Object `object` completed from a one-part upload of value `first`, the upload and part
-/// records then put back as a failed completion leaves them, and the object replaced by value
-/// `second`. Returns the upload's id and its part.
 /// A connection that lost a message: turmoil, like a path that drops packets or a peer that
 /// lost power, never delivers what a partition dropped, so a connection that lost a segment
 /// answers nothing more. The store must connect again rather than wait on it for good: with
@@ -175,7 +172,7 @@ pub fn a_connection_that_lost_a_message(seed: u64) -> Result<(), String> {
         // A connection that broke while idle is found so by the first request that waits on
         // it in vain (an unknown outcome, as any timeout): later ones connect again.
         let mut failed = Vec::new();
-        for v in 3..10u8 {
+        for v in 3..3 + ROUNDS_CUT_OFF {
             let value = Bytes::from(vec![b'0' + v]);
             let round = async {
                 store.put(&key, value.clone(), Condition::None).await.map_err(|e| format!("put {v} with d1 cut off: {e}"))?;
@@ -189,7 +186,7 @@ pub fn a_connection_that_lost_a_message(seed: u64) -> Result<(), String> {
             }
         }
         if failed.len() > LOST_CONNECTIONS_FOUND_IN {
-            return Err(format!("{} of 7 rounds failed with d1 cut off: {failed:?}", failed.len()));
+            return Err(format!("{} of {ROUNDS_CUT_OFF} rounds failed with d1 cut off: {failed:?}", failed.len()));
         }
         turmoil::repair("script", "d1");
         Ok(())
@@ -198,9 +195,14 @@ pub fn a_connection_that_lost_a_message(seed: u64) -> Result<(), String> {
 
 /// Longer than any request's timeout (the store's default is 5 s).
 const CONNECTION_LOST_FOR: Duration = Duration::from_secs(12);
+/// Rounds of a put and a get with d1 cut off.
+const ROUNDS_CUT_OFF: u8 = 7;
 /// Rounds that may fail while the store finds its connections to d0 lost: one per lane.
 const LOST_CONNECTIONS_FOUND_IN: usize = 2;
 
+/// Object `object` completed from a one-part upload of value `first`, the upload and part
+/// records then put back as a failed completion leaves them, and the object replaced by value
+/// `second`. Returns the upload's id and its part.
 async fn failed_after_swap(store: &Store, gateway: &Embedded, object: u64, first: u64, second: u64) -> Result<(String, CompletedPart), String> {
     let (upload, part) = upload_one_part(gateway, object, first).await?;
     let id = u128::from_str_radix(&upload, 16).map_err(|e| format!("upload id {upload}: {e}"))?;

@@ -19,4 +19,3 @@ fn a_completion_refuses_part_data_it_cannot_claim() {
 fn a_connection_that_lost_a_message_is_given_up_and_connected_again() {
     spindle_sim::a_connection_that_lost_a_message(4).unwrap();
 }
-

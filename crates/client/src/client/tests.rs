@@ -5,10 +5,12 @@ use std::time::Duration;
 use tokio::io::AsyncReadExt;
 
 /// A drive that signs on, then reads requests and answers those `answers` picks (their
-/// frames, HMAC-signed with the default key), never the others.
-async fn drive_answering(answers: fn(&Command) -> bool) -> std::net::SocketAddr {
+/// frames, HMAC-signed with the default key), never the others. The receiver hears when the
+/// client's side of the connection is gone.
+async fn drive_answering(answers: fn(&Command) -> bool) -> (std::net::SocketAddr, oneshot::Receiver<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
+    let (ended, ends) = oneshot::channel();
     tokio::spawn(async move {
         let (mut stream, _) = listener.accept().await.unwrap();
         let command = Command {
@@ -43,8 +45,9 @@ async fn drive_answering(answers: fn(&Command) -> bool) -> std::net::SocketAddr 
                 stream.write_all(&out).await.unwrap();
             }
         }
+        let _ = ended.send(());
     });
-    addr
+    (addr, ends)
 }
 
 fn is_noop(c: &Command) -> bool {
@@ -54,7 +57,8 @@ fn is_noop(c: &Command) -> bool {
 #[tokio::test]
 async fn a_connection_silent_for_a_whole_timeout_is_given_up_and_its_requests_fail() {
     let config = ClientConfig { timeout: Duration::from_millis(100), ..ClientConfig::default() };
-    let client = Client::connect(drive_answering(|_| false).await, config).await.unwrap();
+    let (addr, connection_ends) = drive_answering(|_| false).await;
+    let client = Client::connect(addr, config).await.unwrap();
     let waiting = client.clone();
     let second = tokio::spawn(async move { waiting.get(b"k").await });
     assert!(matches!(client.noop().await, Err(ClientError::Timeout(_))));
@@ -63,13 +67,17 @@ async fn a_connection_silent_for_a_whole_timeout_is_given_up_and_its_requests_fa
     assert!(matches!(second.await.unwrap(), Err(ClientError::Terminated(_) | ClientError::Timeout(_))));
     assert!(matches!(client.noop().await, Err(ClientError::Terminated(_))), "later requests fail at once");
     assert!(client.shared.pending.lock().waiters.is_empty(), "every waiter was taken back");
+    // Its reader and writer are stopped: the socket closes though the handle lives on.
+    tokio::time::timeout(Duration::from_secs(30), connection_ends).await.expect("the given-up connection closed").unwrap();
+    drop(client);
 }
 
 #[tokio::test]
 async fn a_connection_that_answers_others_is_kept_and_dropped_requests_leave_no_waiter() {
     // Long enough that the answers below come well within it on any machine.
     let config = ClientConfig { timeout: Duration::from_secs(2), ..ClientConfig::default() };
-    let client = Client::connect(drive_answering(is_noop).await, config).await.unwrap();
+    let (addr, _) = drive_answering(is_noop).await;
+    let client = Client::connect(addr, config).await.unwrap();
     for _ in 0..3 {
         // The caller gives up before the request's own timeout.
         assert!(tokio::time::timeout(Duration::from_millis(10), client.get(b"k")).await.is_err());
@@ -87,4 +95,3 @@ async fn a_connection_that_answers_others_is_kept_and_dropped_requests_leave_no_
     client.noop().await.unwrap();
     assert!(client.shared.pending.lock().waiters.is_empty(), "every waiter was taken back");
 }
-
