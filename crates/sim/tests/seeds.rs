@@ -1,6 +1,7 @@
 //! The simulator in the test command: a fixed budget of seeds (about three and a half minutes
-//! in a test build on two cores; docs/design/builds.md says what that build optimises) and the seeds that found defects (the proof that
-//! a seed replays exactly is `tests/replay.rs`). Longer runs:
+//! in a test build on two cores; docs/design/builds.md says what that build optimises) and
+//! the seeds that found defects (the proof that a seed replays exactly is `tests/replay.rs`).
+//! Longer runs:
 //! `cargo run --release -p spindle-sim -- --seeds 1000` (docs/design/simulation.md).
 
 use spindle_sim::{run, Options};
