@@ -141,7 +141,7 @@ impl Code {
         b.put_u8(self.parity);
         b.put_u8(index as u8);
         b.put_u32(stripe_len as u32);
-        b.put_u32(crc32c::crc32c(payload));
+        b.put_u32(crc_fast::crc32_iscsi(payload));
         b.put_slice(payload);
         b.freeze()
     }
@@ -169,7 +169,7 @@ impl Code {
             return Err(bad(format!("{} payload bytes, not {}", payload.len(), self.shard_len(stripe_len))));
         }
         let crc = u32::from_be_bytes([h[12], h[13], h[14], h[15]]);
-        if crc32c::crc32c(&payload) != crc {
+        if crc_fast::crc32_iscsi(&payload) != crc {
             return Err(bad("checksum mismatch (the bytes changed on the drive)".into()));
         }
         Ok(payload)

@@ -94,7 +94,7 @@ pub fn encode(state: &Stored) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    out.extend_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
+    out.extend_from_slice(&crc_fast::crc32_iscsi(&payload).to_le_bytes());
     out.extend_from_slice(&payload);
     out
 }
@@ -128,7 +128,7 @@ pub fn decode(bytes: &[u8]) -> Result<Stored, String> {
     if payload.len() != len {
         return Err(format!("length {} where the header says {len} (truncated or extended)", payload.len()));
     }
-    if crc32c::crc32c(payload) != crc {
+    if crc_fast::crc32_iscsi(payload) != crc {
         return Err("checksum mismatch".into());
     }
     Stored::decode(payload).map_err(|e| format!("checksum matches but the contents do not decode: {e}"))

@@ -72,6 +72,6 @@ pub(crate) fn stage<S: Staging>(staging: &mut S, op: &WriteOp) -> Result<()> {
 fn stamped(meta: &Meta, value: &Bytes) -> Result<Meta> {
     let mut meta = meta.clone();
     meta.value_len = u32::try_from(value.len()).map_err(|_| Error::Invalid("a value over 4 GiB".into()))?;
-    meta.value_crc = crc32c::crc32c(value);
+    meta.value_crc = crc_fast::crc32_iscsi(value);
     Ok(meta)
 }

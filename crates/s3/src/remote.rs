@@ -206,7 +206,7 @@ fn frame(stripe: &[u8]) -> Bytes {
     let mut out = BytesMut::with_capacity(FRAME_HEADER + stripe.len());
     out.put_slice(&MAGIC);
     out.put_u32(stripe.len() as u32);
-    out.put_u32(crc32c::crc32c(stripe));
+    out.put_u32(crc_fast::crc32_iscsi(stripe));
     out.put_slice(stripe);
     out.freeze()
 }
@@ -222,7 +222,7 @@ fn unframe(framed: &Bytes, len: usize) -> Result<Bytes, String> {
     if stated != body.len() || stated != len {
         return Err(format!("{} bytes where its header says {stated} and the object's record {len}", body.len()));
     }
-    if crc32c::crc32c(&body) != crc {
+    if crc_fast::crc32_iscsi(&body) != crc {
         return Err("its checksum does not match its bytes".into());
     }
     Ok(body)

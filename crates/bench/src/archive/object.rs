@@ -97,7 +97,7 @@ impl Manifest {
         b[16..20].copy_from_slice(&self.chunk_size.to_le_bytes());
         b[20..24].copy_from_slice(&self.chunk_count.to_le_bytes());
         b[24..28].copy_from_slice(&self.crc32c.to_le_bytes());
-        let header_crc = crc32c::crc32c(&b[0..28]);
+        let header_crc = crc_fast::crc32_iscsi(&b[0..28]);
         b[28..32].copy_from_slice(&header_crc.to_le_bytes());
         b
     }
@@ -112,7 +112,7 @@ impl Manifest {
         if u16::from_le_bytes([b[4], b[5]]) != MANIFEST_VERSION {
             return Err(bad("unknown format version"));
         }
-        if crc32c::crc32c(&b[0..28]) != u32_at(28) {
+        if crc_fast::crc32_iscsi(&b[0..28]) != u32_at(28) {
             return Err(bad("header checksum mismatch"));
         }
         let mut size = [0u8; 8];
@@ -195,8 +195,11 @@ impl Layout {
 
     pub fn manifest(&self, file: u64, size: u64) -> Manifest {
         let shape = self.manifest_shape(size);
-        let crc = (0..shape.chunk_count).fold(0u32, |crc, j| crc32c::crc32c_append(crc, &self.chunk(file, size, j)));
-        Manifest { crc32c: crc, ..shape }
+        let mut crc = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
+        for j in 0..shape.chunk_count {
+            crc.update(&self.chunk(file, size, j));
+        }
+        Manifest { crc32c: crc.finalize() as u32, ..shape }
     }
 
     /// Bytes [offset, offset + len) of a file of `size` bytes, as a fragment read must return.
@@ -250,7 +253,7 @@ impl Layout {
         for j in 0..m.chunk_count {
             out.extend_from_slice(&self.read_chunk(store, file, &m, j).await?);
         }
-        let got = crc32c::crc32c(&out);
+        let got = crc_fast::crc32_iscsi(&out);
         if got != m.crc32c {
             return Err(ObjectError::Checksum { file, got, expected: m.crc32c });
         }

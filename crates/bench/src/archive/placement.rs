@@ -5,7 +5,7 @@
 /// The drive (0..drives) that holds the file whose placement key is `key`: CRC32C of the key,
 /// reduced by multiply-shift (fair for any drive count, unlike a modulo of a small range).
 pub fn drive_for(key: &[u8], drives: usize) -> usize {
-    let h = u64::from(crc32c::crc32c(key));
+    let h = u64::from(crc_fast::crc32_iscsi(key));
     ((h * drives.max(1) as u64) >> 32) as usize
 }
 

@@ -104,8 +104,10 @@ impl S3Files {
                 let key = S3Files::key(&l, pick.file.id);
                 let result = match (pick.fragment, expected) {
                     (None, Expected::Crc(crc)) => {
-                        let mut got = 0u32;
-                        match conn.get_object(&key, None, |d| got = crc32c::crc32c_append(got, d)).await {
+                        let mut digest = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
+                        let fetched = conn.get_object(&key, None, |d| digest.update(d)).await;
+                        let got = digest.finalize() as u32;
+                        match fetched {
                             Ok(t) if t.bytes == pick.file.size && got == *crc => Ok(t.bytes),
                             Ok(t) => Err(format!("{} bytes with CRC32C {got:08x}, expected {} with {crc:08x}", t.bytes, pick.file.size)),
                             Err(e) => Err(e.to_string()),

@@ -33,7 +33,7 @@ const PAGE: usize = 200;
 
 /// Whether the value still matches what was stored with it.
 pub fn intact(entry: &Entry) -> bool {
-    if crc32c::crc32c(&entry.value) != entry.meta.value_crc {
+    if crc_fast::crc32_iscsi(&entry.value) != entry.meta.value_crc {
         return false;
     }
     let tag = &entry.meta.tag;
@@ -47,7 +47,7 @@ pub fn intact(entry: &Entry) -> bool {
             64 => sha2::Sha512::digest(&entry.value)[..] == tag[..],
             _ => false,
         },
-        Some(Algorithm::Crc32c) => tag.len() == 4 && crc32c::crc32c(&entry.value).to_be_bytes()[..] == tag[..],
+        Some(Algorithm::Crc32c) => tag.len() == 4 && crc_fast::crc32_iscsi(&entry.value).to_be_bytes()[..] == tag[..],
         // Other algorithms (and private ones) are opaque to the drive.
         _ => true,
     }

@@ -79,7 +79,7 @@ impl ValueLog {
             }
             Err(e) => return Err(e.into()),
         };
-        if crc32c::crc32c(&value) != value_crc {
+        if crc_fast::crc32_iscsi(&value) != value_crc {
             return Err(Error::corrupt(format!("value log segment {}: the value at {} fails its checksum", pointer.segment, pointer.offset)));
         }
         Ok(Some(value))

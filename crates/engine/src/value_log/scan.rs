@@ -102,7 +102,7 @@ impl SegmentScan {
         if value.len() != len {
             return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
         }
-        if crc32c::crc32c(&value) != record.head.value_crc {
+        if crc_fast::crc32_iscsi(&value) != record.head.value_crc {
             self.done = true;
             self.damaged = true;
             return Ok(None);
