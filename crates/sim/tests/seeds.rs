@@ -1,10 +1,14 @@
-//! The simulator in the test command: a fixed budget of seeds (about three and a half minutes
-//! in a test build on two cores; docs/design/builds.md says what that build optimises) and
-//! the seeds that found defects (the proof that a seed replays exactly is `tests/replay.rs`).
-//! Longer runs:
+//! The simulator in the test command: a fixed budget of seeds (about two minutes in a test
+//! build on two cores, with `tests/replay.rs`; docs/design/builds.md says what that build
+//! optimises) and the seeds that found defects (the proof that a seed replays exactly is
+//! `tests/replay.rs`). Longer runs:
 //! `cargo run --release -p spindle-sim -- --seeds 1000` (docs/design/simulation.md).
+//!
+//! Each seed runs in a `spindle-sim` process of its own: a process runs one simulation at a
+//! time (tokio numbers tasks from one counter per process), and two tests at once keep both
+//! cores busy. A failure prints the command that replays it.
 
-use spindle_sim::{run, Options};
+use std::process::{Child, Command, Stdio};
 
 /// Seeds run by the test command, and operations per client in each.
 const SEEDS: u64 = 12;
@@ -16,23 +20,61 @@ const CHURN_SEEDS: u64 = 8;
 /// Seeds run with links also failing at random (`Options::lossy`).
 const LOSSY_SEEDS: std::ops::RangeInclusive<u64> = 1..=4;
 
-/// Runs `seeds` of `options`; the operations and faults they made.
-fn budget(seeds: impl Iterator<Item = u64>, options: impl Fn(u64) -> Options, flag: &str) -> (u64, u64) {
-    let (mut operations, mut faults) = (0, 0);
-    for seed in seeds {
-        let options = options(seed);
-        let report = run(&options).unwrap_or_else(|failure| {
-            panic!("seed {seed}: {failure}\nreplay: cargo run -p spindle-sim --{flag} --seed {seed} --ops {}", options.ops)
-        });
-        operations += report.events as u64;
-        faults += report.faults.len() as u64;
+/// A simulator process, stopped if the test ends first (a failure elsewhere, an interrupt).
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
-    (operations, faults)
+}
+
+/// Runs one seed with `flags` (the simulator's command line, without the seed) in a process
+/// of its own; the operations and faults it made, or a panic with its output and the command
+/// that replays it.
+fn sim(seed: u64, flags: &str) -> (u64, u64) {
+    let replay = format!("cargo run -p spindle-sim -- --seed {seed} {flags}");
+    let child = Command::new(env!("CARGO_BIN_EXE_spindle-sim"))
+        .args(["--seed", &seed.to_string()])
+        .args(flags.split_whitespace())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting the simulator: {e}"));
+    let mut running = Running(child);
+    let (stdout, stderr) = (running.0.stdout.take(), running.0.stderr.take());
+    let read = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_string(&mut text);
+            }
+            text
+        })
+    };
+    let (out, err) = (read(stdout.map(|p| Box::new(p) as _)), read(stderr.map(|p| Box::new(p) as _)));
+    let status = running.0.wait().unwrap_or_else(|e| panic!("waiting for the simulator: {e}"));
+    let (out, err) = (out.join().unwrap_or_default(), err.join().unwrap_or_default());
+    assert!(status.success(), "seed {seed} failed ({status}):\n{out}{err}\nreplay: {replay}");
+    // "seed N: X operations (A acknowledged, U unknown), F faults, ..."
+    let counts = out.lines().find_map(|line| {
+        let rest = line.strip_prefix(&format!("seed {seed}: "))?;
+        let operations = rest.split_whitespace().next()?.parse().ok()?;
+        let faults = rest.split(", ").find_map(|part| part.strip_suffix(" faults"))?.parse().ok()?;
+        Some((operations, faults))
+    });
+    counts.unwrap_or_else(|| panic!("seed {seed}: no report in the simulator's output:\n{out}{err}"))
+}
+
+/// Runs `seeds` with `flags`; the operations and faults they made.
+fn budget(seeds: impl Iterator<Item = u64>, flags: &str) -> (u64, u64) {
+    seeds.map(|seed| sim(seed, flags)).fold((0, 0), |(o, f), (o2, f2)| (o + o2, f + f2))
 }
 
 #[test]
 fn a_budget_of_seeds_keeps_every_history_linearizable() {
-    let (operations, faults) = budget(0..SEEDS, |seed| Options { seed, ops: OPS, ..Options::default() }, "");
+    let (operations, faults) = budget(0..SEEDS, &format!("--ops {OPS}"));
     // The budget means something only if the runs did work under faults.
     assert!(operations > SEEDS * OPS, "only {operations} operations in {SEEDS} seeds");
     assert!(faults > SEEDS * 5, "only {faults} faults in {SEEDS} seeds");
@@ -40,7 +82,7 @@ fn a_budget_of_seeds_keeps_every_history_linearizable() {
 
 #[test]
 fn a_budget_of_seeds_with_member_changes_keeps_every_history_linearizable() {
-    let (operations, faults) = budget(0..CHURN_SEEDS, |seed| Options { ops: OPS, ..Options::churn(seed) }, " --churn");
+    let (operations, faults) = budget(0..CHURN_SEEDS, &format!("--ops {OPS} --churn"));
     assert!(operations > CHURN_SEEDS * OPS, "only {operations} operations in {CHURN_SEEDS} seeds");
     assert!(faults > CHURN_SEEDS * 5, "only {faults} faults in {CHURN_SEEDS} seeds");
 }
@@ -48,7 +90,7 @@ fn a_budget_of_seeds_with_member_changes_keeps_every_history_linearizable() {
 #[test]
 fn a_budget_of_seeds_with_lossy_links_keeps_every_history_linearizable() {
     let seeds = LOSSY_SEEDS.count() as u64;
-    let (operations, faults) = budget(LOSSY_SEEDS, |seed| Options { seed, ops: OPS, lossy: true, ..Options::default() }, " --lossy");
+    let (operations, faults) = budget(LOSSY_SEEDS, &format!("--ops {OPS} --lossy"));
     assert!(operations > seeds * OPS, "only {operations} operations in {seeds} seeds");
     assert!(faults > seeds * 5, "only {faults} faults in {seeds} seeds");
 }
@@ -65,10 +107,9 @@ const FOUND_SLOW: &[(u64, u64, u64, u64)] = &[(243, 400, 2, 8), (15, 400, 8, 64)
 #[test]
 fn a_budget_of_seeds_with_slow_links_keeps_every_history_linearizable() {
     let seeds = SLOW_SEEDS.count() as u64;
-    let (operations, faults) = budget(SLOW_SEEDS, |seed| Options { ops: SLOW_OPS, slow_links: true, ..Options::churn(seed) }, " --churn --slow");
+    let (operations, faults) = budget(SLOW_SEEDS, &format!("--ops {SLOW_OPS} --churn --slow"));
     for &(seed, ops, concurrency, keys) in FOUND_SLOW {
-        let flags = format!(" --churn --slow --concurrency {concurrency} --keys {keys}");
-        budget(seed..=seed, |seed| Options { ops, concurrency, keys, slow_links: true, ..Options::churn(seed) }, &flags);
+        sim(seed, &format!("--ops {ops} --churn --slow --concurrency {concurrency} --keys {keys}"));
     }
     assert!(operations > seeds * SLOW_OPS, "only {operations} operations in {seeds} seeds");
     assert!(faults > seeds * 5, "only {faults} faults in {seeds} seeds");
@@ -86,11 +127,10 @@ const FOUND_STALLS: &[(u64, u64)] = &[(74, 400), (45, 400), (98, 400)];
 #[test]
 fn a_budget_of_seeds_with_moves_and_stalled_writes_keeps_every_history_linearizable() {
     let seeds = STALL_SEEDS.count() as u64;
-    let profile = |seed, ops| Options { ops, concurrency: 8, keys: 64, slow_links: true, moves: true, stalls: true, ..Options::churn(seed) };
-    let flags = " --moves --churn --slow --stalls --concurrency 8 --keys 64";
-    let (operations, faults) = budget(STALL_SEEDS, |seed| profile(seed, STALL_OPS), flags);
+    let flags = "--moves --churn --slow --stalls --concurrency 8 --keys 64";
+    let (operations, faults) = budget(STALL_SEEDS, &format!("--ops {STALL_OPS} {flags}"));
     for &(seed, ops) in FOUND_STALLS {
-        budget(seed..=seed, |seed| profile(seed, ops), flags);
+        sim(seed, &format!("--ops {ops} {flags}"));
     }
     assert!(operations > seeds * STALL_OPS, "only {operations} operations in {seeds} seeds");
     assert!(faults > seeds * 5, "only {faults} faults in {seeds} seeds");
@@ -104,8 +144,7 @@ const STALE_VIEW_SEEDS: std::ops::RangeInclusive<u64> = 1..=2;
 #[test]
 fn a_budget_of_seeds_with_moves_and_stale_views_keeps_every_history_linearizable() {
     let seeds = STALE_VIEW_SEEDS.count() as u64;
-    let options = |seed| Options { ops: STALL_OPS, concurrency: 8, keys: 64, slow_links: true, moves: true, stale_views: true, ..Options::churn(seed) };
-    let (operations, faults) = budget(STALE_VIEW_SEEDS, options, " --moves --churn --slow --stale-views --concurrency 8 --keys 64");
+    let (operations, faults) = budget(STALE_VIEW_SEEDS, &format!("--ops {STALL_OPS} --moves --churn --slow --stale-views --concurrency 8 --keys 64"));
     assert!(operations > seeds * STALL_OPS, "only {operations} operations in {seeds} seeds");
     assert!(faults > seeds * 5, "only {faults} faults in {seeds} seeds");
 }
@@ -124,13 +163,13 @@ const FOUND_S3_CRASHING: &[(u64, u64)] = &[(30, 200)];
 
 #[test]
 fn a_budget_of_seeds_with_s3_gateways_keeps_objects_whole_and_swept() {
-    let (operations, faults) = budget(1..=S3_SEEDS, |seed| Options { seed, ops: S3_OPS, gateways: 2, gateway_crashes: true, multipart: true, ..Options::default() }, " --s3");
+    let (operations, faults) = budget(1..=S3_SEEDS, &format!("--ops {S3_OPS} --s3"));
     // Found before gateways crashed: run as they were found.
     for &(seed, ops) in FOUND_S3 {
-        budget(seed..=seed, |seed| Options { seed, ops, gateways: 2, ..Options::default() }, " --s3 --s3-as-found");
+        sim(seed, &format!("--ops {ops} --s3 --s3-as-found"));
     }
     for &(seed, ops) in FOUND_S3_CRASHING {
-        budget(seed..=seed, |seed| Options { seed, ops, gateways: 2, gateway_crashes: true, multipart: true, ..Options::default() }, " --s3");
+        sim(seed, &format!("--ops {ops} --s3"));
     }
     assert!(operations > S3_SEEDS * S3_OPS, "only {operations} operations in {S3_SEEDS} seeds");
     assert!(faults > S3_SEEDS * 5, "only {faults} faults in {S3_SEEDS} seeds");
@@ -145,10 +184,7 @@ const FOUND: &[(u64, u64, bool, u64)] = &[(124, 400, false, 1), (76, 400, true, 
 #[test]
 fn the_seeds_that_found_defects_pass() {
     for &(seed, ops, churn, concurrency) in FOUND {
-        let options = if churn { Options { ops, concurrency, ..Options::churn(seed) } } else { Options { seed, ops, concurrency, ..Options::default() } };
-        if let Err(failure) = run(&options) {
-            let flag = if churn { " --churn" } else { "" };
-            panic!("seed {seed}: {failure}\nreplay: cargo run -p spindle-sim --{flag} --seed {seed} --ops {ops} --concurrency {concurrency}");
-        }
+        let churn = if churn { " --churn" } else { "" };
+        sim(seed, &format!("--ops {ops} --concurrency {concurrency}{churn}"));
     }
 }
