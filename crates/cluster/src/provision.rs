@@ -146,10 +146,11 @@ pub fn acl(identities: &[(i64, String)], admins: Vec<(i64, String)>, factory: Op
 /// factory identity too if `factory` gives its key.
 pub async fn set_cluster_acl(addr: &str, creds: &Credentials, identities: &[(i64, String)], factory: Option<String>, timeout: Duration) -> Result<(), ClusterError> {
     let (admin_id, admin_key) = creds.admin()?.ok_or_else(|| ProvisionError::NoClusterAdministrator { dir: creds.dir.clone() })?;
+    let list = acl(identities, vec![(admin_id, admin_key.clone())], factory);
     let mut attempt = 1;
     loop {
         let admin = sign_in(addr, creds, admin_id, &admin_key, timeout).await.map_err(|e| drive_error(addr, e))?;
-        match admin.set_acl(acl(identities, vec![(admin_id, admin_key.clone())], factory.clone())).await {
+        match admin.set_acl(list.clone()).await {
             // A coordinator fenced the drive to a newer epoch between its sign-on and the
             // request (a drive just restarted is re-fenced): sign in again at the new one.
             Err(e) if e.status() == Some(StatusCode::VersionFailure) && attempt < SET_ACL_ATTEMPTS => attempt += 1,

@@ -8,7 +8,7 @@
 //! time (tokio numbers tasks from one counter per process), and two tests at once keep both
 //! cores busy. A failure prints the command that replays it.
 
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 /// Seeds run by the test command, and operations per client in each.
 const SEEDS: u64 = 12;
@@ -20,43 +20,18 @@ const CHURN_SEEDS: u64 = 8;
 /// Seeds run with links also failing at random (`Options::lossy`).
 const LOSSY_SEEDS: std::ops::RangeInclusive<u64> = 1..=4;
 
-/// A simulator process, stopped if the test ends first (a failure elsewhere, an interrupt).
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Runs one seed with `flags` (the simulator's command line, without the seed) in a process
-/// of its own; the operations and faults it made, or a panic with its output and the command
-/// that replays it.
+/// of its own, waited for; the operations and faults it made, or a panic with its output and
+/// the command that replays it.
 fn sim(seed: u64, flags: &str) -> (u64, u64) {
     let replay = format!("cargo run -p spindle-sim -- --seed {seed} {flags}");
-    let child = Command::new(env!("CARGO_BIN_EXE_spindle-sim"))
+    let run = Command::new(env!("CARGO_BIN_EXE_spindle-sim"))
         .args(["--seed", &seed.to_string()])
         .args(flags.split_whitespace())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("starting the simulator: {e}"));
-    let mut running = Running(child);
-    let (stdout, stderr) = (running.0.stdout.take(), running.0.stderr.take());
-    let read = |pipe: Option<Box<dyn std::io::Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            if let Some(mut pipe) = pipe {
-                let _ = pipe.read_to_string(&mut text);
-            }
-            text
-        })
-    };
-    let (out, err) = (read(stdout.map(|p| Box::new(p) as _)), read(stderr.map(|p| Box::new(p) as _)));
-    let status = running.0.wait().unwrap_or_else(|e| panic!("waiting for the simulator: {e}"));
-    let (out, err) = (out.join().unwrap_or_default(), err.join().unwrap_or_default());
-    assert!(status.success(), "seed {seed} failed ({status}):\n{out}{err}\nreplay: {replay}");
+        .output()
+        .unwrap_or_else(|e| panic!("running the simulator: {e}"));
+    let (out, err) = (String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
+    assert!(run.status.success(), "seed {seed} failed ({}):\n{out}{err}\nreplay: {replay}", run.status);
     // "seed N: X operations (A acknowledged, U unknown), F faults, ..."
     let counts = out.lines().find_map(|line| {
         let rest = line.strip_prefix(&format!("seed {seed}: "))?;
