@@ -998,3 +998,68 @@ impl Drop for Interrupted {
         }
     }
 }
+
+/// A replica that holds a newer write than the one it is asked to accept counts for it only
+/// if that newer write can never be undone. A batch never chosen can be: readers abandon it and
+/// the key falls back to the write before it. Here an older put meets such a batch on each of
+/// two replicas of three (the third never hears of it): b holds batch C1 over k (its other
+/// member since overwritten there), c holds batch C2 over k (likewise). Counted as covered by
+/// them, the put would be acknowledged by two replicas, and the read that abandons both batches
+/// would return the write before the put: an acknowledged write lost.
+#[test]
+fn a_batch_never_chosen_does_not_stand_for_an_older_write() {
+    use spindle_cluster::batch;
+    use spindle_cluster::replica::{self, Answer};
+    use spindle_cluster::tag::Kind;
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path(), 1);
+    let drives: Vec<TestDrive> = (0..3).map(|_| TestDrive::start(&[])).collect();
+    // No scrub during the test: the state below is built replica by replica.
+    let _coordinator = coordinator_with(&etcd.endpoints(), "covered", "c1", &["--sweep-interval-ms", "600000"]);
+    runtime().block_on(async {
+        let control = control(&etcd.endpoints(), "covered").await;
+        control.init(&ClusterMap::new(1, 3, 2).unwrap()).await.unwrap();
+        add_drives(&control, &drives.iter().collect::<Vec<_>>()).await;
+        let store = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
+        let map = store.map();
+        let replicas = map.replicas_of(0).to_vec();
+        let connect = async |id: &str| {
+            let config = spindle_client::ClientConfig { cluster_version: map.epoch as i64, ..Default::default() };
+            spindle_client::Client::connect(map.members[id].addr.as_str(), config).await.unwrap()
+        };
+        let (a, b, c) = (connect(&replicas[0]).await, connect(&replicas[1]).await, connect(&replicas[2]).await);
+        let dk = |k: &[u8]| spindle_cluster::map::drive_key(0, k);
+        let at = |counter: u64, kind: Kind| Tag { epoch: map.epoch, counter, writer: 7, kind };
+
+        // The write before: on every replica.
+        let before = at(2_000, Kind::Value);
+        for r in [&a, &b, &c] {
+            replica::store_if_newer(r, &dk(b"{c}k"), Bytes::from_static(b"before"), before, None).await.unwrap();
+        }
+        // Batch C1 over k and k2 on b alone, k2 then overwritten there and on a (a write
+        // quorum); batch C2 over k and k3 on c alone, k3 likewise overwritten there and on a.
+        // Neither batch is whole on its holder, and no other replica can have held either.
+        for (r, other, counter) in [(&b, b"{c}k2", 2_010), (&c, b"{c}k3", 2_020)] {
+            let members = [b"{c}k".as_slice(), other.as_slice()];
+            let entries: Vec<_> = members.iter().map(|k| (dk(k), batch::encode_entry(&members, b"never chosen"), at(counter, Kind::BatchValue))).collect();
+            replica::store_batch_if_newer(r, &entries, None).await.unwrap();
+            for holder in [r, &a] {
+                replica::store_if_newer(holder, &dk(other), Bytes::from_static(b"newer"), at(counter + 1, Kind::Value), None).await.unwrap();
+            }
+        }
+        // The put, decided before either batch, its accepts landing after them on b and c.
+        let put = at(2_005, Kind::Value);
+        let mut counted = 0;
+        for r in [&b, &c] {
+            let answer = replica::accept(r, &dk(b"{c}k"), Bytes::from_static(b"put"), put, put, None).await.unwrap();
+            assert_ne!(answer, Answer::Yes);
+            counted += usize::from(answer.counts());
+        }
+        let read = store.get(b"{c}k").await.unwrap().map(|v| v.value);
+        if counted >= usize::from(map.write_quorum) {
+            assert_eq!(read.as_deref(), Some(b"put".as_slice()), "the put counted as accepted by a write quorum, then lost");
+        }
+        assert_eq!(counted, 0, "a batch never chosen stood for the older put");
+        assert_eq!(read.as_deref(), Some(b"before".as_slice()));
+    });
+}

@@ -80,10 +80,12 @@ impl Stamp {
     /// tag): it holds a write accepted above the ballot and never promised above it. Then no
     /// round above the ballot prepared here before the refusal, so any round that prepares
     /// here later sees the newer write, and none can build on a write older than this one
-    /// with a ballot above it (docs/design/conditional-writes.md).
+    /// with a ballot above it (docs/design/conditional-writes.md). Never a batch's write: one
+    /// not chosen can be abandoned, and the key then falls back to the write before it, below
+    /// the one refused (`store/abandon.rs`); counted, that one would be acknowledged and lost.
     pub fn covers(&self, ballot: Tag) -> bool {
         let ballot = ballot_of(ballot);
-        self.ballot > ballot && self.promise.is_none_or(|p| p < ballot)
+        !self.identity.is_batch() && self.ballot > ballot && self.promise.is_none_or(|p| p < ballot)
     }
 
     /// Whether this entry of a batch's member holds another write accepted after the batch
@@ -191,6 +193,7 @@ mod tests {
             prop_assert!(!(s.admits(b) && s.covers(b)));
             if s.covers(b) {
                 prop_assert!(s.promise.is_none_or(|p| p < ballot_of(b)));
+                prop_assert!(!s.identity.is_batch());
             }
         }
 
