@@ -1007,7 +1007,7 @@ impl Drop for Interrupted {
 /// them, the put would be acknowledged by two replicas, and the read that abandons both batches
 /// would return the write before the put: an acknowledged write lost.
 #[test]
-fn a_batch_never_chosen_does_not_stand_for_an_older_write() {
+fn batches_never_chosen_neither_stand_for_older_writes_nor_stop_reads() {
     use spindle_cluster::batch;
     use spindle_cluster::replica::{self, Answer};
     use spindle_cluster::tag::Kind;
@@ -1061,5 +1061,23 @@ fn a_batch_never_chosen_does_not_stand_for_an_older_write() {
         }
         assert_eq!(counted, 0, "a batch never chosen stood for the older put");
         assert_eq!(read.as_deref(), Some(b"before".as_slice()));
+
+        // A batch B over j and m whole on a alone, a newer write of m on c alone, and a batch
+        // P over j and x above B on b alone, x then overwritten on b. A read of j (from a and
+        // b, the first replicas) abandons P; B, the write before it, is whole on a but cannot
+        // be made chosen whole (c's newer write of m), and no other replica can have held it
+        // (b holds nothing of m, c holds j below it): it was never chosen either, and j's
+        // write before both stands. Before, every read tried to make B chosen again, and gave up.
+        for r in [&a, &b, &c] {
+            replica::store_if_newer(r, &dk(b"{c}j"), Bytes::from_static(b"before"), before, None).await.unwrap();
+        }
+        let batch_of = |members: [&[u8]; 2], counter| -> Vec<_> {
+            members.iter().map(|k| (dk(k), batch::encode_entry(&members, b"never chosen"), at(counter, Kind::BatchValue))).collect()
+        };
+        replica::store_batch_if_newer(&a, &batch_of([b"{c}j", b"{c}m"], 2_030), None).await.unwrap();
+        replica::store_if_newer(&c, &dk(b"{c}m"), Bytes::from_static(b"newer"), at(2_050, Kind::Value), None).await.unwrap();
+        replica::store_batch_if_newer(&b, &batch_of([b"{c}j", b"{c}x"], 2_040), None).await.unwrap();
+        replica::store_if_newer(&b, &dk(b"{c}x"), Bytes::from_static(b"newer"), at(2_041, Kind::Value), None).await.unwrap();
+        assert_eq!(store.get(b"{c}j").await.unwrap().map(|v| v.value).as_deref(), Some(b"before".as_slice()));
     });
 }

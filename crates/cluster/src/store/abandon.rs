@@ -129,10 +129,14 @@ impl Store {
     }
 
     /// The batches `passed` proven never chosen, with `under` the write before them, a batch
-    /// not on a write quorum: made chosen whole in their place (a round over every replica for
-    /// all of its keys, `passed` passed over) from a holder that has it whole. Whole on none
-    /// (a member overwritten since), it is proven never chosen if too few replicas may have held
-    /// it (`None`: look below it), else undecided.
+    /// not on a write quorum: proven never chosen too if too few replicas may have held it
+    /// (`None`: look below it). Else made chosen whole in their place (a round over every
+    /// replica for all of its keys, `passed` passed over) from a holder that has it whole;
+    /// undecided when whole on none (a member overwritten since) or when that round meets a
+    /// newer write of a member. Judged first, a batch whole on its holder but overtaken on a
+    /// member elsewhere, never chosen, is passed over; before, every read made the same round
+    /// again (`--moves --churn --slow --stalls --concurrency 8 --keys 64` seed 5, and
+    /// `cluster.rs::batches_never_chosen_neither_stand_for_older_writes_nor_stop_reads`).
     #[allow(clippy::too_many_arguments, reason = "one abandoning's state")]
     async fn learn_beneath(
         &self,
@@ -159,17 +163,23 @@ impl Store {
             }
         }
         let Some(entry) = entry else { return Ok(Some(Fate::Unknown)) };
-        let Some(entries) = whole else {
-            // Not known (a replica did not answer either): undecided, as any such abandoning.
-            if self.may_have_been_chosen(map, partition, dkey, under, entry, promised, judged).await.unwrap_or(true) {
-                tracing::debug!(?passed, under = ?under.identity, held = ?promised.iter().map(|(d, h, _)| (d, h.stamp())).collect::<Vec<_>>(), "undecided: the batch before it is not whole on its holder");
-                return Ok(Some(Fate::Unknown));
-            }
+        // Not known (a replica did not answer either): undecided, as any such abandoning.
+        if !self.may_have_been_chosen(map, partition, dkey, under, entry, promised, judged).await.unwrap_or(true) {
             return Ok(None);
+        }
+        let Some(entries) = whole else {
+            tracing::debug!(?passed, under = ?under.identity, held = ?promised.iter().map(|(d, h, _)| (d, h.stamp())).collect::<Vec<_>>(), "undecided: the batch before it is not whole on its holder");
+            return Ok(Some(Fate::Unknown));
         };
         tracing::debug!(?passed, under = ?under.identity, ?dkey, "batches that can never be chosen abandoned: the batch before them made chosen whole");
-        Ok(Some(match self.learn_batch(map, partition, Arc::new(entries), Reach::Every, (passed, judged.ballot)).await.and_then(Learned::done) {
-            Ok(()) => Fate::Stands((under.identity, Some(entry.clone()))),
+        Ok(Some(match self.learn_batch(map, partition, Arc::new(entries), Reach::Every, (passed, judged.ballot)).await {
+            Ok(Learned::Done) => Fate::Stands((under.identity, Some(entry.clone()))),
+            // A replica holds a newer write of one of its members: it cannot be made chosen
+            // whole, and it may have been chosen.
+            Ok(Learned::Overtaken { .. }) => {
+                tracing::debug!(?passed, under = ?under.identity, ?dkey, "undecided: the batch before it is overtaken on a member");
+                Fate::Unknown
+            }
             Err(OpError::Changed) => Fate::Unknown,
             Err(e) => return Err(e),
         }))
