@@ -135,8 +135,7 @@ impl Store {
     /// undecided when whole on none (a member overwritten since) or when that round meets a
     /// newer write of a member. Judged first, a batch whole on its holder but overtaken on a
     /// member elsewhere, never chosen, is passed over; before, every read made the same round
-    /// again (`--moves --churn --slow --stalls --concurrency 8 --keys 64` seed 5, and
-    /// `cluster.rs::batches_never_chosen_neither_stand_for_older_writes_nor_stop_reads`).
+    /// again (`cluster.rs::batches_never_chosen_neither_stand_for_older_writes_nor_stop_reads`).
     #[allow(clippy::too_many_arguments, reason = "one abandoning's state")]
     async fn learn_beneath(
         &self,
