@@ -28,7 +28,7 @@ fn state() -> Arc<DriveState> {
     static STATE: OnceLock<Arc<DriveState>> = OnceLock::new();
     STATE
         .get_or_init(|| {
-            let dir = std::env::temp_dir().join(format!("spindle-fuzz-{}", std::process::id()));
+            let dir = spindle_engine::testing::process_temp_dir("spindle-fuzz");
             let _ = std::fs::create_dir_all(&dir);
             let config = DriveConfig { data_dir: dir, engine: EngineKind::Memory, reserved_bytes: 0, ..DriveConfig::default() };
             DriveState::new(config, MemEngine::new(), crate::persist::Identity::generate(), 0, 0)

@@ -44,12 +44,30 @@ pub mod testing {
 
     use crate::{Check, Engine, FjallEngine, FjallOptions, KeyRange, Meta, WriteOp, WriteRequest};
 
+    /// A directory of this process's own under the system's temporary directory, named
+    /// `{prefix}-{pid}`, for state a test process keeps until it ends (nothing removes it
+    /// then): each call first removes those its earlier processes left, by their pids no longer
+    /// running, so that runs do not pile them up.
+    pub fn process_temp_dir(prefix: &str) -> PathBuf {
+        let tmp = std::env::temp_dir();
+        let gone = |name: &str| -> bool {
+            let pid = name.strip_prefix(prefix).and_then(|rest| rest.strip_prefix('-')).and_then(|pid| pid.parse::<u32>().ok());
+            pid.is_some_and(|pid| pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists())
+        };
+        for entry in std::fs::read_dir(&tmp).into_iter().flatten().flatten() {
+            if entry.file_name().to_str().is_some_and(gone) {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+        tmp.join(format!("{prefix}-{}", std::process::id()))
+    }
+
     /// A store with a few writes in its journal (none flushed to tables), made once per
     /// process: the template that [`journal_recovery`] puts damaged journals into.
     fn journal_template() -> &'static (PathBuf, Vec<u8>) {
         static TEMPLATE: OnceLock<(PathBuf, Vec<u8>)> = OnceLock::new();
         TEMPLATE.get_or_init(|| {
-            let dir = std::env::temp_dir().join(format!("spindle-journal-template-{}", std::process::id()));
+            let dir = process_temp_dir("spindle-journal-template");
             let _ = std::fs::remove_dir_all(&dir);
             let engine = FjallEngine::open(FjallOptions::new(&dir)).expect("template store");
             for i in 0u32..40 {
@@ -279,5 +297,28 @@ pub trait Engine: Send + Sync + 'static {
     /// What the store found at open worth telling the operator (a salvaged or cut journal).
     fn notices(&self) -> Vec<String> {
         Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_process_temp_dir_clears_what_ended_processes_left_and_nothing_else() {
+        let prefix = "spindle-temp-dir-test";
+        // A pid no process has: the highest the kernel hands out is below pid_max.
+        let max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(4_194_304);
+        let ended = std::env::temp_dir().join(format!("{prefix}-{max}"));
+        let other = std::env::temp_dir().join(format!("{prefix}x-{max}"));
+        let running = std::env::temp_dir().join(format!("{prefix}-1"));
+        for d in [&ended, &other, &running] {
+            std::fs::create_dir_all(d.join("inside")).unwrap();
+        }
+        let mine = super::testing::process_temp_dir(prefix);
+        assert_eq!(mine, std::env::temp_dir().join(format!("{prefix}-{}", std::process::id())));
+        assert!(!ended.exists(), "left by a process that has ended");
+        assert!(other.exists() && running.exists(), "another prefix, or a process still running (pid 1)");
+        for d in [&other, &running] {
+            std::fs::remove_dir_all(d).unwrap();
+        }
     }
 }
