@@ -15,7 +15,7 @@ import time
 
 from botocore.exceptions import ClientError
 
-from conftest import ACCESS_KEY, SECRET_KEY, free_port, make_client, unique_bucket_name
+from conftest import ACCESS_KEY, SECRET_KEY, free_port, make_client, payload, unique_bucket_name
 
 COUNTED = ("GET", "PUT", "DELETE", "FLUSHALLDATA", "GETKEYRANGE", "GETVERSION", "GETNEXT", "GETPREVIOUS")
 
@@ -39,9 +39,10 @@ def _stop(process):
 
 
 @contextlib.contextmanager
-def drive_and_gateway(*flags):
-    """A drive and a gateway over it (with FLAGS), both the test's own; yields (boto3 client,
-    drive address, a reader of the gateway's log, the gateway's endpoint)."""
+def drive_and_gateway(*flags, drive_flags=()):
+    """A drive (with DRIVE_FLAGS) and a gateway over it (with FLAGS), both the test's own;
+    yields (boto3 client, drive address, a reader of the gateway's log, the gateway's
+    endpoint)."""
     spindle = os.environ.get("SPINDLE_BIN")
     assert spindle, "SPINDLE_BIN must name the spindle binary"
     with tempfile.TemporaryDirectory(prefix="s3-store-ops-") as work:
@@ -51,7 +52,7 @@ def drive_and_gateway(*flags):
         try:
             with open(drive_log, "w") as log:
                 drive = subprocess.Popen([spindle, "drive", "--data", os.path.join(work, "data"), "--port", str(drive_port),
-                                          "--tls-port", "0", "--listen", "127.0.0.1"], stdout=log, stderr=log)
+                                          "--tls-port", "0", "--listen", "127.0.0.1", *drive_flags], stdout=log, stderr=log)
             processes.append(drive)
             _wait_for(drive, lambda: open(drive_log, errors="replace").read(), "listening on", "the drive")
             with open(gateway_log, "w") as log:
@@ -138,3 +139,29 @@ def test_every_answer_carries_a_request_id_and_client_errors_are_not_logged_as_e
         plain = re.sub(r"\x1b\[[0-9;]*m", "", log())
         lines = [line for line in plain.splitlines() if " ERROR " in line or " WARN " in line]
         assert lines == [], "\n".join(lines)
+
+
+def test_a_full_drive_answers_storage_full_and_keeps_what_it_holds():
+    """A write the drive has no room for is refused with 507 and a code that says so (as MinIO
+    answers XMinioStorageFull), not a bare InternalError; what was stored reads back whole."""
+    with drive_and_gateway(drive_flags=("--capacity-bytes", str(24 * 1024 * 1024))) as (s3, _, log, _):
+        bucket = unique_bucket_name("full")
+        s3.create_bucket(Bucket=bucket)
+        stored = []
+        refused = None
+        for i in range(64):
+            body = payload(1024 * 1024, i)
+            try:
+                s3.put_object(Bucket=bucket, Key=f"k{i}", Body=body)
+            except ClientError as e:
+                refused = e
+                break
+            stored.append((f"k{i}", body))
+        assert refused is not None, "64 MiB went into a drive of 24 MiB"
+        assert refused.response["Error"]["Code"] == "XSpindleStorageFull", refused.response
+        assert refused.response["ResponseMetadata"]["HTTPStatusCode"] == 507
+        assert "full" in refused.response["Error"]["Message"]
+        assert stored, "nothing fit"
+        for key, body in stored:
+            assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == body
+        assert "a drive is full; answered 507" in log()

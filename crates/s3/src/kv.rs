@@ -38,8 +38,17 @@ pub enum KvError {
     /// The store could not be reached or did not reach a quorum: try again later.
     #[error("store unavailable: {0}")]
     Unavailable(#[source] Fault),
+    /// A drive had no room for the write (NO_SPACE): nothing more can be stored until space
+    /// is freed or added.
+    #[error("store full: {0}")]
+    Full(#[source] Fault),
     #[error("store error: {0}")]
     Failed(#[source] Fault),
+}
+
+/// Whether a drive's answer refused a write for want of space.
+fn no_space(e: &ClientError) -> bool {
+    e.status() == Some(spindle_proto::StatusCode::NoSpace)
 }
 
 /// What the store under the gateway answered.
@@ -67,6 +76,7 @@ impl From<ClusterError> for KvError {
         match e {
             ClusterError::VersionMismatch { .. } => KvError::Mismatch,
             ClusterError::Contended { .. } => KvError::Contended(e),
+            ClusterError::Drive { ref source, .. } if no_space(source) => KvError::Full(e.into()),
             ClusterError::NoQuorum { .. }
             | ClusterError::EtcdUnreachable { .. }
             | ClusterError::LeaseLost
@@ -87,6 +97,9 @@ impl From<ClientError> for KvError {
     fn from(e: ClientError) -> Self {
         if e.is_version_mismatch() {
             return KvError::Mismatch;
+        }
+        if no_space(&e) {
+            return KvError::Full(e.into());
         }
         match e {
             ClientError::Io(_) | ClientError::Terminated(_) | ClientError::Timeout(_) => KvError::Unavailable(e.into()),

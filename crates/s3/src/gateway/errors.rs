@@ -12,6 +12,10 @@ impl From<S3Error> for crate::GatewayError {
     }
 }
 
+/// The error code of a write refused because a drive is full, with HTTP 507 (Insufficient
+/// Storage), as MinIO answers with its own `XMinioStorageFull`: S3 defines none.
+pub const STORAGE_FULL: &str = "XSpindleStorageFull";
+
 /// The store's failures as S3 answers: what the client can act on (retry later, or not),
 /// never the drives, partitions or addresses behind it, which go to the log.
 impl From<KvError> for S3Error {
@@ -37,6 +41,15 @@ impl From<KvError> for S3Error {
             KvError::Contended(_) => {
                 tracing::info!(error = %e, "write raced another; answered 503");
                 s3_error!(ServiceUnavailable, "The write raced another one to the same object and its outcome is unknown. Please read the object, or try again.")
+            }
+            KvError::Full(_) => {
+                tracing::error!(error = %e, "a drive is full; answered 507");
+                let mut full = S3Error::with_message(
+                    s3s::S3ErrorCode::Custom(STORAGE_FULL.into()),
+                    "The store has no room for this write: a drive under it is full. Delete objects or add capacity, then try again.",
+                );
+                full.set_status_code(http::StatusCode::INSUFFICIENT_STORAGE);
+                full
             }
             KvError::Mismatch | KvError::Failed(_) => {
                 tracing::error!(error = %e, "store failure; answered 500");
@@ -67,6 +80,14 @@ mod tests {
             for internal in ["d3", "10.0.0", "partition", "quorum"] {
                 assert!(!message.contains(internal), "{message:?} names {internal:?}");
             }
+        }
+        let full = ClientError::Status { code: spindle_proto::StatusCode::NoSpace, message: "drive d2 (10.0.0.2:8123) is full".into() };
+        let through_cluster = ClusterError::Drive { drive: "d2".into(), source: ClientError::Status { code: spindle_proto::StatusCode::NoSpace, message: String::new() } };
+        for e in [KvError::from(full), KvError::from(through_cluster)] {
+            let answer = S3Error::from(e);
+            assert_eq!(answer.code().as_str(), STORAGE_FULL);
+            assert_eq!(answer.status_code(), Some(http::StatusCode::INSUFFICIENT_STORAGE));
+            assert!(!answer.message().unwrap_or("").contains("d2"));
         }
         let failed = S3Error::from(KvError::from(ClusterError::KeyTooLong { len: 5000, max: 4096 }));
         assert_eq!(*failed.code(), S3ErrorCode::InternalError);
