@@ -81,9 +81,8 @@ mod tests {
                 assert!(!message.contains(internal), "{message:?} names {internal:?}");
             }
         }
-        let full = ClientError::Status { code: spindle_proto::StatusCode::NoSpace, message: "drive d2 (10.0.0.2:8123) is full".into() };
-        let through_cluster = ClusterError::Drive { drive: "d2".into(), source: ClientError::Status { code: spindle_proto::StatusCode::NoSpace, message: String::new() } };
-        for e in [KvError::from(full), KvError::from(through_cluster)] {
+        let full = || ClientError::Status { code: spindle_proto::StatusCode::NoSpace, message: "drive d2 (10.0.0.2:8123) is full".into() };
+        for e in [KvError::from(full()), KvError::from(ClusterError::Drive { drive: "d2".into(), source: full() })] {
             let answer = S3Error::from(e);
             assert_eq!(answer.code().as_str(), STORAGE_FULL);
             assert_eq!(answer.status_code(), Some(http::StatusCode::INSUFFICIENT_STORAGE));
