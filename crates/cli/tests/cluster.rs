@@ -500,6 +500,41 @@ fn versions_compare_and_swap_and_ordered_ranges() {
     });
 }
 
+/// Drives with no room left: a write is refused as the cluster being full (a `NoQuorum` that
+/// counts the replicas refusing for lack of space, which the gateway answers 507), not as
+/// drives being down, and everything acknowledged before it reads back whole.
+#[test]
+fn a_full_cluster_refuses_writes_as_full_and_keeps_what_it_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path(), 1);
+    let quota = (24u64 << 20).to_string();
+    let drives: Vec<TestDrive> = (0..3).map(|_| TestDrive::start(&["--capacity-bytes", &quota])).collect();
+    let _coordinator = coordinator(&etcd.endpoints(), "full", "c1");
+    runtime().block_on(async {
+        let store = one_partition_store(&etcd.endpoints(), "full", &drives).await;
+        let mut stored = Vec::new();
+        let mut refused = None;
+        for i in 0..128u8 {
+            let value = Bytes::from(vec![i; 512 << 10]);
+            match store.put(&[b'k', i], value.clone(), Condition::None).await {
+                Ok(_) => stored.push((i, value)),
+                Err(e) => {
+                    refused = Some(e);
+                    break;
+                }
+            }
+        }
+        let refused = refused.expect("64 MiB went into drives of 24 MiB");
+        assert!(matches!(refused, ClusterError::NoQuorum { out_of_space: 2.., .. }), "{refused}");
+        assert!(refused.is_full(), "{refused}");
+        assert!(refused.to_string().contains("refused it for lack of space"), "{refused}");
+        assert!(stored.len() > 8, "only {} values fit", stored.len());
+        for (i, value) in stored {
+            assert_eq!(store.get(&[b'k', i]).await.unwrap().expect("an acknowledged value").value, value, "value {i}");
+        }
+    });
+}
+
 #[test]
 fn a_new_coordinator_leads_when_the_leader_dies_and_etcd_survives_a_member_loss() {
     let dir = tempfile::tempdir().unwrap();
@@ -701,18 +736,15 @@ fn a_read_writes_back_to_replicas_that_really_take_it() {
     let etcd = Etcd::start(dir.path(), 1);
     let drives: Vec<TestDrive> = (0..3).map(|_| TestDrive::start(&[])).collect();
     // No scrub during the test: it would repair what the read must.
-    let _coordinator = coordinator_with(&etcd.endpoints(), "writeback", "c1", &["--sweep-interval-ms", "600000"]);
+    let _coordinator = coordinator_without_scrub(&etcd.endpoints(), "writeback");
     runtime().block_on(async {
-        let control = control(&etcd.endpoints(), "writeback").await;
-        control.init(&ClusterMap::new(1, 3, 2).unwrap()).await.unwrap();
-        add_drives(&control, &drives.iter().collect::<Vec<_>>()).await;
-        let store = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
+        let store = one_partition_store(&etcd.endpoints(), "writeback", &drives).await;
         let v1 = store.put(b"k", Bytes::from_static(b"one"), Condition::None).await.unwrap();
         let t1 = Tag::decode(&v1).unwrap();
         let map = store.map();
         let addr = |id: &str| map.members[id].addr.clone();
         let order = map.replicas_of(0).to_vec();
-        let connect = async |id: &str| spindle_client::Client::connect(addr(id).as_str(), spindle_client::ClientConfig { cluster_version: map.epoch as i64, ..Default::default() }).await.unwrap();
+        let connect = async |id: &str| replica_client(&map, id).await;
         let dk = spindle_cluster::map::drive_key(0, b"k");
 
         // A write that reached only the first replica a read asks.
@@ -1015,18 +1047,12 @@ fn batches_never_chosen_neither_stand_for_older_writes_nor_stop_reads() {
     let etcd = Etcd::start(dir.path(), 1);
     let drives: Vec<TestDrive> = (0..3).map(|_| TestDrive::start(&[])).collect();
     // No scrub during the test: the state below is built replica by replica.
-    let _coordinator = coordinator_with(&etcd.endpoints(), "covered", "c1", &["--sweep-interval-ms", "600000"]);
+    let _coordinator = coordinator_without_scrub(&etcd.endpoints(), "covered");
     runtime().block_on(async {
-        let control = control(&etcd.endpoints(), "covered").await;
-        control.init(&ClusterMap::new(1, 3, 2).unwrap()).await.unwrap();
-        add_drives(&control, &drives.iter().collect::<Vec<_>>()).await;
-        let store = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
+        let store = one_partition_store(&etcd.endpoints(), "covered", &drives).await;
         let map = store.map();
         let replicas = map.replicas_of(0).to_vec();
-        let connect = async |id: &str| {
-            let config = spindle_client::ClientConfig { cluster_version: map.epoch as i64, ..Default::default() };
-            spindle_client::Client::connect(map.members[id].addr.as_str(), config).await.unwrap()
-        };
+        let connect = async |id: &str| replica_client(&map, id).await;
         let (a, b, c) = (connect(&replicas[0]).await, connect(&replicas[1]).await, connect(&replicas[2]).await);
         let dk = |k: &[u8]| spindle_cluster::map::drive_key(0, k);
         let at = |counter: u64, kind: Kind| Tag { epoch: map.epoch, counter, writer: 7, kind };

@@ -40,9 +40,11 @@ pub enum ClusterError {
     #[error("value is {len} bytes; a cluster value is at most {max}")]
     ValueTooLarge { len: usize, max: usize },
     /// Too few replicas answered. For a write, the outcome is unknown: replicas that took it
-    /// keep it, and a later read may or may not see it.
-    #[error("partition {partition}: {reached} of the {needed} replicas needed answered ({last_error})")]
-    NoQuorum { partition: u32, needed: usize, reached: usize, last_error: String },
+    /// keep it, and a later read may or may not see it. `out_of_space` counts the replicas
+    /// that refused it for lack of room (NO_SPACE), so that callers can tell a full cluster
+    /// (`NoQuorum::full`) from one whose drives are down.
+    #[error("partition {partition}: {reached} of the {needed} replicas needed answered{} ({last_error})", refused_full(*.out_of_space))]
+    NoQuorum { partition: u32, needed: usize, reached: usize, out_of_space: usize, last_error: String },
     /// Some replicas took the write and the rest had taken a racing write or round first: its
     /// outcome is unknown, as with `NoQuorum` (a reader or a round may yet make it stand).
     #[error("partition {partition}: the write raced another one and its outcome is unknown (read the key to see)")]
@@ -162,6 +164,26 @@ pub enum ProvisionError {
     NoAdministrator { addr: String, cluster: String, admin: i64 },
     #[error("{}: no admin.json: the cluster's administrator is needed to change its drives' ACLs", dir.display())]
     NoClusterAdministrator { dir: PathBuf },
+}
+
+impl ClusterError {
+    /// Whether the operation failed for lack of space: a drive's NO_SPACE, or a quorum that
+    /// the replicas refusing for lack of room would have made.
+    pub fn is_full(&self) -> bool {
+        match self {
+            ClusterError::Drive { source, .. } => source.status() == Some(spindle_client::StatusCode::NoSpace),
+            ClusterError::NoQuorum { needed, reached, out_of_space, .. } => *out_of_space > 0 && reached + out_of_space >= *needed,
+            _ => false,
+        }
+    }
+}
+
+fn refused_full(n: usize) -> String {
+    match n {
+        0 => String::new(),
+        1 => ", 1 refused it for lack of space".into(),
+        n => format!(", {n} refused it for lack of space"),
+    }
 }
 
 fn describe(v: &Option<bytes::Bytes>) -> String {

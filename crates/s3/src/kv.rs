@@ -76,7 +76,7 @@ impl From<ClusterError> for KvError {
         match e {
             ClusterError::VersionMismatch { .. } => KvError::Mismatch,
             ClusterError::Contended { .. } => KvError::Contended(e),
-            ClusterError::Drive { ref source, .. } if no_space(source) => KvError::Full(e.into()),
+            _ if e.is_full() => KvError::Full(e.into()),
             ClusterError::NoQuorum { .. }
             | ClusterError::EtcdUnreachable { .. }
             | ClusterError::LeaseLost

@@ -108,6 +108,28 @@ pub fn coordinator_env(etcd: &str, cluster: &str, name: &str, args: &[&str], env
     Proc(Some(child))
 }
 
+/// A coordinator that never scrubs: for tests that build a partition's state replica by
+/// replica, which a scrub would repair under them.
+pub fn coordinator_without_scrub(etcd: &str, cluster: &str) -> Proc {
+    coordinator_with(etcd, cluster, "c1", &["--sweep-interval-ms", "600000"])
+}
+
+/// Cluster `cluster` of one partition on three replicas (write quorum 2), the `drives`, and a
+/// client of it.
+pub async fn one_partition_store(etcd: &str, cluster: &str, drives: &[TestDrive]) -> Store {
+    let control = control(etcd, cluster).await;
+    control.init(&spindle_cluster::ClusterMap::new(1, 3, 2).unwrap()).await.unwrap();
+    add_drives(&control, &drives.iter().collect::<Vec<_>>()).await;
+    Store::open(control, spindle_cluster::StoreConfig::default()).await.unwrap()
+}
+
+/// A Kinetic client of member `id` at the map's epoch, the cluster's identity: to read or
+/// build a replica's entries directly.
+pub async fn replica_client(map: &spindle_cluster::ClusterMap, id: &str) -> spindle_client::Client {
+    let config = spindle_client::ClientConfig { cluster_version: map.epoch as i64, ..Default::default() };
+    spindle_client::Client::connect(map.members[id].addr.as_str(), config).await.unwrap()
+}
+
 pub async fn control(etcd: &str, cluster: &str) -> Control {
     let mut last = String::new();
     for _ in 0..100 {

@@ -67,6 +67,7 @@ impl Store {
         let mut got = Vec::new();
         let mut last_error: Option<String> = None;
         let mut stale = false;
+        let mut out_of_space = 0;
         let hedge_after = self.inner.config.hedge_after;
         // Only while there is a replica left to ask (a write asks them all at once).
         let mut hedge = quorum.can_ask_more().then(|| Box::pin(tokio::time::sleep(hedge_after)));
@@ -108,6 +109,8 @@ impl Store {
                 Err(e) => {
                     if e.status() == Some(StatusCode::VersionFailure) {
                         stale = true;
+                    } else if e.status() == Some(StatusCode::NoSpace) {
+                        out_of_space += 1;
                     } else if e.status().is_none() {
                         // Not an answer from the drive (refused, reset, timed out): ask it last
                         // for a while.
@@ -135,6 +138,6 @@ impl Store {
             return Ok(got);
         }
         let last_error = last_error.unwrap_or_else(|| "no replicas".into());
-        Err(OpError::Failed(ClusterError::NoQuorum { partition, needed, reached: got.len(), last_error }))
+        Err(OpError::Failed(ClusterError::NoQuorum { partition, needed, reached: got.len(), out_of_space, last_error }))
     }
 }

@@ -151,7 +151,7 @@ impl Store {
         if refused {
             return Err(OpError::Failed(ClusterError::Contended { partition }));
         }
-        Err(OpError::Failed(ClusterError::NoQuorum { partition, needed: w, reached, last_error: "replicas did not answer the accept".into() }))
+        Err(OpError::Failed(ClusterError::NoQuorum { partition, needed: w, reached, out_of_space: 0, last_error: "replicas did not answer the accept".into() }))
     }
 }
 

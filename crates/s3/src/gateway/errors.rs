@@ -71,7 +71,7 @@ mod tests {
     /// drive, partition or address; a failed store is a 500.
     #[test]
     fn store_failures_answer_without_naming_internals() {
-        let no_quorum = ClusterError::NoQuorum { partition: 7, needed: 2, reached: 1, last_error: "drive d3 (10.0.0.3:8443): connection refused".into() };
+        let no_quorum = ClusterError::NoQuorum { partition: 7, needed: 2, reached: 0, out_of_space: 1, last_error: "drive d3 (10.0.0.3:8443): connection refused".into() };
         let drive_down = ClientError::Io(std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "10.0.0.4:8123 refused"));
         for e in [KvError::from(no_quorum), KvError::from(drive_down), KvError::from(ClusterError::Contended { partition: 7 })] {
             let answer = S3Error::from(e);
@@ -82,7 +82,10 @@ mod tests {
             }
         }
         let full = || ClientError::Status { code: spindle_proto::StatusCode::NoSpace, message: "drive d2 (10.0.0.2:8123) is full".into() };
-        for e in [KvError::from(full()), KvError::from(ClusterError::Drive { drive: "d2".into(), source: full() })] {
+        // Too few replicas had room for a cluster's write: full, once those refusing for lack
+        // of space would have made the quorum (above, one full and one down: unavailable).
+        let too_full = ClusterError::NoQuorum { partition: 7, needed: 2, reached: 1, out_of_space: 1, last_error: "drive d2 (10.0.0.2:8123): NO_SPACE".into() };
+        for e in [KvError::from(full()), KvError::from(ClusterError::Drive { drive: "d2".into(), source: full() }), KvError::from(too_full)] {
             let answer = S3Error::from(e);
             assert_eq!(answer.code().as_str(), STORAGE_FULL);
             assert_eq!(answer.status_code(), Some(http::StatusCode::INSUFFICIENT_STORAGE));
