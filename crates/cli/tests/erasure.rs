@@ -15,7 +15,7 @@ use common::{runtime, TestDrive};
 use spindle_client::{Client, ClientConfig, PutOptions};
 use spindle_cluster::control::{HealthState, MemberChange};
 use spindle_cluster::pool::Pool;
-use spindle_cluster::{ClusterError, ClusterMap, Member, Store, StoreConfig, StripeError};
+use spindle_cluster::{ClusterError, ClusterMap, Control, Member, Store, StoreConfig, StripeError};
 
 const POOL: &str = "cold";
 
@@ -53,6 +53,31 @@ async fn all_read_right(store: &Store, objects: usize, stripes: u32) -> Result<(
     Ok(())
 }
 
+/// Cluster `cluster` with the default pool on `drives[0]` alone and the 4+2 pool `POOL` on
+/// the six others (p1..p6), every group placed and every drive up.
+async fn pool_cluster(etcd: &str, cluster: &str, drives: &[TestDrive]) -> (Control, ClusterMap) {
+    let control = control(etcd, cluster).await;
+    control.init(&ClusterMap::new(4, 1, 1).unwrap()).await.unwrap();
+    add_addresses(&control, &[drives[0].addr.clone()]).await;
+    let pool = Pool::new("4+2".parse().unwrap(), 16).unwrap();
+    control.request_change(&MemberChange::AddPool { name: POOL.into(), pool }).await.unwrap();
+    until("the pool to exist", Duration::from_secs(30), async || control.load_map().await.ok()?.0.pools.contains_key(POOL).then_some(())).await;
+    // Its drives are p1..p6; a drive of another pool, or the default one, is none of its.
+    for (i, d) in drives.iter().enumerate().skip(1) {
+        let member = Member { id: format!("p{i}"), addr: d.addr.clone(), tls_port: None, capacity: 0, weight: 1.0, domain: None, leaving: false, pool: Some(POOL.into()) };
+        control.request_change(&MemberChange::Add(member)).await.unwrap();
+    }
+    let map = until("every group placed on six drives, all up", Duration::from_secs(60), async || {
+        let (map, _) = control.load_map().await.ok()?;
+        let health = control.health().await.ok()?;
+        let placed = map.pools.get(POOL)?.placement.iter().all(|g| g.len() == 6);
+        let up = health.values().filter(|h| h.state == HealthState::Up).count() == drives.len();
+        (placed && up).then_some(map)
+    })
+    .await;
+    (control, map)
+}
+
 #[test]
 fn stripes_read_back_through_damaged_shards_and_lost_drives_and_fail_cleanly_beyond() {
     let dir = tempfile::tempdir().unwrap();
@@ -60,25 +85,7 @@ fn stripes_read_back_through_damaged_shards_and_lost_drives_and_fail_cleanly_bey
     let mut drives: Vec<TestDrive> = (0..7).map(|_| TestDrive::start(&[])).collect();
     let _coordinator = coordinator(&etcd.endpoints(), "ec", "c1");
     runtime().block_on(async {
-        let control = control(&etcd.endpoints(), "ec").await;
-        control.init(&ClusterMap::new(4, 1, 1).unwrap()).await.unwrap();
-        add_addresses(&control, &[drives[0].addr.clone()]).await;
-        let pool = Pool::new("4+2".parse().unwrap(), 16).unwrap();
-        control.request_change(&MemberChange::AddPool { name: POOL.into(), pool }).await.unwrap();
-        until("the pool to exist", Duration::from_secs(30), async || control.load_map().await.ok()?.0.pools.contains_key(POOL).then_some(())).await;
-        // Its drives are p1..p6; a drive of another pool, or the default one, is none of its.
-        for (i, d) in drives.iter().enumerate().skip(1) {
-            let member = Member { id: format!("p{i}"), addr: d.addr.clone(), tls_port: None, capacity: 0, weight: 1.0, domain: None, leaving: false, pool: Some(POOL.into()) };
-            control.request_change(&MemberChange::Add(member)).await.unwrap();
-        }
-        let map = until("every group placed on six drives, all up", Duration::from_secs(60), async || {
-            let (map, _) = control.load_map().await.ok()?;
-            let health = control.health().await.ok()?;
-            let placed = map.pools.get(POOL)?.placement.iter().all(|g| g.len() == 6);
-            let up = health.values().filter(|h| h.state == HealthState::Up).count() == 7;
-            (placed && up).then_some(map)
-        })
-        .await;
+        let (control, map) = pool_cluster(&etcd.endpoints(), "ec", &drives).await;
         // The default pool's partitions stay on its own drive.
         assert!(map.placement.iter().all(|r| r == &vec!["d0".to_string()]));
 
@@ -273,6 +280,38 @@ fn a_lost_drive_is_rebuilt_a_scrub_heals_rot_and_a_joining_drive_gets_its_shards
         }
         for i in 0..stripes {
             assert_eq!(store.get_stripe(POOL, &name(o), i, stripe(o, i).len()).await.unwrap().to_bytes(), stripe(o, i), "object {o} stripe {i}");
+        }
+    });
+}
+
+/// A pool drive with no room left: a stripe is refused as full (`StripeError::Incomplete`
+/// counting the shard refused for lack of space, which the gateway answers 507), not as a drive
+/// down, and every stripe acknowledged before reads back whole.
+#[test]
+fn a_full_pool_drive_refuses_stripes_as_full_and_keeps_what_it_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path(), 1);
+    let quota = (24u64 << 20).to_string();
+    let flags = |i: usize| -> Vec<&str> { if i == 3 { vec!["--capacity-bytes", &quota] } else { Vec::new() } };
+    let drives: Vec<TestDrive> = (0..7).map(|i| TestDrive::start(&flags(i))).collect();
+    let _coordinator = coordinator(&etcd.endpoints(), "ecfull", "c1");
+    runtime().block_on(async {
+        let (control, _) = pool_cluster(&etcd.endpoints(), "ecfull", &drives).await;
+        let store = Store::open(control, StoreConfig::default()).await.unwrap();
+        // 1 MiB stripes: a 256 KiB shard on each of the six drives, p3 among them.
+        let mut stored = 0;
+        let refused = loop {
+            assert!(stored < 400, "400 MiB of stripes went into a pool with a drive of 24 MiB");
+            match store.put_stripe(POOL, &name(0), stored, stripe(0, stored)).await {
+                Ok(()) => stored += 1,
+                Err(e) => break e,
+            }
+        };
+        assert!(matches!(refused, ClusterError::Stripe(StripeError::Incomplete { out_of_space: 1, written: 5, .. })), "{refused}");
+        assert!(refused.is_full(), "{refused}");
+        assert!(stored > 8, "only {stored} stripes fit");
+        for i in 0..stored {
+            assert_eq!(store.get_stripe(POOL, &name(0), i, 1 << 20).await.unwrap().to_bytes(), stripe(0, i), "stripe {i}");
         }
     });
 }

@@ -42,8 +42,9 @@ pub enum ClusterError {
     /// Too few replicas answered. For a write, the outcome is unknown: replicas that took it
     /// keep it, and a later read may or may not see it. `out_of_space` counts the replicas
     /// that refused it for lack of room (NO_SPACE), so that callers can tell a full cluster
-    /// (`NoQuorum::full`) from one whose drives are down.
-    #[error("partition {partition}: {reached} of the {needed} replicas needed answered{} ({last_error})", refused_full(*.out_of_space))]
+    /// (`ClusterError::is_full`) from one whose drives are down. A read can meet it too: its
+    /// write-back of a write found on too few replicas is a write.
+    #[error("partition {partition}: {reached} of the {needed} replicas needed carried out the request{} ({last_error})", refused_full(*.out_of_space))]
     NoQuorum { partition: u32, needed: usize, reached: usize, out_of_space: usize, last_error: String },
     /// Some replicas took the write and the rest had taken a racing write or round first: its
     /// outcome is unknown, as with `NoQuorum` (a reader or a round may yet make it stand).
@@ -123,8 +124,9 @@ pub enum SettingError {
 pub enum StripeError {
     #[error("pool {pool:?} has no placement for group {group}: it has fewer drives up than its code's width {width}")]
     Unplaced { pool: String, group: u32, width: usize },
-    #[error("pool {pool:?}: {written} of {width} shards of stripe {stripe} written, all are needed before it is acknowledged (last error: {last_error})")]
-    Incomplete { pool: String, stripe: u32, written: usize, width: usize, last_error: String },
+    /// `out_of_space` of the shards not written were refused for lack of room (NO_SPACE).
+    #[error("pool {pool:?}: {written} of {width} shards of stripe {stripe} written{}, all are needed before it is acknowledged (last error: {last_error})", refused_full(*.out_of_space))]
+    Incomplete { pool: String, stripe: u32, written: usize, width: usize, out_of_space: usize, last_error: String },
     #[error("pool {pool:?}: stripe {stripe} has {have} readable shards of the {need} it needs; missing: {missing}")]
     Lost { pool: String, stripe: u32, have: usize, need: usize, missing: String },
     #[error("pool {pool:?}: {source}")]
@@ -167,23 +169,24 @@ pub enum ProvisionError {
 }
 
 impl ClusterError {
-    /// Whether the operation failed for lack of space: a drive's NO_SPACE, or a quorum that
-    /// the replicas refusing for lack of room would have made.
+    /// Whether the operation failed for lack of space: a drive's NO_SPACE, a quorum that the
+    /// replicas refusing for lack of room would have made, or a stripe a drive had no room
+    /// for (a stripe needs every shard). While a partition moves, `needed` is that of each
+    /// set and the counts span both: a drive down in one set beside a full one in the other
+    /// may be called full, the full drive being a cause either way.
     pub fn is_full(&self) -> bool {
         match self {
             ClusterError::Drive { source, .. } => source.status() == Some(spindle_client::StatusCode::NoSpace),
             ClusterError::NoQuorum { needed, reached, out_of_space, .. } => *out_of_space > 0 && reached + out_of_space >= *needed,
+            ClusterError::Stripe(StripeError::Incomplete { out_of_space, .. }) => *out_of_space > 0,
             _ => false,
         }
     }
 }
 
+/// The part of a message that says how many drives refused for lack of space.
 fn refused_full(n: usize) -> String {
-    match n {
-        0 => String::new(),
-        1 => ", 1 refused it for lack of space".into(),
-        n => format!(", {n} refused it for lack of space"),
-    }
+    if n == 0 { String::new() } else { format!("; {n} refused it for lack of space") }
 }
 
 fn describe(v: &Option<bytes::Bytes>) -> String {

@@ -108,6 +108,7 @@ impl Store {
             });
             let results = join_all(writes).await;
             let mut written = 0;
+            let mut out_of_space = 0;
             let mut last_error = String::new();
             for (drive, r) in drives.iter().zip(results) {
                 match r {
@@ -117,14 +118,19 @@ impl Store {
                     }
                     Err(OpError::StaleView) => return Err(OpError::StaleView),
                     Err(OpError::Failed(e)) => {
-                        self.missed(drive);
+                        // A full drive answered: it is not one to ask last.
+                        if e.is_full() {
+                            out_of_space += 1;
+                        } else {
+                            self.missed(drive);
+                        }
                         last_error = e.to_string();
                     }
                     Err(OpError::Changed) => last_error = format!("{drive}: changed"),
                 }
             }
             if written < drives.len() {
-                let e = StripeError::Incomplete { pool: name.to_string(), stripe: index, written, width: drives.len(), last_error };
+                let e = StripeError::Incomplete { pool: name.to_string(), stripe: index, written, width: drives.len(), out_of_space, last_error };
                 return Err(OpError::Failed(e.into()));
             }
             Ok(())

@@ -46,7 +46,7 @@ impl From<KvError> for S3Error {
                 tracing::error!(error = %e, "a drive is full; answered 507");
                 let mut full = S3Error::with_message(
                     s3s::S3ErrorCode::Custom(STORAGE_FULL.into()),
-                    "The store has no room for this write: a drive under it is full. Delete objects or add capacity, then try again.",
+                    "The store has no room to carry out the request: a drive under it is full. Delete objects or add capacity, then try again.",
                 );
                 full.set_status_code(http::StatusCode::INSUFFICIENT_STORAGE);
                 full
@@ -85,7 +85,10 @@ mod tests {
         // Too few replicas had room for a cluster's write: full, once those refusing for lack
         // of space would have made the quorum (above, one full and one down: unavailable).
         let too_full = ClusterError::NoQuorum { partition: 7, needed: 2, reached: 1, out_of_space: 1, last_error: "drive d2 (10.0.0.2:8123): NO_SPACE".into() };
-        for e in [KvError::from(full()), KvError::from(ClusterError::Drive { drive: "d2".into(), source: full() }), KvError::from(too_full)] {
+        // A stripe needs every shard: one drive without room makes it full.
+        let stripe = |out_of_space| spindle_cluster::StripeError::Incomplete { pool: "cold".into(), stripe: 0, written: 5, width: 6, out_of_space, last_error: "drive p3: NO_SPACE".into() };
+        assert_eq!(*S3Error::from(KvError::from(ClusterError::from(stripe(0)))).code(), S3ErrorCode::ServiceUnavailable);
+        for e in [KvError::from(full()), KvError::from(ClusterError::Drive { drive: "d2".into(), source: full() }), KvError::from(too_full), KvError::from(ClusterError::from(stripe(1)))] {
             let answer = S3Error::from(e);
             assert_eq!(answer.code().as_str(), STORAGE_FULL);
             assert_eq!(answer.status_code(), Some(http::StatusCode::INSUFFICIENT_STORAGE));
