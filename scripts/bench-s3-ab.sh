@@ -50,6 +50,13 @@ for i in 1 2 3; do
   servers+=" $drive_pid"
   "$bin_a" cluster add-drive "meta$i" "127.0.0.1:$drive_port" --etcd "$etcd_url" >/dev/null
 done
+# Every partition of the default pool on its three drives, all up: a gateway that starts
+# before then answers 503 to every write.
+deadline=$((SECONDS + 120))
+until "$bin_a" cluster status --etcd "$etcd_url" --json | python3 -c 'import json,sys; s=json.load(sys.stdin); sys.exit(0 if s["replicas_missing"] == 0 and s["pending_changes"] == 0 and all(d["state"] == "up" for d in s["drives"]) else 1)'; do
+  ((SECONDS < deadline)) || die "the default pool was not placed in 120 s"
+  sleep 0.5
+done
 class=()
 if [ $replicated = 0 ]; then
   "$bin_a" cluster pool add cold --ec 4+2 --etcd "$etcd_url" >/dev/null
