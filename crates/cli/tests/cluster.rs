@@ -505,13 +505,9 @@ fn versions_compare_and_swap_and_ordered_ranges() {
 /// drives being down, and everything acknowledged before it reads back whole.
 #[test]
 fn a_full_cluster_refuses_writes_as_full_and_keeps_what_it_holds() {
-    let dir = tempfile::tempdir().unwrap();
-    let etcd = Etcd::start(dir.path(), 1);
-    let quota = (24u64 << 20).to_string();
-    let drives: Vec<TestDrive> = (0..3).map(|_| TestDrive::start(&["--capacity-bytes", &quota])).collect();
-    let _coordinator = coordinator(&etcd.endpoints(), "full", "c1");
+    let cluster = ThreeReplicas::start_with("full", &["--capacity-bytes", &(24u64 << 20).to_string()]);
     runtime().block_on(async {
-        let store = one_partition_store(&etcd.endpoints(), "full", &drives).await;
+        let (store, _) = cluster.store().await;
         let mut stored = Vec::new();
         let mut refused = None;
         for i in 0..128u8 {
@@ -732,24 +728,20 @@ fn a_put_to_a_single_replica_is_one_request_when_its_guess_holds() {
 /// must be the replica the read did not ask that takes it, before the read returns.
 #[test]
 fn a_read_writes_back_to_replicas_that_really_take_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let etcd = Etcd::start(dir.path(), 1);
-    let drives: Vec<TestDrive> = (0..3).map(|_| TestDrive::start(&[])).collect();
     // No scrub during the test: it would repair what the read must.
-    let _coordinator = coordinator_without_scrub(&etcd.endpoints(), "writeback");
+    let cluster = ThreeReplicas::start("writeback");
+    let drives = &cluster.drives;
     runtime().block_on(async {
-        let store = one_partition_store(&etcd.endpoints(), "writeback", &drives).await;
+        let (store, [first, _, third]) = cluster.store().await;
         let v1 = store.put(b"k", Bytes::from_static(b"one"), Condition::None).await.unwrap();
         let t1 = Tag::decode(&v1).unwrap();
         let map = store.map();
         let addr = |id: &str| map.members[id].addr.clone();
         let order = map.replicas_of(0).to_vec();
-        let connect = async |id: &str| replica_client(&map, id).await;
         let dk = spindle_cluster::map::drive_key(0, b"k");
 
         // A write that reached only the first replica a read asks.
         let t2 = Tag { counter: t1.counter + 1, writer: 42, ..t1 };
-        let first = connect(&order[0]).await;
         let options = spindle_client::PutOptions { db_version: v1.clone(), new_version: t2.encode(), sync: spindle_client::Synchronization::Writethrough, ..Default::default() };
         first.put(&dk, Bytes::from_static(b"two"), options).await.unwrap();
         // The second replica a read asks can be read, not written.
@@ -765,7 +757,7 @@ fn a_read_writes_back_to_replicas_that_really_take_it() {
         tls.set_acl(vec![read_only.to_proto().unwrap()]).await.unwrap();
 
         assert_eq!(store.get(b"k").await.unwrap().unwrap().value, Bytes::from_static(b"two"));
-        let third = connect(&order[2]).await.get_metadata(&dk).await.unwrap().unwrap();
+        let third = third.get_metadata(&dk).await.unwrap().unwrap();
         assert_eq!(Tag::decode(&third.version), Some(t2), "the read answered before a write quorum held what it returned");
     });
 }
@@ -1043,17 +1035,10 @@ fn batches_never_chosen_neither_stand_for_older_writes_nor_stop_reads() {
     use spindle_cluster::batch;
     use spindle_cluster::replica::{self, Answer};
     use spindle_cluster::tag::Kind;
-    let dir = tempfile::tempdir().unwrap();
-    let etcd = Etcd::start(dir.path(), 1);
-    let drives: Vec<TestDrive> = (0..3).map(|_| TestDrive::start(&[])).collect();
-    // No scrub during the test: the state below is built replica by replica.
-    let _coordinator = coordinator_without_scrub(&etcd.endpoints(), "covered");
+    let cluster = ThreeReplicas::start("covered");
     runtime().block_on(async {
-        let store = one_partition_store(&etcd.endpoints(), "covered", &drives).await;
+        let (store, [a, b, c]) = cluster.store().await;
         let map = store.map();
-        let replicas = map.replicas_of(0).to_vec();
-        let connect = async |id: &str| replica_client(&map, id).await;
-        let (a, b, c) = (connect(&replicas[0]).await, connect(&replicas[1]).await, connect(&replicas[2]).await);
         let dk = |k: &[u8]| spindle_cluster::map::drive_key(0, k);
         let at = |counter: u64, kind: Kind| Tag { epoch: map.epoch, counter, writer: 7, kind };
 
@@ -1105,5 +1090,56 @@ fn batches_never_chosen_neither_stand_for_older_writes_nor_stop_reads() {
         replica::store_batch_if_newer(&b, &batch_of([b"{c}j", b"{c}x"], 2_040), None).await.unwrap();
         replica::store_if_newer(&b, &dk(b"{c}x"), Bytes::from_static(b"newer"), at(2_041, Kind::Value), None).await.unwrap();
         assert_eq!(store.get(b"{c}j").await.unwrap().map(|v| v.value).as_deref(), Some(b"before".as_slice()));
+    });
+}
+
+/// The state no read can decide (docs/design/simulation.md, Open findings; `--lossy` seed 16):
+/// batch B over keys 1 and 5 on b alone, key 1 since overwritten there (and on c); batch C over
+/// keys 5 and 7 above it on c alone, key 7 since overwritten there (and on a); a below both. C was never
+/// chosen; B may have been (c stands above it on both its keys, so it may have held B), and
+/// cannot be made chosen whole (key 1 is gone from its holder). A read of key 5 says so,
+/// naming the key and the batch, rather than "gave up"; the key's next write settles it.
+#[test]
+fn a_batch_no_read_can_decide_is_named_and_the_keys_next_write_settles_it() {
+    use spindle_cluster::batch;
+    use spindle_cluster::replica;
+    use spindle_cluster::tag::Kind;
+    let cluster = ThreeReplicas::start("undecided");
+    runtime().block_on(async {
+        let (store, [a, b, c]) = cluster.store().await;
+        let map = store.map();
+        let dk = |k: &[u8]| spindle_cluster::map::drive_key(0, k);
+        let at = |counter: u64, kind: Kind| Tag { epoch: map.epoch, counter, writer: 7, kind };
+        let batch_of = |members: [&[u8]; 2], counter| -> Vec<_> {
+            members.iter().map(|k| (dk(k), batch::encode_entry(&members, b"batch"), at(counter, Kind::BatchValue))).collect()
+        };
+        for r in [&a, &b, &c] {
+            for k in [b"{u}1", b"{u}5"] {
+                replica::store_if_newer(r, &dk(k), Bytes::from_static(b"old"), at(3_000, Kind::Value), None).await.unwrap();
+            }
+        }
+        replica::store_if_newer(&a, &dk(b"{u}5"), Bytes::from_static(b"before"), at(3_018, Kind::Value), None).await.unwrap();
+        replica::store_batch_if_newer(&b, &batch_of([b"{u}1", b"{u}5"], 3_019), None).await.unwrap();
+        for r in [&b, &c] {
+            replica::store_if_newer(r, &dk(b"{u}1"), Bytes::from_static(b"newer"), at(3_021, Kind::Value), None).await.unwrap();
+        }
+        replica::store_batch_if_newer(&c, &batch_of([b"{u}5", b"{u}7"], 3_020), None).await.unwrap();
+        for r in [&c, &a] {
+            replica::store_if_newer(r, &dk(b"{u}7"), Bytes::from_static(b"newer"), at(3_022, Kind::Value), None).await.unwrap();
+        }
+
+        match store.get(b"{u}5").await {
+            Err(ClusterError::Undecided { key, batch }) => {
+                assert_eq!(&key[..], b"{u}5");
+                assert_eq!(Tag::decode(&batch).map(|t| t.counter), Some(3_019), "batch B is the one no read can decide");
+            }
+            other => panic!("a read of the undecidable key answered {other:?}"),
+        }
+        // Its other keys read as ever.
+        assert_eq!(store.get(b"{u}1").await.unwrap().unwrap().value, Bytes::from_static(b"newer"));
+        assert_eq!(store.get(b"{u}7").await.unwrap().unwrap().value, Bytes::from_static(b"newer"));
+        // An unconditional write of the key settles it.
+        store.put(b"{u}5", Bytes::from_static(b"after"), Condition::None).await.unwrap();
+        assert_eq!(store.get(b"{u}5").await.unwrap().unwrap().value, Bytes::from_static(b"after"));
     });
 }

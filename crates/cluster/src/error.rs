@@ -55,6 +55,11 @@ pub enum ClusterError {
     VersionMismatch { current: Option<bytes::Bytes> },
     #[error("gave up after {0} attempts: each time the map changed or the key was overwritten under the read")]
     GaveUp(usize),
+    /// A batch on `key` (its version `batch`) may or may not have taken effect, and what the
+    /// replicas hold cannot tell which: one of its keys was overwritten on a replica before
+    /// the batch was known written. Reads of the key fail so until it is written again.
+    #[error("key {}: batch {} on it cannot be decided: one of its keys was overwritten on a replica before the batch was known written, so no read can tell whether it took effect; write or delete the key to settle it", String::from_utf8_lossy(.key), hex(.batch))]
+    Undecided { key: bytes::Bytes, batch: bytes::Bytes },
     #[error("drive {drive}: {source}")]
     Drive { drive: String, source: ClientError },
     /// The coordinator's leadership lease was not renewed in time: its term is over.
@@ -192,6 +197,10 @@ fn refused_full(n: usize) -> String {
 fn describe(v: &Option<bytes::Bytes>) -> String {
     match v {
         None => "absent".into(),
-        Some(b) => b.iter().map(|x| format!("{x:02x}")).collect(),
+        Some(b) => hex(b),
     }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }

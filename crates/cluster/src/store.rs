@@ -345,17 +345,23 @@ impl Store {
     {
         let mut attempts = 0;
         let mut waited = Duration::ZERO;
+        let mut undecided = None;
         while attempts < MAX_ATTEMPTS {
             let map = self.map();
             self.stall(self.inner.config.stalls.viewed).await;
-            match op(map).await {
+            let tried = op(map).await;
+            undecided = None;
+            match tried {
                 Ok(v) => return Ok(v),
                 Err(OpError::StaleView) => {
                     if self.follow_view(&mut waited).await? {
                         attempts += 1;
                     }
                 }
-                Err(OpError::Changed) => {
+                Err(e @ (OpError::Changed | OpError::Undecided { .. })) => {
+                    if let OpError::Undecided { key, batch } = e {
+                        undecided = Some((key, batch));
+                    }
                     attempts += 1;
                     // Another write or round won the race: a pause of random length, longer
                     // each time, so that racing clients stop meeting in step.
@@ -366,7 +372,10 @@ impl Store {
                 Err(OpError::Failed(e)) => return Err(e),
             }
         }
-        Err(ClusterError::GaveUp(MAX_ATTEMPTS))
+        Err(match undecided {
+            Some((key, batch)) => ClusterError::Undecided { key, batch: batch.encode() },
+            None => ClusterError::GaveUp(MAX_ATTEMPTS),
+        })
     }
 
     /// After a drive refused this client's epoch: the map again from etcd. `true` if it moved
@@ -548,6 +557,9 @@ enum OpError {
     /// An entry was overwritten between a replica's answer and the fetch of its value: the
     /// read starts again (and finds the newer write).
     Changed,
+    /// A batch met on `key` could not be decided (`abandon::Undecided::Undecidable`): tried
+    /// again as `Changed` is, and named if the last attempt ends so.
+    Undecided { key: Bytes, batch: Tag },
     /// A drive is at another epoch: reload the map and try again.
     StaleView,
     Failed(ClusterError),

@@ -86,6 +86,7 @@ impl From<ClusterError> for KvError {
             | ClusterError::TargetDown { .. }
             | ClusterError::Drive { .. }
             | ClusterError::GaveUp(_)
+            | ClusterError::Undecided { .. }
             | ClusterError::Etcd(_)
             | ClusterError::Stripe(spindle_cluster::StripeError::Unplaced { .. } | spindle_cluster::StripeError::Incomplete { .. } | spindle_cluster::StripeError::Lost { .. }) => KvError::Unavailable(e.into()),
             other => KvError::Failed(other.into()),

@@ -108,26 +108,46 @@ pub fn coordinator_env(etcd: &str, cluster: &str, name: &str, args: &[&str], env
     Proc(Some(child))
 }
 
-/// A coordinator that never scrubs: for tests that build a partition's state replica by
-/// replica, which a scrub would repair under them.
-pub fn coordinator_without_scrub(etcd: &str, cluster: &str) -> Proc {
-    coordinator_with(etcd, cluster, "c1", &["--sweep-interval-ms", "600000"])
+/// One partition on three replicas (write quorum 2): etcd, the drives, and a coordinator that
+/// never scrubs, for tests that build the partition's state replica by replica (a scrub would
+/// repair it under them). Dropped, everything stops.
+pub struct ThreeReplicas {
+    pub drives: Vec<TestDrive>,
+    cluster: &'static str,
+    _coordinator: Proc,
+    etcd: Etcd,
+    _dir: tempfile::TempDir,
 }
 
-/// Cluster `cluster` of one partition on three replicas (write quorum 2), the `drives`, and a
-/// client of it.
-pub async fn one_partition_store(etcd: &str, cluster: &str, drives: &[TestDrive]) -> Store {
-    let control = control(etcd, cluster).await;
-    control.init(&spindle_cluster::ClusterMap::new(1, 3, 2).unwrap()).await.unwrap();
-    add_drives(&control, &drives.iter().collect::<Vec<_>>()).await;
-    Store::open(control, spindle_cluster::StoreConfig::default()).await.unwrap()
-}
+impl ThreeReplicas {
+    pub fn start(cluster: &'static str) -> ThreeReplicas {
+        ThreeReplicas::start_with(cluster, &[])
+    }
 
-/// A Kinetic client of member `id` at the map's epoch, the cluster's identity: to read or
-/// build a replica's entries directly.
-pub async fn replica_client(map: &spindle_cluster::ClusterMap, id: &str) -> spindle_client::Client {
-    let config = spindle_client::ClientConfig { cluster_version: map.epoch as i64, ..Default::default() };
-    spindle_client::Client::connect(map.members[id].addr.as_str(), config).await.unwrap()
+    /// With `flags` for every drive.
+    pub fn start_with(cluster: &'static str, flags: &[&str]) -> ThreeReplicas {
+        let dir = tempfile::tempdir().unwrap();
+        let etcd = Etcd::start(dir.path(), 1);
+        let drives = (0..3).map(|_| TestDrive::start(flags)).collect();
+        let coordinator = coordinator_with(&etcd.endpoints(), cluster, "c1", &["--sweep-interval-ms", "600000"]);
+        ThreeReplicas { drives, cluster, _coordinator: coordinator, etcd, _dir: dir }
+    }
+
+    /// The cluster made and its drives added: a client of it, and a Kinetic client of each
+    /// replica in the partition's order, at the map's epoch (the cluster's identity).
+    pub async fn store(&self) -> (Store, [spindle_client::Client; 3]) {
+        let control = control(&self.etcd.endpoints(), self.cluster).await;
+        control.init(&spindle_cluster::ClusterMap::new(1, 3, 2).unwrap()).await.unwrap();
+        add_drives(&control, &self.drives.iter().collect::<Vec<_>>()).await;
+        let store = Store::open(control, spindle_cluster::StoreConfig::default()).await.unwrap();
+        let map = store.map();
+        let mut clients = Vec::new();
+        for id in map.replicas_of(0) {
+            let config = spindle_client::ClientConfig { cluster_version: map.epoch as i64, ..Default::default() };
+            clients.push(spindle_client::Client::connect(map.members[id].addr.as_str(), config).await.unwrap());
+        }
+        (store, clients.try_into().unwrap_or_else(|_| panic!("one partition on three replicas")))
+    }
 }
 
 pub async fn control(etcd: &str, cluster: &str) -> Control {

@@ -40,7 +40,33 @@ pub(super) enum Fate {
     /// Chosen: a write quorum holds it.
     Chosen,
     /// Not decided: try again.
-    Unknown,
+    Unknown(Undecided),
+}
+
+/// Why a batch was not decided.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Undecided {
+    /// A replica did not answer or promise, or the batch was overwritten meanwhile: the next
+    /// try may decide it.
+    ForNow,
+    /// The batch before it (`batch`) may have been chosen, and cannot be made chosen whole:
+    /// a member overwritten on its holder, or a newer write of a member on another replica.
+    /// What replicas hold cannot tell whether it took effect, and no read will decide it until
+    /// the key is written again (docs/design/simulation.md, Open findings).
+    Undecidable { batch: Tag },
+}
+
+impl Undecided {
+    /// The attempt's error for the key `dkey` of `partition`.
+    pub(super) fn error(self, partition: u32, dkey: &[u8]) -> OpError {
+        match self {
+            Undecided::ForNow => OpError::Changed,
+            Undecided::Undecidable { batch } => match map::user_key(partition, dkey) {
+                Some(key) => OpError::Undecided { key: Bytes::copy_from_slice(key), batch },
+                None => undecodable(dkey),
+            },
+        }
+    }
 }
 
 impl Store {
@@ -58,7 +84,7 @@ impl Store {
             Ok(read) if read.len() == writers.len() => read,
             _ => {
                 tracing::debug!(?batch, "undecided: a replica did not answer");
-                return Ok(Fate::Unknown);
+                return Ok(Fate::Unknown(Undecided::ForNow));
             }
         };
         let top = read.iter().filter_map(|(_, (h, _))| h.stamp()).map(|s| s.position()).max();
@@ -79,7 +105,7 @@ impl Store {
         };
         if promised.len() < writers.len() {
             tracing::debug!(?batch, "undecided: a replica did not promise");
-            return Ok(Fate::Unknown);
+            return Ok(Fate::Unknown(Undecided::ForNow));
         }
         let judged = Judge { replicas: map.replicas_of(partition), write_quorum: usize::from(map.write_quorum), ballot };
         // Batches proven never chosen (up to this ballot: a round above it may take one up
@@ -100,7 +126,7 @@ impl Store {
             Verdict::Chosen => return Ok(Fate::Chosen),
             Verdict::Unknown => {
                 tracing::debug!(?batch, held = ?promised.iter().map(|(d, h, _)| (d, h.stamp())).collect::<Vec<_>>(), "undecided");
-                return Ok(Fate::Unknown);
+                return Ok(Fate::Unknown(Undecided::ForNow));
             }
             Verdict::Newer(stamp, value) if !stamp.identity.is_batch() => {
                 tracing::debug!(?batch, write = ?stamp.identity, ?dkey, "a newer write than the batch made chosen");
@@ -110,7 +136,7 @@ impl Store {
                 // A newer batch: settled as a reader settles it (written back whole, with its
                 // other members, or itself judged; tags grow along this recursion).
                 tracing::debug!(?batch, newer = ?stamp.identity, ?dkey, "a newer batch than the batch settled first");
-                let Some((holder, _, _)) = promised.iter().find(|(_, h, _)| h.holds(stamp.identity, stamp.ballot)) else { return Ok(Fate::Unknown) };
+                let Some((holder, _, _)) = promised.iter().find(|(_, h, _)| h.holds(stamp.identity, stamp.ballot)) else { return Ok(Fate::Unknown(Undecided::ForNow)) };
                 let known: BTreeMap<String, Held> = promised.iter().map(|(d, h, _)| (d.clone(), h.promised(ballot))).collect();
                 let settled = Box::pin(self.write_back_batch(map, partition, holder, dkey, stamp, &entry, known)).await?;
                 return Ok(Fate::Stands(settled.unwrap_or((stamp.identity, Some(entry)))));
@@ -161,14 +187,14 @@ impl Store {
                 }
             }
         }
-        let Some(entry) = entry else { return Ok(Some(Fate::Unknown)) };
+        let Some(entry) = entry else { return Ok(Some(Fate::Unknown(Undecided::ForNow))) };
         // Not known (a replica did not answer either): undecided, as any such abandoning.
         if !self.may_have_been_chosen(map, partition, dkey, under, entry, promised, judged).await.unwrap_or(true) {
             return Ok(None);
         }
         let Some(entries) = whole else {
             tracing::debug!(?passed, under = ?under.identity, held = ?promised.iter().map(|(d, h, _)| (d, h.stamp())).collect::<Vec<_>>(), "undecided: the batch before it is not whole on its holder");
-            return Ok(Some(Fate::Unknown));
+            return Ok(Some(Fate::Unknown(Undecided::Undecidable { batch: under.identity })));
         };
         tracing::debug!(?passed, under = ?under.identity, ?dkey, "batches that can never be chosen abandoned: the batch before them made chosen whole");
         Ok(Some(match self.learn_batch(map, partition, Arc::new(entries), Reach::Every, (passed, judged.ballot)).await {
@@ -177,9 +203,9 @@ impl Store {
             // whole, and it may have been chosen.
             Ok(Learned::Overtaken { .. }) => {
                 tracing::debug!(?passed, under = ?under.identity, ?dkey, "undecided: the batch before it is overtaken on a member");
-                Fate::Unknown
+                Fate::Unknown(Undecided::Undecidable { batch: under.identity })
             }
-            Err(OpError::Changed) => Fate::Unknown,
+            Err(OpError::Changed) => Fate::Unknown(Undecided::ForNow),
             Err(e) => return Err(e),
         }))
     }

@@ -167,7 +167,7 @@ impl Store {
             match self.abandon(map, partition, dkey, tag).await? {
                 Fate::Stands(stands) => return Ok(Some(stands)),
                 Fate::Chosen => {}
-                Fate::Unknown => return Err(OpError::Changed),
+                Fate::Unknown(why) => return Err(why.error(partition, dkey)),
             }
         }
         // What each replica held is known for `dkey` only: the store reads the rest.
@@ -223,7 +223,7 @@ impl Store {
             }
             match self.abandon(map, partition, dkey, tag).await? {
                 Fate::Stands(stands) => return Ok(Some(stands)),
-                Fate::Unknown => return Err(OpError::Changed),
+                Fate::Unknown(why) => return Err(why.error(partition, dkey)),
                 Fate::Chosen => {
                     tracing::debug!(batch = ?tag, ?dkey, left_out = newer.len(), "a batch overtaken on some members judged chosen: made chosen without them");
                     let kept = entries.iter().enumerate().filter(|(i, _)| !newer.contains(i)).map(|(_, e)| e.clone()).collect();

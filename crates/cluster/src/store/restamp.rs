@@ -21,8 +21,9 @@ impl Store {
         Self::check_key(key)?;
         self.with_map(|map| async move {
             match self.restamp_at(&map, key).await {
-                // Refused by a ballot above this one: another round settles the key.
-                Err(OpError::Changed) => Ok(()),
+                // Refused by a ballot above this one: another round settles the key. Undecided,
+                // it is left to readers and the key's next write.
+                Err(OpError::Changed | OpError::Undecided { .. }) => Ok(()),
                 other => other,
             }
         })
@@ -58,7 +59,7 @@ impl Store {
                 }
                 match self.abandon(map, partition, &dkey, newest.identity).await? {
                     Fate::Chosen => {}
-                    Fate::Stands(_) | Fate::Unknown => return Ok(()),
+                    Fate::Stands(_) | Fate::Unknown(_) => return Ok(()),
                 }
             }
             return self.learn_batch(map, partition, Arc::new(entries), Reach::Every, (&[], NOTHING)).await.and_then(Learned::done);

@@ -126,7 +126,7 @@ impl Store {
                         }
                         last_error = e.to_string();
                     }
-                    Err(OpError::Changed) => last_error = format!("{drive}: changed"),
+                    Err(OpError::Changed | OpError::Undecided { .. }) => last_error = format!("{drive}: changed"),
                 }
             }
             if written < drives.len() {
