@@ -41,4 +41,9 @@ impl ClientError {
     pub fn is_version_mismatch(&self) -> bool {
         self.status() == Some(StatusCode::VersionMismatch)
     }
+
+    /// The drive refused a write for want of space (NO_SPACE).
+    pub fn is_no_space(&self) -> bool {
+        self.status() == Some(StatusCode::NoSpace)
+    }
 }

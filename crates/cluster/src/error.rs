@@ -181,7 +181,7 @@ impl ClusterError {
     /// may be called full, the full drive being a cause either way.
     pub fn is_full(&self) -> bool {
         match self {
-            ClusterError::Drive { source, .. } => source.status() == Some(spindle_client::StatusCode::NoSpace),
+            ClusterError::Drive { source, .. } => source.is_no_space(),
             ClusterError::NoQuorum { needed, reached, out_of_space, .. } => *out_of_space > 0 && reached + out_of_space >= *needed,
             ClusterError::Stripe(StripeError::Incomplete { out_of_space, .. }) => *out_of_space > 0,
             _ => false,

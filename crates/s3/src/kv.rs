@@ -46,11 +46,6 @@ pub enum KvError {
     Failed(#[source] Fault),
 }
 
-/// Whether a drive's answer refused a write for want of space.
-fn no_space(e: &ClientError) -> bool {
-    e.status() == Some(spindle_proto::StatusCode::NoSpace)
-}
-
 /// What the store under the gateway answered.
 #[derive(Debug, thiserror::Error)]
 pub enum Fault {
@@ -99,7 +94,7 @@ impl From<ClientError> for KvError {
         if e.is_version_mismatch() {
             return KvError::Mismatch;
         }
-        if no_space(&e) {
+        if e.is_no_space() {
             return KvError::Full(e.into());
         }
         match e {

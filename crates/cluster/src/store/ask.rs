@@ -109,7 +109,7 @@ impl Store {
                 Err(e) => {
                     if e.status() == Some(StatusCode::VersionFailure) {
                         stale = true;
-                    } else if e.status() == Some(StatusCode::NoSpace) {
+                    } else if e.is_no_space() {
                         out_of_space += 1;
                     } else if e.status().is_none() {
                         // Not an answer from the drive (refused, reset, timed out): ask it last
