@@ -1093,6 +1093,35 @@ fn batches_never_chosen_neither_stand_for_older_writes_nor_stop_reads() {
     });
 }
 
+/// The state `--lossy` seed 16 reached, on replicas a, b and c of partition 0 (tags of
+/// `epoch`): batch B (counter 3019, value "B") over keys 1 and 5 on b alone, key 1 since
+/// overwritten there and on c; batch C (3020, value "C") over keys 5 and 7 on c alone, key 7
+/// since overwritten there and on a; a holds an older write of key 5 (3018).
+async fn undecidable_state(epoch: u64, [a, b, c]: &[spindle_client::Client; 3]) {
+    use spindle_cluster::batch;
+    use spindle_cluster::replica;
+    use spindle_cluster::tag::Kind;
+    let dk = |k: &[u8]| spindle_cluster::map::drive_key(0, k);
+    let at = |counter: u64, kind: Kind| Tag { epoch, counter, writer: 7, kind };
+    let batch_of = |members: [&[u8]; 2], counter, value: &'static [u8]| -> Vec<_> {
+        members.iter().map(|k| (dk(k), batch::encode_entry(&members, value), at(counter, Kind::BatchValue))).collect()
+    };
+    for r in [a, b, c] {
+        for k in [b"{u}1", b"{u}5"] {
+            replica::store_if_newer(r, &dk(k), Bytes::from_static(b"old"), at(3_000, Kind::Value), None).await.unwrap();
+        }
+    }
+    replica::store_if_newer(a, &dk(b"{u}5"), Bytes::from_static(b"before"), at(3_018, Kind::Value), None).await.unwrap();
+    replica::store_batch_if_newer(b, &batch_of([b"{u}1", b"{u}5"], 3_019, b"B"), None).await.unwrap();
+    for r in [b, c] {
+        replica::store_if_newer(r, &dk(b"{u}1"), Bytes::from_static(b"newer"), at(3_021, Kind::Value), None).await.unwrap();
+    }
+    replica::store_batch_if_newer(c, &batch_of([b"{u}5", b"{u}7"], 3_020, b"C"), None).await.unwrap();
+    for r in [c, a] {
+        replica::store_if_newer(r, &dk(b"{u}7"), Bytes::from_static(b"newer"), at(3_022, Kind::Value), None).await.unwrap();
+    }
+}
+
 /// The state no read can decide (docs/design/simulation.md, Open findings; `--lossy` seed 16):
 /// batch B over keys 1 and 5 on b alone, key 1 since overwritten there (and on c); batch C over
 /// keys 5 and 7 above it on c alone, key 7 since overwritten there (and on a); a below both. C was never
@@ -1101,32 +1130,10 @@ fn batches_never_chosen_neither_stand_for_older_writes_nor_stop_reads() {
 /// naming the key and the batch, rather than "gave up"; the key's next write settles it.
 #[test]
 fn a_batch_no_read_can_decide_is_named_and_the_keys_next_write_settles_it() {
-    use spindle_cluster::batch;
-    use spindle_cluster::replica;
-    use spindle_cluster::tag::Kind;
     let cluster = ThreeReplicas::start("undecided");
     runtime().block_on(async {
-        let (store, [a, b, c]) = cluster.store().await;
-        let map = store.map();
-        let dk = |k: &[u8]| spindle_cluster::map::drive_key(0, k);
-        let at = |counter: u64, kind: Kind| Tag { epoch: map.epoch, counter, writer: 7, kind };
-        let batch_of = |members: [&[u8]; 2], counter| -> Vec<_> {
-            members.iter().map(|k| (dk(k), batch::encode_entry(&members, b"batch"), at(counter, Kind::BatchValue))).collect()
-        };
-        for r in [&a, &b, &c] {
-            for k in [b"{u}1", b"{u}5"] {
-                replica::store_if_newer(r, &dk(k), Bytes::from_static(b"old"), at(3_000, Kind::Value), None).await.unwrap();
-            }
-        }
-        replica::store_if_newer(&a, &dk(b"{u}5"), Bytes::from_static(b"before"), at(3_018, Kind::Value), None).await.unwrap();
-        replica::store_batch_if_newer(&b, &batch_of([b"{u}1", b"{u}5"], 3_019), None).await.unwrap();
-        for r in [&b, &c] {
-            replica::store_if_newer(r, &dk(b"{u}1"), Bytes::from_static(b"newer"), at(3_021, Kind::Value), None).await.unwrap();
-        }
-        replica::store_batch_if_newer(&c, &batch_of([b"{u}5", b"{u}7"], 3_020), None).await.unwrap();
-        for r in [&c, &a] {
-            replica::store_if_newer(r, &dk(b"{u}7"), Bytes::from_static(b"newer"), at(3_022, Kind::Value), None).await.unwrap();
-        }
+        let (store, replicas) = cluster.store().await;
+        undecidable_state(store.map().epoch, &replicas).await;
 
         match store.get(b"{u}5").await {
             Err(ClusterError::Undecided { key, batch }) => {
@@ -1141,5 +1148,86 @@ fn a_batch_no_read_can_decide_is_named_and_the_keys_next_write_settles_it() {
         // An unconditional write of the key settles it.
         store.put(b"{u}5", Bytes::from_static(b"after"), Condition::None).await.unwrap();
         assert_eq!(store.get(b"{u}5").await.unwrap().unwrap().value, Bytes::from_static(b"after"));
+    });
+}
+
+/// The same state as above, but batch B's writer had left its record (`spindle_cluster::record`)
+/// before acknowledging it: B was chosen, and a read of its key returns it.
+#[test]
+fn a_batch_recorded_chosen_is_decided_where_its_entries_cannot_tell() {
+    use spindle_cluster::replica;
+    use spindle_cluster::tag::Kind;
+    let cluster = ThreeReplicas::start("recorded");
+    runtime().block_on(async {
+        let (store, replicas) = cluster.store().await;
+        let epoch = store.map().epoch;
+        undecidable_state(epoch, &replicas).await;
+        let [a, b, c] = &replicas;
+        let dk = |k: &[u8]| spindle_cluster::map::drive_key(0, k);
+        // Left on one replica only (a write quorum held it; the others lost it in crashes).
+        spindle_cluster::record::leave(a, 0, &Tag { epoch, counter: 3_019, writer: 7, kind: Kind::BatchValue }).await.unwrap();
+
+        assert_eq!(store.get(b"{u}5").await.unwrap().unwrap().value, Bytes::from_static(b"B"), "B was chosen: its record says so");
+        // Accepted again for the key where the read decided it: the next read finds it on a
+        // write quorum.
+        let holding = {
+            let mut n = 0;
+            for r in [a, b, c] {
+                let held = replica::held(r, &dk(b"{u}5")).await.unwrap();
+                n += usize::from(held.tag().is_some_and(|t| t.counter == 3_019));
+            }
+            n
+        };
+        assert!(holding >= 2, "B accepted again for the key on a write quorum ({holding} replicas)");
+        assert_eq!(store.get(b"{u}5").await.unwrap().unwrap().value, Bytes::from_static(b"B"));
+        assert_eq!(store.get(b"{u}1").await.unwrap().unwrap().value, Bytes::from_static(b"newer"));
+        assert_eq!(store.get(b"{u}7").await.unwrap().unwrap().value, Bytes::from_static(b"newer"));
+    });
+}
+
+/// A batch's writer leaves its record on a write quorum before it acknowledges; users neither
+/// see records in ranges nor write under their prefix; the scrub's repair deletes old ones.
+#[test]
+fn batch_records_are_left_by_writers_hidden_from_users_and_dropped_when_old() {
+    use spindle_client::{PutOptions, Synchronization};
+    use spindle_cluster::{map, record, replica};
+    let cluster = ThreeReplicas::start("records");
+    runtime().block_on(async {
+        let (store, [a, b, c]) = cluster.store().await;
+        let put = |k: &str, v: &str| BatchOp::Put { key: Bytes::from(k.to_string()), value: Bytes::from(v.to_string()), condition: Condition::None };
+        let versions = store.batch(vec![put("{r}/a", "1"), put("{r}/b", "2")]).await.unwrap();
+        let tag = Tag::decode(&versions[0]).unwrap();
+        let mut holding = 0;
+        for r in [&a, &b, &c] {
+            holding += usize::from(record::held(r, 0, &tag).await.unwrap());
+        }
+        assert!(holding >= 2, "the record is on a write quorum once the batch is acknowledged ({holding} replicas)");
+
+        // Ranges list the users' keys only, to the end of the key space.
+        let keys = store.range(b"", None, 100).await.unwrap();
+        assert_eq!(keys, vec![Bytes::from_static(b"{r}/a"), Bytes::from_static(b"{r}/b")]);
+        let mut reserved = map::RESERVED_PREFIX.to_vec();
+        reserved.extend_from_slice(b"mine");
+        assert!(matches!(store.put(&reserved, Bytes::from_static(b"x"), Condition::None).await, Err(ClusterError::ReservedKey)));
+
+        // A record older than its time to live goes at the next repair; a fresh one stays.
+        let old = Tag { counter: tag.counter + 100, ..tag };
+        let mut version = b"spindle-batch-record".to_vec();
+        version.extend_from_slice(&1_000u64.to_be_bytes());
+        let options = PutOptions { new_version: Bytes::from(version), sync: Synchronization::Writethrough, ..PutOptions::default() };
+        for r in [&a, &b] {
+            r.put(&record::key(0, &old), Bytes::new(), options.clone()).await.unwrap();
+        }
+        let replicas: Vec<(String, spindle_client::Client)> = ["d1", "d2", "d3"].iter().map(|d| d.to_string()).zip([a.clone(), b.clone(), c.clone()]).collect();
+        spindle_cluster::repair::repair_partition(0, &replicas).await.unwrap();
+        for r in [&a, &b, &c] {
+            assert!(!record::held(r, 0, &old).await.unwrap(), "the old record is gone");
+            assert!(replica::held(r, &record::key(0, &old)).await.unwrap() == replica::Held::Absent);
+        }
+        let mut holding = 0;
+        for r in [&a, &b, &c] {
+            holding += usize::from(record::held(r, 0, &tag).await.unwrap());
+        }
+        assert!(holding >= 2, "the fresh record stays");
     });
 }

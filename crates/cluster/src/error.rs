@@ -37,6 +37,8 @@ pub enum ClusterError {
     NotInitialized(String),
     #[error("key is {len} bytes; a cluster key is at most {max}")]
     KeyTooLong { len: usize, max: usize },
+    #[error("keys that begin with the bytes ff 00 \"spindle\" 00 are the cluster's own")]
+    ReservedKey,
     #[error("value is {len} bytes; a cluster value is at most {max}")]
     ValueTooLarge { len: usize, max: usize },
     /// Too few replicas answered. For a write, the outcome is unknown: replicas that took it

@@ -2,7 +2,7 @@
 //! `map` is the cluster map kept in etcd, `control` the etcd layout, `tag` the versions that
 //! order replicas' writes, `replica` one replica's reads and stores, `store` the cluster client
 //! (per-key linearizable reads and writes at quorums), `batch` (writes of several keys of
-//! one partition that readers see all or none of), `repair` anti-entropy for a partition,
+//! one partition that readers see all or none of), `repair` anti-entropy for a partition, `record` the hints a batch's writer leaves that it was chosen,
 //! `coordinator` the elected process that watches drives and owns the map (`metrics` what it
 //! reports to Prometheus), `migrate` its moves of partitions between drives, `sweep` its
 //! removal of data drives no longer hold, `history` the checker of what clients saw, `together`
@@ -31,6 +31,7 @@ pub mod placement;
 pub mod plane;
 pub mod pool;
 pub mod rebuild;
+pub mod record;
 pub mod remote;
 pub mod repair;
 pub mod stamp;

@@ -28,6 +28,9 @@ pub const MAX_VALUE_LEN: usize = spindle_proto::limits::MAX_VALUE_SIZE as usize;
 pub const KEY_PAGE: i32 = spindle_proto::limits::MAX_KEY_RANGE_COUNT as i32;
 /// Longest member id (it names etcd keys and appears in every status line).
 pub const MAX_MEMBER_ID: usize = 64;
+/// User keys that begin so are the cluster's own (batch records, `record.rs`): a user's key
+/// may not, and ranges of user keys pass them by.
+pub const RESERVED_PREFIX: &[u8] = b"\xff\x00spindle\x00";
 /// Seed of the key hash (fixed: changing it moves every key).
 const KEY_SEED: u64 = 0x5350_494e_444c_4531;
 
@@ -287,6 +290,11 @@ pub fn drive_key(partition: u32, key: &[u8]) -> Bytes {
     out.extend_from_slice(&partition.to_be_bytes());
     out.extend_from_slice(key);
     Bytes::from(out)
+}
+
+/// Whether a user key is one of the cluster's own (`RESERVED_PREFIX`).
+pub fn is_reserved(user_key: &[u8]) -> bool {
+    user_key.starts_with(RESERVED_PREFIX)
 }
 
 /// The user key of a drive key of `partition`, if it is one.

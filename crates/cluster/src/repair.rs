@@ -11,6 +11,7 @@ use futures_util::future::try_join_all;
 use spindle_client::{Client, ClientError};
 
 use crate::map;
+use crate::record;
 use crate::replica::{self, Held};
 use crate::stamp::{Stamp, NOTHING};
 
@@ -38,7 +39,17 @@ pub async fn repair_partition_noting(partition: u32, replicas: &[(String, Client
         // and cost nothing more.
         let dkeys: Vec<Bytes> = keys.iter().map(|k| map::drive_key(partition, k)).collect();
         let held = try_join_all(replicas.iter().map(|(_, c)| replica::held_many(c, &dkeys))).await?;
+        let now = crate::clock::now_ms();
         for (i, key) in dkeys.iter().enumerate() {
+            if map::is_reserved(&keys[i]) {
+                // A batch's record (`crate::record`): a hint, not repaired; deleted once old.
+                for ((_, c), h) in replicas.iter().zip(&held) {
+                    if record::expired(&h[i], now) {
+                        record::drop_expired(c, key, &h[i]).await?;
+                    }
+                }
+                continue;
+            }
             let per_replica: BTreeMap<&str, Held> = replicas.iter().zip(&held).map(|((id, _), h)| (id.as_str(), h[i].clone())).collect();
             let mut tags = per_replica.values().map(Held::order);
             let first = tags.next().flatten();

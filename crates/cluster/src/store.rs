@@ -44,6 +44,7 @@ mod batches;
 mod quorum;
 mod range;
 mod read;
+mod records;
 mod restamp;
 mod round;
 mod stripes;
@@ -325,6 +326,9 @@ impl Store {
     fn check_key(key: &[u8]) -> Result<(), ClusterError> {
         if key.len() > MAX_KEY_LEN {
             return Err(ClusterError::KeyTooLong { len: key.len(), max: MAX_KEY_LEN });
+        }
+        if map::is_reserved(key) {
+            return Err(ClusterError::ReservedKey);
         }
         Ok(())
     }

@@ -416,16 +416,17 @@ pub fn run(options: &Options) -> Result<Report, Failure> {
     }
     // The gateways' crashes with the rest of the faults.
     faults.log.extend(crashed.lock().drain(..));
+    // Written before the checks: a run that breaks an invariant is the one to read it for.
+    let events = history.events.lock().clone();
+    if let Some(path) = &options.history {
+        let lines: String = events.iter().map(|e| format!("{e:?}\n")).collect();
+        std::fs::write(path, lines).map_err(|e| Failure::Simulation(format!("writing {}: {e}", path.display())))?;
+    }
     if let Some(m) = broken.lock().take() {
         return Err(Failure::Invariant(m));
     }
     if let Some(m) = verdict.lock().take() {
         return Err(Failure::Invariant(m));
-    }
-    let events = history.events.lock().clone();
-    if let Some(path) = &options.history {
-        let lines: String = events.iter().map(|e| format!("{e:?}\n")).collect();
-        std::fs::write(path, lines).map_err(|e| Failure::Simulation(format!("writing {}: {e}", path.display())))?;
     }
     let batches = history.batches.lock().clone();
     if let Err(violation) = history::check_with_batches(&events, &batches) {

@@ -192,6 +192,18 @@ impl Store {
         if !self.may_have_been_chosen(map, partition, dkey, under, entry, promised, judged).await.unwrap_or(true) {
             return Ok(None);
         }
+        // Its writer recorded it chosen (`crate::record`): it stands for this key, whatever
+        // became of its other members (each chosen with it, or replaced since by newer
+        // writes), and is accepted again here alone, above what every replica promised.
+        if self.recorded(map, partition, under.identity).await {
+            tracing::debug!(?passed, under = ?under.identity, ?dkey, "the batch before them recorded chosen: it stands for this key");
+            let after: Arc<BTreeMap<String, Held>> = Arc::new(promised.iter().map(|(d, h, _)| (d.clone(), h.promised(judged.ballot))).collect());
+            return match self.accept_decided(map, partition, dkey, (entry, under.identity, judged.ballot), after, Judged::Settle).await {
+                Ok(()) => Ok(Some(Fate::Stands((under.identity, Some(entry.clone()))))),
+                Err(OpError::Changed) => Ok(Some(Fate::Unknown(Undecided::ForNow))),
+                Err(e) => Err(e),
+            };
+        }
         let Some(entries) = whole else {
             tracing::debug!(?passed, under = ?under.identity, held = ?promised.iter().map(|(d, h, _)| (d, h.stamp())).collect::<Vec<_>>(), "undecided: the batch before it is not whole on its holder");
             return Ok(Some(Fate::Unknown(Undecided::Undecidable { batch: under.identity })));
@@ -366,6 +378,23 @@ mod tests {
         Chosen,
         Newer(Tag),
         Unknown,
+    }
+
+    #[test]
+    fn an_undecidable_batch_names_its_key_and_batch() {
+        let batch = tag(10, Kind::BatchValue);
+        let dkey = map::drive_key(3, b"{g}key-5");
+        match (Undecided::Undecidable { batch }).error(3, &dkey) {
+            OpError::Undecided { key, batch: named } => {
+                assert_eq!(&key[..], b"{g}key-5");
+                assert_eq!(named, batch);
+            }
+            other => panic!("{other:?}"),
+        }
+        // A drive key of another partition has no user key here: the entry met is not one of
+        // this partition's, and the error says its entry cannot be read as a batch's.
+        assert!(matches!((Undecided::Undecidable { batch }).error(4, &dkey), OpError::Failed(ClusterError::UndecodableBatch { .. })));
+        assert!(matches!(Undecided::ForNow.error(3, &dkey), OpError::Changed));
     }
 
     #[test]

@@ -71,7 +71,11 @@ impl Store {
                         async move { replica::accept_batch(&c, &entries, tag, known.get(&drive).cloned()).await }
                     })
                     .await?;
-                self.judge(&map, partition, answers, Judged::Write)
+                self.judge(&map, partition, answers, Judged::Write)?;
+                // Chosen: said where a reader that cannot tell from the entries will look
+                // (`crate::record`), before the batch is acknowledged.
+                self.leave_record(&map, partition, tag).await;
+                Ok(())
             }
         })
         .await?;
@@ -194,6 +198,7 @@ impl Store {
         }
         let after: Arc<BTreeMap<String, Vec<Held>>> =
             Arc::new(promised.into_iter().map(|(d, held)| (d, held.iter().map(|h| h.promised(ballot)).collect())).collect());
+        let batch_tag = entries.first().map(|(_, _, tag)| *tag);
         self.decided(map, partition, Judged::Settle, |map| {
             let (entries, after) = (entries.clone(), after.clone());
             async move {
@@ -203,7 +208,12 @@ impl Store {
                         async move { replica::accept_batch(&c, &entries, ballot, known).await }
                     })
                     .await?;
-                self.judge(&map, partition, answers, Judged::Settle)
+                self.judge(&map, partition, answers, Judged::Settle)?;
+                // Chosen whole: recorded as its writer records it (`crate::record`).
+                if let Some(tag) = batch_tag {
+                    self.leave_record(&map, partition, tag).await;
+                }
+                Ok(())
             }
         })
         .await

@@ -64,7 +64,11 @@ impl Store {
                 }
             }
             if picked.is_empty() {
-                break;
+                // Pages of the cluster's own keys alone leave nothing to pick; later pages may.
+                if cursors.values().all(|c| c.next.is_none()) {
+                    break;
+                }
+                continue;
             }
             // Each is checked as a read would (tombstones and unacknowledged leftovers out),
             // all at once.
@@ -92,6 +96,8 @@ impl Store {
                 async move { c.get_key_range(q).await }
             })
             .await?;
-        Ok(map::page_union(partition, answers.into_iter().map(|(_, keys)| keys).collect(), page))
+        let (mut keys, next) = map::page_union(partition, answers.into_iter().map(|(_, keys)| keys).collect(), page);
+        keys.retain(|k| !map::is_reserved(k));
+        Ok((keys, next))
     }
 }

@@ -194,7 +194,13 @@ impl Store {
             // refused write-back goes on with a round.
             // Boxed: its state would otherwise grow every read's future, on a path rarely taken.
             Err(OpError::Changed) if refused => Box::pin(self.learn_overtaken(map, partition, dkey, tag, entries)).await,
-            other => other.map(|()| None),
+            Ok(()) => {
+                // Chosen by this write-back, whose writer may never have acknowledged it: its
+                // record, as its writer leaves one (`crate::record`).
+                self.leave_record(map, partition, tag).await;
+                Ok(None)
+            }
+            Err(e) => Err(e),
         }
     }
 
