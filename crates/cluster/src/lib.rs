@@ -62,4 +62,8 @@ pub fn decode_untrusted(bytes: &[u8]) {
         assert_eq!(&t.encode()[..], bytes, "a decoded tag encodes back to the same bytes");
     }
     let _ = batch::decode_entry(&bytes::Bytes::copy_from_slice(bytes));
+    // A batch record's version: never also a stamp.
+    if record::made_at(bytes).is_some() {
+        assert_eq!(stamp::Stamp::decode(bytes), None, "a record's version read as a stamp");
+    }
 }

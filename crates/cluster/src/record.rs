@@ -106,6 +106,22 @@ mod tests {
         assert!(!expired(&Held::Absent, u64::MAX));
     }
 
+    proptest::proptest! {
+        #[test]
+        fn any_version_is_read_without_panicking_and_a_record_only_with_its_magic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40)) {
+            let made = made_at(&bytes);
+            proptest::prop_assert_eq!(made.is_some(), bytes.len() == RECORD_MAGIC.len() + 8 && bytes.starts_with(RECORD_MAGIC));
+            crate::decode_untrusted(&bytes);
+        }
+
+        #[test]
+        fn every_making_time_reads_back(time in proptest::prelude::any::<u64>()) {
+            let v = version(time);
+            proptest::prop_assert_eq!(made_at(&v), Some(time));
+            crate::decode_untrusted(&v);
+        }
+    }
+
     #[test]
     fn a_record_lies_in_its_batchs_partition_under_the_reserved_prefix() {
         let tag = Tag { epoch: 3, counter: 9, writer: 1, kind: Kind::BatchValue };
