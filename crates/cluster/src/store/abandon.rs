@@ -113,6 +113,12 @@ impl Store {
         // quorum.
         let mut passed = vec![batch];
         let mut verdict = judged.verdict(&promised, batch);
+        // Passed over, it would be proven never chosen; its record says it was (accepted again
+        // for a key alone above a write that replaced it: `learn_beneath`).
+        if matches!(verdict, Verdict::Beneath(_) | Verdict::Never(_)) && self.recorded(map, partition, batch).await {
+            tracing::debug!(?batch, ?dkey, "a batch recorded chosen");
+            return Ok(Fate::Chosen);
+        }
         while let Verdict::Beneath(under) = verdict {
             match self.learn_beneath(map, partition, dkey, &passed, under, &promised, &judged).await? {
                 Some(fate) => return Ok(fate),
@@ -188,14 +194,16 @@ impl Store {
             }
         }
         let Some(entry) = entry else { return Ok(Some(Fate::Unknown(Undecided::ForNow))) };
-        // Not known (a replica did not answer either): undecided, as any such abandoning.
-        if !self.may_have_been_chosen(map, partition, dkey, under, entry, promised, judged).await.unwrap_or(true) {
-            return Ok(None);
-        }
         // Its writer recorded it chosen (`crate::record`): it stands for this key, whatever
         // became of its other members (each chosen with it, or replaced since by newer
-        // writes), and is accepted again here alone, above what every replica promised.
-        if self.recorded(map, partition, under.identity).await {
+        // writes), and is accepted again here alone, above what every replica promised. A
+        // recorded batch is never passed over.
+        let recorded = self.recorded(map, partition, under.identity).await;
+        // Not known (a replica did not answer either): undecided, as any such abandoning.
+        if !recorded && !self.may_have_been_chosen(map, partition, dkey, under, entry, promised, judged).await.unwrap_or(true) {
+            return Ok(None);
+        }
+        if recorded {
             tracing::debug!(?passed, under = ?under.identity, ?dkey, "the batch before them recorded chosen: it stands for this key");
             let after: Arc<BTreeMap<String, Held>> = Arc::new(promised.iter().map(|(d, h, _)| (d.clone(), h.promised(judged.ballot))).collect());
             return match self.accept_decided(map, partition, dkey, (entry, under.identity, judged.ballot), after, Judged::Settle).await {

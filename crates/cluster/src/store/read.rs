@@ -150,8 +150,15 @@ impl Store {
         let c = self.connection(map, holder, Lane::Writes).await.map_err(|e| OpError::from_client(holder, e))?;
         let gathered = crate::repair::batch_of(partition, &c, dkey, newest, entry).await.map_err(|e| OpError::from_client(holder, e))?;
         // The holder no longer has the batch whole (overwritten under the read, or a copy of
-        // one key alone): read again.
-        let Some(gathered) = gathered else { return Err(OpError::Changed) };
+        // one key alone): read again; unless the batch is recorded chosen, and so was accepted
+        // again for this key alone (`abandon`): written back so.
+        let Some(gathered) = gathered else {
+            if !self.recorded(map, partition, tag).await {
+                return Err(OpError::Changed);
+            }
+            self.store(map, partition, dkey, entry.clone(), tag, newest.ballot, Arc::new(known), Judged::Settle).await?;
+            return Ok(None);
+        };
         // Members replaced by a newer write since (`Stamp::replaces`), or left out of a round
         // that took the batch up again (`Gathered::lower`): settled, then left out.
         let (entries, replaced) = gathered.into_copy();
