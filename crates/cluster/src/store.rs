@@ -41,6 +41,7 @@ use round::{Judged, Outcome, Proposal};
 mod ask;
 mod abandon;
 mod batches;
+mod checks;
 mod quorum;
 mod range;
 mod read;
@@ -321,23 +322,6 @@ impl Store {
 
     fn suspect(&self, drive: &str) {
         self.inner.suspects.lock().insert(drive.to_string(), Instant::now() + SUSPECT_FOR);
-    }
-
-    fn check_key(key: &[u8]) -> Result<(), ClusterError> {
-        if key.len() > MAX_KEY_LEN {
-            return Err(ClusterError::KeyTooLong { len: key.len(), max: MAX_KEY_LEN });
-        }
-        if map::is_reserved(key) {
-            return Err(ClusterError::ReservedKey);
-        }
-        Ok(())
-    }
-
-    fn check_value(value: &[u8]) -> Result<(), ClusterError> {
-        if value.len() > MAX_VALUE_LEN {
-            return Err(ClusterError::ValueTooLarge { len: value.len(), max: MAX_VALUE_LEN });
-        }
-        Ok(())
     }
 
     /// Runs `op` against the current map, reloading the map and running it again when a drive

@@ -20,27 +20,10 @@ impl Store {
 
     /// Whether any replica of `partition` holds the record of `batch`: then the batch was
     /// chosen. `false` says nothing (no record was left, or none is left now, or a replica
-    /// holding one did not answer).
+    /// holding one did not answer). Every replica is asked; the first that holds it answers.
     pub(super) async fn recorded(&self, map: &Arc<ClusterMap>, partition: u32, batch: Tag) -> bool {
-        let writers = map.writers_of(partition).len();
-        let found = AtomicFound::default();
-        let seen = found.clone();
-        // Every replica asked; an error (one did not answer) leaves what the others said.
-        let _ = self
-            .ask(map, partition, writers, Ask::All, move |_, c| {
-                let seen = seen.clone();
-                async move {
-                    let held = crate::record::held(&c, partition, &batch).await?;
-                    if held {
-                        seen.store(true, std::sync::atomic::Ordering::Relaxed);
-                    }
-                    Ok(held)
-                }
-            })
-            .await;
-        found.load(std::sync::atomic::Ordering::Relaxed)
+        self.ask_where(map, partition, 1, Ask::All, |held: &bool| *held, move |_, c| async move { crate::record::held(&c, partition, &batch).await })
+            .await
+            .is_ok_and(|answers| answers.iter().any(|(_, held)| *held))
     }
 }
-
-/// Set by whichever replica's answer shows the record, whatever the others answer.
-type AtomicFound = Arc<std::sync::atomic::AtomicBool>;
