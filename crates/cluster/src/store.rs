@@ -33,7 +33,7 @@ use crate::together::Together;
 use crate::ClusterError;
 
 pub use crate::map::{MAX_KEY_LEN, MAX_VALUE_LEN};
-use quorum::{carries, joint_quorum, quorum_met, Ask, Quorum};
+use quorum::{carries, joint_quorum, quorum_met, unsettled_batch, Ask, Quorum};
 use abandon::Fate;
 use batches::{Learned, Reach};
 use round::{Judged, Outcome, Proposal};
@@ -72,6 +72,8 @@ const SUSPECT_FOR: Duration = Duration::from_secs(1);
 /// Versions a client remembers for single-replica partitions (`Inner::versions`, about 100
 /// bytes each); the memory is cleared when full.
 const MAX_REMEMBERED_VERSIONS: usize = 65_536;
+/// Batches a client knows to be recorded (`Inner::records`, 25 bytes each); cleared when full.
+const MAX_KNOWN_RECORDS: usize = 4_096;
 /// Seed of the hash the remembered versions are kept by.
 const VERSIONS_SEED: u64 = 0x5645_5253_494f_4e53;
 /// The score of the guess that a key this client has never seen is new (`Inner::fresh`):
@@ -154,6 +156,8 @@ struct Inner {
     /// only cost a refused try): what an unconditional put expects the replica to hold, so
     /// that it stores in one round trip (`write_single`).
     versions: Mutex<HashMap<u64, Stamp>>,
+    /// Batches whose records this client left or saw left (`records::ensure_record`).
+    records: Mutex<std::collections::HashSet<Tag>>,
     /// How well "a key never seen is new" has been guessing lately.
     fresh: std::sync::atomic::AtomicU32,
     unseen: std::sync::atomic::AtomicU32,
@@ -225,6 +229,7 @@ impl Store {
                 rng: Mutex::new(rng),
                 writes: std::sync::atomic::AtomicU32::new(0),
                 versions: Mutex::new(HashMap::new()),
+                records: Mutex::new(std::collections::HashSet::new()),
                 fresh: std::sync::atomic::AtomicU32::new(FRESH_MAX / 2),
                 unseen: std::sync::atomic::AtomicU32::new(0),
                 counts: WriteCounts::default(),

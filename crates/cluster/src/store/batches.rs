@@ -48,7 +48,7 @@ impl Store {
         }
         let dkeys: Arc<Vec<Bytes>> = Arc::new(ops.iter().map(|op| map::drive_key(partition, op.key())).collect());
         let conditional = ops.iter().any(|op| *op.condition() != Condition::None);
-        let (ballot, known) = if conditional { self.prepare_batch(map, partition, ops, &dkeys).await? } else { self.positions(map, partition, &dkeys).await? };
+        let (ballot, known) = if conditional { self.prepare_batch(map, partition, ops, &dkeys).await? } else { self.positions(map, partition, ops, &dkeys).await? };
         let tag = ballot.with_kind(Kind::BatchValue);
         let members: Vec<&Bytes> = ops.iter().map(BatchOp::key).collect();
         let entries: Vec<BatchEntry> = ops
@@ -83,17 +83,46 @@ impl Store {
     }
 
     /// An unconditional batch's tag: above every position a read quorum shows for any of its
-    /// keys (as an unconditional put's), with what each replica read held.
-    async fn positions(&self, map: &Arc<ClusterMap>, partition: u32, dkeys: &Arc<Vec<Bytes>>) -> Result<(Tag, BTreeMap<String, Vec<Held>>), OpError> {
-        let k = dkeys.clone();
-        let answers = self
-            .ask(map, partition, map.read_quorum(), Ask::Quorum, move |_, c| {
-                let k = k.clone();
-                async move { replica::held_many(&c, &k).await }
-            })
-            .await?;
-        let top = answers.iter().flat_map(|(_, h)| h.iter().filter_map(Held::stamp)).map(|s| s.position()).max();
-        Ok((Tag::next(top.as_ref(), map.epoch, self.writer_id(), Kind::BatchValue), answers.into_iter().collect()))
+    /// keys (as an unconditional put's), with what each replica read held. A key whose newest
+    /// write there is a batch on a write quorum has its record left; one not yet on a write
+    /// quorum is settled first, as by a read, and the keys read again (once: `write` says why).
+    async fn positions(&self, map: &Arc<ClusterMap>, partition: u32, ops: &[BatchOp], dkeys: &Arc<Vec<Bytes>>) -> Result<(Tag, BTreeMap<String, Vec<Held>>), OpError> {
+        let mut settled = false;
+        loop {
+            let k = dkeys.clone();
+            let answers = self
+                .ask(map, partition, map.read_quorum(), Ask::Quorum, move |_, c| {
+                    let k = k.clone();
+                    async move { replica::held_many(&c, &k).await }
+                })
+                .await?;
+            // Each key's batch on top decided before it is replaced (`write` says why).
+            let mut unsettled = Vec::new();
+            let mut chosen = Vec::new();
+            for (i, op) in ops.iter().enumerate() {
+                let of_key: Vec<(String, Held)> = answers.iter().filter_map(|(d, h)| Some((d.clone(), h.get(i)?.clone()))).collect();
+                let newest = of_key.iter().filter_map(|(_, h)| h.stamp().filter(|s| s.identity != NOTHING)).max_by_key(Stamp::order);
+                match newest.filter(|n| n.identity.is_batch()) {
+                    Some(n) if unsettled_batch(map, partition, &n, &of_key) => unsettled.push(op.key()),
+                    Some(n) if !chosen.contains(&n.identity) => chosen.push(n.identity),
+                    _ => {}
+                }
+            }
+            for batch in chosen {
+                self.ensure_record(map, partition, batch).await;
+            }
+            if !settled && !unsettled.is_empty() {
+                settled = true;
+                for key in unsettled {
+                    if let Err(e) = self.settle_key(map, key.clone()).await {
+                        tracing::debug!(?key, error = ?e, "a batch on top not settled before a batch over it");
+                    }
+                }
+                continue;
+            }
+            let top = answers.iter().flat_map(|(_, h)| h.iter().filter_map(Held::stamp)).map(|s| s.position()).max();
+            return Ok((Tag::next(top.as_ref(), map.epoch, self.writer_id(), Kind::BatchValue), answers.into_iter().collect()));
+        }
     }
 
     /// A conditional batch's prepare, as a round's (`round`) over all of its keys at once:
@@ -104,6 +133,7 @@ impl Store {
     /// holds after its promise.
     async fn prepare_batch(&self, map: &Arc<ClusterMap>, partition: u32, ops: &[BatchOp], dkeys: &Arc<Vec<Bytes>>) -> Result<(Tag, BTreeMap<String, Vec<Held>>), OpError> {
         let (ballot, promised) = self.promise_keys(map, partition, dkeys, Reach::Quorum).await?;
+        let mut chosen = Vec::new();
         for (i, op) in ops.iter().enumerate() {
             let current = promised.iter().filter_map(|(_, h)| h[i].stamp().filter(|s| s.identity != NOTHING)).max_by_key(Stamp::order);
             if let Some(s) = current {
@@ -117,6 +147,13 @@ impl Store {
             if !op.condition().admits(live) {
                 return Err(OpError::Failed(ClusterError::VersionMismatch { current: live.map(|t| t.encode()) }));
             }
+            if let Some(s) = current.filter(|s| s.identity.is_batch() && !chosen.contains(&s.identity)) {
+                chosen.push(s.identity);
+            }
+        }
+        // Chosen batches about to be replaced: their records first (`write` says why).
+        for batch in chosen {
+            self.ensure_record(map, partition, batch).await;
         }
         let after = promised
             .into_iter()

@@ -9,6 +9,8 @@
 use std::collections::VecDeque;
 
 use crate::map::ClusterMap;
+use crate::replica::Held;
+use crate::stamp::Stamp;
 
 /// Whether a request asks a quorum (a read: the first drives that can make it, more only as
 /// needed) or every drive at once (a write).
@@ -135,6 +137,13 @@ pub(super) fn quorum_met<'a>(map: &ClusterMap, partition: u32, needed: usize, mo
 pub(super) fn joint_quorum<'a>(map: &ClusterMap, partition: u32, needed: usize, drives: impl Iterator<Item = &'a String> + Clone) -> bool {
     let of = |set: &[String]| drives.clone().filter(|d| set.contains(d)).count() >= needed.min(set.len().max(1));
     of(map.replicas_of(partition)) && map.moving_to(partition).is_none_or(of)
+}
+
+/// Whether `newest`, the newest write among `answers` (what replicas of `partition` hold for
+/// one key), is a batch not yet on a write quorum of them: one a read would write back.
+pub(super) fn unsettled_batch(map: &ClusterMap, partition: u32, newest: &Stamp, answers: &[(String, Held)]) -> bool {
+    let holders = answers.iter().filter(|(_, h)| h.holds(newest.identity, newest.ballot)).map(|(d, _)| d);
+    newest.identity.is_batch() && !joint_quorum(map, partition, usize::from(map.write_quorum), holders)
 }
 
 /// Whether a write decided under `decision` (its read or prepare asked quorums of that map's

@@ -13,8 +13,24 @@ impl Store {
             .ask(map, partition, usize::from(map.write_quorum), Ask::All, move |_, c| async move { crate::record::leave(&c, partition, &batch).await })
             .await;
         match left {
-            Ok(_) => tracing::debug!(?batch, partition, "a batch's record left"),
+            Ok(_) => {
+                tracing::debug!(?batch, partition, "a batch's record left");
+                let mut known = self.inner.records.lock();
+                if known.len() >= MAX_KNOWN_RECORDS {
+                    known.clear();
+                }
+                known.insert(batch.with_kind(Kind::BatchValue));
+            }
             Err(e) => tracing::debug!(?batch, partition, error = ?e, "a batch's record not left on a write quorum"),
+        }
+    }
+
+    /// Leaves the record of `batch`, met chosen (on a write quorum) where a write is about to
+    /// replace it, unless this client knows it left: its writer may have stopped before
+    /// leaving it, and once replaced on some replicas the entries may no longer tell.
+    pub(super) async fn ensure_record(&self, map: &Arc<ClusterMap>, partition: u32, batch: Tag) {
+        if !self.inner.records.lock().contains(&batch.with_kind(Kind::BatchValue)) {
+            self.leave_record(map, partition, batch).await;
         }
     }
 

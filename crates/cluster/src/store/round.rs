@@ -88,6 +88,10 @@ impl Store {
             // Not on a write quorum yet: accepted again under this ballot, it is chosen.
             _ => (identity, value),
         };
+        // A chosen batch about to be replaced: its record first (`write` says why).
+        if write != identity && identity.is_batch() {
+            self.ensure_record(map, partition, identity).await;
+        }
         // The accept, on every replica; those that promised are known to hold the promise.
         let after: Arc<BTreeMap<String, Held>> = Arc::new(
             promised
