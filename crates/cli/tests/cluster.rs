@@ -1246,6 +1246,18 @@ fn batch_records_are_left_by_writers_hidden_from_users_and_dropped_when_old() {
             holding += usize::from(record::held(r, 0, &tag).await.unwrap());
         }
         assert!(holding >= 2, "the fresh record stays");
+
+        // One left again between the scrub's read and its delete is kept: the delete expects
+        // the version read.
+        let again = Tag { counter: tag.counter + 200, ..tag };
+        a.put(&record::key(0, &again), Bytes::new(), options.clone()).await.unwrap();
+        let read = replica::held(&a, &record::key(0, &again)).await.unwrap();
+        assert!(record::expired(&read, u64::MAX / 2));
+        let replica::Held::Entry { version, .. } = &read else { panic!("the record just left is absent") };
+        let fresh = PutOptions { db_version: version.clone(), new_version: Bytes::from_static(b"spindle-batch-record\xff\xff\xff\xff\xff\xff\xff\xff"), ..options.clone() };
+        a.put(&record::key(0, &again), Bytes::new(), fresh).await.unwrap();
+        record::drop_expired(&a, &record::key(0, &again), &read).await.unwrap();
+        assert!(record::held(&a, 0, &again).await.unwrap(), "a record that changed since it was read stays");
     });
 }
 
