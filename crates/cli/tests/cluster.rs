@@ -1340,3 +1340,43 @@ fn a_write_over_a_batch_not_yet_chosen_settles_it_first() {
         assert_eq!(store.get(b"{w}3").await.unwrap().unwrap().value, Bytes::from_static(b"after"));
     });
 }
+
+/// A recorded batch accepted again for one key alone on a replica that never held it whole
+/// (an abandoning's reader that stopped after that replica), met on top by a read: its holder
+/// cannot give it whole, so it is written back for that key alone, as its record allows.
+/// Before, every read of the key started again on it until it gave up.
+#[test]
+fn a_recorded_batch_held_for_one_key_alone_is_written_back_alone() {
+    use spindle_cluster::tag::Kind;
+    use spindle_cluster::{record, replica};
+    let cluster = ThreeReplicas::start("written-back-alone");
+    runtime().block_on(async {
+        let (store, [a, b, c]) = cluster.store().await;
+        let hand = ByHand { epoch: store.map().epoch };
+        for r in [&a, &b, &c] {
+            for k in [b"{x}1", b"{x}2"] {
+                replica::store_if_newer(r, &hand.dk(k), Bytes::from_static(b"old"), hand.at(3_000, Kind::Value), None).await.unwrap();
+            }
+        }
+        // U chosen on b and c and recorded; its second key overwritten since; its first
+        // replaced on b by batch N, never chosen.
+        let u = hand.batch_of([b"{x}1", b"{x}2"], 3_010, b"U");
+        for r in [&b, &c] {
+            replica::store_batch_if_newer(r, &u, None).await.unwrap();
+            replica::store_if_newer(r, &hand.dk(b"{x}2"), Bytes::from_static(b"newer"), hand.at(3_020, Kind::Value), None).await.unwrap();
+        }
+        record::leave(&b, 0, &hand.at(3_010, Kind::BatchValue)).await.unwrap();
+        replica::store_batch_if_newer(&b, &hand.batch_of([b"{x}1", b"{x}11"], 3_030, b"N"), None).await.unwrap();
+        // An abandoning of N accepted U again for the first key, on a alone.
+        let (key, value, tag) = u[0].clone();
+        replica::accept(&a, &key, value, tag, hand.at(3_040, Kind::Value), None).await.unwrap();
+
+        assert_eq!(store.get(b"{x}1").await.unwrap().unwrap().value, Bytes::from_static(b"U"));
+        let mut holding = 0;
+        for r in [&a, &b, &c] {
+            holding += usize::from(replica::held(r, &key).await.unwrap().holds(tag, hand.at(3_040, Kind::Value)));
+        }
+        assert!(holding >= 2, "U written back for the key alone on a write quorum ({holding} replicas)");
+        assert_eq!(store.get(b"{x}2").await.unwrap().unwrap().value, Bytes::from_static(b"newer"));
+    });
+}
