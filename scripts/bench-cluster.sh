@@ -12,7 +12,8 @@
 # drives (`spindle bench` targets fanout: and fanout-read:, each key on R of them picked by its
 # hash, as placement spreads keys: a put stored on all R and answered at a majority, with no
 # cluster logic; fanout-read first reads the version from R-W+1, as a linearizable
-# multi-writer put must). Prints Markdown tables (and writes them to OUT)
+# multi-writer put must), conditional puts (`cluster-cas:`) and batches of one operation
+# (`cluster-batch:`) beside plain ones. Prints Markdown tables (and writes them to OUT)
 # with medians of REPEAT alternated rounds. With --ycsb LETTERS, YCSB's core
 # workloads (load, then run; 8 threads, 1 KiB records) against the lone drive and the cluster of
 # --ycsb-drives drives (default: the largest size), also alternated, in a second table.
@@ -40,7 +41,7 @@ while (($#)); do
         --ycsb-records) ycsb_records=$2; shift 2 ;;
         --ycsb-operations) ycsb_operations=$2; shift 2 ;;
         --secured) secured=1; shift ;;
-        -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -134,6 +135,14 @@ for round in $(seq 1 "$repeat"); do
         bench cluster "$n" "cluster:$etcd_url" put 8 4 new --key-size 24
         bench cluster-cas "$n" "cluster-cas:$etcd_url" put 8 4 new --key-size 25
         bench cluster-cas "$n" "cluster-cas:$etcd_url" put 8 4 put
+        # Batches beside them, each put a batch of one operation (its entries carry their
+        # members; its writer leaves the batch's record before acknowledging it): new keys,
+        # then overwrites of the 8 x 4 run's keys from new processes, as batches and as plain
+        # puts (each meets a batch on top its process never saw, and leaves its record first).
+        bench cluster-batch "$n" "cluster-batch:$etcd_url" put 1 1 new --key-size 26
+        bench cluster-batch "$n" "cluster-batch:$etcd_url" put 8 4 new --key-size 27
+        bench cluster-batch "$n" "cluster-batch:$etcd_url" put 8 4 put --key-size 27
+        bench cluster "$n" "cluster:$etcd_url" put 8 4 over-batch --key-size 27
         fanout="$(IFS=,; echo "${members[*]}")@$replicas"
         for label in fanout fanout-read; do
             bench "$label" "$n" "$label:$fanout" put 1 1
@@ -197,6 +206,18 @@ if any(r["label"] == "cluster-cas" for r in rows):
             f = lambda label, field: med(label, n, op, load, field)
             u, c = f("cluster", "ops"), f("cluster-cas", "ops")
             print(f"| {n} | {op} | {load} | {u:,.0f} | {c:,.0f} | {c/u:.2f}× | {f('cluster', 'p50'):,.0f} | {f('cluster-cas', 'p50'):,.0f} | {f('cluster', 'cpu_us'):.1f} | {f('cluster-cas', 'cpu_us'):.1f} |")
+if any(r["label"] == "cluster-batch" for r in rows):
+    print()
+    print("Batches of one operation against puts on the same cluster, same round: `new` keys, `put` overwrites from a new process (a put over a put, a batch over a batch), and `over-batch` (a put over keys a batch wrote last, from a new process, set against a put over a put). ops/s, p50 µs and client CPU µs per operation.")
+    print()
+    print("| drives | op | load | put ops/s | batch ops/s | ratio | put p50 | batch p50 | put CPU | batch CPU |")
+    print("|--:|---|---|--:|--:|--:|--:|--:|--:|--:|")
+    for n in sorted({r["drives"] for r in rows}):
+        for op, load, other, other_op in (("new", "1 x 1", "cluster-batch", "new"), ("new", "8 x 4", "cluster-batch", "new"), ("put", "8 x 4", "cluster-batch", "put"), ("put", "8 x 4", "cluster", "over-batch")):
+            u = lambda field: med("cluster", n, op, load, field)
+            b = lambda field: med(other, n, other_op, load, field)
+            name = other_op if other == "cluster" else op
+            print(f"| {n} | {name} | {load} | {u('ops'):,.0f} | {b('ops'):,.0f} | {b('ops')/u('ops'):.2f}× | {u('p50'):,.0f} | {b('p50'):,.0f} | {u('cpu_us'):.1f} | {b('cpu_us'):.1f} |")
 errors = sum(r["errors"] for r in rows)
 print()
 print(f"errors over all runs: {errors}")

@@ -305,6 +305,7 @@ async fn run_sessions(spec: BenchSpec, stores: Vec<Arc<dyn target::Store>>) -> R
 }
 
 pub mod lsm_library;
+pub mod session;
 pub mod target;
 
 /// The items of one run, handed out in the spec's key order to whichever worker asks next.
@@ -506,6 +507,7 @@ mod tests {
 
 pub mod archive;
 pub mod act;
+pub mod cluster_target;
 pub mod migrate;
 pub mod p2p;
 pub mod paper;

@@ -9,6 +9,8 @@
 //! - `redis://HOST:PORT`: redis SET/GET over multiplexed connections (scans, which redis lacks
 //!   for plain keys, go through a sorted-set index of every key, as YCSB's redis binding does);
 //! - `leveldb:DIR` / `rocksdb:DIR`: the libraries in this process ([`crate::lsm_library`]);
+//! - `cluster:ETCD_URLS[#NAME]` (and `cluster-cas:`, `cluster-batch:`): a Spindle cluster
+//!   through its client ([`crate::cluster_target`]);
 //! - `fanout:A,B,C` / `fanout-read:A,B,C`: the floor under the cluster's replication, with no
 //!   cluster around it ([`FanoutStore`]).
 //!
@@ -16,8 +18,6 @@
 //! `lib.rs`) so that the load generator is never what they measure; everything else uses this.
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
@@ -27,23 +27,7 @@ use spindle_engine::{Check, Engine, KeyRange, Meta, WriteOp, WriteRequest};
 use crate::lsm_library::{LsmDb, LsmKind};
 use crate::BenchError;
 
-/// A store operation's outcome; errors are the target's own words.
-pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'a>>;
-
-/// One session with a target.
-pub trait Store: Send + Sync {
-    /// Stores `value` under `key` unconditionally. WRITETHROUGH and FLUSH return once the write
-    /// is durable; WRITEBACK once the target has it.
-    fn put(&self, key: Bytes, value: Bytes, sync: Synchronization) -> StoreFuture<'_, ()>;
-    /// The value under `key`, if any.
-    fn get(&self, key: Bytes) -> StoreFuture<'_, Option<Bytes>>;
-    /// Up to `count` keys from `start` (inclusive) upwards, in key order.
-    fn scan(&self, start: Bytes, count: usize) -> StoreFuture<'_, Vec<Bytes>>;
-    /// Makes every earlier acknowledged write durable (FLUSHALLDATA for a drive).
-    fn flush(&self) -> StoreFuture<'_, ()>;
-    /// What the target says it is: product, version, configuration (for results files).
-    fn describe(&self) -> StoreFuture<'_, serde_json::Value>;
-}
+pub use crate::session::{Store, StoreFuture};
 
 /// What a target needs to support beyond puts and gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,9 +35,6 @@ pub struct Needs {
     /// Ordered scans (YCSB E). Only redis pays for this: it keeps an index of every key.
     pub scans: bool,
 }
-
-/// The variable naming a secured cluster's credentials directory, as for `spindle cluster`.
-pub const CREDENTIALS_ENV: &str = "SPINDLE_CREDENTIALS";
 
 /// Opens `sessions` sessions with `target`.
 pub async fn connect(target: &str, sessions: usize, needs: Needs) -> Result<Vec<Arc<dyn Store>>, BenchError> {
@@ -65,26 +46,7 @@ pub async fn connect(target: &str, sessions: usize, needs: Needs) -> Result<Vec<
         };
         return Ok(vec![store; sessions]);
     }
-    let cluster = target.strip_prefix("cluster:").map(|s| (s, false)).or_else(|| target.strip_prefix("cluster-cas:").map(|s| (s, true)));
-    if let Some((spec, conditional)) = cluster {
-        // cluster:ETCD_URLS[#NAME]: one cluster client shared by every session (it keeps one
-        // pipelined connection per drive). cluster-cas: every put is a compare-and-swap.
-        // A secured cluster is reached with the credentials the `spindle` commands take
-        // (SPINDLE_CREDENTIALS): its etcd user (over TLS for https:// endpoints) and its
-        // identity, over TLS to every drive.
-        let (endpoints, name) = spec.split_once('#').unwrap_or((spec, "spindle"));
-        let mut config = spindle_cluster::StoreConfig::default();
-        let control = match std::env::var_os(CREDENTIALS_ENV) {
-            Some(dir) => {
-                let creds = spindle_cluster::Credentials::load(std::path::Path::new(&dir)).map_err(cluster_err)?;
-                config.client = creds.client_config(config.client.timeout);
-                let tls = endpoints.split(',').any(|e| e.trim().starts_with("https://"));
-                spindle_cluster::Control::connect_with(endpoints, name, creds.etcd_access(tls).map_err(cluster_err)?).await.map_err(cluster_err)?
-            }
-            None => spindle_cluster::Control::connect(endpoints, name).await.map_err(cluster_err)?,
-        };
-        let store = spindle_cluster::Store::open(control, config).await.map_err(cluster_err)?;
-        let store: Arc<dyn Store> = Arc::new(ClusterStore { store, conditional });
+    if let Some(store) = crate::cluster_target::connect(target).await? {
         return Ok(vec![store; sessions]);
     }
     if let Some((read_first, spec)) = target.strip_prefix("fanout:").map(|l| (false, l)).or_else(|| target.strip_prefix("fanout-read:").map(|l| (true, l))) {
@@ -161,7 +123,7 @@ pub async fn settle(target: &str) -> Result<(), BenchError> {
 /// networked target.
 pub fn in_process(target: &str) -> Result<Option<InProcess>, BenchError> {
     static OPEN: OnceLock<Mutex<HashMap<String, InProcess>>> = OnceLock::new();
-    if is_kinetic(target) || target.starts_with("redis://") || target.starts_with("cluster:") || target.starts_with("cluster-cas:") || target.starts_with("client:") || is_fanout(target) {
+    if is_kinetic(target) || target.starts_with("redis://") || crate::cluster_target::is_cluster(target) || target.starts_with("client:") || is_fanout(target) {
         return Ok(None);
     }
     let mut open = OPEN.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
@@ -185,8 +147,7 @@ pub fn is_kinetic(target: &str) -> bool {
     !(target.starts_with("embedded:")
         || target == "memory:"
         || target.starts_with("redis://")
-        || target.starts_with("cluster:")
-        || target.starts_with("cluster-cas:")
+        || crate::cluster_target::is_cluster(target)
         || target.starts_with("client:")
         || is_fanout(target)
         || LsmKind::parse(target).is_some())
@@ -194,61 +155,6 @@ pub fn is_kinetic(target: &str) -> bool {
 
 fn is_fanout(target: &str) -> bool {
     target.starts_with("fanout:") || target.starts_with("fanout-read:")
-}
-
-fn cluster_err(e: impl std::fmt::Display) -> BenchError {
-    BenchError::Invalid(format!("cluster: {e}"))
-}
-
-/// A Spindle cluster through its client: quorum writes (always WRITETHROUGH on every replica:
-/// the cluster acknowledges only durable writes) and quorum reads. `conditional`: each put is
-/// a compare-and-swap, "if absent" first and, on a key that exists, on the version the
-/// refusal names (a second round).
-struct ClusterStore {
-    store: spindle_cluster::Store,
-    conditional: bool,
-}
-
-/// Compare-and-swap tries of one conditional bench put (each refusal names the newer version).
-const CAS_TRIES: usize = 4;
-
-impl Store for ClusterStore {
-    fn put(&self, key: Bytes, value: Bytes, _sync: Synchronization) -> StoreFuture<'_, ()> {
-        use spindle_cluster::{ClusterError, Condition};
-        Box::pin(async move {
-            let mut condition = if self.conditional { Condition::Absent } else { Condition::None };
-            for _ in 0..CAS_TRIES {
-                match self.store.put(&key, value.clone(), condition).await {
-                    Err(ClusterError::VersionMismatch { current }) => condition = current.map_or(Condition::Absent, Condition::Version),
-                    done => return done.map(drop).map_err(|e| e.to_string()),
-                }
-            }
-            Err(format!("the key changed under {CAS_TRIES} compare-and-swaps in a row"))
-        })
-    }
-
-    fn get(&self, key: Bytes) -> StoreFuture<'_, Option<Bytes>> {
-        Box::pin(async move { Ok(self.store.get(&key).await.map_err(|e| e.to_string())?.map(|v| v.value)) })
-    }
-
-    fn scan(&self, start: Bytes, count: usize) -> StoreFuture<'_, Vec<Bytes>> {
-        Box::pin(async move { self.store.range(&start, None, count).await.map_err(|e| e.to_string()) })
-    }
-
-    fn flush(&self) -> StoreFuture<'_, ()> {
-        // Every acknowledged cluster write is already durable on a write quorum.
-        Box::pin(async { Ok(()) })
-    }
-
-    fn describe(&self) -> StoreFuture<'_, serde_json::Value> {
-        Box::pin(async move {
-            let map = self.store.map();
-            Ok(serde_json::json!({
-                "kind": "spindle-cluster", "epoch": map.epoch, "drives": map.members.len(),
-                "partitions": map.partitions, "replicas": map.replicas, "write_quorum": map.write_quorum,
-            }))
-        })
-    }
 }
 
 /// What R-way replication costs at the least, to set the cluster's figures against, on the same

@@ -71,7 +71,7 @@ pub enum BenchCommand {
     /// Target: a Kinetic endpoint (HOST:PORT or kinetic://HOST:PORT), Spindle's engine in-process
     /// (embedded:DIR, memory:), redis://HOST:PORT, or LevelDB/RocksDB in-process (leveldb:DIR,
     /// rocksdb:DIR, rocksdb-blob:DIR: RocksDB with blob files), or a Spindle cluster
-    /// (cluster:ETCD_URLS[#NAME]; cluster-cas:... puts by compare-and-swap), or a Kinetic endpoint through the client's request API
+    /// (cluster:ETCD_URLS[#NAME]; cluster-cas:... puts by compare-and-swap; cluster-batch:... puts as one-operation batches), or a Kinetic endpoint through the client's request API
     /// (client:HOST:PORT: the path a cluster client takes, where HOST:PORT alone gets the
     /// load generator's raw pipeline)
         #[arg(long, default_value = "127.0.0.1:8123")]
@@ -125,7 +125,7 @@ pub struct YcsbArgs {
     /// Target: a Kinetic endpoint (HOST:PORT or kinetic://HOST:PORT), Spindle's engine in-process
     /// (embedded:DIR, memory:), redis://HOST:PORT, or LevelDB/RocksDB in-process (leveldb:DIR,
     /// rocksdb:DIR, rocksdb-blob:DIR: RocksDB with blob files), or a Spindle cluster
-    /// (cluster:ETCD_URLS[#NAME]; cluster-cas:... puts by compare-and-swap), or a Kinetic endpoint through the client's request API
+    /// (cluster:ETCD_URLS[#NAME]; cluster-cas:... puts by compare-and-swap; cluster-batch:... puts as one-operation batches), or a Kinetic endpoint through the client's request API
     /// (client:HOST:PORT: the path a cluster client takes, where HOST:PORT alone gets the
     /// load generator's raw pipeline)
     #[arg(long, default_value = "127.0.0.1:8123")]
@@ -243,7 +243,7 @@ pub struct BenchArgs {
     /// Target: a Kinetic endpoint (HOST:PORT or kinetic://HOST:PORT), Spindle's engine in-process
     /// (embedded:DIR, memory:), redis://HOST:PORT, or LevelDB/RocksDB in-process (leveldb:DIR,
     /// rocksdb:DIR, rocksdb-blob:DIR: RocksDB with blob files), or a Spindle cluster
-    /// (cluster:ETCD_URLS[#NAME]; cluster-cas:... puts by compare-and-swap), or a Kinetic endpoint through the client's request API
+    /// (cluster:ETCD_URLS[#NAME]; cluster-cas:... puts by compare-and-swap; cluster-batch:... puts as one-operation batches), or a Kinetic endpoint through the client's request API
     /// (client:HOST:PORT: the path a cluster client takes, where HOST:PORT alone gets the
     /// load generator's raw pipeline), or the floor under replication on drives A,B,C
     /// (fanout:A,B,C: each put on all, answered at a majority; fanout-read:A,B,C: the version

@@ -1,7 +1,6 @@
 //! Atomic batches: puts and deletes sent without waiting (the drive holds them unanswered),
 //! then applied all together by END_BATCH, or dropped by ABORT_BATCH.
 
-
 use bytes::Bytes;
 use spindle_proto::pb::command::Body;
 use spindle_proto::{MessageType, StatusCode};
@@ -15,11 +14,13 @@ pub struct Batch {
     client: Client,
     id: u32,
     sequences: Vec<i64>,
+    /// The connection's batch slot (`Client::start_batch`), given back when the batch ends.
+    _slot: tokio::sync::OwnedSemaphorePermit,
 }
 
 impl Batch {
-    pub(crate) fn new(client: Client, id: u32) -> Self {
-        Batch { client, id, sequences: Vec::new() }
+    pub(crate) fn new(client: Client, id: u32, slot: tokio::sync::OwnedSemaphorePermit) -> Self {
+        Batch { client, id, sequences: Vec::new(), _slot: slot }
     }
 
     pub fn id(&self) -> u32 {

@@ -56,6 +56,8 @@ struct Shared {
     /// Batch ids need only be unique per connection: one counter per connection, so that a
     /// connection's ids do not depend on what other connections of the process did.
     next_batch_id: std::sync::atomic::AtomicU32,
+    /// One permit per batch the drive lets be open at once (`crate::connect::batch_slots`).
+    batch_slots: Arc<tokio::sync::Semaphore>,
     /// Sent in every request's header; starts as `config.cluster_version` and follows
     /// [`Client::set_request_cluster_version`] (a cluster's view changes under open connections).
     cluster_version: std::sync::atomic::AtomicI64,
@@ -128,6 +130,7 @@ impl Client {
         let mac = HmacKey::new(&config.hmac_key);
         let writer = tokio::spawn(write_loop(wr, queue)).abort_handle();
         let reader = tokio::spawn(read_loop(rd, decoder, buf, pending.clone(), mac.clone())).abort_handle();
+        let batch_slots = Arc::new(tokio::sync::Semaphore::new(crate::connect::batch_slots(&sign_on)));
         let shared = Arc::new(Shared {
             mac,
             cluster_version: std::sync::atomic::AtomicI64::new(config.cluster_version),
@@ -135,6 +138,7 @@ impl Client {
             connection_id,
             sign_on,
             next_batch_id: std::sync::atomic::AtomicU32::new(1),
+            batch_slots,
             sender: Mutex::new(Sender { next_sequence: 1, frames }),
             pending,
             tasks: [reader, writer],
@@ -336,6 +340,7 @@ impl Client {
     /// Opens a batch: puts and deletes added to it are applied atomically by
     /// [`Batch::commit`], or not at all.
     pub async fn start_batch(&self) -> Result<crate::Batch, ClientError> {
+        let slot = self.shared.batch_slots.clone().acquire_owned().await.map_err(|_| ClientError::Terminated("the connection's batch slots are closed".into()))?;
         let id = self.shared.next_batch_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let header = Header {
             cluster_version: Some(self.cluster_version()),
@@ -345,7 +350,7 @@ impl Client {
             ..Header::default()
         };
         self.request_with_header(header, None, Bytes::new()).await?.into_result()?;
-        Ok(crate::Batch::new(self.clone(), id))
+        Ok(crate::Batch::new(self.clone(), id, slot))
     }
 
     pub(crate) async fn batch_request(&self, kind: MessageType, id: u32, body: Option<Body>) -> Result<Response, ClientError> {

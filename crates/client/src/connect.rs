@@ -160,3 +160,18 @@ pub(crate) async fn read_frame(
     }
 }
 
+/// The most batches one connection opens at once, whatever a drive announces: a bound on the
+/// permits a broken or hostile drive's sign-on can make a client keep.
+const MAX_BATCH_SLOTS: usize = 1_024;
+
+/// How many batches a connection opens at once (`Client::start_batch` waits for a slot):
+/// what the drive's sign-on allows, its `maxBatchCountPerDevice` (the Kinetic default when it
+/// says nothing), at least one. A drive answers a connection's requests in order, and a
+/// START_BATCH waiting there for a device slot holds up the END_BATCH behind it that would
+/// free one: more batches open at once on one connection than the drive allows stall that
+/// connection until the drive refuses them.
+pub(crate) fn batch_slots(sign_on: &Command) -> usize {
+    let announced = sign_on.body.as_ref().and_then(|b| b.get_log.as_ref()?.limits.as_ref()?.max_batch_count_per_device);
+    let slots = announced.unwrap_or(spindle_proto::limits::MAX_BATCH_COUNT_PER_DEVICE);
+    usize::try_from(slots).unwrap_or(MAX_BATCH_SLOTS).clamp(1, MAX_BATCH_SLOTS)
+}

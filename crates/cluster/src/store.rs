@@ -295,8 +295,14 @@ impl Store {
             .await
             .map_err(|_| ClientError::Timeout(self.inner.config.connect_timeout))??;
         tracing::trace!(drive, conn = client.connection_id(), "connected");
-        self.inner.connections.lock().entry(drive.to_string()).or_default()[lane as usize] = Some(client.clone());
-        Ok(client.at_cluster_version(epoch))
+        // Requests that connected at once share the first connection kept: one per lane, as
+        // the drive's limits on open batches assume (`spindle_client::Client::start_batch`).
+        let mut connections = self.inner.connections.lock();
+        let kept = &mut connections.entry(drive.to_string()).or_default()[lane as usize];
+        match kept {
+            Some(c) if !c.is_closed() => Ok(c.at_cluster_version(epoch)),
+            _ => Ok(kept.insert(client).at_cluster_version(epoch)),
+        }
     }
 
     /// A partition's replicas in the order to ask them: drives that answer well first, then

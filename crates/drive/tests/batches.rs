@@ -235,3 +235,29 @@ async fn readers_never_see_half_a_batch() {
     write.await.unwrap();
     assert!(checks > 0, "the reader never ran while batches were committed");
 }
+
+/// More batches at once on one connection than the drive lets be open: the client opens no
+/// more than its `maxBatchCountPerDevice` at a time, so every one commits. A drive answers a
+/// connection's requests in order; before, the sixth START_BATCH waited there for a slot
+/// that only the END_BATCH queued behind it could free, and was refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_connection_opening_more_batches_than_the_drive_allows_commits_them_all() {
+    let drive = TestDrive::start().await;
+    let c = drive.client().await;
+    let mut writes = tokio::task::JoinSet::new();
+    for i in 0..20 {
+        let c = c.clone();
+        writes.spawn(async move {
+            let mut batch = c.start_batch().await?;
+            batch.put(format!("many{i}").as_bytes(), b("x"), forced())?;
+            batch.commit().await
+        });
+    }
+    while let Some(done) = writes.join_next().await {
+        let done = done.unwrap();
+        assert!(done.is_ok(), "a batch failed: {done:?}");
+    }
+    for i in 0..20 {
+        assert!(c.get(format!("many{i}").as_bytes()).await.unwrap().is_some());
+    }
+}
