@@ -1108,6 +1108,16 @@ impl ByHand {
         Tag { epoch: self.epoch, counter, writer: 7, kind }
     }
 
+    /// `keys` written "old" (counter 3,000) on every one of `replicas`: where each state starts.
+    async fn old_everywhere(&self, replicas: &[&spindle_client::Client], keys: &[&[u8]]) {
+        for r in replicas {
+            for k in keys {
+                let old = self.at(3_000, spindle_cluster::tag::Kind::Value);
+                spindle_cluster::replica::store_if_newer(r, &self.dk(k), Bytes::from_static(b"old"), old, None).await.unwrap();
+            }
+        }
+    }
+
     /// A batch over two members, each entry carrying `value`, tagged `counter`.
     fn batch_of(&self, members: [&[u8]; 2], counter: u64, value: &[u8]) -> Vec<spindle_cluster::replica::BatchEntry> {
         let tag = self.at(counter, spindle_cluster::tag::Kind::BatchValue);
@@ -1123,11 +1133,7 @@ async fn undecidable_state(epoch: u64, [a, b, c]: &[spindle_client::Client; 3]) 
     use spindle_cluster::replica;
     use spindle_cluster::tag::Kind;
     let hand = ByHand { epoch };
-    for r in [a, b, c] {
-        for k in [b"{u}1", b"{u}5"] {
-            replica::store_if_newer(r, &hand.dk(k), Bytes::from_static(b"old"), hand.at(3_000, Kind::Value), None).await.unwrap();
-        }
-    }
+    hand.old_everywhere(&[a, b, c], &[b"{u}1", b"{u}5"]).await;
     replica::store_if_newer(a, &hand.dk(b"{u}5"), Bytes::from_static(b"before"), hand.at(3_018, Kind::Value), None).await.unwrap();
     replica::store_batch_if_newer(b, &hand.batch_of([b"{u}1", b"{u}5"], 3_019, b"B"), None).await.unwrap();
     for r in [b, c] {
@@ -1274,11 +1280,7 @@ fn a_recorded_batch_accepted_again_for_one_key_is_never_passed_over() {
         let (store, [a, b, c]) = cluster.store().await;
         let epoch = store.map().epoch;
         let hand = ByHand { epoch };
-        for r in [&a, &b, &c] {
-            for k in [b"{v}4", b"{v}9"] {
-                replica::store_if_newer(r, &hand.dk(k), Bytes::from_static(b"old"), hand.at(3_000, Kind::Value), None).await.unwrap();
-            }
-        }
+        hand.old_everywhere(&[&a, &b, &c], &[b"{v}4", b"{v}9"]).await;
         let u = hand.batch_of([b"{v}4", b"{v}9"], 3_010, b"U");
         for r in [&a, &b] {
             replica::store_batch_if_newer(r, &u, None).await.unwrap();
@@ -1310,11 +1312,7 @@ fn a_write_over_a_batch_not_yet_chosen_settles_it_first() {
         let (store, [a, b, c]) = cluster.store().await;
         let epoch = store.map().epoch;
         let hand = ByHand { epoch };
-        for r in [&a, &b, &c] {
-            for k in [b"{w}1", b"{w}2", b"{w}3", b"{w}4"] {
-                replica::store_if_newer(r, &hand.dk(k), Bytes::from_static(b"old"), hand.at(3_000, Kind::Value), None).await.unwrap();
-            }
-        }
+        hand.old_everywhere(&[&a, &b, &c], &[b"{w}1", b"{w}2", b"{w}3", b"{w}4"]).await;
         // On a alone, one of the replicas every read quorum asks first here.
         replica::store_batch_if_newer(&a, &hand.batch_of([b"{w}1", b"{w}2"], 3_010, b"B"), None).await.unwrap();
         replica::store_batch_if_newer(&a, &hand.batch_of([b"{w}3", b"{w}4"], 3_020, b"D"), None).await.unwrap();
@@ -1353,11 +1351,7 @@ fn a_recorded_batch_held_for_one_key_alone_is_written_back_alone() {
     runtime().block_on(async {
         let (store, [a, b, c]) = cluster.store().await;
         let hand = ByHand { epoch: store.map().epoch };
-        for r in [&a, &b, &c] {
-            for k in [b"{x}1", b"{x}2"] {
-                replica::store_if_newer(r, &hand.dk(k), Bytes::from_static(b"old"), hand.at(3_000, Kind::Value), None).await.unwrap();
-            }
-        }
+        hand.old_everywhere(&[&a, &b, &c], &[b"{x}1", b"{x}2"]).await;
         // U chosen on b and c and recorded; its second key overwritten since; its first
         // replaced on b by batch N, never chosen.
         let u = hand.batch_of([b"{x}1", b"{x}2"], 3_010, b"U");

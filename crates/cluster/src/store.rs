@@ -72,7 +72,8 @@ const SUSPECT_FOR: Duration = Duration::from_secs(1);
 /// Versions a client remembers for single-replica partitions (`Inner::versions`, about 100
 /// bytes each); the memory is cleared when full.
 const MAX_REMEMBERED_VERSIONS: usize = 65_536;
-/// Batches a client knows to be recorded (`Inner::records`, 25 bytes each); cleared when full.
+/// Batches a client knows to be recorded (`Inner::records`, about 40 bytes each); cleared
+/// when full.
 const MAX_KNOWN_RECORDS: usize = 4_096;
 /// Seed of the hash the remembered versions are kept by.
 const VERSIONS_SEED: u64 = 0x5645_5253_494f_4e53;

@@ -100,10 +100,10 @@ impl Store {
             let mut unsettled = Vec::new();
             let mut chosen = Vec::new();
             for (i, op) in ops.iter().enumerate() {
-                let of_key: Vec<(String, Held)> = answers.iter().filter_map(|(d, h)| Some((d.clone(), h.get(i)?.clone()))).collect();
-                let newest = of_key.iter().filter_map(|(_, h)| h.stamp().filter(|s| s.identity != NOTHING)).max_by_key(Stamp::order);
+                let of_key = answers.iter().filter_map(|(d, h)| Some((d, h.get(i)?)));
+                let newest = of_key.clone().filter_map(|(_, h)| h.stamp().filter(|s| s.identity != NOTHING)).max_by_key(Stamp::order);
                 match newest.filter(|n| n.identity.is_batch()) {
-                    Some(n) if unsettled_batch(map, partition, &n, &of_key) => unsettled.push(op.key()),
+                    Some(n) if unsettled_batch(map, partition, &n, of_key) => unsettled.push(op.key()),
                     Some(n) if !chosen.contains(&n.identity) => chosen.push(n.identity),
                     _ => {}
                 }

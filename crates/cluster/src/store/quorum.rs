@@ -141,8 +141,8 @@ pub(super) fn joint_quorum<'a>(map: &ClusterMap, partition: u32, needed: usize, 
 
 /// Whether `newest`, the newest write among `answers` (what replicas of `partition` hold for
 /// one key), is a batch not yet on a write quorum of them: one a read would write back.
-pub(super) fn unsettled_batch(map: &ClusterMap, partition: u32, newest: &Stamp, answers: &[(String, Held)]) -> bool {
-    let holders = answers.iter().filter(|(_, h)| h.holds(newest.identity, newest.ballot)).map(|(d, _)| d);
+pub(super) fn unsettled_batch<'a>(map: &ClusterMap, partition: u32, newest: &Stamp, answers: impl Iterator<Item = (&'a String, &'a Held)> + Clone) -> bool {
+    let holders = answers.filter(|(_, h)| h.holds(newest.identity, newest.ballot)).map(|(d, _)| d);
     newest.identity.is_batch() && !joint_quorum(map, partition, usize::from(map.write_quorum), holders)
 }
 

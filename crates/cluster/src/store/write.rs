@@ -122,7 +122,7 @@ impl Store {
             // (docs/design/simulation.md, Open findings). Settled once: whatever the settle
             // says, the write goes on as before.
             if let Some(n) = newest.filter(|n| n.identity.is_batch()) {
-                if !unsettled_batch(map, partition, &n, &answers) {
+                if !unsettled_batch(map, partition, &n, answers.iter().map(|(d, h)| (d, h))) {
                     self.ensure_record(map, partition, n.identity).await;
                 } else if !settled {
                     settled = true;
