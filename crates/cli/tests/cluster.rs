@@ -1339,6 +1339,58 @@ fn a_write_over_a_batch_not_yet_chosen_settles_it_first() {
     });
 }
 
+/// A batch that lands on a replica after a write read the key, before the write's accept
+/// gets there: the accept meets an entry its writer never read. Replaced there undecided
+/// (on each of its holders, as writes under way replace it), a batch chosen but not yet
+/// recorded would leave its other keys in a state no read decides. The write settles it
+/// first, through its other member: here the batch stands on one replica of three, never
+/// chosen, and is judged so (the write before it made chosen in its place) before the put
+/// replaces it.
+#[test]
+fn a_batch_that_lands_under_a_write_is_settled_before_the_write_replaces_it() {
+    use spindle_cluster::tag::Kind;
+    use spindle_cluster::{record, replica};
+    let cluster = ThreeReplicas::start("landed-under");
+    runtime().block_on(async {
+        let (store, [a, b, c]) = cluster.store().await;
+        let hand = ByHand { epoch: store.map().epoch };
+        // A put, and a batch of one put: each write's own accept.
+        for (first, second, as_batch) in [(b"{u}1", b"{u}2", false), (b"{v}1", b"{v}2", true)] {
+            hand.old_everywhere(&[&a, &b, &c], &[first, second]).await;
+            // Another writer's batch, which read "old" as the write will and took the next
+            // counter (below the write's tag, whose writer id is higher), on c alone: the
+            // replica this client's reads ask last here, so the write's read does not see it.
+            let batch = hand.at(3_001, Kind::BatchValue);
+            replica::store_batch_if_newer(&c, &hand.batch_of([first, second], 3_001, b"B"), None).await.unwrap();
+
+            let after = Bytes::from_static(b"after");
+            let version = if as_batch {
+                let op = BatchOp::Put { key: Bytes::from_static(first), value: after.clone(), condition: Condition::None };
+                store.batch(vec![op]).await.unwrap().remove(0)
+            } else {
+                store.put(first, after.clone(), Condition::None).await.unwrap()
+            };
+            let written = Tag::decode(&version).unwrap();
+            // c's accept may go on after the write returns (a write quorum answered first).
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while !replica::held(&c, &hand.dk(first)).await.unwrap().tag().is_some_and(|t| t.same_write(&written)) {
+                assert!(Instant::now() < deadline, "the write's accept never reached c");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+
+            // Judged before it was replaced: its other member no longer holds it anywhere (the
+            // write before it made chosen there), and no record says it was chosen.
+            for r in [&a, &b, &c] {
+                let held = replica::held(r, &hand.dk(second)).await.unwrap();
+                assert!(!held.tag().is_some_and(|t| t.same_write(&batch)), "batch {as_batch}: left undecided on its other member: {held:?}");
+                assert!(!record::held(r, 0, &batch).await.unwrap());
+            }
+            assert_eq!(store.get(second).await.unwrap().unwrap().value, Bytes::from_static(b"old"));
+            assert_eq!(store.get(first).await.unwrap().unwrap().value, after);
+        }
+    });
+}
+
 /// A recorded batch accepted again for one key alone on a replica that never held it whole
 /// (an abandoning's reader that stopped after that replica), met on top by a read: its holder
 /// cannot give it whole, so it is written back for that key alone, as its record allows.

@@ -115,6 +115,35 @@ pub enum Stored {
 /// above that ballot (`Covered` or `No`, nothing written). `Yes` too when it already holds
 /// that write at that ballot or later. `known`: what the replica held when last read.
 pub async fn accept(client: &Client, key: &[u8], value: Bytes, identity: Tag, ballot: Tag, known: Option<Held>) -> Result<Answer, ClientError> {
+    Ok(match accept_unless(client, key, value, identity, ballot, known, None).await? {
+        Accepted::Answered(a) => a,
+        // Not met without `decided`: written over as any entry.
+        Accepted::Met { .. } => Answer::No,
+    })
+}
+
+/// An accept's outcome when batches it did not read are kept (`accept_unless`).
+#[derive(Debug)]
+pub enum Accepted {
+    Answered(Answer),
+    /// It met this entry of the batch `batch` for `key`, and wrote nothing.
+    Met { key: Bytes, batch: Stamp },
+}
+
+/// `accept`, except that it writes nothing over an entry of a batch that is neither the
+/// entry `known` showed (what its writer read there) nor one of the batches in `decided`:
+/// `Accepted::Met`, and the caller decides that batch first (`Store::accept_deciding`).
+/// `decided` `None` replaces whatever its ballot admits, as `accept` does.
+pub async fn accept_unless(
+    client: &Client,
+    key: &[u8],
+    value: Bytes,
+    identity: Tag,
+    ballot: Tag,
+    known: Option<Held>,
+    decided: Option<&[Tag]>,
+) -> Result<Accepted, ClientError> {
+    let read = known.as_ref().and_then(Held::tag);
     let mut current = known;
     for _ in 0..MAX_STORE_ROUNDS {
         let now = match current.take() {
@@ -122,17 +151,23 @@ pub async fn accept(client: &Client, key: &[u8], value: Bytes, identity: Tag, ba
             None => held(client, key).await?,
         };
         if now.holds(identity, ballot) {
-            return Ok(Answer::Held);
+            return Ok(Accepted::Answered(Answer::Held));
         }
         let acceptor = now.acceptor();
         if acceptor.covers(ballot) {
-            return Ok(Answer::Covered);
+            return Ok(Accepted::Answered(Answer::Covered));
         }
         if !acceptor.admits(ballot) {
-            return Ok(Answer::No);
+            return Ok(Accepted::Answered(Answer::No));
+        }
+        let unread = now.stamp().filter(|s| s.identity.is_batch() && Some(s.identity) != read);
+        if let (Some(batch), Some(decided)) = (unread, decided) {
+            if !decided.contains(&batch.identity) {
+                return Ok(Accepted::Met { key: Bytes::copy_from_slice(key), batch });
+            }
         }
         if put_expecting(client, key, value.clone(), &now, acceptor.accept(identity, ballot)).await? {
-            return Ok(Answer::Yes);
+            return Ok(Accepted::Answered(Answer::Yes));
         }
     }
     Err(ClientError::Protocol(format!("the entry changed under {MAX_STORE_ROUNDS} compare-and-swap rounds in a row")))
@@ -208,22 +243,44 @@ pub type BatchEntry = (Bytes, Bytes, Tag);
 /// and never promised above the ballot for any). Keys already holding their entry are left
 /// as they are. `known`: what the replica held for each entry's key when last read.
 pub async fn accept_batch(client: &Client, entries: &[BatchEntry], ballot: Tag, known: Option<Vec<Held>>) -> Result<Answer, ClientError> {
+    Ok(match accept_batch_unless(client, entries, ballot, known, None).await? {
+        Accepted::Answered(a) => a,
+        Accepted::Met { .. } => Answer::No,
+    })
+}
+
+/// `accept_batch`, except that it writes nothing over an entry of a batch that is neither
+/// what `known` showed for that key nor one of the batches in `decided` (`accept_unless`).
+pub async fn accept_batch_unless(client: &Client, entries: &[BatchEntry], ballot: Tag, known: Option<Vec<Held>>, decided: Option<&[Tag]>) -> Result<Accepted, ClientError> {
     let keys: Vec<Bytes> = entries.iter().map(|(k, _, _)| k.clone()).collect();
+    let read: Vec<Option<Tag>> = match &known {
+        Some(k) if k.len() == entries.len() => k.iter().map(Held::tag).collect(),
+        _ => vec![None; entries.len()],
+    };
     let mut current = known;
     for _ in 0..MAX_STORE_ROUNDS {
         let now = match current.take() {
             Some(h) if h.len() == entries.len() => h,
             _ => held_many(client, &keys).await?,
         };
+        if let Some(decided) = decided {
+            let unread = entries.iter().zip(&now).zip(&read).find_map(|(((key, _, tag), held), read)| {
+                let batch = held.stamp().filter(|s| s.identity.is_batch() && s.identity != *tag && Some(s.identity) != *read && !decided.contains(&s.identity))?;
+                held.acceptor().admits(ballot).then(|| (key.clone(), batch))
+            });
+            if let Some((key, batch)) = unread {
+                return Ok(Accepted::Met { key, batch });
+            }
+        }
         let due: Vec<(&BatchEntry, &Held)> = entries.iter().zip(&now).filter(|((_, _, tag), held)| !held.holds(*tag, ballot)).collect();
         if due.is_empty() {
-            return Ok(Answer::Held);
+            return Ok(Accepted::Answered(Answer::Held));
         }
         if due.iter().any(|(_, held)| !held.acceptor().admits(ballot)) {
             // A batch is one write: it counts as covered only where no key of it could be
             // taken alone, and no key promised above it.
             let covered = due.iter().all(|(_, held)| held.acceptor().covers(ballot));
-            return Ok(if covered { Answer::Covered } else { Answer::No });
+            return Ok(Accepted::Answered(if covered { Answer::Covered } else { Answer::No }));
         }
         let mut batch = client.start_batch().await?;
         for ((key, value, tag), held) in due {
@@ -237,7 +294,7 @@ pub async fn accept_batch(client: &Client, entries: &[BatchEntry], ballot: Tag, 
         let result = batch.commit().await;
         tracing::trace!(conn = client.connection_id(), keys = ?keys, ?ballot, ok = result.is_ok(), "batch commit");
         match result {
-            Ok(()) => return Ok(Answer::Yes),
+            Ok(()) => return Ok(Accepted::Answered(Answer::Yes)),
             Err(e) if e.is_version_mismatch() => continue,
             Err(e) => return Err(e),
         }

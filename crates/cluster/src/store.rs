@@ -49,6 +49,7 @@ mod records;
 mod restamp;
 mod round;
 mod stripes;
+mod unread;
 mod write;
 
 pub use stripes::{shard_key, MAX_OBJECT_NAME};

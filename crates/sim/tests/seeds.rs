@@ -111,6 +111,19 @@ fn a_budget_of_seeds_with_moves_and_stalled_writes_keeps_every_history_lineariza
     assert!(faults > seeds * 5, "only {faults} faults in {seeds} seeds");
 }
 
+/// Seeds of the moves profile without stalls (`--moves --churn --slow --concurrency 8 --keys
+/// 64`) that found a defect, 400 operations a client: each ended with a move waiting for a key
+/// no read could settle, on a batch that a write under way replaced before anyone decided it
+/// (docs/design/simulation.md, Findings).
+const FOUND_MOVES: &[u64] = &[35, 75, 191];
+
+#[test]
+fn the_seeds_of_the_moves_profile_that_found_defects_pass() {
+    for &seed in FOUND_MOVES {
+        sim(seed, "--ops 400 --moves --churn --slow --concurrency 8 --keys 64");
+    }
+}
+
 /// Seeds run with one move after another and operations paused between choosing their map
 /// and their first request (`Options::stale_views`), eight a client at once over 64 keys:
 /// the profile that catches the epoch mutant.

@@ -63,12 +63,14 @@ impl Store {
         let known = Arc::new(known);
         let entries = Arc::new(entries);
         self.decided(map, partition, Judged::Write, |map| {
-            let (entries, known) = (entries.clone(), known.clone());
+            let (entries, known, store) = (entries.clone(), known.clone(), self.clone());
             async move {
+                let at = map.clone();
                 let answers = self
                     .ask_where(&map, partition, usize::from(map.write_quorum), Ask::All, Answer::counts, move |drive, c| {
-                        let (entries, known) = (entries.clone(), known.clone());
-                        async move { replica::accept_batch(&c, &entries, tag, known.get(&drive).cloned()).await }
+                        let (entries, known, store, at) = (entries.clone(), known.clone(), store.clone(), at.clone());
+                        // A batch that landed after the write's read is decided first (`unread`).
+                        async move { store.accept_deciding(&at, partition, (&drive, &c), unread::Accept::Batch { entries: &entries, ballot: tag, known: known.get(&drive).cloned() }).await }
                     })
                     .await?;
                 self.judge(&map, partition, answers, Judged::Write)?;

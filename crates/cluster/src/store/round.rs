@@ -119,10 +119,17 @@ impl Store {
         self.decided(map, partition, judged, |map| {
             let (k, value, after) = (k.clone(), value.clone(), after.clone());
             async move {
+                let (store, at) = (self.clone(), map.clone());
                 let answers = self
                     .ask_where(&map, partition, usize::from(map.write_quorum), Ask::All, Answer::counts, move |drive, c| {
-                        let (k, value, known) = (k.clone(), value.clone(), after.get(&drive).cloned());
-                        async move { replica::accept(&c, &k, value, write, ballot, known).await }
+                        let (store, at, k, value, known) = (store.clone(), at.clone(), k.clone(), value.clone(), after.get(&drive).cloned());
+                        async move {
+                            match judged {
+                                // A batch that landed after the round's read is decided first (`unread`).
+                                Judged::Write => store.accept_deciding(&at, partition, (&drive, &c), unread::Accept::One { key: &k, value, identity: write, ballot, known }).await,
+                                Judged::Settle => replica::accept(&c, &k, value, write, ballot, known).await,
+                            }
+                        }
                     })
                     .await?;
                 self.judge(&map, partition, answers, judged)

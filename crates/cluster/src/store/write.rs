@@ -183,7 +183,7 @@ impl Store {
         known: Arc<BTreeMap<String, Held>>,
         of: Judged,
     ) -> Result<(), OpError> {
-        let k = dkey.clone();
+        let (k, store, at) = (dkey.clone(), self.clone(), map.clone());
         // Mutant (the simulator's proof that it bites): a guess that cannot take the ballot
         // stands in for an unread replica, so a write-back counts a replica never asked.
         let guess = known
@@ -193,9 +193,15 @@ impl Store {
             .cloned();
         let answers = self
             .ask_where(map, partition, usize::from(map.write_quorum), Ask::All, Answer::counts, move |drive, c| {
-                let (k, value) = (k.clone(), value.clone());
+                let (store, at, k, value) = (store.clone(), at.clone(), k.clone(), value.clone());
                 let expected = known.get(&drive).cloned().or_else(|| guess.clone());
-                async move { replica::accept(&c, &k, value, identity, ballot, expected).await }
+                async move {
+                    match of {
+                        // A batch that landed after the write's read is decided first (`unread`).
+                        Judged::Write => store.accept_deciding(&at, partition, (&drive, &c), unread::Accept::One { key: &k, value, identity, ballot, known: expected }).await,
+                        Judged::Settle => replica::accept(&c, &k, value, identity, ballot, expected).await,
+                    }
+                }
             })
             .await?;
         self.judge(map, partition, answers, of)

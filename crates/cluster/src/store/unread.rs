@@ -1,0 +1,89 @@
+//! A batch that lands on a replica while a write over the same key is under way: the write
+//! read the key before the batch came, and its accept would replace the batch's entry
+//! without anyone having decided whether the batch was chosen. Replaced so on each of its
+//! holders, a batch chosen but not yet recorded leaves its other keys in a state no read
+//! decides (docs/design/simulation.md, Open findings). So a write's accept stops before an
+//! entry of a batch it did not read (`replica::accept_unless`), has the batch settled as a
+//! read settles it (made chosen whole and recorded, or judged), and goes on.
+
+use super::*;
+use crate::replica::Accepted;
+
+/// Batches one replica's accept decides before it replaces what is left: each costs a read,
+/// and a key overwritten by batch after batch must not hold a write back for ever.
+const MAX_UNREAD_BATCHES: usize = 4;
+
+/// What one replica is asked to accept, with what the write read there (taken by the first
+/// try; later tries read again).
+pub(super) enum Accept<'a> {
+    One { key: &'a Bytes, value: Bytes, identity: Tag, ballot: Tag, known: Option<Held> },
+    Batch { entries: &'a [BatchEntry], ballot: Tag, known: Option<Vec<Held>> },
+}
+
+impl Accept<'_> {
+    async fn try_once(&mut self, c: &Client, decided: Option<&[Tag]>) -> Result<Accepted, ClientError> {
+        match self {
+            Accept::One { key, value, identity, ballot, known } => replica::accept_unless(c, key, value.clone(), *identity, *ballot, known.take(), decided).await,
+            Accept::Batch { entries, ballot, known } => replica::accept_batch_unless(c, entries, *ballot, known.take(), decided).await,
+        }
+    }
+}
+
+impl Store {
+    /// A write's accept on one replica (`replica::accept`, `replica::accept_batch`), deciding
+    /// first each batch that landed there after the write's read. A batch whose settle fails
+    /// is replaced all the same: settling only adds a read and the write-backs a read may
+    /// make, so the write is never worse off for it.
+    pub(super) fn accept_deciding<'a>(
+        &'a self,
+        map: &'a Arc<ClusterMap>,
+        partition: u32,
+        (drive, c): (&'a str, &'a Client),
+        accept: Accept<'a>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Answer, ClientError>> + Send + 'a>> {
+        // Boxed and named Send: settling may run a round, whose accepts come back here.
+        Box::pin(async move {
+            let mut accept = accept;
+            let mut decided: Vec<Tag> = Vec::new();
+            loop {
+                let guard = (decided.len() < MAX_UNREAD_BATCHES).then_some(decided.as_slice());
+                match accept.try_once(c, guard).await? {
+                    Accepted::Answered(answer) => return Ok(answer),
+                    Accepted::Met { key, batch } => {
+                        decided.push(batch.identity);
+                        self.settle_unread(map, partition, (drive, c), &key, batch).await;
+                    }
+                }
+            }
+        })
+    }
+
+    /// Settles the batch `batch`, met on `drive` for `dkey` under a write
+    /// (nothing to do when this client knows it recorded). Settled through one of its other
+    /// members, as a read of that member settles it: `dkey` itself may already hold the write
+    /// on a write quorum, and a batch overtaken on the key it is read by is not judged there.
+    /// `drive`'s entry of that member is what the settle starts from: the write's read did not
+    /// see the batch, and a read quorum that does not ask `drive` may not either.
+    async fn settle_unread(&self, map: &Arc<ClusterMap>, partition: u32, (drive, c): (&str, &Client), dkey: &Bytes, batch: Stamp) {
+        if self.inner.records.lock().contains(&batch.identity.with_kind(Kind::BatchValue)) {
+            return;
+        }
+        let members = match c.get(dkey).await {
+            Ok(Some(e)) if Held::from_version(e.metadata.version.clone()).holds(batch.identity, batch.ballot) => batch::decode_entry(&e.value).map(|(m, _)| m),
+            // Gone or changed since: the accept reads it again.
+            _ => return,
+        };
+        let Some(met) = map::user_key(partition, dkey) else { return };
+        for member in members.unwrap_or_default().iter().filter(|m| m.as_ref() != met) {
+            let mkey = map::drive_key(partition, member);
+            let Ok(held) = replica::held(c, &mkey).await else { return };
+            let Some(stamp) = held.stamp().filter(|s| s.identity.same_write(&batch.identity)) else { continue };
+            tracing::debug!(?dkey, batch = ?batch.identity, drive, "a batch that landed under a write settled before the write replaces it");
+            let known = BTreeMap::from([(drive.to_string(), held)]);
+            match self.settle(map, partition, member, &mkey, stamp, None, false, known).await {
+                Ok(_) => return,
+                Err(e) => tracing::debug!(?mkey, batch = ?batch.identity, error = ?e, "a batch that landed under a write not settled"),
+            }
+        }
+    }
+}
