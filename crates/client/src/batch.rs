@@ -8,19 +8,25 @@ use spindle_proto::{MessageType, StatusCode};
 use crate::client::{delete_kv, put_kv};
 use crate::{Client, ClientError, DeleteOptions, PutOptions};
 
-/// An open batch. Dropping it without [`Batch::commit`] or [`Batch::abort`] leaves it open on
-/// the drive until the connection closes.
+/// An open batch. Dropped without [`Batch::commit`] or [`Batch::abort`] (an abandoned or
+/// cancelled caller), it is aborted: the ABORT_BATCH goes out, unanswered, before anything
+/// this client sends after the drop, so the drive frees the batch's slot before the
+/// connection's next START_BATCH can ask for one. Left open, it would hold a device-wide slot
+/// the client counts as free, and the connection's next START_BATCH could wait for it behind
+/// its own queued requests.
 pub struct Batch {
     client: Client,
     id: u32,
     sequences: Vec<i64>,
+    /// Whether END_BATCH or ABORT_BATCH was sent.
+    ended: bool,
     /// The connection's batch slot (`Client::start_batch`), given back when the batch ends.
     _slot: tokio::sync::OwnedSemaphorePermit,
 }
 
 impl Batch {
     pub(crate) fn new(client: Client, id: u32, slot: tokio::sync::OwnedSemaphorePermit) -> Self {
-        Batch { client, id, sequences: Vec::new(), _slot: slot }
+        Batch { client, id, sequences: Vec::new(), ended: false, _slot: slot }
     }
 
     pub fn id(&self) -> u32 {
@@ -45,7 +51,9 @@ impl Batch {
 
     /// Applies every operation atomically and durably, or none. On failure the error names the
     /// operation (by position) that failed its check, if one did.
-    pub async fn commit(self) -> Result<(), ClientError> {
+    pub async fn commit(mut self) -> Result<(), ClientError> {
+        // Sent by the request's first poll, before it waits (`Client::request_with_header`).
+        self.ended = true;
         let body = Body {
             batch: Some(spindle_proto::pb::command::Batch { count: Some(self.sequences.len() as i32), ..Default::default() }),
             ..Body::default()
@@ -63,7 +71,17 @@ impl Batch {
     }
 
     /// Drops every operation of the batch.
-    pub async fn abort(self) -> Result<(), ClientError> {
+    pub async fn abort(mut self) -> Result<(), ClientError> {
+        self.ended = true;
         self.client.batch_request(MessageType::AbortBatch, self.id, None).await?.into_result().map(drop)
+    }
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        if !self.ended {
+            // A closed connection has dropped the batch already.
+            let _ = self.client.send_unanswered(MessageType::AbortBatch, self.id, None, &[]);
+        }
     }
 }

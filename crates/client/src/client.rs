@@ -193,7 +193,8 @@ impl Client {
         self.request_with_header(header, body, value).await
     }
 
-    /// Sends a request the drive does not answer (a batched PUT/DELETE); returns its sequence.
+    /// Sends a request whose answer nobody waits for (a batched PUT/DELETE, which the drive
+    /// does not answer; a dropped batch's ABORT_BATCH); returns its sequence.
     pub fn send_unanswered(&self, kind: MessageType, batch_id: u32, body: Option<Body>, value: &[u8]) -> Result<i64, ClientError> {
         let mut sender = self.shared.sender.lock();
         if let Some(reason) = &self.shared.pending.lock().closed {

@@ -261,3 +261,31 @@ async fn one_connection_opening_more_batches_than_the_drive_allows_commits_them_
         assert!(c.get(format!("many{i}").as_bytes()).await.unwrap().is_some());
     }
 }
+
+/// A batch dropped without commit or abort (its caller gave up or was cancelled) is aborted
+/// on the drive before the connection's next request: its device-wide slot is free again
+/// for the batches the client, which counts the slot as given back, opens next. Before, the
+/// drive kept it open until the connection closed; with every other slot then asked for on
+/// the same connection, the last START_BATCH waited for it behind the END_BATCHes queued after
+/// it, and was refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_dropped_open_frees_its_slot_on_the_drive() {
+    let drive = TestDrive::start().await;
+    let c = drive.client().await;
+    let slots = spindle_proto::limits::MAX_BATCH_COUNT_PER_DEVICE;
+    for round in 0..3 {
+        let mut dropped = c.start_batch().await.unwrap();
+        dropped.put(format!("dropped{round}").as_bytes(), b("never"), forced()).unwrap();
+        drop(dropped);
+        let mut open = Vec::new();
+        for i in 0..slots {
+            let mut batch = c.start_batch().await.unwrap();
+            batch.put(format!("kept{round}-{i}").as_bytes(), b("x"), forced()).unwrap();
+            open.push(batch);
+        }
+        for batch in open {
+            batch.commit().await.unwrap();
+        }
+        assert!(c.get(format!("dropped{round}").as_bytes()).await.unwrap().is_none(), "a dropped batch's put was applied");
+    }
+}
