@@ -29,6 +29,11 @@ impl Batch {
         Batch { client, id, sequences: Vec::new(), ended: false, _slot: slot }
     }
 
+    /// The drive refused its START_BATCH: nothing to abort.
+    pub(crate) fn not_opened(&mut self) {
+        self.ended = true;
+    }
+
     pub fn id(&self) -> u32 {
         self.id
     }

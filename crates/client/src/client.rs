@@ -350,8 +350,16 @@ impl Client {
             batch_id: Some(id),
             ..Header::default()
         };
-        self.request_with_header(header, None, Bytes::new()).await?.into_result()?;
-        Ok(crate::Batch::new(self.clone(), id, slot))
+        // Made before the START_BATCH goes out: a caller that stops waiting for the answer
+        // drops it, and so aborts a batch the drive may have opened.
+        let mut batch = crate::Batch::new(self.clone(), id, slot);
+        match self.request_with_header(header, None, Bytes::new()).await?.into_result() {
+            Ok(_) => Ok(batch),
+            Err(refused) => {
+                batch.not_opened();
+                Err(refused)
+            }
+        }
     }
 
     pub(crate) async fn batch_request(&self, kind: MessageType, id: u32, body: Option<Body>) -> Result<Response, ClientError> {

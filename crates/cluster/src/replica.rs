@@ -130,10 +130,11 @@ pub enum Accepted {
     Met { key: Bytes, batch: Stamp },
 }
 
-/// `accept`, except that it writes nothing over an entry of a batch that is neither the
-/// entry `known` showed (what its writer read there) nor one of the batches in `decided`:
-/// `Accepted::Met`, and the caller decides that batch first (`Store::accept_deciding`).
-/// `decided` `None` replaces whatever its ballot admits, as `accept` does.
+/// `accept`, except that it writes nothing over an entry of a batch not in `decided` (those
+/// its writer read on this replica, and those it decided since): `Accepted::Met`, and the
+/// caller decides that batch first (`Store::accept_deciding`). `decided` `None` replaces
+/// whatever its ballot admits, as `accept` does. `known` is only a guess of what the replica
+/// holds, tried first.
 pub async fn accept_unless(
     client: &Client,
     key: &[u8],
@@ -143,7 +144,6 @@ pub async fn accept_unless(
     known: Option<Held>,
     decided: Option<&[Tag]>,
 ) -> Result<Accepted, ClientError> {
-    let read = known.as_ref().and_then(Held::tag);
     let mut current = known;
     for _ in 0..MAX_STORE_ROUNDS {
         let now = match current.take() {
@@ -160,9 +160,8 @@ pub async fn accept_unless(
         if !acceptor.admits(ballot) {
             return Ok(Accepted::Answered(Answer::No));
         }
-        let unread = now.stamp().filter(|s| s.identity.is_batch() && Some(s.identity) != read);
-        if let (Some(batch), Some(decided)) = (unread, decided) {
-            if !decided.contains(&batch.identity) {
+        if let (Some(batch), Some(decided)) = (now.stamp().filter(|s| s.identity.is_batch()), decided) {
+            if !decided.iter().any(|d| d.same_write(&batch.identity)) {
                 return Ok(Accepted::Met { key: Bytes::copy_from_slice(key), batch });
             }
         }
@@ -249,14 +248,10 @@ pub async fn accept_batch(client: &Client, entries: &[BatchEntry], ballot: Tag, 
     })
 }
 
-/// `accept_batch`, except that it writes nothing over an entry of a batch that is neither
-/// what `known` showed for that key nor one of the batches in `decided` (`accept_unless`).
+/// `accept_batch`, except that it writes nothing over an entry of another batch not in
+/// `decided` (`accept_unless`).
 pub async fn accept_batch_unless(client: &Client, entries: &[BatchEntry], ballot: Tag, known: Option<Vec<Held>>, decided: Option<&[Tag]>) -> Result<Accepted, ClientError> {
     let keys: Vec<Bytes> = entries.iter().map(|(k, _, _)| k.clone()).collect();
-    let read: Vec<Option<Tag>> = match &known {
-        Some(k) if k.len() == entries.len() => k.iter().map(Held::tag).collect(),
-        _ => vec![None; entries.len()],
-    };
     let mut current = known;
     for _ in 0..MAX_STORE_ROUNDS {
         let now = match current.take() {
@@ -264,8 +259,8 @@ pub async fn accept_batch_unless(client: &Client, entries: &[BatchEntry], ballot
             _ => held_many(client, &keys).await?,
         };
         if let Some(decided) = decided {
-            let unread = entries.iter().zip(&now).zip(&read).find_map(|(((key, _, tag), held), read)| {
-                let batch = held.stamp().filter(|s| s.identity.is_batch() && s.identity != *tag && Some(s.identity) != *read && !decided.contains(&s.identity))?;
+            let unread = entries.iter().zip(&now).find_map(|((key, _, tag), held)| {
+                let batch = held.stamp().filter(|s| s.identity.is_batch() && !s.identity.same_write(tag) && !decided.iter().any(|d| d.same_write(&s.identity)))?;
                 held.acceptor().admits(ballot).then(|| (key.clone(), batch))
             });
             if let Some((key, batch)) = unread {

@@ -289,3 +289,29 @@ async fn a_batch_dropped_open_frees_its_slot_on_the_drive() {
         assert!(c.get(format!("dropped{round}").as_bytes()).await.unwrap().is_none(), "a dropped batch's put was applied");
     }
 }
+
+/// A `start_batch` whose caller stops waiting once its START_BATCH went out (a timeout) aborts
+/// the batch the drive opens for it: the client has given the slot back, so the drive must too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_batch_given_up_frees_its_slot_on_the_drive() {
+    let drive = TestDrive::start().await;
+    let c = drive.client().await;
+    let slots = spindle_proto::limits::MAX_BATCH_COUNT_PER_DEVICE;
+    // Polled once and dropped: the slot is free, so the START_BATCH goes out in that poll,
+    // and its answer cannot be there yet.
+    for _ in 0..slots {
+        use std::future::Future;
+        let mut start = std::pin::pin!(c.start_batch());
+        let polled = start.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
+        assert!(polled.is_pending(), "answered within one poll");
+    }
+    let mut open = Vec::new();
+    for i in 0..slots {
+        let mut batch = c.start_batch().await.unwrap();
+        batch.put(format!("after{i}").as_bytes(), b("x"), forced()).unwrap();
+        open.push(batch);
+    }
+    for batch in open {
+        batch.commit().await.unwrap();
+    }
+}

@@ -21,6 +21,15 @@ pub(super) enum Accept<'a> {
 }
 
 impl Accept<'_> {
+    /// The batches the write read on this replica: its own decision covers them.
+    fn read(&self) -> Vec<Tag> {
+        let tags: Vec<Option<Tag>> = match self {
+            Accept::One { known, .. } => vec![known.as_ref().and_then(Held::tag)],
+            Accept::Batch { known, .. } => known.iter().flatten().map(Held::tag).collect(),
+        };
+        tags.into_iter().flatten().filter(Tag::is_batch).collect()
+    }
+
     async fn try_once(&mut self, c: &Client, decided: Option<&[Tag]>) -> Result<Accepted, ClientError> {
         match self {
             Accept::One { key, value, identity, ballot, known } => replica::accept_unless(c, key, value.clone(), *identity, *ballot, known.take(), decided).await,
@@ -41,12 +50,16 @@ impl Store {
         (drive, c): (&'a str, &'a Client),
         accept: Accept<'a>,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Answer, ClientError>> + Send + 'a>> {
-        // Boxed and named Send: settling may run a round, whose accepts come back here.
+        // Boxed and named Send: the compiler cannot see that a settle's accepts never come
+        // back here (they are write-backs, not writes).
         Box::pin(async move {
             let mut accept = accept;
-            let mut decided: Vec<Tag> = Vec::new();
+            // What the write read is its own to replace; `known` is only the first guess of
+            // what the replica holds, and later tries read it again.
+            let mut decided = accept.read();
+            let read = decided.len();
             loop {
-                let guard = (decided.len() < MAX_UNREAD_BATCHES).then_some(decided.as_slice());
+                let guard = (decided.len() - read < MAX_UNREAD_BATCHES).then_some(decided.as_slice());
                 match accept.try_once(c, guard).await? {
                     Accepted::Answered(answer) => return Ok(answer),
                     Accepted::Met { key, batch } => {
