@@ -570,3 +570,107 @@ fn a_client_behind_the_flip_still_reads_what_the_new_epoch_wrote() {
         assert_eq!(got.map(|v| v.value), Some(Bytes::from_static(b"new")), "a read behind the flip missed an acknowledged write");
     });
 }
+
+/// A batch that lands during a move on a write quorum of the drives the partition moves to,
+/// but not of its old replicas, was never chosen; abandoned by a reader on one key, it must
+/// not stand on its other keys once the move flips and those drives are the replicas
+/// (docs/design/simulation.md, Findings, "Half a batch across a move's flip"). O = d0 d1 d2
+/// moving to N = d0 d1 d3 at epoch 5; batch B over j, k and n on d1 and d3 alone, n since
+/// overwritten on every drive. A read of k abandons B and notes it; the flip, as the
+/// coordinator makes it (the noted batches settled on every member, then the map), leaves j
+/// at its write from before B. Without the note, a read after the flip returned B for j.
+#[test]
+fn a_batch_abandoned_during_a_move_stands_on_none_of_its_keys_after_the_flip() {
+    use spindle_cluster::tag::{Kind, Tag};
+    use spindle_cluster::{batch, migrate, replica};
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path(), 1);
+    let drives: Vec<TestDrive> = (0..4).map(|_| TestDrive::start(&[])).collect();
+    runtime().block_on(async {
+        let control = control(&etcd.endpoints(), "noted").await;
+        let (map, raw) = one_partition_moving(&control, &drives).await;
+        let dk = |k: &[u8]| spindle_cluster::map::drive_key(0, k);
+        let at = |counter: u64, kind: Kind| Tag { epoch: 5, counter, writer: 7, kind };
+        let keys: [&[u8]; 3] = [b"{b}j", b"{b}k", b"{b}n"];
+        for r in &raw {
+            for k in keys {
+                replica::store_if_newer(r, &dk(k), Bytes::from_static(b"old"), at(3_000, Kind::Value), None).await.unwrap();
+            }
+        }
+        let b = at(3_010, Kind::BatchValue);
+        let entries: Vec<replica::BatchEntry> = keys.iter().map(|k| (dk(k), batch::encode_entry(&keys, b"B"), b)).collect();
+        for r in [&raw[1], &raw[3]] {
+            replica::store_batch_if_newer(r, &entries, None).await.unwrap();
+        }
+        for r in &raw {
+            replica::store_if_newer(r, &dk(b"{b}n"), Bytes::from_static(b"X"), at(3_011, Kind::Value), None).await.unwrap();
+        }
+
+        let store = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
+        assert_eq!(store.get(b"{b}k").await.unwrap().unwrap().value, Bytes::from_static(b"old"), "B was never chosen");
+        let (noted, guard) = control.noted_abandoned(5).await.unwrap();
+        assert_eq!(noted.len(), 1, "B, on a write quorum of the drives the partition moves to, is noted for the flip");
+        assert_eq!((noted[0].counter, noted[0].partition), (3_010, 0));
+        assert_eq!(noted[0].members, keys.map(<[u8]>::to_vec).to_vec());
+        // On j, B still stands on d1 and d3: a write quorum of the replicas after the flip.
+        for r in [&raw[1], &raw[3]] {
+            let held = r.get_metadata(&dk(b"{b}j")).await.unwrap().and_then(|m| spindle_cluster::stamp::Stamp::decode(&m.version));
+            assert_eq!(held.map(|s| s.identity), Some(b));
+        }
+
+        // The flip as the coordinator makes it.
+        let movers = migrate::Movers::new(migrate::connect_all(&map, &StoreConfig::default().client).await, 0, (control.clone(), StoreConfig::default()));
+        let failed = migrate::settle_noted(&movers, &noted).await.unwrap();
+        assert!(failed.is_empty(), "{failed:?}");
+        let (_, revision) = control.load_map().await.unwrap();
+        let mut flipped = map.clone();
+        flipped.placement = vec![["d0", "d1", "d3"].map(String::from).to_vec()];
+        flipped.moving.clear();
+        flipped.epoch = 6;
+        let progress = spindle_cluster::control::MoveProgress { epoch: 5, ..Default::default() };
+        assert!(control.commit_flip(revision, &flipped, &progress, guard).await.unwrap());
+        for r in &raw {
+            r.set_cluster_version(6).await.unwrap();
+        }
+        assert!(control.noted_abandoned(5).await.unwrap().0.is_empty(), "the flip drops the notes");
+        let after = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
+        for (k, v) in [(keys[0], "old"), (keys[1], "old"), (keys[2], "X")] {
+            assert_eq!(after.get(k).await.unwrap().unwrap().value, Bytes::from(v), "{} after the flip", String::from_utf8_lossy(k));
+        }
+    });
+}
+
+/// A note made after the coordinator read the notes fails its flip: the batch noted then is
+/// settled by the next round before the map flips.
+#[test]
+fn a_batch_noted_after_the_coordinator_read_the_notes_holds_the_flip_back() {
+    use spindle_cluster::abandoned::NotedBatch;
+    use spindle_cluster::tag::{Kind, Tag};
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path(), 1);
+    let drives: Vec<TestDrive> = (0..4).map(|_| TestDrive::start(&[])).collect();
+    runtime().block_on(async {
+        let control = control(&etcd.endpoints(), "late-note").await;
+        let (map, _raw) = one_partition_moving(&control, &drives).await;
+        let tag = |counter| Tag { epoch: 5, counter, writer: 7, kind: Kind::BatchValue };
+        assert!(control.note_abandoned(5, NotedBatch::new(0, tag(1), vec![b"a".to_vec()])).await.unwrap());
+        let (noted, guard) = control.noted_abandoned(5).await.unwrap();
+        assert_eq!(noted.len(), 1);
+        // Noted again: nothing changes, and the guard still holds.
+        assert!(control.note_abandoned(5, NotedBatch::new(0, tag(1), vec![b"a".to_vec()])).await.unwrap());
+        // Noted at another epoch than the map's: refused.
+        assert!(!control.note_abandoned(4, NotedBatch::new(0, tag(2), vec![b"b".to_vec()])).await.unwrap());
+        assert!(control.note_abandoned(5, NotedBatch::new(0, tag(2), vec![b"b".to_vec()])).await.unwrap());
+        let (_, revision) = control.load_map().await.unwrap();
+        let mut flipped = map.clone();
+        flipped.moving.clear();
+        flipped.epoch = 6;
+        let progress = spindle_cluster::control::MoveProgress { epoch: 5, ..Default::default() };
+        assert!(!control.commit_flip(revision, &flipped, &progress, guard).await.unwrap(), "a flip over a note it did not read");
+        let (noted, guard) = control.noted_abandoned(5).await.unwrap();
+        assert_eq!(noted.len(), 2);
+        assert!(control.commit_flip(revision, &flipped, &progress, guard).await.unwrap());
+        // Once flipped, nothing is noted at the old epoch any more.
+        assert!(!control.note_abandoned(5, NotedBatch::new(0, tag(3), vec![b"c".to_vec()])).await.unwrap());
+    });
+}

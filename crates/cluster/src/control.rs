@@ -4,7 +4,8 @@
 //! coordinator's election.
 //!
 //! Layout under `/spindle/<cluster>/`: `map`, `health/<drive>`, `changes/<drive>`, `move` (the
-//! move under way), `last-move` (the last one finished), `leader` (etcd's election prefix), `coordinators/<name>` (live
+//! move under way), `abandoned` (batches abandoned during it: abandoned.rs), `last-move`
+//! (the last one finished), `leader` (etcd's election prefix), `coordinators/<name>` (live
 //! coordinators, on their lease).
 
 use std::collections::BTreeMap;
@@ -161,7 +162,7 @@ impl Control {
     /// Writes the first map; refuses if the cluster exists.
     pub async fn init(&self, map: &ClusterMap) -> Result<(), ClusterError> {
         let key = self.key("map");
-        if self.plane.txn(Guard::Absent(key.clone()), vec![Change::Put(key, encode(map)?)]).await? {
+        if self.plane.txn(vec![Guard::Absent(key.clone())], vec![Change::Put(key, encode(map)?)]).await? {
             Ok(())
         } else {
             Err(ClusterError::AlreadyExists(self.name.clone()))
@@ -178,7 +179,7 @@ impl Control {
     /// changed it first (read again and recompute).
     pub async fn replace_map(&self, revision: i64, map: &ClusterMap) -> Result<bool, ClusterError> {
         let key = self.key("map");
-        self.plane.txn(Guard::WrittenAt(key.clone(), revision), vec![Change::Put(key, encode(map)?)]).await
+        self.plane.txn(vec![Guard::WrittenAt(key.clone(), revision)], vec![Change::Put(key, encode(map)?)]).await
     }
 
     pub async fn health(&self) -> Result<BTreeMap<String, Health>, ClusterError> {
@@ -230,7 +231,7 @@ impl Control {
     pub async fn apply_change(&self, revision: i64, map: &ClusterMap, change_key: &str) -> Result<bool, ClusterError> {
         let key = self.key("map");
         let changes = vec![Change::Put(key.clone(), encode(map)?), Change::Delete(change_key.to_string())];
-        self.plane.txn(Guard::WrittenAt(key, revision), changes).await
+        self.plane.txn(vec![Guard::WrittenAt(key, revision)], changes).await
     }
 
     /// Commits `map` if still at `revision` and sets or clears the move's progress with it,
@@ -241,19 +242,22 @@ impl Control {
             Some(p) => Change::Put(self.key("move"), encode(p)?),
             None => Change::Delete(self.key("move")),
         };
-        self.plane.txn(Guard::WrittenAt(key.clone(), revision), vec![Change::Put(key, encode(map)?), progress]).await
+        self.plane.txn(vec![Guard::WrittenAt(key.clone(), revision)], vec![Change::Put(key, encode(map)?), progress]).await
     }
 
-    /// Flips a move: commits `map` (if still at `revision`), drops the move's progress and
-    /// keeps it, with its end time, as the last move (`status` and `bench migrate` read it).
-    pub async fn commit_flip(&self, revision: i64, map: &ClusterMap, finished: &MoveProgress) -> Result<bool, ClusterError> {
+    /// Flips a move: commits `map` (if still at `revision`, and the batches abandoned during
+    /// the move still as `noted` read them: abandoned.rs), drops the move's progress and
+    /// its notes, and keeps it, with its end time, as the last move (`status` and `bench
+    /// migrate` read it).
+    pub async fn commit_flip(&self, revision: i64, map: &ClusterMap, finished: &MoveProgress, noted: Guard) -> Result<bool, ClusterError> {
         let key = self.key("map");
         let changes = vec![
             Change::Put(key.clone(), encode(map)?),
             Change::Delete(self.key("move")),
+            Change::Delete(self.key("abandoned")),
             Change::Put(self.key("last-move"), encode(finished)?),
         ];
-        self.plane.txn(Guard::WrittenAt(key, revision), changes).await
+        self.plane.txn(vec![Guard::WrittenAt(key, revision), noted], changes).await
     }
 
     /// The last move that finished, if any.

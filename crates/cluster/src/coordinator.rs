@@ -559,6 +559,14 @@ async fn run_move(control: &Control, config: &CoordinatorConfig, map: ClusterMap
         }
     }
     let copied_now = progress.done.len() > done_before;
+    // Batches abandoned during the move settled on every member first (a note made after
+    // this read fails the flip's transaction); a partition whose are not does not flip yet.
+    let (noted, noted_guard) = control.noted_abandoned(map.epoch).await?;
+    for (p, e) in migrate::settle_noted(&movers, &noted).await? {
+        progress.done.remove(&p);
+        first_error.get_or_insert(e);
+        pending += 1;
+    }
     if let Some(e) = first_error {
         if copied_now || stuck.is_none_or(|(epoch, _)| epoch != map.epoch) {
             *stuck = Some((map.epoch, Instant::now()));
@@ -580,16 +588,10 @@ async fn run_move(control: &Control, config: &CoordinatorConfig, map: ClusterMap
     }
     next.epoch += 1;
     progress.updated_ms = now_ms();
-    if control.commit_flip(revision, &next, &progress).await? {
+    if control.commit_flip(revision, &next, &progress, noted_guard).await? {
         config.metrics.map_changed();
-        info!(
-            "epoch {}: move done, {} partitions, {} bytes pushed, {} entries caught up, in {:.1} s",
-            next.epoch,
-            progress.total,
-            progress.bytes,
-            progress.repaired,
-            now_ms().saturating_sub(progress.started_ms) as f64 / 1000.0
-        );
+        let took = now_ms().saturating_sub(progress.started_ms) as f64 / 1000.0;
+        info!("epoch {}: move done, {} partitions, {} bytes pushed, {} entries caught up, in {took:.1} s", next.epoch, progress.total, progress.bytes, progress.repaired);
         crash_point("flipped");
         migrate::connect_all(&next, &config.client).await;
     }

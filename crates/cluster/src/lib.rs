@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod abandoned;
 pub mod batch;
 pub mod ca;
 pub mod clock;

@@ -206,6 +206,33 @@ pub async fn copy_partition(map: &ClusterMap, partition: u32, movers: &Movers) -
     Ok(copied)
 }
 
+/// Settles every member of the batches abandoned during the move (`crate::abandoned`) through
+/// the cluster client at the move's map, as a reader settles each: a batch abandoned on one
+/// key must not stand on a write quorum of the drives its partition moves to on another when
+/// they become the replicas. Returns the partitions whose batches could not all be settled,
+/// with the first error: they are not flipped this time.
+pub async fn settle_noted(movers: &Movers, noted: &[crate::abandoned::NotedBatch]) -> Result<BTreeMap<u32, ClusterError>, ClusterError> {
+    let mut failed = BTreeMap::new();
+    if noted.is_empty() {
+        return Ok(failed);
+    }
+    let (control, config) = &movers.settler;
+    let store = movers.settling.get_or_try_init(|| Store::open(control.clone(), config.clone())).await?;
+    for batch in noted {
+        if failed.contains_key(&batch.partition) {
+            continue;
+        }
+        for member in &batch.members {
+            if let Err(e) = store.make_chosen(member).await {
+                warn!("partition {}: a batch abandoned during the move not settled on every member ({e}); the partition does not flip yet", batch.partition);
+                failed.insert(batch.partition, e);
+                break;
+            }
+        }
+    }
+    Ok(failed)
+}
+
 /// Where a member's drive takes pushes.
 fn peer_of(member: &Member, tls: bool) -> Result<Peer, ClusterError> {
     let bad = || ClusterError::from(crate::SettingError::Address(member.addr.clone()));

@@ -1,5 +1,5 @@
 //! What the cluster asks of its control plane, and nothing more: keys with revisions,
-//! transactions guarded by one compare, leases, and an election. etcd serves it in production
+//! transactions guarded by compares, leases, and an election. etcd serves it in production
 //! (`plane::etcd`); the simulator serves it from a model of etcd with the same linearizable
 //! semantics, so that the coordinator and the clients run unchanged over either.
 
@@ -23,7 +23,7 @@ pub struct Kv {
     pub mod_revision: i64,
 }
 
-/// The one compare a transaction is guarded by.
+/// A compare a transaction is guarded by.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Guard {
     /// The key does not exist.
@@ -46,8 +46,8 @@ pub trait Plane: Send + Sync {
     /// Writes `key`, attached to `lease` (gone when the lease is) if one is given.
     fn put<'a>(&'a self, key: &'a str, value: Vec<u8>, lease: Option<i64>) -> PlaneFuture<'a, ()>;
     fn delete<'a>(&'a self, key: &'a str) -> PlaneFuture<'a, ()>;
-    /// Applies `changes` at once if `guard` holds; whether it did.
-    fn txn(&self, guard: Guard, changes: Vec<Change>) -> PlaneFuture<'_, bool>;
+    /// Applies `changes` at once if every one of `guards` holds; whether it did.
+    fn txn(&self, guards: Vec<Guard>, changes: Vec<Change>) -> PlaneFuture<'_, bool>;
     /// A lease of `ttl_secs`, ended unless renewed.
     fn grant(&self, ttl_secs: i64) -> PlaneFuture<'_, i64>;
     fn keep_alive(&self, lease: i64) -> PlaneFuture<'_, Box<dyn KeepAlive>>;

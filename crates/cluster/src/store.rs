@@ -42,6 +42,7 @@ mod ask;
 mod abandon;
 mod batches;
 mod checks;
+mod noted;
 mod quorum;
 mod range;
 mod read;

@@ -227,12 +227,12 @@ impl Plane for ModelPlane {
         Box::pin(self.etcd.call(&self.host, move |s| s.delete(key)))
     }
 
-    fn txn(&self, guard: Guard, changes: Vec<Change>) -> PlaneFuture<'_, bool> {
+    fn txn(&self, guards: Vec<Guard>, changes: Vec<Change>) -> PlaneFuture<'_, bool> {
         Box::pin(self.etcd.call(&self.host, move |s| {
-            let holds = match &guard {
+            let holds = guards.iter().all(|guard| match guard {
                 Guard::Absent(key) => !s.keys.contains_key(key),
                 Guard::WrittenAt(key, rev) => s.keys.get(key).is_some_and(|e| e.mod_revision == *rev),
-            };
+            });
             if holds {
                 // One revision for the whole transaction, as etcd gives it.
                 let rev = s.bump();

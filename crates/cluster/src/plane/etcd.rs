@@ -65,12 +65,15 @@ impl Plane for EtcdPlane {
         })
     }
 
-    fn txn(&self, guard: Guard, changes: Vec<Change>) -> PlaneFuture<'_, bool> {
+    fn txn(&self, guards: Vec<Guard>, changes: Vec<Change>) -> PlaneFuture<'_, bool> {
         Box::pin(async move {
-            let compare = match guard {
-                Guard::Absent(key) => Compare::version(key, CompareOp::Equal, 0),
-                Guard::WrittenAt(key, revision) => Compare::mod_revision(key, CompareOp::Equal, revision),
-            };
+            let compares: Vec<Compare> = guards
+                .into_iter()
+                .map(|guard| match guard {
+                    Guard::Absent(key) => Compare::version(key, CompareOp::Equal, 0),
+                    Guard::WrittenAt(key, revision) => Compare::mod_revision(key, CompareOp::Equal, revision),
+                })
+                .collect();
             let ops: Vec<TxnOp> = changes
                 .into_iter()
                 .map(|c| match c {
@@ -78,7 +81,7 @@ impl Plane for EtcdPlane {
                     Change::Delete(key) => TxnOp::delete(key, None),
                 })
                 .collect();
-            Ok(self.client.kv_client().txn(Txn::new().when([compare]).and_then(ops)).await?.succeeded())
+            Ok(self.client.kv_client().txn(Txn::new().when(compares).and_then(ops)).await?.succeeded())
         })
     }
 

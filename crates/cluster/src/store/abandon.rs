@@ -148,6 +148,7 @@ impl Store {
                 return Ok(Fate::Stands(settled.unwrap_or((stamp.identity, Some(entry)))));
             }
             Verdict::Beneath(_) => unreachable!("decided above"),
+            Verdict::Never(_) if !self.note_passed(map, partition, dkey, &passed, &promised).await => return Ok(Fate::Unknown(Undecided::ForNow)),
             Verdict::Never(Some((stamp, value))) => {
                 tracing::debug!(?batch, write = ?stamp.identity, ?dkey, held = ?promised.iter().map(|(d, h, _)| (d, h.stamp())).collect::<Vec<_>>(), replicas = ?judged.replicas, "a batch that can never be chosen abandoned: the write before it stands");
                 (stamp.identity, value)
@@ -203,7 +204,12 @@ impl Store {
         if !recorded && !self.may_have_been_chosen(map, partition, dkey, under, entry, promised, judged).await.unwrap_or(true) {
             return Ok(None);
         }
+        // Passed over from here on, while the partition moves: noted first (`noted.rs`).
+        let noted = async || self.note_passed(map, partition, dkey, passed, promised).await;
         if recorded {
+            if !noted().await {
+                return Ok(Some(Fate::Unknown(Undecided::ForNow)));
+            }
             tracing::debug!(?passed, under = ?under.identity, ?dkey, "the batch before them recorded chosen: it stands for this key");
             let after: Arc<BTreeMap<String, Held>> = Arc::new(promised.iter().map(|(d, h, _)| (d.clone(), h.promised(judged.ballot))).collect());
             return match self.accept_decided(map, partition, dkey, (entry, under.identity, judged.ballot), after, Judged::Settle).await {
@@ -216,6 +222,9 @@ impl Store {
             tracing::debug!(?passed, under = ?under.identity, held = ?promised.iter().map(|(d, h, _)| (d, h.stamp())).collect::<Vec<_>>(), "undecided: the batch before it is not whole on its holder");
             return Ok(Some(Fate::Unknown(Undecided::Undecidable { batch: under.identity })));
         };
+        if !noted().await {
+            return Ok(Some(Fate::Unknown(Undecided::ForNow)));
+        }
         tracing::debug!(?passed, under = ?under.identity, ?dkey, "batches that can never be chosen abandoned: the batch before them made chosen whole");
         Ok(Some(match self.learn_batch(map, partition, Arc::new(entries), Reach::Every, (passed, judged.ballot)).await {
             Ok(Learned::Done) => Fate::Stands((under.identity, Some(entry.clone()))),
@@ -267,7 +276,7 @@ impl Store {
 /// `Some(true)` it holds it, `Some(false)` it never took it (nothing there, or a ballot below
 /// the lowest the batch is accepted under: a key's ballot on a replica only grows), `None`
 /// it stands above it and may have held it before.
-fn may_have_held(held: &Held, batch: Tag) -> Option<bool> {
+pub(super) fn may_have_held(held: &Held, batch: Tag) -> Option<bool> {
     let Some(s) = held.stamp() else { return Some(false) };
     if s.identity.same_write(&batch) {
         return Some(true);
