@@ -632,7 +632,7 @@ fn a_batch_abandoned_during_a_move_stands_on_none_of_its_keys_after_the_flip() {
         for r in &raw {
             r.set_cluster_version(6).await.unwrap();
         }
-        assert!(control.noted_abandoned(5).await.unwrap().0.is_empty(), "the flip drops the notes");
+        assert!(control.noted_abandoned(5).await.unwrap().0.is_empty(), "the notes are dropped after the flip");
         let after = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
         for (k, v) in [(keys[0], "old"), (keys[1], "old"), (keys[2], "X")] {
             assert_eq!(after.get(k).await.unwrap().unwrap().value, Bytes::from(v), "{} after the flip", String::from_utf8_lossy(k));
@@ -641,7 +641,8 @@ fn a_batch_abandoned_during_a_move_stands_on_none_of_its_keys_after_the_flip() {
 }
 
 /// A note made after the coordinator read the notes fails its flip: the batch noted then is
-/// settled by the next round before the map flips.
+/// settled by the next round before the map flips. Notes are taken only while the map is at
+/// the move's epoch, and dropped once it has moved on.
 #[test]
 fn a_batch_noted_after_the_coordinator_read_the_notes_holds_the_flip_back() {
     use spindle_cluster::abandoned::NotedBatch;
@@ -652,15 +653,13 @@ fn a_batch_noted_after_the_coordinator_read_the_notes_holds_the_flip_back() {
     runtime().block_on(async {
         let control = control(&etcd.endpoints(), "late-note").await;
         let (map, _raw) = one_partition_moving(&control, &drives).await;
-        let tag = |counter| Tag { epoch: 5, counter, writer: 7, kind: Kind::BatchValue };
-        assert!(control.note_abandoned(5, NotedBatch::new(0, tag(1), vec![b"a".to_vec()])).await.unwrap());
-        let (noted, guard) = control.noted_abandoned(5).await.unwrap();
-        assert_eq!(noted.len(), 1);
-        // Noted again: nothing changes, and the guard still holds.
-        assert!(control.note_abandoned(5, NotedBatch::new(0, tag(1), vec![b"a".to_vec()])).await.unwrap());
+        let note = |counter| NotedBatch::new(0, Tag { epoch: 5, counter, writer: 7, kind: Kind::BatchValue }, vec![format!("{{b}}{counter}").into_bytes()]);
+        assert!(control.note_abandoned(5, note(1)).await.unwrap());
         // Noted at another epoch than the map's: refused.
-        assert!(!control.note_abandoned(4, NotedBatch::new(0, tag(2), vec![b"b".to_vec()])).await.unwrap());
-        assert!(control.note_abandoned(5, NotedBatch::new(0, tag(2), vec![b"b".to_vec()])).await.unwrap());
+        assert!(!control.note_abandoned(4, note(2)).await.unwrap());
+        let (noted, guard) = control.noted_abandoned(5).await.unwrap();
+        assert_eq!(noted, vec![note(1)]);
+        assert!(control.note_abandoned(5, note(2)).await.unwrap());
         let (_, revision) = control.load_map().await.unwrap();
         let mut flipped = map.clone();
         flipped.moving.clear();
@@ -668,9 +667,10 @@ fn a_batch_noted_after_the_coordinator_read_the_notes_holds_the_flip_back() {
         let progress = spindle_cluster::control::MoveProgress { epoch: 5, ..Default::default() };
         assert!(!control.commit_flip(revision, &flipped, &progress, guard).await.unwrap(), "a flip over a note it did not read");
         let (noted, guard) = control.noted_abandoned(5).await.unwrap();
-        assert_eq!(noted.len(), 2);
+        assert_eq!(noted, vec![note(1), note(2)]);
         assert!(control.commit_flip(revision, &flipped, &progress, guard).await.unwrap());
-        // Once flipped, nothing is noted at the old epoch any more.
-        assert!(!control.note_abandoned(5, NotedBatch::new(0, tag(3), vec![b"c".to_vec()])).await.unwrap());
+        // Once flipped, nothing is noted at the old epoch any more, and its notes are gone.
+        assert!(!control.note_abandoned(5, note(3)).await.unwrap());
+        assert!(control.noted_abandoned(5).await.unwrap().0.is_empty());
     });
 }

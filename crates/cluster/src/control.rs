@@ -4,7 +4,7 @@
 //! coordinator's election.
 //!
 //! Layout under `/spindle/<cluster>/`: `map`, `health/<drive>`, `changes/<drive>`, `move` (the
-//! move under way), `abandoned` (batches abandoned during it: abandoned.rs), `last-move`
+//! move under way), `abandoned/` (batches abandoned during it: abandoned.rs), `last-move`
 //! (the last one finished), `leader` (etcd's election prefix), `coordinators/<name>` (live
 //! coordinators, on their lease).
 
@@ -242,22 +242,36 @@ impl Control {
             Some(p) => Change::Put(self.key("move"), encode(p)?),
             None => Change::Delete(self.key("move")),
         };
-        self.plane.txn(vec![Guard::WrittenAt(key.clone(), revision)], vec![Change::Put(key, encode(map)?), progress]).await
+        let done = self.plane.txn(vec![Guard::WrittenAt(key.clone(), revision)], vec![Change::Put(key, encode(map)?), progress]).await?;
+        if done {
+            self.drop_notes(map.epoch).await;
+        }
+        Ok(done)
     }
 
     /// Flips a move: commits `map` (if still at `revision`, and the batches abandoned during
     /// the move still as `noted` read them: abandoned.rs), drops the move's progress and
-    /// its notes, and keeps it, with its end time, as the last move (`status` and `bench
-    /// migrate` read it).
+    /// keeps it, with its end time, as the last move (`status` and `bench migrate` read it).
     pub async fn commit_flip(&self, revision: i64, map: &ClusterMap, finished: &MoveProgress, noted: Guard) -> Result<bool, ClusterError> {
         let key = self.key("map");
         let changes = vec![
             Change::Put(key.clone(), encode(map)?),
             Change::Delete(self.key("move")),
-            Change::Delete(self.key("abandoned")),
             Change::Put(self.key("last-move"), encode(finished)?),
         ];
-        self.plane.txn(vec![Guard::WrittenAt(key, revision), noted], changes).await
+        let done = self.plane.txn(vec![Guard::WrittenAt(key, revision), noted], changes).await?;
+        if done {
+            self.drop_notes(map.epoch).await;
+        }
+        Ok(done)
+    }
+
+    /// Drops the notes of earlier moves once the map has left them behind; one left by a
+    /// failure here is dropped after the next move.
+    async fn drop_notes(&self, epoch: u64) {
+        if let Err(e) = self.drop_notes_before(epoch).await {
+            tracing::debug!(error = ?e, "notes of batches abandoned during earlier moves not dropped yet");
+        }
     }
 
     /// The last move that finished, if any.

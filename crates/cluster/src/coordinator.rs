@@ -563,9 +563,8 @@ async fn run_move(control: &Control, config: &CoordinatorConfig, map: ClusterMap
     // this read fails the flip's transaction); a partition whose are not does not flip yet.
     let (noted, noted_guard) = control.noted_abandoned(map.epoch).await?;
     for (p, e) in migrate::settle_noted(&movers, &noted).await? {
-        progress.done.remove(&p);
+        pending += usize::from(progress.done.remove(&p));
         first_error.get_or_insert(e);
-        pending += 1;
     }
     if let Some(e) = first_error {
         if copied_now || stuck.is_none_or(|(epoch, _)| epoch != map.epoch) {
