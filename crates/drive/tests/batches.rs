@@ -315,3 +315,45 @@ async fn a_start_batch_given_up_frees_its_slot_on_the_drive() {
         batch.commit().await.unwrap();
     }
 }
+
+/// An END_BATCH or ABORT_BATCH refused for a cluster version the drive no longer takes ends
+/// its batch: the client counts it ended. Before, a drive fenced to a new epoch while batches
+/// were open (a cluster starting or flipping a move) kept their slots until the connection
+/// closed or they had idled for `batch_idle_timeout_ms`, and the next START_BATCHes, every
+/// slot held, waited 2 s and were refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_refused_for_its_cluster_version_frees_its_slot() {
+    let drive = TestDrive::start().await;
+    let c = drive.client().await;
+    let slots = spindle_proto::limits::MAX_BATCH_COUNT_PER_DEVICE;
+    c.set_cluster_version(5).await.unwrap();
+    c.set_request_cluster_version(5);
+    let mut open = Vec::new();
+    for i in 0..slots {
+        let mut batch = c.start_batch().await.unwrap();
+        batch.put(format!("fenced{i}").as_bytes(), b("x"), forced()).unwrap();
+        open.push(batch);
+    }
+    // Fenced to 6 by another connection, as a coordinator fences its drives.
+    let fencer = drive.client().await;
+    fencer.set_request_cluster_version(5);
+    fencer.set_cluster_version(6).await.unwrap();
+    for (i, batch) in open.into_iter().enumerate() {
+        let refused = if i % 2 == 0 { batch.commit().await.map(drop) } else { batch.abort().await };
+        let status = refused.expect_err("a batch ended at a cluster version the drive no longer takes").status();
+        assert_eq!(status, Some(StatusCode::VersionFailure));
+    }
+    c.set_request_cluster_version(6);
+    let mut again = Vec::new();
+    for i in 0..slots {
+        let mut batch = c.start_batch().await.unwrap();
+        batch.put(format!("after{i}").as_bytes(), b("x"), forced()).unwrap();
+        again.push(batch);
+    }
+    for batch in again {
+        batch.commit().await.unwrap();
+    }
+    for i in 0..slots {
+        assert!(c.get(format!("fenced{i}").as_bytes()).await.unwrap().is_none(), "a refused batch was applied");
+    }
+}

@@ -123,6 +123,14 @@ impl Connection {
             self.last_sequence = Some(sequence);
         }
         if let Some(reply) = early {
+            // An END_BATCH or ABORT_BATCH of this connection refused for its cluster version
+            // ends its batch all the same (the client takes a failed END_BATCH as the batch
+            // aborted): kept open, a batch fenced mid-way by a new epoch held its device-wide
+            // slot until the connection closed or it had idled for `batch_idle_timeout_ms`.
+            let ends_batch = matches!(MessageType::try_from(raw_type), Ok(MessageType::EndBatch | MessageType::AbortBatch));
+            if let (true, StatusCode::VersionFailure, Some(id)) = (ends_batch, reply.status, header.batch_id) {
+                self.batches.abort(id);
+            }
             self.respond(auth(), &header, reply, None);
             return Ok(());
         }
