@@ -64,7 +64,13 @@ impl Store {
                     Accepted::Answered(answer) => return Ok(answer),
                     Accepted::Met { key, batch } => {
                         decided.push(batch.identity);
-                        self.settle_unread(map, partition, (drive, c), &key, batch).await;
+                        if !self.settle_unread(map, partition, (drive, c), &key, batch).await {
+                            // Its settle met a newer view: this replica is left as a drive of
+                            // that view would leave it, and the write, if it needs it, goes on
+                            // under the new map, where the batch is settled before it is
+                            // replaced rather than replaced undecided.
+                            return Err(ClientError::Status { code: StatusCode::VersionFailure, message: format!("a batch met on {drive} not settled under epoch {}: the map changed", map.epoch) });
+                        }
                     }
                 }
             }
@@ -77,26 +83,32 @@ impl Store {
     /// on a write quorum, and a batch overtaken on the key it is read by is not judged there.
     /// `drive`'s entry of that member is what the settle starts from: the write's read did not
     /// see the batch, and a read quorum that does not ask `drive` may not either.
-    async fn settle_unread(&self, map: &Arc<ClusterMap>, partition: u32, (drive, c): (&str, &Client), dkey: &Bytes, batch: Stamp) {
+    /// `false` only when a settle met a drive of a newer view and none succeeded.
+    async fn settle_unread(&self, map: &Arc<ClusterMap>, partition: u32, (drive, c): (&str, &Client), dkey: &Bytes, batch: Stamp) -> bool {
         if self.inner.records.lock().contains(&batch.identity.with_kind(Kind::BatchValue)) {
-            return;
+            return true;
         }
         let members = match c.get(dkey).await {
             Ok(Some(e)) if Held::from_version(e.metadata.version.clone()).holds(batch.identity, batch.ballot) => batch::decode_entry(&e.value).map(|(m, _)| m),
             // Gone or changed since: the accept reads it again.
-            _ => return,
+            _ => return true,
         };
-        let Some(met) = map::user_key(partition, dkey) else { return };
+        let Some(met) = map::user_key(partition, dkey) else { return true };
+        let mut stale = false;
         for member in members.unwrap_or_default().iter().filter(|m| m.as_ref() != met) {
             let mkey = map::drive_key(partition, member);
-            let Ok(held) = replica::held(c, &mkey).await else { return };
+            let Ok(held) = replica::held(c, &mkey).await else { return !stale };
             let Some(stamp) = held.stamp().filter(|s| s.identity.same_write(&batch.identity)) else { continue };
             tracing::debug!(?dkey, batch = ?batch.identity, drive, "a batch that landed under a write settled before the write replaces it");
             let known = BTreeMap::from([(drive.to_string(), held)]);
             match self.settle(map, partition, member, &mkey, stamp, None, false, known).await {
-                Ok(_) => return,
-                Err(e) => tracing::debug!(?mkey, batch = ?batch.identity, error = ?e, "a batch that landed under a write not settled"),
+                Ok(_) => return true,
+                Err(e) => {
+                    stale |= matches!(e, OpError::StaleView);
+                    tracing::debug!(?mkey, batch = ?batch.identity, error = ?e, "a batch that landed under a write not settled");
+                }
             }
         }
+        !stale
     }
 }
