@@ -1208,6 +1208,34 @@ fn a_batch_recorded_chosen_is_decided_where_its_entries_cannot_tell() {
     });
 }
 
+/// The same state, batch B proven never chosen where it was passed over for another key (its
+/// abandonment record, `spindle_cluster::record`, left on one replica): a read of key 5 passes
+/// over it too, and returns the write before it, where without the record it stays
+/// undecided. The read leaves the abandonment records of what it passed over (C's and B's).
+#[test]
+fn a_batch_recorded_abandoned_is_passed_over_where_its_entries_cannot_tell() {
+    use spindle_cluster::record;
+    use spindle_cluster::tag::Kind;
+    let cluster = ThreeReplicas::start("abandoned");
+    runtime().block_on(async {
+        let (store, replicas) = cluster.store().await;
+        let epoch = store.map().epoch;
+        undecidable_state(epoch, &replicas).await;
+        let at = |counter| Tag { epoch, counter, writer: 7, kind: Kind::BatchValue };
+        record::leave_abandoned(&replicas[0], 0, &at(3_019)).await.unwrap();
+
+        assert_eq!(store.get(b"{u}5").await.unwrap().unwrap().value, Bytes::from_static(b"before"), "B was passed over for another key");
+        let mut left = 0;
+        for r in &replicas {
+            left += usize::from(record::held_abandoned(r, 0, &at(3_020)).await.unwrap());
+        }
+        assert!(left >= 2, "C's abandonment record left on a write quorum ({left} replicas)");
+        assert_eq!(store.get(b"{u}5").await.unwrap().unwrap().value, Bytes::from_static(b"before"));
+        assert_eq!(store.get(b"{u}1").await.unwrap().unwrap().value, Bytes::from_static(b"newer"));
+        assert_eq!(store.get(b"{u}7").await.unwrap().unwrap().value, Bytes::from_static(b"newer"));
+    });
+}
+
 /// A batch's writer leaves its record on a write quorum before it acknowledges; users neither
 /// see records in ranges nor write under their prefix; the scrub's repair deletes old ones.
 #[test]

@@ -128,6 +128,7 @@ impl Store {
                 }
             }
         }
+        let passing = matches!(verdict, Verdict::Never(_));
         let (write, value) = match verdict {
             Verdict::Chosen => return Ok(Fate::Chosen),
             Verdict::Unknown => {
@@ -158,6 +159,9 @@ impl Store {
         };
         let after: Arc<BTreeMap<String, Held>> = Arc::new(promised.iter().map(|(d, h, _)| (d.clone(), h.promised(ballot))).collect());
         self.accept_decided(map, partition, dkey, (&value, write, ballot), after, Judged::Settle).await?;
+        if passing {
+            self.leave_abandoned(map, partition, &passed).await;
+        }
         Ok(Fate::Stands((write, Some(value))))
     }
 
@@ -204,6 +208,14 @@ impl Store {
         if !recorded && !self.may_have_been_chosen(map, partition, dkey, under, entry, promised, judged).await.unwrap_or(true) {
             return Ok(None);
         }
+        // Proven never chosen where it was passed over for another key (its abandonment
+        // record): passed over here too, rather than made chosen whole (a round that the
+        // write standing on that key would refuse) or left undecided when neither its entries
+        // nor a record of it chosen decide it (docs/design/simulation.md, seed 64).
+        if !recorded && self.recorded_abandoned(map, partition, under.identity).await {
+            tracing::debug!(?passed, under = ?under.identity, ?dkey, "the batch before them recorded abandoned: passed over too");
+            return Ok(None);
+        }
         // Passed over from here on, while the partition moves: noted first (`noted.rs`).
         let noted = async || self.note_passed(map, partition, dkey, passed, promised).await;
         if recorded {
@@ -213,7 +225,10 @@ impl Store {
             tracing::debug!(?passed, under = ?under.identity, ?dkey, "the batch before them recorded chosen: it stands for this key");
             let after: Arc<BTreeMap<String, Held>> = Arc::new(promised.iter().map(|(d, h, _)| (d.clone(), h.promised(judged.ballot))).collect());
             return match self.accept_decided(map, partition, dkey, (entry, under.identity, judged.ballot), after, Judged::Settle).await {
-                Ok(()) => Ok(Some(Fate::Stands((under.identity, Some(entry.clone()))))),
+                Ok(()) => {
+                    self.leave_abandoned(map, partition, passed).await;
+                    Ok(Some(Fate::Stands((under.identity, Some(entry.clone())))))
+                }
                 Err(OpError::Changed) => Ok(Some(Fate::Unknown(Undecided::ForNow))),
                 Err(e) => Err(e),
             };
@@ -227,7 +242,10 @@ impl Store {
         }
         tracing::debug!(?passed, under = ?under.identity, ?dkey, "batches that can never be chosen abandoned: the batch before them made chosen whole");
         Ok(Some(match self.learn_batch(map, partition, Arc::new(entries), Reach::Every, (passed, judged.ballot)).await {
-            Ok(Learned::Done) => Fate::Stands((under.identity, Some(entry.clone()))),
+            Ok(Learned::Done) => {
+                self.leave_abandoned(map, partition, passed).await;
+                Fate::Stands((under.identity, Some(entry.clone())))
+            }
             // A replica holds a newer write of one of its members: it cannot be made chosen
             // whole, and it may have been chosen.
             Ok(Learned::Overtaken { .. }) => {

@@ -34,6 +34,28 @@ impl Store {
         }
     }
 
+    /// Leaves the abandonment records of `batches`, each proven never chosen and passed over
+    /// for a key whose write before them now stands (on a write quorum, the rest in the
+    /// background). One that cannot be left costs only its hint.
+    pub(super) async fn leave_abandoned(&self, map: &Arc<ClusterMap>, partition: u32, batches: &[Tag]) {
+        for &batch in batches {
+            let left = self
+                .ask(map, partition, usize::from(map.write_quorum), Ask::All, move |_, c| async move { crate::record::leave_abandoned(&c, partition, &batch).await })
+                .await;
+            if let Err(e) = left {
+                tracing::debug!(?batch, partition, error = ?e, "a batch's abandonment record not left on a write quorum");
+            }
+        }
+    }
+
+    /// Whether any replica of `partition` holds the abandonment record of `batch`: then it
+    /// was proven never chosen, and passed over for one of its keys. `false` says nothing.
+    pub(super) async fn recorded_abandoned(&self, map: &Arc<ClusterMap>, partition: u32, batch: Tag) -> bool {
+        self.ask_where(map, partition, 1, Ask::All, |held: &bool| *held, move |_, c| async move { crate::record::held_abandoned(&c, partition, &batch).await })
+            .await
+            .is_ok_and(|answers| answers.iter().any(|(_, held)| *held))
+    }
+
     /// Whether any replica of `partition` holds the record of `batch`: then the batch was
     /// chosen. `false` says nothing (no record was left, or none is left now, or a replica
     /// holding one did not answer). Every replica is asked; the first that holds it answers.
