@@ -82,6 +82,8 @@ impl Store {
             .await
         {
             Ok(read) if read.len() == writers.len() => read,
+            // A drive of another view: decided under the map it holds, not tried again here.
+            Err(OpError::StaleView) => return Err(OpError::StaleView),
             _ => {
                 tracing::debug!(?batch, "undecided: a replica did not answer");
                 return Ok(Fate::Unknown(Undecided::ForNow));
@@ -101,6 +103,7 @@ impl Store {
             .await
         {
             Ok(answers) => answers.into_iter().filter_map(|(d, p)| p.map(|(h, v)| (d, h, v))).collect(),
+            Err(OpError::StaleView) => return Err(OpError::StaleView),
             Err(_) => Vec::new(),
         };
         if promised.len() < writers.len() {

@@ -41,8 +41,10 @@ impl Accept<'_> {
 impl Store {
     /// A write's accept on one replica (`replica::accept`, `replica::accept_batch`), deciding
     /// first each batch that landed there after the write's read. A batch whose settle fails
-    /// is replaced all the same: settling only adds a read and the write-backs a read may
-    /// make, so the write is never worse off for it.
+    /// is replaced all the same (settling only adds a read and the write-backs a read may
+    /// make, so the write is never worse off for it), unless the settle met a drive of a
+    /// newer view: then this replica's accept fails as such a drive's does, and the write goes
+    /// on under the new map if it needs this replica.
     pub(super) fn accept_deciding<'a>(
         &'a self,
         map: &'a Arc<ClusterMap>,
