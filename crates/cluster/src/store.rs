@@ -594,7 +594,7 @@ mod tests {
     fn data_path_futures_stay_small() {
         let get = future_size(|s| s.get(b"k"));
         let put = future_size(|s| s.put(b"k", Bytes::new(), Condition::None));
-        // Unoptimised (as the test command builds): get 5,792 B, put 6,144 B.
+        // Unoptimised (as the test command builds): get 4,960 B, put 5,528 B (abandon.rs boxes its search beneath).
         assert!(get < 6_656 && put < 6_656, "get {get} B, put {put} B");
     }
 }

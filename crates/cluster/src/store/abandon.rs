@@ -123,7 +123,8 @@ impl Store {
             return Ok(Fate::Chosen);
         }
         while let Verdict::Beneath(under) = verdict {
-            match self.learn_beneath(map, partition, dkey, &passed, under, &promised, &judged).await? {
+            // Boxed: rarely taken, and inline it would grow every read's future.
+            match Box::pin(self.learn_beneath(map, partition, dkey, &passed, under, &promised, &judged)).await? {
                 Some(fate) => return Ok(fate),
                 None => {
                     passed.push(under.identity);
@@ -152,7 +153,7 @@ impl Store {
                 return Ok(Fate::Stands(settled.unwrap_or((stamp.identity, Some(entry)))));
             }
             Verdict::Beneath(_) => unreachable!("decided above"),
-            Verdict::Never(_) if !self.note_passed(map, partition, dkey, &passed, &promised).await => return Ok(Fate::Unknown(Undecided::ForNow)),
+            Verdict::Never(_) if !Box::pin(self.note_passed(map, partition, dkey, &passed, &promised)).await => return Ok(Fate::Unknown(Undecided::ForNow)),
             Verdict::Never(Some((stamp, value))) => {
                 tracing::debug!(?batch, write = ?stamp.identity, ?dkey, held = ?promised.iter().map(|(d, h, _)| (d, h.stamp())).collect::<Vec<_>>(), replicas = ?judged.replicas, "a batch that can never be chosen abandoned: the write before it stands");
                 (stamp.identity, value)
@@ -163,7 +164,7 @@ impl Store {
         let after: Arc<BTreeMap<String, Held>> = Arc::new(promised.iter().map(|(d, h, _)| (d.clone(), h.promised(ballot))).collect());
         self.accept_decided(map, partition, dkey, (&value, write, ballot), after, Judged::Settle).await?;
         if passing {
-            self.leave_abandoned(map, partition, &passed).await;
+            Box::pin(self.leave_abandoned(map, partition, &passed)).await;
         }
         Ok(Fate::Stands((write, Some(value))))
     }
@@ -215,21 +216,20 @@ impl Store {
         // record): passed over here too, rather than made chosen whole (a round that the
         // write standing on that key would refuse) or left undecided when neither its entries
         // nor a record of it chosen decide it (docs/design/simulation.md, seed 64).
-        if !recorded && self.recorded_abandoned(map, partition, under.identity).await {
+        if !recorded && Box::pin(self.recorded_abandoned(map, partition, under.identity)).await {
             tracing::debug!(?passed, under = ?under.identity, ?dkey, "the batch before them recorded abandoned: passed over too");
             return Ok(None);
         }
         // Passed over from here on, while the partition moves: noted first (`noted.rs`).
-        let noted = async || self.note_passed(map, partition, dkey, passed, promised).await;
         if recorded {
-            if !noted().await {
+            if !Box::pin(self.note_passed(map, partition, dkey, passed, promised)).await {
                 return Ok(Some(Fate::Unknown(Undecided::ForNow)));
             }
             tracing::debug!(?passed, under = ?under.identity, ?dkey, "the batch before them recorded chosen: it stands for this key");
             let after: Arc<BTreeMap<String, Held>> = Arc::new(promised.iter().map(|(d, h, _)| (d.clone(), h.promised(judged.ballot))).collect());
             return match self.accept_decided(map, partition, dkey, (entry, under.identity, judged.ballot), after, Judged::Settle).await {
                 Ok(()) => {
-                    self.leave_abandoned(map, partition, passed).await;
+                    Box::pin(self.leave_abandoned(map, partition, passed)).await;
                     Ok(Some(Fate::Stands((under.identity, Some(entry.clone())))))
                 }
                 Err(OpError::Changed) => Ok(Some(Fate::Unknown(Undecided::ForNow))),
@@ -240,13 +240,13 @@ impl Store {
             tracing::debug!(?passed, under = ?under.identity, held = ?promised.iter().map(|(d, h, _)| (d, h.stamp())).collect::<Vec<_>>(), "undecided: the batch before it is not whole on its holder");
             return Ok(Some(Fate::Unknown(Undecided::Undecidable { batch: under.identity })));
         };
-        if !noted().await {
+        if !Box::pin(self.note_passed(map, partition, dkey, passed, promised)).await {
             return Ok(Some(Fate::Unknown(Undecided::ForNow)));
         }
         tracing::debug!(?passed, under = ?under.identity, ?dkey, "batches that can never be chosen abandoned: the batch before them made chosen whole");
         Ok(Some(match self.learn_batch(map, partition, Arc::new(entries), Reach::Every, (passed, judged.ballot)).await {
             Ok(Learned::Done) => {
-                self.leave_abandoned(map, partition, passed).await;
+                Box::pin(self.leave_abandoned(map, partition, passed)).await;
                 Fate::Stands((under.identity, Some(entry.clone())))
             }
             // A replica holds a newer write of one of its members: it cannot be made chosen
