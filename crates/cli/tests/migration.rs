@@ -640,6 +640,54 @@ fn a_batch_abandoned_during_a_move_stands_on_none_of_its_keys_after_the_flip() {
     });
 }
 
+/// A noted batch whose members cannot all be settled holds its partition's flip back: the
+/// coordinator settles every member of every noted batch before the flip, and a partition
+/// with one that fails (here a member whose entry on one drive, tagged as the batch's, does
+/// not decode) is reported, and the coordinator leaves it where it is this time. Once the
+/// member reads again, the next settle lets it flip.
+#[test]
+fn a_noted_batch_that_cannot_be_settled_holds_its_partition_back() {
+    use spindle_client::PutOptions;
+    use spindle_cluster::abandoned::NotedBatch;
+    use spindle_cluster::tag::{Kind, Tag};
+    use spindle_cluster::{migrate, replica};
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path(), 1);
+    let drives: Vec<TestDrive> = (0..4).map(|_| TestDrive::start(&[])).collect();
+    runtime().block_on(async {
+        let control = control(&etcd.endpoints(), "unsettled-note").await;
+        let (map, raw) = one_partition_moving(&control, &drives).await;
+        let dk = |k: &[u8]| spindle_cluster::map::drive_key(0, k);
+        let keys: [&[u8]; 2] = [b"{c}j", b"{c}k"];
+        let b = Tag { epoch: 5, counter: 3_010, writer: 7, kind: Kind::BatchValue };
+        for r in &raw {
+            replica::store_if_newer(r, &dk(keys[0]), Bytes::from_static(b"old"), Tag { kind: Kind::Value, counter: 3_000, ..b }, None).await.unwrap();
+            replica::store_if_newer(r, &dk(keys[1]), Bytes::from_static(b"old"), Tag { kind: Kind::Value, counter: 3_000, ..b }, None).await.unwrap();
+        }
+        // k's entry on d1: tagged as a batch's, its value no batch entry.
+        {
+            let r = &raw[1];
+            let replica::Held::Entry { version, .. } = replica::held(r, &dk(keys[1])).await.unwrap() else { panic!("k not stored") };
+            let batch_version = spindle_cluster::stamp::Stamp { identity: b, ballot: Tag { kind: Kind::Value, ..b }, promise: None }.encode();
+            let garbled = PutOptions { db_version: version, new_version: batch_version, force: true, ..PutOptions::default() };
+            r.put(&dk(keys[1]), Bytes::from_static(b"\xff not a batch entry"), garbled).await.unwrap();
+        }
+        assert!(control.note_abandoned(5, NotedBatch::new(0, b, keys.map(<[u8]>::to_vec).to_vec())).await.unwrap());
+        let (noted, _) = control.noted_abandoned(5).await.unwrap();
+
+        let movers = migrate::Movers::new(migrate::connect_all(&map, &StoreConfig::default().client).await, 0, (control.clone(), StoreConfig::default()));
+        let failed = migrate::settle_noted(&movers, &noted).await.unwrap();
+        assert_eq!(failed.keys().copied().collect::<Vec<_>>(), vec![0], "a partition whose noted batch was not settled is held back");
+
+        // k written again as the cluster writes it: the noted batch now settles.
+        for r in &raw {
+            replica::store_if_newer(r, &dk(keys[1]), Bytes::from_static(b"new"), Tag { kind: Kind::Value, counter: 3_020, ..b }, None).await.unwrap();
+        }
+        let failed = migrate::settle_noted(&movers, &noted).await.unwrap();
+        assert!(failed.is_empty(), "{failed:?}");
+    });
+}
+
 /// A note made after the coordinator read the notes fails its flip: the batch noted then is
 /// settled by the next round before the map flips. Notes are taken only while the map is at
 /// the move's epoch, and dropped once it has moved on.

@@ -44,6 +44,10 @@ pub async fn connect_all(map: &ClusterMap, config: &ClientConfig) -> Drives {
 /// reads overlapping, few enough that a move is a background load.
 pub const PARALLEL_COPIES: usize = 4;
 
+/// Members of noted batches the leader settles at once before a flip: each a read and
+/// perhaps write-backs, on the partitions that move.
+const MAX_NOTED_SETTLES: usize = 8;
+
 /// Keeps a move's pushes, all copies together, under a bandwidth limit (bytes per second; 0:
 /// none): a schedule that each page of pushes books its bytes on, waiting until the schedule
 /// has room. Idle time is not saved up for a burst later.
@@ -218,15 +222,16 @@ pub async fn settle_noted(movers: &Movers, noted: &[crate::abandoned::NotedBatch
     }
     let (control, config) = &movers.settler;
     let store = movers.settling.get_or_try_init(|| Store::open(control.clone(), config.clone())).await?;
-    for batch in noted {
-        if failed.contains_key(&batch.partition) {
-            continue;
+    let members: Vec<(u32, &Vec<u8>)> = noted.iter().flat_map(|batch| batch.members.iter().map(move |member| (batch.partition, member))).collect();
+    for some in members.chunks(MAX_NOTED_SETTLES) {
+        let mut settles = Vec::with_capacity(some.len());
+        for &(partition, member) in some {
+            settles.push(async move { (partition, store.make_chosen(member).await) });
         }
-        for member in &batch.members {
-            if let Err(e) = store.make_chosen(member).await {
-                warn!("partition {}: a batch abandoned during the move not settled on every member ({e}); the partition does not flip yet", batch.partition);
-                failed.insert(batch.partition, e);
-                break;
+        for (partition, settle) in join_all(settles).await {
+            if let (Err(e), std::collections::btree_map::Entry::Vacant(first)) = (settle, failed.entry(partition)) {
+                warn!("partition {partition}: a batch abandoned during the move not settled on every member ({e}); the partition does not flip yet");
+                first.insert(e);
             }
         }
     }

@@ -30,24 +30,36 @@ pub const RECORD_TTL_MS: u64 = 7 * 24 * 3600 * 1000;
 /// What a record's version starts with (then its creation time, Unix milliseconds, big
 /// endian): never a stamp's length, so the cluster's reads and repairs pass it by.
 const RECORD_MAGIC: &[u8] = b"spindle-batch-record";
-/// What follows the reserved prefix in a record's user key, before the batch's tag: a
-/// record of a chosen batch, or of one abandoned.
-const RECORD_NAME: &[u8] = b"batch/";
-const ABANDONED_NAME: &[u8] = b"abandoned/";
+
+/// What a record says of its batch: each kind lies under a key of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Record {
+    /// The batch was chosen (left by its writer, or by a reader that made it chosen).
+    Chosen,
+    /// The batch was proven never chosen and passed over for one of its keys.
+    Abandoned,
+}
+
+impl Record {
+    /// What follows the reserved prefix in the record's user key, before the batch's tag.
+    fn name(self) -> &'static [u8] {
+        match self {
+            Record::Chosen => b"batch/",
+            Record::Abandoned => b"abandoned/",
+        }
+    }
+}
 
 /// The drive key of `batch`'s record in `partition` (any of its entries' tags: a member's
 /// kind, value or tombstone, is not part of it).
 pub fn key(partition: u32, batch: &Tag) -> Bytes {
-    named(partition, batch, RECORD_NAME)
+    key_of(Record::Chosen, partition, batch)
 }
 
-/// The drive key of `batch`'s abandonment record in `partition`.
-pub fn abandoned_key(partition: u32, batch: &Tag) -> Bytes {
-    named(partition, batch, ABANDONED_NAME)
-}
-
-fn named(partition: u32, batch: &Tag, name: &[u8]) -> Bytes {
+/// The drive key of `batch`'s record of kind `record` in `partition`.
+pub fn key_of(record: Record, partition: u32, batch: &Tag) -> Bytes {
     let batch = batch.with_kind(crate::tag::Kind::BatchValue);
+    let name = record.name();
     let mut user = Vec::with_capacity(map::RESERVED_PREFIX.len() + name.len() + crate::tag::TAG_LEN);
     user.extend_from_slice(map::RESERVED_PREFIX);
     user.extend_from_slice(name);
@@ -77,38 +89,20 @@ pub fn expired(held: &Held, now_ms: u64) -> bool {
     }
 }
 
-/// Leaves the record of `batch` on one replica (written back, not synced: a hint); one
-/// already there is kept.
-pub async fn leave(client: &Client, partition: u32, batch: &Tag) -> Result<(), ClientError> {
-    leave_at(client, &key(partition, batch)).await
-}
-
-/// Leaves the abandonment record of `batch` on one replica, as `leave` does.
-pub async fn leave_abandoned(client: &Client, partition: u32, batch: &Tag) -> Result<(), ClientError> {
-    leave_at(client, &abandoned_key(partition, batch)).await
-}
-
-async fn leave_at(client: &Client, dkey: &[u8]) -> Result<(), ClientError> {
+/// Leaves `batch`'s record of kind `record` on one replica (written back, not synced: a
+/// hint); one already there is kept.
+pub async fn leave(client: &Client, record: Record, partition: u32, batch: &Tag) -> Result<(), ClientError> {
     let options = PutOptions { db_version: Bytes::new(), new_version: version(crate::clock::now_ms()), force: false, sync: Synchronization::Writeback, ..PutOptions::default() };
-    match client.put(dkey, Bytes::new(), options).await {
+    match client.put(&key_of(record, partition, batch), Bytes::new(), options).await {
         Ok(()) => Ok(()),
         Err(e) if e.is_version_mismatch() => Ok(()),
         Err(e) => Err(e),
     }
 }
 
-/// Whether one replica holds the record of `batch`.
-pub async fn held(client: &Client, partition: u32, batch: &Tag) -> Result<bool, ClientError> {
-    held_at(client, &key(partition, batch)).await
-}
-
-/// Whether one replica holds the abandonment record of `batch`.
-pub async fn held_abandoned(client: &Client, partition: u32, batch: &Tag) -> Result<bool, ClientError> {
-    held_at(client, &abandoned_key(partition, batch)).await
-}
-
-async fn held_at(client: &Client, dkey: &[u8]) -> Result<bool, ClientError> {
-    Ok(client.get_metadata(dkey).await?.is_some_and(|m| made_at(&m.version).is_some()))
+/// Whether one replica holds `batch`'s record of kind `record`.
+pub async fn held(client: &Client, record: Record, partition: u32, batch: &Tag) -> Result<bool, ClientError> {
+    Ok(client.get_metadata(&key_of(record, partition, batch)).await?.is_some_and(|m| made_at(&m.version).is_some()))
 }
 
 /// Deletes an expired record from one replica, unless it changed meanwhile.
@@ -167,10 +161,10 @@ mod tests {
         assert_ne!(key(17, &Tag { counter: 10, ..tag }), k);
         assert_eq!(key(17, &Tag { kind: Kind::BatchTombstone, ..tag }), k);
         // An abandonment record: reserved too, and never the chosen record's key.
-        let a = abandoned_key(17, &tag);
+        let a = key_of(Record::Abandoned, 17, &tag);
         assert!(map::is_reserved(map::user_key(17, &a).unwrap()));
         assert!(map::user_key(17, &a).unwrap().len() <= map::MAX_KEY_LEN);
         assert_ne!(a, k);
-        assert_eq!(abandoned_key(17, &Tag { kind: Kind::BatchTombstone, ..tag }), a);
+        assert_eq!(key_of(Record::Abandoned, 17, &Tag { kind: Kind::BatchTombstone, ..tag }), a);
     }
 }

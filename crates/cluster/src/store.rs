@@ -155,9 +155,8 @@ struct Inner {
     /// the same counter) still get different tags.
     writes: std::sync::atomic::AtomicU32,
     /// The tag this client last wrote or read for a drive key of a single-replica partition,
-    /// by the key's hash (a 4 KiB key costs no more than a short one; two keys sharing a hash
-    /// only cost a refused try): what an unconditional put expects the replica to hold, so
-    /// that it stores in one round trip (`write_single`).
+    /// by the key's hash (two keys sharing a hash only cost a refused try): what an
+    /// unconditional put expects the replica to hold, to store in one round trip.
     versions: Mutex<HashMap<u64, Stamp>>,
     /// Batches whose records this client left or saw left (`records::ensure_record`).
     records: Mutex<std::collections::HashSet<Tag>>,
@@ -175,15 +174,16 @@ struct Inner {
     shard_misses: Mutex<HashMap<String, Instant>>,
 }
 
-/// How this client's unconditional puts to single-replica partitions went
-/// (`Store::write_counts`).
+/// How this client's writes went (`Store::write_counts`): unconditional puts to
+/// single-replica partitions, and accepts that met a batch they could not settle.
 #[derive(Debug, Default)]
 pub struct WriteCounts {
     /// Stored in one round trip, as expected.
     pub one_round_trip: std::sync::atomic::AtomicU64,
-    /// Refused (the replica held something else, nothing was written), then read and
-    /// stored.
+    /// Refused (the replica held something else, nothing was written), then read and stored.
     pub retried: std::sync::atomic::AtomicU64,
+    /// A replica's accept that left in place a batch it met and could not settle (`unread`).
+    pub batch_left: std::sync::atomic::AtomicU64,
 }
 
 /// Which of its two connections to a drive a request takes. A drive answers a read only once

@@ -207,7 +207,9 @@ impl Store {
         // became of its other members (each chosen with it, or replaced since by newer
         // writes), and is accepted again here alone, above what every replica promised. A
         // recorded batch is never passed over.
-        let recorded = self.recorded(map, partition, under.identity).await;
+        // Both records at once (the abandonment record is looked at below).
+        let found = Box::pin(self.records_of(map, partition, under.identity)).await;
+        let recorded = found.chosen;
         // Not known (a replica did not answer either): undecided, as any such abandoning.
         if !recorded && !self.may_have_been_chosen(map, partition, dkey, under, entry, promised, judged).await.unwrap_or(true) {
             return Ok(None);
@@ -216,7 +218,7 @@ impl Store {
         // record): passed over here too, rather than made chosen whole (a round that the
         // write standing on that key would refuse) or left undecided when neither its entries
         // nor a record of it chosen decide it (docs/design/simulation.md, seed 64).
-        if !recorded && Box::pin(self.recorded_abandoned(map, partition, under.identity)).await {
+        if !recorded && found.abandoned {
             tracing::debug!(?passed, under = ?under.identity, ?dkey, "the batch before them recorded abandoned: passed over too");
             return Ok(None);
         }

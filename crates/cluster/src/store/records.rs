@@ -1,27 +1,29 @@
 //! The store's side of batch records (`crate::record`): left by a batch's writer once a write
 //! quorum took the batch, looked for by a reader that cannot tell from the entries whether a
-//! batch was chosen.
+//! batch was chosen; abandonment records likewise, left by a reader that proved a batch never
+//! chosen.
 
 use super::*;
+use crate::record::Record;
+
+/// What the replicas asked hold of one batch's records.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Found {
+    pub(super) chosen: bool,
+    pub(super) abandoned: bool,
+}
 
 impl Store {
     /// Leaves the record of `batch` on the replicas of `partition` under `map` (every writer;
     /// returns once a write quorum has it, the rest in the background). A record that cannot
     /// be left costs only its hint: the batch stands whatever becomes of it.
     pub(super) async fn leave_record(&self, map: &Arc<ClusterMap>, partition: u32, batch: Tag) {
-        let left = self
-            .ask(map, partition, usize::from(map.write_quorum), Ask::All, move |_, c| async move { crate::record::leave(&c, partition, &batch).await })
-            .await;
-        match left {
-            Ok(_) => {
-                tracing::debug!(?batch, partition, "a batch's record left");
-                let mut known = self.inner.records.lock();
-                if known.len() >= MAX_KNOWN_RECORDS {
-                    known.clear();
-                }
-                known.insert(batch.with_kind(Kind::BatchValue));
+        if self.leave(map, partition, batch, Record::Chosen).await {
+            let mut known = self.inner.records.lock();
+            if known.len() >= MAX_KNOWN_RECORDS {
+                known.clear();
             }
-            Err(e) => tracing::debug!(?batch, partition, error = ?e, "a batch's record not left on a write quorum"),
+            known.insert(batch.with_kind(Kind::BatchValue));
         }
     }
 
@@ -35,33 +37,45 @@ impl Store {
     }
 
     /// Leaves the abandonment records of `batches`, each proven never chosen and passed over
-    /// for a key whose write before them now stands (on a write quorum, the rest in the
-    /// background). One that cannot be left costs only its hint.
+    /// for a key whose write before them now stands (all at once, each on a write quorum, the
+    /// rest in the background). One that cannot be left costs only its hint.
     pub(super) async fn leave_abandoned(&self, map: &Arc<ClusterMap>, partition: u32, batches: &[Tag]) {
-        for &batch in batches {
-            let left = self
-                .ask(map, partition, usize::from(map.write_quorum), Ask::All, move |_, c| async move { crate::record::leave_abandoned(&c, partition, &batch).await })
-                .await;
-            if let Err(e) = left {
-                tracing::debug!(?batch, partition, error = ?e, "a batch's abandonment record not left on a write quorum");
-            }
-        }
+        futures_util::future::join_all(batches.iter().map(|&batch| self.leave(map, partition, batch, Record::Abandoned))).await;
     }
 
-    /// Whether any replica of `partition` holds the abandonment record of `batch`: then it
-    /// was proven never chosen, and passed over for one of its keys. `false` says nothing.
-    pub(super) async fn recorded_abandoned(&self, map: &Arc<ClusterMap>, partition: u32, batch: Tag) -> bool {
-        self.ask_where(map, partition, 1, Ask::All, |held: &bool| *held, move |_, c| async move { crate::record::held_abandoned(&c, partition, &batch).await })
-            .await
-            .is_ok_and(|answers| answers.iter().any(|(_, held)| *held))
+    /// Leaves `batch`'s record of kind `record` on a write quorum of `partition`'s replicas;
+    /// whether it did.
+    async fn leave(&self, map: &Arc<ClusterMap>, partition: u32, batch: Tag, record: Record) -> bool {
+        let left = self
+            .ask(map, partition, usize::from(map.write_quorum), Ask::All, move |_, c| async move { crate::record::leave(&c, record, partition, &batch).await })
+            .await;
+        match left {
+            Ok(_) => tracing::debug!(?batch, ?record, partition, "a batch's record left"),
+            Err(ref e) => tracing::debug!(?batch, ?record, partition, error = ?e, "a batch's record not left on a write quorum"),
+        }
+        left.is_ok()
     }
 
     /// Whether any replica of `partition` holds the record of `batch`: then the batch was
     /// chosen. `false` says nothing (no record was left, or none is left now, or a replica
     /// holding one did not answer). Every replica is asked; the first that holds it answers.
     pub(super) async fn recorded(&self, map: &Arc<ClusterMap>, partition: u32, batch: Tag) -> bool {
-        self.ask_where(map, partition, 1, Ask::All, |held: &bool| *held, move |_, c| async move { crate::record::held(&c, partition, &batch).await })
+        self.ask_where(map, partition, 1, Ask::All, |held: &bool| *held, move |_, c| async move { crate::record::held(&c, Record::Chosen, partition, &batch).await })
             .await
             .is_ok_and(|answers| answers.iter().any(|(_, held)| *held))
+    }
+
+    /// Both records of `batch` at once, each replica asked for the two together: a record of
+    /// it chosen, or one of it proven never chosen (`false` for either says nothing, as in
+    /// `recorded`). The first replica that holds either answers.
+    pub(super) async fn records_of(&self, map: &Arc<ClusterMap>, partition: u32, batch: Tag) -> Found {
+        let both = move |_, c: Client| async move {
+            let (chosen, abandoned) = tokio::try_join!(crate::record::held(&c, Record::Chosen, partition, &batch), crate::record::held(&c, Record::Abandoned, partition, &batch))?;
+            Ok::<_, ClientError>(Found { chosen, abandoned })
+        };
+        match self.ask_where(map, partition, 1, Ask::All, |f: &Found| f.chosen || f.abandoned, both).await {
+            Ok(answers) => answers.iter().fold(Found::default(), |all, (_, f)| Found { chosen: all.chosen || f.chosen, abandoned: all.abandoned || f.abandoned }),
+            Err(_) => Found::default(),
+        }
     }
 }

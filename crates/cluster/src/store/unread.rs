@@ -38,13 +38,30 @@ impl Accept<'_> {
     }
 }
 
+/// How the settle of a batch met under a write ended (`Store::settle_unread`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Settle {
+    /// Decided (made chosen whole and recorded, or judged), or no longer there to decide:
+    /// the accept goes on and replaces what is left.
+    Done,
+    /// Undecidable already (a member overwritten on its holders, no record): the write's own
+    /// entry is what settles the key from here on, so the accept goes on.
+    Undecidable,
+    /// A drive of a newer view answered.
+    Stale,
+    /// Not decided for now (replicas that did not answer, a round that met another): replaced
+    /// now, the batch would lose its entry here while it may be chosen.
+    NotYet,
+}
+
 impl Store {
     /// A write's accept on one replica (`replica::accept`, `replica::accept_batch`), deciding
-    /// first each batch that landed there after the write's read. A batch whose settle fails
-    /// is replaced all the same (settling only adds a read and the write-backs a read may
-    /// make, so the write is never worse off for it), unless the settle met a drive of a
-    /// newer view: then this replica's accept fails as such a drive's does, and the write goes
-    /// on under the new map if it needs this replica.
+    /// first each batch that landed there after the write's read. The batch is replaced once
+    /// decided, or when it can no longer be (the write's entry then settles its key). When its
+    /// settle fails otherwise, this replica's accept fails, so that no replica loses an entry
+    /// of a batch that may be chosen before anyone decided it: the write goes on if it reaches
+    /// a write quorum elsewhere (the batch is then decided when it is next met), and under the
+    /// new map when the settle met a drive of a newer view.
     pub(super) fn accept_deciding<'a>(
         &'a self,
         map: &'a Arc<ClusterMap>,
@@ -66,12 +83,18 @@ impl Store {
                     Accepted::Answered(answer) => return Ok(answer),
                     Accepted::Met { key, batch } => {
                         decided.push(batch.identity);
-                        if !self.settle_unread(map, partition, (drive, c), &key, batch).await {
-                            // Its settle met a newer view: this replica is left as a drive of
-                            // that view would leave it, and the write, if it needs it, goes on
-                            // under the new map, where the batch is settled before it is
-                            // replaced rather than replaced undecided.
-                            return Err(ClientError::Status { code: StatusCode::VersionFailure, message: format!("a batch met on {drive} not settled under epoch {}: the map changed", map.epoch) });
+                        match self.settle_unread(map, partition, (drive, c), &key, batch).await {
+                            Settle::Done | Settle::Undecidable => {}
+                            // Left as a drive of that view would leave it: the write, if it
+                            // needs this replica, goes on under the new map, where the batch
+                            // is settled before it is replaced.
+                            Settle::Stale => {
+                                return Err(ClientError::Status { code: StatusCode::VersionFailure, message: format!("a batch met on {drive} not settled under epoch {}: the map changed", map.epoch) });
+                            }
+                            Settle::NotYet => {
+                                self.inner.counts.batch_left.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                return Err(ClientError::Status { code: StatusCode::ServiceBusy, message: format!("a batch met on {drive} ({:?}) not yet decided: left in place", batch.identity) });
+                            }
                         }
                     }
                 }
@@ -85,32 +108,60 @@ impl Store {
     /// on a write quorum, and a batch overtaken on the key it is read by is not judged there.
     /// `drive`'s entry of that member is what the settle starts from: the write's read did not
     /// see the batch, and a read quorum that does not ask `drive` may not either.
-    /// `false` only when a settle met a drive of a newer view and none succeeded.
-    async fn settle_unread(&self, map: &Arc<ClusterMap>, partition: u32, (drive, c): (&str, &Client), dkey: &Bytes, batch: Stamp) -> bool {
+    async fn settle_unread(&self, map: &Arc<ClusterMap>, partition: u32, (drive, c): (&str, &Client), dkey: &Bytes, batch: Stamp) -> Settle {
         if self.inner.records.lock().contains(&batch.identity.with_kind(Kind::BatchValue)) {
-            return true;
+            return Settle::Done;
         }
         let members = match c.get(dkey).await {
             Ok(Some(e)) if Held::from_version(e.metadata.version.clone()).holds(batch.identity, batch.ballot) => batch::decode_entry(&e.value).map(|(m, _)| m),
             // Gone or changed since: the accept reads it again.
-            _ => return true,
+            Ok(_) => return Settle::Done,
+            Err(e) => return Settle::failed_on(&e),
         };
-        let Some(met) = map::user_key(partition, dkey) else { return true };
-        let mut stale = false;
+        let Some(met) = map::user_key(partition, dkey) else { return Settle::Done };
+        // What the tries through its members came to, the most telling first.
+        let mut outcome = Settle::Done;
+        let mut tried = false;
         for member in members.unwrap_or_default().iter().filter(|m| m.as_ref() != met) {
             let mkey = map::drive_key(partition, member);
-            let Ok(held) = replica::held(c, &mkey).await else { return !stale };
+            let held = match replica::held(c, &mkey).await {
+                Ok(held) => held,
+                Err(e) => return Settle::failed_on(&e),
+            };
             let Some(stamp) = held.stamp().filter(|s| s.identity.same_write(&batch.identity)) else { continue };
             tracing::debug!(?dkey, batch = ?batch.identity, drive, "a batch that landed under a write settled before the write replaces it");
             let known = BTreeMap::from([(drive.to_string(), held)]);
-            match self.settle(map, partition, member, &mkey, stamp, None, false, known).await {
-                Ok(_) => return true,
+            let failed = match self.settle(map, partition, member, &mkey, stamp, None, false, known).await {
+                Ok(_) => return Settle::Done,
+                Err(OpError::StaleView) => Settle::Stale,
+                Err(OpError::Undecided { .. }) => Settle::Undecidable,
                 Err(e) => {
-                    stale |= matches!(e, OpError::StaleView);
                     tracing::debug!(?mkey, batch = ?batch.identity, error = ?e, "a batch that landed under a write not settled");
+                    Settle::NotYet
                 }
-            }
+            };
+            outcome = if tried { outcome.max_telling(failed) } else { failed };
+            tried = true;
         }
-        !stale
+        outcome
+    }
+}
+
+impl Settle {
+    /// A request to the replica itself failed.
+    fn failed_on(e: &ClientError) -> Settle {
+        if e.status() == Some(StatusCode::VersionFailure) { Settle::Stale } else { Settle::NotYet }
+    }
+
+    /// Of two members' failed settles, what the batch's settle came to: a newer view first
+    /// (the write goes on under it), then one not decided for now, then undecidable.
+    fn max_telling(self, other: Settle) -> Settle {
+        let rank = |s: Settle| match s {
+            Settle::Stale => 3,
+            Settle::NotYet => 2,
+            Settle::Undecidable => 1,
+            Settle::Done => 0,
+        };
+        if rank(other) > rank(self) { other } else { self }
     }
 }
