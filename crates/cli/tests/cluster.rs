@@ -1459,6 +1459,40 @@ fn a_batch_met_under_a_write_that_cannot_be_settled_is_left_in_place() {
     });
 }
 
+/// A batch whose two members each hold its write under a lower ballot on the replica where
+/// the other is newest (a accepted k1 again under a higher ballot, b k2: abandonings that put
+/// the batch back for one key alone): neither member is newer than the batch, so repair does
+/// not follow one from the other (it did, back and forth, until the coordinator's stack
+/// overflowed: `--moves --churn --slow --concurrency 8 --keys 64 --ops 400 --lossy --seed
+/// 99`). Both are left to a round, which takes every replica.
+#[test]
+fn repair_meets_a_batch_accepted_again_for_each_key_on_a_different_replica() {
+    use spindle_cluster::batch;
+    use spindle_cluster::replica;
+    use spindle_cluster::tag::Kind;
+    let cluster = ThreeReplicas::start("lower-both-ways");
+    runtime().block_on(async {
+        let (store, [a, b, c]) = cluster.store().await;
+        let hand = ByHand { epoch: store.map().epoch };
+        let (k1, k2): (&[u8], &[u8]) = (b"{r}1", b"{r}2");
+        hand.old_everywhere(&[&a, &b, &c], &[k1, k2]).await;
+        let tag = hand.at(3_010, Kind::BatchValue);
+        let entry = batch::encode_entry(&[k1, k2], b"B");
+        for (r, k, ballot) in [(&a, k1, 3_015), (&a, k2, 3_013), (&b, k1, 3_014), (&b, k2, 3_017)] {
+            let answer = replica::accept(r, &hand.dk(k), entry.clone(), tag, hand.at(ballot, Kind::Value), None).await.unwrap();
+            assert_eq!(answer, replica::Answer::Yes);
+        }
+        let replicas: Vec<(String, spindle_client::Client)> = ["d1", "d2", "d3"].iter().map(|d| d.to_string()).zip([a.clone(), b.clone(), c.clone()]).collect();
+        let mut blocked = Vec::new();
+        let copied = spindle_cluster::repair::repair_partition_noting(0, &replicas, &mut blocked).await.unwrap();
+        blocked.sort();
+        assert_eq!((copied, blocked), (0, vec![hand.dk(k1), hand.dk(k2)]), "each key left to a round");
+        // A read decides them: the batch, whole, on both keys.
+        assert_eq!(store.get(k1).await.unwrap().unwrap().value, Bytes::from_static(b"B"));
+        assert_eq!(store.get(k2).await.unwrap().unwrap().value, Bytes::from_static(b"B"));
+    });
+}
+
 /// A recorded batch accepted again for one key alone on a replica that never held it whole
 /// (an abandoning's reader that stopped after that replica), met on top by a read: its holder
 /// cannot give it whole, so it is written back for that key alone, as its record allows.

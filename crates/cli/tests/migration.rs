@@ -571,6 +571,58 @@ fn a_client_behind_the_flip_still_reads_what_the_new_epoch_wrote() {
     });
 }
 
+/// Batch B (counter 3,010 of epoch 5) over j, k and n on d1 and d3 alone of O = d0 d1 d2
+/// moving to N = d0 d1 d3, n since overwritten on every drive (X), the others "old" beneath:
+/// never chosen, and on a write quorum of N.
+async fn a_batch_across_the_move(raw: &[spindle_client::Client]) -> ([&'static [u8]; 3], spindle_cluster::tag::Tag) {
+    use spindle_cluster::tag::{Kind, Tag};
+    use spindle_cluster::{batch, replica};
+    let dk = |k: &[u8]| spindle_cluster::map::drive_key(0, k);
+    let at = |counter: u64, kind: Kind| Tag { epoch: 5, counter, writer: 7, kind };
+    let keys: [&[u8]; 3] = [b"{b}j", b"{b}k", b"{b}n"];
+    for r in raw {
+        for k in keys {
+            replica::store_if_newer(r, &dk(k), Bytes::from_static(b"old"), at(3_000, Kind::Value), None).await.unwrap();
+        }
+    }
+    let b = at(3_010, Kind::BatchValue);
+    let entries: Vec<replica::BatchEntry> = keys.iter().map(|k| (dk(k), batch::encode_entry(&keys, b"B"), b)).collect();
+    for r in [&raw[1], &raw[3]] {
+        replica::store_batch_if_newer(r, &entries, None).await.unwrap();
+    }
+    for r in raw {
+        replica::store_if_newer(r, &dk(b"{b}n"), Bytes::from_static(b"X"), at(3_011, Kind::Value), None).await.unwrap();
+    }
+    (keys, b)
+}
+
+/// The same batch, met while the control plane does not answer: it cannot be noted, so it is
+/// passed over nowhere. The read fails rather than return the write before it, and B stands on
+/// j where it stood (noted later, it is settled before the flip).
+#[test]
+fn a_batch_that_cannot_be_noted_is_passed_over_nowhere() {
+    use spindle_cluster::replica;
+    let dir = tempfile::tempdir().unwrap();
+    let mut etcd = Etcd::start(dir.path(), 1);
+    let drives: Vec<TestDrive> = (0..4).map(|_| TestDrive::start(&[])).collect();
+    runtime().block_on(async {
+        let control = control(&etcd.endpoints(), "unnoted").await;
+        let (_, raw) = one_partition_moving(&control, &drives).await;
+        let dk = |k: &[u8]| spindle_cluster::map::drive_key(0, k);
+        let (keys, b) = a_batch_across_the_move(&raw).await;
+        let store = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
+        etcd.members[0].kill();
+        let read = store.get(keys[1]).await;
+        assert!(read.is_err(), "a read passed over a batch it could not note: {read:?}");
+        for r in [&raw[1], &raw[3]] {
+            for k in [keys[0], keys[1]] {
+                let held = replica::held(r, &dk(k)).await.unwrap();
+                assert!(held.tag().is_some_and(|t| t.same_write(&b)), "B left {}: {held:?}", String::from_utf8_lossy(k));
+            }
+        }
+    });
+}
+
 /// A batch that lands during a move on a write quorum of the drives the partition moves to,
 /// but not of its old replicas, was never chosen; abandoned by a reader on one key, it must
 /// not stand on its other keys once the move flips and those drives are the replicas
@@ -581,8 +633,7 @@ fn a_client_behind_the_flip_still_reads_what_the_new_epoch_wrote() {
 /// at its write from before B. Without the note, a read after the flip returned B for j.
 #[test]
 fn a_batch_abandoned_during_a_move_stands_on_none_of_its_keys_after_the_flip() {
-    use spindle_cluster::tag::{Kind, Tag};
-    use spindle_cluster::{batch, migrate, replica};
+    use spindle_cluster::migrate;
     let dir = tempfile::tempdir().unwrap();
     let etcd = Etcd::start(dir.path(), 1);
     let drives: Vec<TestDrive> = (0..4).map(|_| TestDrive::start(&[])).collect();
@@ -590,21 +641,7 @@ fn a_batch_abandoned_during_a_move_stands_on_none_of_its_keys_after_the_flip() {
         let control = control(&etcd.endpoints(), "noted").await;
         let (map, raw) = one_partition_moving(&control, &drives).await;
         let dk = |k: &[u8]| spindle_cluster::map::drive_key(0, k);
-        let at = |counter: u64, kind: Kind| Tag { epoch: 5, counter, writer: 7, kind };
-        let keys: [&[u8]; 3] = [b"{b}j", b"{b}k", b"{b}n"];
-        for r in &raw {
-            for k in keys {
-                replica::store_if_newer(r, &dk(k), Bytes::from_static(b"old"), at(3_000, Kind::Value), None).await.unwrap();
-            }
-        }
-        let b = at(3_010, Kind::BatchValue);
-        let entries: Vec<replica::BatchEntry> = keys.iter().map(|k| (dk(k), batch::encode_entry(&keys, b"B"), b)).collect();
-        for r in [&raw[1], &raw[3]] {
-            replica::store_batch_if_newer(r, &entries, None).await.unwrap();
-        }
-        for r in &raw {
-            replica::store_if_newer(r, &dk(b"{b}n"), Bytes::from_static(b"X"), at(3_011, Kind::Value), None).await.unwrap();
-        }
+        let (keys, b) = a_batch_across_the_move(&raw).await;
 
         let store = Store::open(control.clone(), StoreConfig::default()).await.unwrap();
         assert_eq!(store.get(b"{b}k").await.unwrap().unwrap().value, Bytes::from_static(b"old"), "B was never chosen");

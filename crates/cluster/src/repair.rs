@@ -114,10 +114,14 @@ async fn repair_held(
             blocked.push(key.clone());
             return Ok(0);
         };
+        // Members the source holds a newer write for are repaired first. Tags only grow along
+        // this recursion (each member newer than the batch that led to it); a member that holds
+        // the batch's own write under a lower ballot (`Gathered::lower`) is not newer, and
+        // followed too, two such members lead to each other without end.
+        let newer = gathered.replaced.clone();
         let (entries, replaced) = gathered.into_copy();
         if !replaced.is_empty() {
-            // Tags only grow along this recursion (each member newer than the batch that led to it).
-            for member in &replaced {
+            for member in &newer {
                 copied += repair_fresh(partition, member, replicas, blocked).await?;
             }
             // Copied without the member, a batch never chosen could come to stand on a write

@@ -159,16 +159,14 @@ impl Store {
             self.store(map, partition, dkey, entry.clone(), tag, newest.ballot, Arc::new(known), Judged::Settle).await?;
             return Ok(None);
         };
-        // Members replaced by a newer write since (`Stamp::replaces`), or left out of a round
-        // that took the batch up again (`Gathered::lower`): settled, then left out.
-        let (entries, replaced) = gathered.into_copy();
-        let overwritten = !replaced.is_empty();
-        for mkey in replaced {
-            let Some(member) = map::user_key(partition, &mkey) else { return Err(undecodable(&mkey)) };
-            // Tags only grow along this recursion (each newer than the batch that led to it).
+        // Members replaced by a newer write since (`Stamp::replaces`): settled, then left out.
+        // Tags only grow along this recursion (each newer than the batch that led to it).
+        let newer = gathered.replaced.clone();
+        for mkey in &newer {
+            let Some(member) = map::user_key(partition, mkey) else { return Err(undecodable(mkey)) };
             self.settle_key(map, Bytes::copy_from_slice(member)).await?;
         }
-        if overwritten {
+        if !newer.is_empty() {
             // Written back without the member only if it was chosen; never chosen, it never
             // will be, and is abandoned; undecided, read again (`abandon`).
             match self.abandon(map, partition, dkey, tag).await? {
@@ -177,6 +175,16 @@ impl Store {
                 Fate::Unknown(why) => return Err(why.error(partition, dkey)),
             }
         }
+        // Members the holder has at the batch's write under a lower ballot (left out of a round
+        // that took the batch up again, `Gathered::lower`) are not newer: a read of one writes
+        // the batch back from the replica where that member is highest, where this key may be
+        // the lower one, and so on without end. A round takes them with the rest, as it takes
+        // an overtaken batch, leaving out what it finds newer.
+        if !gathered.lower.is_empty() {
+            let all = Arc::new(gathered.entries);
+            return Box::pin(self.learn_overtaken(map, partition, dkey, tag, all)).await;
+        }
+        let (entries, _) = gathered.into_copy();
         // What each replica held is known for `dkey` only: the store reads the rest.
         let known = Arc::new(known);
         let entries = Arc::new(entries);

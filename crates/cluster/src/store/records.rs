@@ -31,9 +31,14 @@ impl Store {
     /// replace it, unless this client knows it left: its writer may have stopped before
     /// leaving it, and once replaced on some replicas the entries may no longer tell.
     pub(super) async fn ensure_record(&self, map: &Arc<ClusterMap>, partition: u32, batch: Tag) {
-        if !self.inner.records.lock().contains(&batch.with_kind(Kind::BatchValue)) {
+        if !self.known_recorded(batch) {
             self.leave_record(map, partition, batch).await;
         }
+    }
+
+    /// Whether this client left `batch`'s record or saw it left.
+    pub(super) fn known_recorded(&self, batch: Tag) -> bool {
+        self.inner.records.lock().contains(&batch.with_kind(Kind::BatchValue))
     }
 
     /// Leaves the abandonment records of `batches`, each proven never chosen and passed over

@@ -109,7 +109,7 @@ impl Store {
     /// `drive`'s entry of that member is what the settle starts from: the write's read did not
     /// see the batch, and a read quorum that does not ask `drive` may not either.
     async fn settle_unread(&self, map: &Arc<ClusterMap>, partition: u32, (drive, c): (&str, &Client), dkey: &Bytes, batch: Stamp) -> Settle {
-        if self.inner.records.lock().contains(&batch.identity.with_kind(Kind::BatchValue)) {
+        if self.known_recorded(batch.identity) {
             return Settle::Done;
         }
         let members = match c.get(dkey).await {
