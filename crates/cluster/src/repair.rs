@@ -56,7 +56,7 @@ pub async fn repair_partition_noting(partition: u32, replicas: &[(String, Client
             if first.is_some() && tags.all(|t| t == first) {
                 continue;
             }
-            copied += repair_key(partition, key, replicas, per_replica, blocked).await?;
+            copied += repair_key(partition, key, replicas, per_replica, blocked, &[]).await?;
         }
         match next {
             Some(n) => from = Some(n),
@@ -77,15 +77,16 @@ fn repair_key<'a>(
     replicas: &'a [(String, Client)],
     held: BTreeMap<&'a str, Held>,
     blocked: &'a mut Vec<Bytes>,
+    chain: &'a [Bytes],
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<u64, ClientError>> + Send + 'a>> {
-    Box::pin(repair_held(partition, key, replicas, held, blocked))
+    Box::pin(repair_held(partition, key, replicas, held, blocked, chain))
 }
 
 /// `repair_key` for a key whose replicas' holdings are not known yet.
-async fn repair_fresh(partition: u32, key: &Bytes, replicas: &[(String, Client)], blocked: &mut Vec<Bytes>) -> Result<u64, ClientError> {
+async fn repair_fresh(partition: u32, key: &Bytes, replicas: &[(String, Client)], blocked: &mut Vec<Bytes>, chain: &[Bytes]) -> Result<u64, ClientError> {
     let held = try_join_all(replicas.iter().map(|(_, c)| replica::held(c, key))).await?;
     let per_replica: BTreeMap<&str, Held> = replicas.iter().zip(held).map(|((id, _), h)| (id.as_str(), h)).collect();
-    repair_key(partition, key, replicas, per_replica, blocked).await
+    repair_key(partition, key, replicas, per_replica, blocked, chain).await
 }
 
 async fn repair_held(
@@ -94,6 +95,7 @@ async fn repair_held(
     replicas: &[(String, Client)],
     held: BTreeMap<&str, Held>,
     blocked: &mut Vec<Bytes>,
+    chain: &[Bytes],
 ) -> Result<u64, ClientError> {
     let Some(newest) = held.values().filter_map(|h| h.stamp().filter(|s| s.identity != NOTHING)).max_by_key(Stamp::order) else { return Ok(0) };
     let holds = |id: &str| held[id].holds(newest.identity, newest.ballot);
@@ -114,15 +116,17 @@ async fn repair_held(
             blocked.push(key.clone());
             return Ok(0);
         };
-        // Members the source holds a newer write for are repaired first. Tags only grow along
-        // this recursion (each member newer than the batch that led to it); a member that holds
-        // the batch's own write under a lower ballot (`Gathered::lower`) is not newer, and
-        // followed too, two such members lead to each other without end.
+        // Members the source holds a newer write for are repaired first; not those it holds
+        // at the batch's write under a lower ballot (`Gathered::lower`), which are not newer.
+        // A member's newest write may be a batch re-accepted under a high ballot, whose own
+        // members lead back to this key: the keys on the way here (`chain`) are not repaired
+        // again, or the recursion has no end.
         let newer = gathered.replaced.clone();
         let (entries, replaced) = gathered.into_copy();
         if !replaced.is_empty() {
-            for member in &newer {
-                copied += repair_fresh(partition, member, replicas, blocked).await?;
+            let chain: Vec<Bytes> = chain.iter().chain([key]).cloned().collect();
+            for member in newer.iter().filter(|m| !chain.contains(m)) {
+                copied += repair_fresh(partition, member, replicas, blocked, &chain).await?;
             }
             // Copied without the member, a batch never chosen could come to stand on a write
             // quorum of this key alone: half a batch. Whether it was chosen takes every

@@ -255,12 +255,49 @@ impl Store {
         Err(OpError::Changed)
     }
 
-    /// A read of `key` for what it settles (boxed: reads and batch write-backs recurse).
+    /// A read of `key` for what it settles (boxed: reads and batch write-backs recurse). A
+    /// member's newest write may be a batch re-accepted under a high ballot whose own members
+    /// lead back to a key this operation is already settling: that read is not made again
+    /// (the operation starts over, `Changed`), or the recursion has no end.
     pub(super) fn settle_key<'a>(
         &'a self,
         map: &'a Arc<ClusterMap>,
         key: Bytes,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), OpError>> + Send + 'a>> {
-        Box::pin(async move { self.read(map, &key, false).await.map(drop) })
+        Box::pin(async move {
+            let entered = SETTLING.try_with(|keys| {
+                let mut keys = keys.borrow_mut();
+                let fresh = !keys.contains(&key);
+                if fresh {
+                    keys.push(key.clone());
+                }
+                fresh
+            });
+            match entered {
+                Ok(false) => {
+                    tracing::debug!(?key, "a member's settle leads back to a key being settled: read again");
+                    Err(OpError::Changed)
+                }
+                Ok(true) => {
+                    let _leave = Settling(key.clone());
+                    self.read(map, &key, false).await.map(drop)
+                }
+                Err(_) => SETTLING.scope(std::cell::RefCell::new(vec![key.clone()]), self.read(map, &key, false)).await.map(drop),
+            }
+        })
+    }
+}
+
+tokio::task_local! {
+    /// The keys one operation's batch write-backs are settling (`Store::settle_key`).
+    static SETTLING: std::cell::RefCell<Vec<Bytes>>;
+}
+
+/// A key's place among those being settled, given up when its read ends or is dropped.
+struct Settling(Bytes);
+
+impl Drop for Settling {
+    fn drop(&mut self) {
+        let _ = SETTLING.try_with(|keys| keys.borrow_mut().retain(|k| *k != self.0));
     }
 }
