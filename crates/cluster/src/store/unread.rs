@@ -119,9 +119,8 @@ impl Store {
             Err(e) => return Settle::failed_on(&e),
         };
         let Some(met) = map::user_key(partition, dkey) else { return Settle::Done };
-        // What the tries through its members came to, the most telling first.
+        // What the tries through its members came to (the most telling, `max_telling`).
         let mut outcome = Settle::Done;
-        let mut tried = false;
         for member in members.unwrap_or_default().iter().filter(|m| m.as_ref() != met) {
             let mkey = map::drive_key(partition, member);
             let held = match replica::held(c, &mkey).await {
@@ -140,8 +139,7 @@ impl Store {
                     Settle::NotYet
                 }
             };
-            outcome = if tried { outcome.max_telling(failed) } else { failed };
-            tried = true;
+            outcome = outcome.max_telling(failed);
         }
         outcome
     }
@@ -153,8 +151,8 @@ impl Settle {
         if e.status() == Some(StatusCode::VersionFailure) { Settle::Stale } else { Settle::NotYet }
     }
 
-    /// Of two members' failed settles, what the batch's settle came to: a newer view first
-    /// (the write goes on under it), then one not decided for now, then undecidable.
+    /// Of two outcomes, what the batch's settle came to: a newer view first (the write goes on
+    /// under it), then one not decided for now, then undecidable, then done.
     fn max_telling(self, other: Settle) -> Settle {
         let rank = |s: Settle| match s {
             Settle::Stale => 3,
