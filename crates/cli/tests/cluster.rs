@@ -1125,6 +1125,11 @@ impl ByHand {
     }
 }
 
+/// Replicas a, b and c as repair takes them: with the ids the map gives them.
+fn named(replicas: &[&spindle_client::Client; 3]) -> Vec<(String, spindle_client::Client)> {
+    ["d1", "d2", "d3"].iter().map(|d| d.to_string()).zip(replicas.iter().map(|c| (*c).clone())).collect()
+}
+
 /// The state `--lossy` seed 16 reached, on replicas a, b and c of partition 0 (tags of
 /// `epoch`): batch B (counter 3019, value "B") over keys 1 and 5 on b alone, key 1 since
 /// overwritten there and on c; batch C (3020, value "C") over keys 5 and 7 on c alone, key 7
@@ -1269,7 +1274,7 @@ fn batch_records_are_left_by_writers_hidden_from_users_and_dropped_when_old() {
         for r in [&a, &b] {
             r.put(&record::key(0, &old), Bytes::new(), options.clone()).await.unwrap();
         }
-        let replicas: Vec<(String, spindle_client::Client)> = ["d1", "d2", "d3"].iter().map(|d| d.to_string()).zip([a.clone(), b.clone(), c.clone()]).collect();
+        let replicas = named(&[&a, &b, &c]);
         spindle_cluster::repair::repair_partition(0, &replicas).await.unwrap();
         for r in [&a, &b, &c] {
             assert!(!record::held(r, record::Record::Chosen, 0, &old).await.unwrap(), "the old record is gone");
@@ -1482,7 +1487,7 @@ fn repair_meets_a_batch_accepted_again_for_each_key_on_a_different_replica() {
             let answer = replica::accept(r, &hand.dk(k), entry.clone(), tag, hand.at(ballot, Kind::Value), None).await.unwrap();
             assert_eq!(answer, replica::Answer::Yes);
         }
-        let replicas: Vec<(String, spindle_client::Client)> = ["d1", "d2", "d3"].iter().map(|d| d.to_string()).zip([a.clone(), b.clone(), c.clone()]).collect();
+        let replicas = named(&[&a, &b, &c]);
         let mut blocked = Vec::new();
         let copied = spindle_cluster::repair::repair_partition_noting(0, &replicas, &mut blocked).await.unwrap();
         blocked.sort();
@@ -1516,7 +1521,7 @@ fn a_cycle_of_batches_each_above_the_other_on_a_member_ends() {
             let answer = replica::accept(&b, &hand.dk(k), batch::encode_entry(&[k1, k2], value), tag, hand.at(ballot, Kind::Value), None).await.unwrap();
             assert_eq!(answer, replica::Answer::Yes);
         }
-        let replicas: Vec<(String, spindle_client::Client)> = ["d1", "d2", "d3"].iter().map(|d| d.to_string()).zip([a.clone(), b.clone(), c.clone()]).collect();
+        let replicas = named(&[&a, &b, &c]);
         let mut blocked = Vec::new();
         spindle_cluster::repair::repair_partition_noting(0, &replicas, &mut blocked).await.unwrap();
         blocked.sort();

@@ -38,8 +38,9 @@ impl Accept<'_> {
     }
 }
 
-/// How the settle of a batch met under a write ended (`Store::settle_unread`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How the settle of a batch met under a write ended (`Store::settle_unread`), in the order
+/// of what tells most: of several members' settles, the greatest is the batch's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Settle {
     /// Decided (made chosen whole and recorded, or judged), or no longer there to decide:
     /// the accept goes on and replaces what is left.
@@ -47,11 +48,11 @@ enum Settle {
     /// Undecidable already (a member overwritten on its holders, no record): the write's own
     /// entry is what settles the key from here on, so the accept goes on.
     Undecidable,
-    /// A drive of a newer view answered.
-    Stale,
     /// Not decided for now (replicas that did not answer, a round that met another): replaced
     /// now, the batch would lose its entry here while it may be chosen.
     NotYet,
+    /// A drive of a newer view answered: the write goes on under it.
+    Stale,
 }
 
 impl Store {
@@ -119,7 +120,7 @@ impl Store {
             Err(e) => return Settle::failed_on(&e),
         };
         let Some(met) = map::user_key(partition, dkey) else { return Settle::Done };
-        // What the tries through its members came to (the most telling, `max_telling`).
+        // What the tries through its members came to (the most telling: `Settle`'s order).
         let mut outcome = Settle::Done;
         for member in members.unwrap_or_default().iter().filter(|m| m.as_ref() != met) {
             let mkey = map::drive_key(partition, member);
@@ -139,7 +140,7 @@ impl Store {
                     Settle::NotYet
                 }
             };
-            outcome = outcome.max_telling(failed);
+            outcome = outcome.max(failed);
         }
         outcome
     }
@@ -149,17 +150,5 @@ impl Settle {
     /// A request to the replica itself failed.
     fn failed_on(e: &ClientError) -> Settle {
         if e.status() == Some(StatusCode::VersionFailure) { Settle::Stale } else { Settle::NotYet }
-    }
-
-    /// Of two outcomes, what the batch's settle came to: a newer view first (the write goes on
-    /// under it), then one not decided for now, then undecidable, then done.
-    fn max_telling(self, other: Settle) -> Settle {
-        let rank = |s: Settle| match s {
-            Settle::Stale => 3,
-            Settle::NotYet => 2,
-            Settle::Undecidable => 1,
-            Settle::Done => 0,
-        };
-        if rank(other) > rank(self) { other } else { self }
     }
 }
