@@ -135,7 +135,7 @@ fn an_interrupted_paper_run_leaves_valid_partial_results() {
             Ok(())
         });
     }
-    let mut child = command.spawn().unwrap();
+    let mut child = common::dies_with_test(&mut command).spawn().unwrap();
     // Wait for the first points, then Ctrl-C.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while !out.exists() {

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::{runtime, samples, scrape, spindle_bin, TestDrive};
+use common::{dies_with_test, runtime, samples, scrape, spindle_bin, TestDrive};
 use parking_lot::Mutex;
 use spindle_cluster::control::{HealthState, MemberChange};
 use spindle_cluster::history::{Event, Op};
@@ -404,7 +404,7 @@ impl Drop for Namespaces {
 
 /// A drive inside namespace `ns`, listening on `addr:8123`.
 fn namespaced_drive(ns: &str, addr: &str, data: &Path) -> Proc {
-    let child = Process::new("ip")
+    let child = dies_with_test(&mut Process::new("ip"))
         .args(["netns", "exec", ns])
         .arg(spindle_bin())
         .args(["drive", "--listen", addr, "--port", "8123", "--tls-port", "8443", "--data"])
@@ -582,7 +582,7 @@ async fn control_without(etcd: &Etcd, cluster: &str) -> Control {
 fn the_demo_cluster_serves_the_cluster_commands_and_stops_on_ctrl_c() {
     use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
-    let mut demo = Process::new(spindle_bin())
+    let mut demo = common::stops_with_test(&mut Process::new(spindle_bin()))
         .args(["cluster", "demo", "--drives", "3", "--data"])
         .arg(dir.path().join("c"))
         .env("SPINDLE_LOG", "warn")

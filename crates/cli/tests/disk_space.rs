@@ -5,6 +5,8 @@
 //! The small filesystems are tmpfs mounts (root only, as CI runs the tests; skipped
 //! otherwise, as in bad_input.rs).
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -45,7 +47,7 @@ struct Drive {
 
 impl Drive {
     fn start(data: &std::path::Path, extra: &[&str]) -> Drive {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_spindle"))
+        let mut child = common::dies_with_test(&mut Command::new(env!("CARGO_BIN_EXE_spindle")))
             .args(["drive", "--port", "0", "--tls-port", "0", "--data"])
             .arg(data)
             .args(extra)
@@ -112,7 +114,7 @@ fn everything() -> RangeQuery {
 #[test]
 fn a_reserve_below_the_write_buffer_is_refused_at_start() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_spindle"))
+    let out = common::dies_with_test(&mut Command::new(env!("CARGO_BIN_EXE_spindle")))
         .args(["drive", "--port", "0", "--tls-port", "0", "--reserved-bytes", "67108864", "--data"])
         .arg(dir.path().join("data"))
         .stdout(Stdio::null())

@@ -153,3 +153,49 @@ fn acknowledged_durable_writes_survive_sigkill() {
         eprintln!("round {round}: killed after {kill_after:?}, {} durable writes verified", all_durable.len());
     }
 }
+
+/// Where the aborting half below writes its drive's pid (set only in its child process).
+const ABORT_PID_FILE: &str = "SPINDLE_TEST_ABORT_PID_FILE";
+
+/// A test that aborts runs no destructor (a stack overflow, a panic under `panic = abort`, a
+/// kill by a timeout): the drives it started must stop with it all the same.
+#[test]
+fn a_test_that_aborts_leaves_no_drive_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pid_file, log) = (dir.path().join("pid"), dir.path().join("log"));
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "aborts_with_a_drive_running", "--ignored", "--nocapture", "--test-threads", "1"])
+        .env(ABORT_PID_FILE, &pid_file)
+        .env("SPINDLE_TEST_DATA", dir.path())
+        // Not piped: a drive left running would hold a pipe open, and reading it would wait.
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .status()
+        .unwrap();
+    let log = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(!status.success(), "the aborting half did not abort: {status:?}\n{log}");
+    let pid: u32 = std::fs::read_to_string(&pid_file).expect("the aborting half started a drive").trim().parse().unwrap();
+    // Gone, or a zombie no one has reaped yet. The signal is delivered at once; the bound only
+    // covers a busy machine.
+    let running = || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'));
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while running() {
+        if std::time::Instant::now() > deadline {
+            // Stop it here so that this failure leaves nothing behind either.
+            let _ = std::process::Command::new("kill").args(["-9", &pid.to_string()]).status();
+            panic!("drive {pid} still running after its test aborted");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The aborting half of the test above, run by it in a child process.
+#[test]
+#[ignore = "run by a_test_that_aborts_leaves_no_drive_running in a child process"]
+fn aborts_with_a_drive_running() {
+    let Some(pid_file) = std::env::var_os(ABORT_PID_FILE) else { return };
+    let data = std::path::PathBuf::from(std::env::var_os("SPINDLE_TEST_DATA").unwrap()).join("drive");
+    let drive = TestDrive::start_in(&data, &[]);
+    std::fs::write(pid_file, drive.pid().to_string()).unwrap();
+    std::process::abort();
+}

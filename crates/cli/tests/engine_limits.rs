@@ -16,7 +16,7 @@ fn refused_start(toml: &str) -> (std::process::ExitStatus, String) {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("drive.toml");
     std::fs::write(&config, toml).unwrap();
-    let mut child = Command::new(common::spindle_bin())
+    let mut child = common::dies_with_test(&mut Command::new(common::spindle_bin()))
         .args(["drive", "--port", "0", "--tls-port", "0", "--data"])
         .arg(dir.path().join("data"))
         .arg("--config")

@@ -18,7 +18,7 @@ use std::process::{Command as Process, Output};
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{runtime, spindle_bin, TestDrive};
+use common::{dies_with_test, runtime, spindle_bin, TestDrive};
 use harness::*;
 use spindle_client::{Client, ClientConfig, ClientError, PutOptions};
 use spindle_cluster::{Control, Credentials, Store, StoreConfig};
@@ -62,7 +62,7 @@ fn tls_etcd(dir: &Path, creds: &Credentials) -> (Proc, String) {
     let (client, peer) = (free_port(), free_port());
     let url = format!("https://127.0.0.1:{client}");
     let peer_url = format!("http://127.0.0.1:{peer}");
-    let child = Process::new("etcd")
+    let child = dies_with_test(&mut Process::new("etcd"))
         .args(["--name", "e0", "--data-dir"])
         .arg(dir.join("etcd"))
         .args(["--listen-client-urls", &url, "--advertise-client-urls", &url])

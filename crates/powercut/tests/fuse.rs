@@ -364,7 +364,17 @@ fn panicking_test_still_unmounts() {
 }
 
 fn powercut_bin(mnt: &Path) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_powercut"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_powercut"));
+    // The mount dies with the test however the test ends (an abort runs no destructor).
+    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        command.pre_exec(|| match libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) {
+            0 => Ok(()),
+            _ => Err(std::io::Error::last_os_error()),
+        });
+    }
+    let mut child = command
         .arg(mnt)
         .args(["--size", "1048576"])
         .stdin(Stdio::piped())

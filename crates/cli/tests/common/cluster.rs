@@ -14,7 +14,7 @@ use spindle_cluster::control::{HealthState, MemberChange};
 use spindle_cluster::history::{Event, Op};
 use spindle_cluster::{Condition, Control, Member, Store};
 
-use crate::common::{spindle_bin, TestDrive};
+use crate::common::{dies_with_test, spindle_bin, TestDrive};
 
 /// Clients doing compare-and-swaps beside the unconditional ones in the fault tests.
 pub const CONDITIONAL_CLIENTS: usize = 2;
@@ -63,7 +63,7 @@ impl Etcd {
         for (i, (client, peer)) in ports.iter().enumerate() {
             let url = format!("http://127.0.0.1:{client}");
             let peer_url = format!("http://127.0.0.1:{peer}");
-            let child = Process::new("etcd")
+            let child = dies_with_test(&mut Process::new("etcd"))
                 .args(["--name", &format!("e{i}"), "--data-dir"])
                 .arg(dir.join(format!("etcd-{i}")))
                 .args(["--listen-client-urls", &url, "--advertise-client-urls", &url])
@@ -95,7 +95,7 @@ pub fn coordinator_with(etcd: &str, cluster: &str, name: &str, args: &[&str]) ->
 
 /// A coordinator with extra environment (`SPINDLE_COORDINATOR_CRASH_AT`).
 pub fn coordinator_env(etcd: &str, cluster: &str, name: &str, args: &[&str], env: &[(&str, &str)]) -> Proc {
-    let child = Process::new(spindle_bin())
+    let child = dies_with_test(&mut Process::new(spindle_bin()))
         .args(["cluster", "coordinator", "--etcd", etcd, "--cluster", cluster, "--name", name])
         .args(args)
         .args(["--probe-ms", "100", "--down-after-ms", "800", "--lease-secs", "1"])

@@ -24,6 +24,39 @@ use bytes::Bytes;
 use spindle_client::{Client, ClientConfig};
 use spindle_proto::StatusCode;
 
+/// Makes a child die with the test process. A test that aborts (a stack overflow) or is
+/// killed runs no destructor, and its drives, etcd members and coordinators would outlive it.
+/// The signal follows the thread that spawned the child: here the test's own thread or a
+/// runtime worker, both living as long as the fixture they build.
+pub fn dies_with_test(command: &mut Process) -> &mut Process {
+    signalled_when_test_dies(command, libc::SIGKILL)
+}
+
+/// As `dies_with_test`, with SIGTERM: for a child that stops children of its own on the way
+/// out (`spindle cluster demo`).
+pub fn stops_with_test(command: &mut Process) -> &mut Process {
+    signalled_when_test_dies(command, libc::SIGTERM)
+}
+
+fn signalled_when_test_dies(command: &mut Process, signal: libc::c_int) -> &mut Process {
+    use std::os::unix::process::CommandExt;
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: prctl, getppid and _exit are async-signal-safe; nothing else runs between fork
+    // and exec.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, signal) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The test died before the signal was asked for.
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        })
+    }
+}
+
 /// The `spindle` binary the tests run: this build's, or SPINDLE_BIN (a copy of the binary,
 /// for long runs that must not pick up a rebuild).
 pub fn spindle_bin() -> std::ffi::OsString {
@@ -99,7 +132,7 @@ impl TestDrive {
     }
 
     fn spawn(&mut self) {
-        let mut child = Process::new(spindle_bin())
+        let mut child = dies_with_test(&mut Process::new(spindle_bin()))
             .args(["drive", "--port", &self.port.to_string(), "--tls-port", &self.tls_port.to_string(), "--listen", "127.0.0.1", "--data"])
             .arg(&self.data)
             .args(&self.extra)
@@ -207,7 +240,7 @@ impl RedisServer {
             return None;
         }
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let child = Process::new("redis-server")
+        let child = dies_with_test(&mut Process::new("redis-server"))
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .stdout(Stdio::null())
             .spawn()
