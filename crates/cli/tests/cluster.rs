@@ -1538,6 +1538,42 @@ fn a_cycle_of_batches_each_above_the_other_on_a_member_ends() {
     });
 }
 
+/// A batch taken up again under a high ballot on the last replica alone (c), the first two
+/// holding a write of one member newer by tag under a lower ballot, and a promise above the
+/// batch's ballot (a round that never finished): the state a move's catch-up met
+/// (docs/design/simulation.md, Findings, `--stalls` seed 37). The write-back is refused by
+/// the promises; the round over a read quorum (a and b, the first replicas) meets the newer
+/// write of the very key, and the settle used to start again, to find the batch on top
+/// again, without end. Over every replica the highest accepted write decides: the batch.
+#[test]
+fn a_batch_above_a_newer_write_on_the_last_replica_alone_is_made_chosen_over_every_replica() {
+    use spindle_cluster::replica;
+    use spindle_cluster::tag::Kind;
+    let cluster = ThreeReplicas::start("above-newer");
+    runtime().block_on(async {
+        let (store, [a, b, c]) = cluster.store().await;
+        let hand = ByHand { epoch: store.map().epoch };
+        let (k1, k2): (&[u8], &[u8]) = (b"{z}1", b"{z}2");
+        hand.old_everywhere(&[&a, &b, &c], &[k1, k2]).await;
+        let batch = hand.batch_of([k1, k2], 3_010, b"B");
+        assert_eq!(replica::accept_batch(&c, &batch, hand.at(3_040, Kind::Value), None).await.unwrap(), replica::Answer::Yes);
+        for r in [&a, &b] {
+            replica::store_if_newer(r, &hand.dk(k1), Bytes::from_static(b"W"), hand.at(3_020, Kind::Value), None).await.unwrap();
+            assert!(replica::promise(r, &hand.dk(k1), hand.at(3_050, Kind::Value), None).await.unwrap().is_some(), "promised");
+        }
+
+        store.make_chosen(k1).await.unwrap();
+        let tag = hand.at(3_010, Kind::BatchValue);
+        for k in [k1, k2] {
+            for r in [&a, &b, &c] {
+                let held = replica::held(r, &hand.dk(k)).await.unwrap();
+                assert!(held.holds(tag, hand.at(3_050, Kind::Value)), "the batch above the promise on every replica: {held:?}");
+            }
+            assert_eq!(store.get(k).await.unwrap().unwrap().value, Bytes::from_static(b"B"));
+        }
+    });
+}
+
 /// A recorded batch accepted again for one key alone on a replica that never held it whole
 /// (an abandoning's reader that stopped after that replica), met on top by a read: its holder
 /// cannot give it whole, so it is written back for that key alone, as its record allows.

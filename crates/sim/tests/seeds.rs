@@ -97,7 +97,7 @@ const STALL_SEEDS: std::ops::RangeInclusive<u64> = 1..=3;
 const STALL_OPS: u64 = 200;
 
 /// Seeds of that profile that found a defect, and the operations per client in each.
-const FOUND_STALLS: &[(u64, u64)] = &[(74, 400), (45, 400), (98, 400)];
+const FOUND_STALLS: &[(u64, u64)] = &[(74, 400), (45, 400), (98, 400), (37, 400)];
 
 #[test]
 fn a_budget_of_seeds_with_moves_and_stalled_writes_keeps_every_history_linearizable() {

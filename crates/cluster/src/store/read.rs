@@ -225,17 +225,37 @@ impl Store {
     /// (`abandon`), and, chosen, made chosen again without them; abandoned, the write that
     /// stands for `dkey` returned. Without the judgement such a batch was tried again and
     /// again, each round meeting the same newer write. A newer write of `dkey` itself: read
-    /// again (it is the read's answer now, not the batch).
+    /// again (it is the read's answer now, not the batch), once a round over every replica
+    /// shows it too.
     async fn learn_overtaken(&self, map: &Arc<ClusterMap>, partition: u32, dkey: &Bytes, tag: Tag, entries: Arc<Vec<BatchEntry>>) -> Result<Option<(Tag, Option<Bytes>)>, OpError> {
         let mut entries = entries;
-        // Each pass leaves at least one member out, or ends.
-        for _ in 0..entries.len() {
-            let newer = match self.learn_batch(map, partition, entries.clone(), Reach::Quorum, (&[], NOTHING)).await? {
-                Learned::Done => return Ok(None),
-                Learned::Overtaken { newer } => newer,
+        let mut reach = Reach::Quorum;
+        // Each pass leaves at least one member out, or ends; one more for the round over
+        // every replica.
+        for _ in 0..=entries.len() {
+            let newer = match self.learn_batch(map, partition, entries.clone(), reach, (&[], NOTHING)).await {
+                Ok(Learned::Done) => return Ok(None),
+                Ok(Learned::Overtaken { newer }) => newer,
+                // A replica that does not answer stops only the round over every replica: the
+                // read starts again, as it did without that round.
+                Err(OpError::Failed(_)) if matches!(reach, Reach::Every) => return Err(OpError::Changed),
+                Err(e) => return Err(e),
             };
-            if newer.is_empty() || newer.iter().any(|i| entries[*i].0 == *dkey) {
+            if newer.is_empty() {
                 return Err(OpError::Changed);
+            }
+            if newer.iter().any(|i| entries[*i].0 == *dkey) {
+                // The read found the batch above every write of `dkey` its replicas hold; a
+                // quorum that promised without the replica holding it there can show a write
+                // newer by tag but accepted under a lower ballot (a copy made where that
+                // batch's round never reached). Read again, every read meets the batch above
+                // it again, and every round misses it: no end. Over every replica, the highest
+                // accepted write decides, as in any round.
+                if matches!(reach, Reach::Every) {
+                    return Err(OpError::Changed);
+                }
+                reach = Reach::Every;
+                continue;
             }
             for i in &newer {
                 let Some(key) = map::user_key(partition, &entries[*i].0) else { return Err(undecodable(&entries[*i].0)) };
