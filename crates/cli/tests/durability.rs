@@ -163,13 +163,14 @@ const ABORT_PID_FILE: &str = "SPINDLE_TEST_ABORT_PID_FILE";
 fn a_test_that_aborts_leaves_no_drive_running() {
     let dir = tempfile::tempdir().unwrap();
     let (pid_file, log) = (dir.path().join("pid"), dir.path().join("log"));
+    let log_file = std::fs::File::create(&log).unwrap();
     let status = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "aborts_with_a_drive_running", "--ignored", "--nocapture", "--test-threads", "1"])
         .env(ABORT_PID_FILE, &pid_file)
         .env("SPINDLE_TEST_DATA", dir.path())
         // Not piped: a drive left running would hold a pipe open, and reading it would wait.
-        .stdout(std::fs::File::create(&log).unwrap())
-        .stderr(std::fs::File::create(&log).unwrap())
+        .stdout(log_file.try_clone().unwrap())
+        .stderr(log_file)
         .status()
         .unwrap();
     let log = std::fs::read_to_string(&log).unwrap_or_default();

@@ -365,13 +365,22 @@ fn panicking_test_still_unmounts() {
 
 fn powercut_bin(mnt: &Path) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
     let mut command = Command::new(env!("CARGO_BIN_EXE_powercut"));
-    // The mount dies with the test however the test ends (an abort runs no destructor).
-    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+    // The mount ends with the test however the test ends (an abort runs no destructor):
+    // SIGTERM, on which it unmounts (SIGKILL would leave the mount point dead).
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: prctl, getppid and _exit are async-signal-safe; nothing else runs between fork
+    // and exec.
     unsafe {
         use std::os::unix::process::CommandExt;
-        command.pre_exec(|| match libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) {
-            0 => Ok(()),
-            _ => Err(std::io::Error::last_os_error()),
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The test died before the signal was asked for.
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
         });
     }
     let mut child = command

@@ -26,8 +26,8 @@ use spindle_proto::StatusCode;
 
 /// Makes a child die with the test process. A test that aborts (a stack overflow) or is
 /// killed runs no destructor, and its drives, etcd members and coordinators would outlive it.
-/// The signal follows the thread that spawned the child: here the test's own thread or a
-/// runtime worker, both living as long as the fixture they build.
+/// The signal follows the thread that spawned the child: every fixture here is started on
+/// the test's own thread (a runtime's `block_on` runs there), which outlives it.
 pub fn dies_with_test(command: &mut Process) -> &mut Process {
     signalled_when_test_dies(command, libc::SIGKILL)
 }

@@ -238,7 +238,10 @@ impl Store {
                 Ok(Learned::Overtaken { newer }) => newer,
                 // A replica that does not answer stops only the round over every replica: the
                 // read starts again, as it did without that round.
-                Err(OpError::Failed(_)) if matches!(reach, Reach::Every) => return Err(OpError::Changed),
+                Err(OpError::Failed(e @ ClusterError::NoQuorum { .. })) if matches!(reach, Reach::Every) => {
+                    tracing::debug!(?dkey, error = %e, "a batch's round over every replica not answered by all");
+                    return Err(OpError::Changed);
+                }
                 Err(e) => return Err(e),
             };
             if newer.is_empty() {
@@ -251,7 +254,8 @@ impl Store {
                 // batch's round never reached). Read again, every read meets the batch above
                 // it again, and every round misses it: no end. Over every replica, the highest
                 // accepted write decides, as in any round.
-                if matches!(reach, Reach::Every) {
+                // A replica marked down or suspected would hold every such try for its timeout.
+                if matches!(reach, Reach::Every) || !self.all_answering(map, partition) {
                     return Err(OpError::Changed);
                 }
                 reach = Reach::Every;
@@ -273,6 +277,14 @@ impl Store {
             }
         }
         Err(OpError::Changed)
+    }
+
+    /// Whether no drive that holds or receives `partition` is marked down or suspected.
+    fn all_answering(&self, map: &ClusterMap, partition: u32) -> bool {
+        let down = self.inner.down.read();
+        let suspects = self.inner.suspects.lock();
+        let now = Instant::now();
+        map.writers_of(partition).iter().all(|d| !down.contains(d) && suspects.get(d).is_none_or(|until| *until <= now))
     }
 
     /// A read of `key` for what it settles (boxed: reads and batch write-backs recurse). A
