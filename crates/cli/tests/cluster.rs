@@ -1574,6 +1574,65 @@ fn a_batch_above_a_newer_write_on_the_last_replica_alone_is_made_chosen_over_eve
     });
 }
 
+/// Batches no write-back can finish, met on top by a read: without a record, judged from every
+/// replica (`abandon`), each proven never chosen, so the write before it stands; recorded
+/// chosen, taken up by a round. Before, every read started again on them until it gave up (the
+/// simulator's moves profile, seeds 243 and 249, docs/design/simulation.md).
+#[test]
+fn batches_no_write_back_can_finish_are_judged_from_every_replica() {
+    use spindle_cluster::{record, replica};
+    use spindle_cluster::tag::Kind;
+    let cluster = ThreeReplicas::start("judged-on-top");
+    runtime().block_on(async {
+        let (store, [a, b, c]) = cluster.store().await;
+        let hand = ByHand { epoch: store.map().epoch };
+        let all = [&a, &b, &c];
+        // A copy of one key alone: batch B's entry for k1 on a (the first replica), under a
+        // ballot above its tag, its other member never there.
+        let (k1, k2): (&[u8], &[u8]) = (b"{v}1", b"{v}2");
+        hand.old_everywhere(&all, &[k1, k2]).await;
+        let (key, value, tag) = hand.batch_of([k1, k2], 3_010, b"B")[0].clone();
+        assert_eq!(replica::accept(&a, &key, value, tag, hand.at(3_040, Kind::Value), None).await.unwrap(), replica::Answer::Yes);
+        assert_eq!(store.get(k1).await.unwrap().unwrap().value, Bytes::from_static(b"old"));
+        assert_eq!(store.get(k2).await.unwrap().unwrap().value, Bytes::from_static(b"old"));
+
+        // Batch P whole on a alone; on b and c its member j2 holds an older write a round took
+        // up above P's ballot: P's write-back is refused there, and its round over a and b
+        // meets that write on j2, not newer than P.
+        let (j1, j2): (&[u8], &[u8]) = (b"{v}3", b"{v}4");
+        hand.old_everywhere(&all, &[j1, j2]).await;
+        replica::store_batch_if_newer(&a, &hand.batch_of([j1, j2], 3_010, b"P"), None).await.unwrap();
+        for r in [&b, &c] {
+            let answer = replica::accept(r, &hand.dk(j2), Bytes::from_static(b"O"), hand.at(3_005, Kind::Value), hand.at(3_020, Kind::Value), None).await.unwrap();
+            assert_eq!(answer, replica::Answer::Yes);
+        }
+        assert_eq!(store.get(j1).await.unwrap().unwrap().value, Bytes::from_static(b"old"));
+        assert_eq!(store.get(j2).await.unwrap().unwrap().value, Bytes::from_static(b"O"));
+        let p = hand.at(3_010, Kind::BatchValue);
+        for r in all {
+            assert!(replica::held(r, &hand.dk(j1)).await.unwrap().tag().is_none_or(|t| !t.same_write(&p)), "P passed over on j1 everywhere");
+        }
+
+        // Batch R recorded chosen, accepted again for h1 alone on a; b and c promised a round
+        // above that (one that never finished), so they refuse its write-back: a round of the
+        // read's own accepts it for h1 alone above the promise (seed 249).
+        let (h1, h2): (&[u8], &[u8]) = (b"{v}5", b"{v}6");
+        hand.old_everywhere(&all, &[h1, h2]).await;
+        let (key, value, tag) = hand.batch_of([h1, h2], 3_010, b"R")[0].clone();
+        record::leave(&b, record::Record::Chosen, 0, &tag).await.unwrap();
+        assert_eq!(replica::accept(&a, &key, value, tag, hand.at(3_040, Kind::Value), None).await.unwrap(), replica::Answer::Yes);
+        for r in [&b, &c] {
+            assert!(replica::promise(r, &key, hand.at(3_050, Kind::Value), None).await.unwrap().is_some(), "promised");
+        }
+        assert_eq!(store.get(h1).await.unwrap().unwrap().value, Bytes::from_static(b"R"));
+        let mut holding = 0;
+        for r in all {
+            holding += usize::from(replica::held(r, &key).await.unwrap().holds(tag, hand.at(3_050, Kind::Value)));
+        }
+        assert!(holding >= 2, "R accepted above the promise on a write quorum ({holding} replicas)");
+    });
+}
+
 /// A recorded batch accepted again for one key alone on a replica that never held it whole
 /// (an abandoning's reader that stopped after that replica), met on top by a read: its holder
 /// cannot give it whole, so it is written back for that key alone, as its record allows.

@@ -150,14 +150,31 @@ impl Store {
         let c = self.connection(map, holder, Lane::Writes).await.map_err(|e| OpError::from_client(holder, e))?;
         let gathered = crate::repair::batch_of(partition, &c, dkey, newest, entry).await.map_err(|e| OpError::from_client(holder, e))?;
         // The holder no longer has the batch whole (overwritten under the read, or a copy of
-        // one key alone): read again; unless the batch is recorded chosen, and so was accepted
-        // again for this key alone (`abandon`): written back so.
+        // one key alone). Recorded chosen, it was accepted again for this key alone
+        // (`abandon`): written back so.
         let Some(gathered) = gathered else {
-            if !self.recorded(map, partition, tag).await {
-                return Err(OpError::Changed);
+            if self.recorded(map, partition, tag).await {
+                let stored = self.store(map, partition, dkey, entry.clone(), tag, newest.ballot, Arc::new(known), Judged::Settle).await;
+                if let Err(OpError::Changed) = stored {
+                    // Refused by a promise: a round accepts it above (`round` takes a recorded
+                    // batch up for a key alone), as a single key's refused write-back goes on.
+                    let Some(key) = map::user_key(partition, dkey) else { return Err(undecodable(dkey)) };
+                    return match self.round(map, key, dkey, Proposal::Learn).await? {
+                        Outcome::Current { identity, value } => Ok(Some((identity, Some(value)))),
+                        Outcome::Wrote(_) => Err(OpError::Changed),
+                    };
+                }
+                stored?;
+                return Ok(None);
             }
-            self.store(map, partition, dkey, entry.clone(), tag, newest.ballot, Arc::new(known), Judged::Settle).await?;
-            return Ok(None);
+            // Not recorded: judged on `dkey` from every replica (`abandon`). Never chosen, the
+            // write before it stands; else read again. Before, every read met on top a copy of
+            // one key alone that no record covers, and none could write it back.
+            return match self.abandon(map, partition, dkey, tag).await? {
+                Fate::Stands(stands) => Ok(Some(stands)),
+                Fate::Chosen => Err(OpError::Changed),
+                Fate::Unknown(why) => Err(why.error(partition, dkey)),
+            };
         };
         // Members replaced by a newer write since (`Stamp::replaces`): settled, then left out.
         // Tags only grow along this recursion (each newer than the batch that led to it).
@@ -245,7 +262,15 @@ impl Store {
                 Err(e) => return Err(e),
             };
             if newer.is_empty() {
-                return Err(OpError::Changed);
+                // Overtaken only by older writes a round took up above the batch's ballot: on
+                // those members it can no longer be chosen. Judged on `dkey` as any batch that
+                // can no longer be chosen whole (`abandon`): never chosen, the write before it
+                // stands; chosen, it cannot be made whole again, and the read starts over.
+                return match self.abandon(map, partition, dkey, tag).await? {
+                    Fate::Stands(stands) => Ok(Some(stands)),
+                    Fate::Chosen => Err(OpError::Changed),
+                    Fate::Unknown(why) => Err(why.error(partition, dkey)),
+                };
             }
             if newer.iter().any(|i| entries[*i].0 == *dkey) {
                 // The read found the batch above every write of `dkey` its replicas hold; a

@@ -75,10 +75,14 @@ impl Store {
         };
         let holders = promised.iter().filter(|(_, h, _)| current.is_some_and(|s| h.holds(s.identity, s.ballot))).map(|(d, _, _)| d);
         let chosen = current.is_none() || joint_quorum(map, partition, usize::from(map.write_quorum), holders);
-        if current.is_some_and(|s| s.identity.is_batch()) && !chosen {
-            // A batch's write is made whole on every member before any of them is built on.
-            self.settle_key(map, Bytes::copy_from_slice(key)).await?;
-            return Err(OpError::Changed);
+        if let Some(batch) = current.filter(|s| s.identity.is_batch() && !chosen) {
+            // A batch's write is made whole on every member before any of them is built on;
+            // one recorded chosen stands for this key whatever became of its other members,
+            // and is accepted again here alone (as `abandon` accepts it).
+            if !self.recorded(map, partition, batch.identity).await {
+                self.settle_key(map, Bytes::copy_from_slice(key)).await?;
+                return Err(OpError::Changed);
+            }
         }
         let identity = current.map_or(NOTHING, |s| s.identity);
         let live = Some(identity).filter(|t| *t != NOTHING && !t.is_tombstone());
