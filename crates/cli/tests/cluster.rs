@@ -576,6 +576,63 @@ async fn control_without(etcd: &Etcd, cluster: &str) -> Control {
     control(&etcd.urls[1..].join(","), cluster).await
 }
 
+/// A SIGTERM (or Ctrl-C) while the demo cluster is still starting stops what it started so
+/// far: the demo listens for it before it starts etcd. Before, the default action ended the
+/// demo and left etcd and the drives running.
+#[test]
+fn a_stop_while_the_demo_starts_stops_what_it_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("c");
+    // The processes whose command line names the demo's folder (a zombie's is empty).
+    let started = || -> Vec<(String, String)> {
+        let needle = data.to_string_lossy().into_owned();
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| {
+                let path = e.ok()?.path();
+                let line = String::from_utf8_lossy(&std::fs::read(path.join("cmdline")).ok()?).replace('\0', " ");
+                Some((path.file_name()?.to_string_lossy().into_owned(), line))
+            })
+            .filter(|(_, line)| line.contains(&needle) && !line.contains("cluster demo"))
+            .collect()
+    };
+    let mut demo = common::stops_with_test(&mut Process::new(spindle_bin()))
+        .args(["cluster", "demo", "--drives", "3", "--data"])
+        .arg(&data)
+        .env("SPINDLE_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Its first child is up: the demo is starting (it is ready only once etcd answers and
+    // three drives have joined, seconds later).
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while started().is_empty() {
+        assert!(demo.try_wait().unwrap().is_none(), "the demo ended before it started anything");
+        assert!(Instant::now() < deadline, "the demo started nothing");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(Process::new("kill").args(["-TERM", &demo.id().to_string()]).status().unwrap().success());
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let code = loop {
+        if let Some(code) = demo.try_wait().unwrap() {
+            break code;
+        }
+        if Instant::now() > deadline {
+            let _ = demo.kill();
+            panic!("the demo did not stop on SIGTERM while starting");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Whatever it left is stopped here, so that a failure leaves nothing either.
+    let left = started();
+    for (pid, _) in &left {
+        let _ = Process::new("kill").args(["-9", pid]).status();
+    }
+    assert!(code.success(), "the demo exited with {code}, leaving {left:?}");
+    assert!(left.is_empty(), "left running: {left:?}");
+}
+
 /// `spindle cluster demo` brings up etcd, drives and a coordinator; the everyday commands work
 /// against it; Ctrl-C (SIGINT) stops all of it.
 #[test]
