@@ -109,17 +109,43 @@ impl Store {
                 return Err(e);
             }
         } else if write_back {
-            let stored = self.store(map, partition, dkey, value.clone().unwrap_or_default(), tag, newest.ballot, Arc::new(known), Judged::Settle).await;
-            if let Err(OpError::Changed) = stored {
-                // Refused by a write quorum: a round decides what stands.
-                return match self.round(map, key, dkey, Proposal::Learn).await? {
-                    Outcome::Current { identity, value } => Ok((identity, Some(value))),
-                    Outcome::Wrote(_) => Err(OpError::Changed),
-                };
+            if let Some(stands) = self.store_or_round(map, partition, key, dkey, value.clone().unwrap_or_default(), newest, known).await? {
+                return Ok(stands);
             }
-            stored?;
         }
         Ok((tag, value))
+    }
+
+    /// `newest` (with `value`) written back to `dkey` under its own ballot; refused by a
+    /// write quorum (a round's promise), a round decides what stands: `Some`, that write.
+    #[allow(clippy::too_many_arguments, reason = "one read's state, as settle has it")]
+    async fn store_or_round(
+        &self,
+        map: &Arc<ClusterMap>,
+        partition: u32,
+        key: &[u8],
+        dkey: &Bytes,
+        value: Bytes,
+        newest: Stamp,
+        known: BTreeMap<String, Held>,
+    ) -> Result<Option<(Tag, Option<Bytes>)>, OpError> {
+        match self.store(map, partition, dkey, value, newest.identity, newest.ballot, Arc::new(known), Judged::Settle).await {
+            Err(OpError::Changed) => match self.round(map, key, dkey, Proposal::Learn).await? {
+                Outcome::Current { identity, value } => Ok(Some((identity, Some(value)))),
+                Outcome::Wrote(_) => Err(OpError::Changed),
+            },
+            stored => stored.map(|()| None),
+        }
+    }
+
+    /// The judgement of a batch that can no longer be made chosen whole (`abandon`): never
+    /// chosen, the write that stands in its place; chosen, or undecided, the read starts over.
+    async fn abandon_or_again(&self, map: &Arc<ClusterMap>, partition: u32, dkey: &Bytes, tag: Tag) -> Result<Option<(Tag, Option<Bytes>)>, OpError> {
+        match self.abandon(map, partition, dkey, tag).await? {
+            Fate::Stands(stands) => Ok(Some(stands)),
+            Fate::Chosen => Err(OpError::Changed),
+            Fate::Unknown(why) => Err(why.error(partition, dkey)),
+        }
     }
 
     /// Writes the batch whose entry for `dkey` is `entry` (tagged `tag`, read from `holder`)
@@ -154,27 +180,15 @@ impl Store {
         // (`abandon`): written back so.
         let Some(gathered) = gathered else {
             if self.recorded(map, partition, tag).await {
-                let stored = self.store(map, partition, dkey, entry.clone(), tag, newest.ballot, Arc::new(known), Judged::Settle).await;
-                if let Err(OpError::Changed) = stored {
-                    // Refused by a promise: a round accepts it above (`round` takes a recorded
-                    // batch up for a key alone), as a single key's refused write-back goes on.
-                    let Some(key) = map::user_key(partition, dkey) else { return Err(undecodable(dkey)) };
-                    return match self.round(map, key, dkey, Proposal::Learn).await? {
-                        Outcome::Current { identity, value } => Ok(Some((identity, Some(value)))),
-                        Outcome::Wrote(_) => Err(OpError::Changed),
-                    };
-                }
-                stored?;
-                return Ok(None);
+                // Refused by a promise, a round accepts it above (`round` takes a recorded batch
+                // up for a key alone).
+                let key = map::user_key(partition, dkey).ok_or_else(|| undecodable(dkey))?;
+                return self.store_or_round(map, partition, key, dkey, entry.clone(), newest, known).await;
             }
             // Not recorded: judged on `dkey` from every replica (`abandon`). Never chosen, the
             // write before it stands; else read again. Before, every read met on top a copy of
             // one key alone that no record covers, and none could write it back.
-            return match self.abandon(map, partition, dkey, tag).await? {
-                Fate::Stands(stands) => Ok(Some(stands)),
-                Fate::Chosen => Err(OpError::Changed),
-                Fate::Unknown(why) => Err(why.error(partition, dkey)),
-            };
+            return self.abandon_or_again(map, partition, dkey, tag).await;
         };
         // Members replaced by a newer write since (`Stamp::replaces`): settled, then left out.
         // Tags only grow along this recursion (each newer than the batch that led to it).
@@ -266,11 +280,7 @@ impl Store {
                 // those members it can no longer be chosen. Judged on `dkey` as any batch that
                 // can no longer be chosen whole (`abandon`): never chosen, the write before it
                 // stands; chosen, it cannot be made whole again, and the read starts over.
-                return match self.abandon(map, partition, dkey, tag).await? {
-                    Fate::Stands(stands) => Ok(Some(stands)),
-                    Fate::Chosen => Err(OpError::Changed),
-                    Fate::Unknown(why) => Err(why.error(partition, dkey)),
-                };
+                return self.abandon_or_again(map, partition, dkey, tag).await;
             }
             if newer.iter().any(|i| entries[*i].0 == *dkey) {
                 // The read found the batch above every write of `dkey` its replicas hold; a
