@@ -297,14 +297,20 @@ async fn a_start_batch_given_up_frees_its_slot_on_the_drive() {
     let drive = TestDrive::start().await;
     let c = drive.client().await;
     let slots = spindle_proto::limits::MAX_BATCH_COUNT_PER_DEVICE;
-    // Polled once and dropped: the slot is free, so the START_BATCH goes out in that poll,
-    // and its answer cannot be there yet.
-    for _ in 0..slots {
+    // Polled once and dropped: the slot is free, so the START_BATCH goes out in that poll.
+    // Its answer is rarely there already (a fast drive on another core); such a batch is
+    // dropped open, which aborts it too, and another is given up in its place.
+    let mut given_up = 0u32;
+    for _ in 0..slots * 100 {
         use std::future::Future;
         let mut start = std::pin::pin!(c.start_batch());
         let polled = start.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
-        assert!(polled.is_pending(), "answered within one poll");
+        given_up += u32::from(polled.is_pending());
+        if given_up == slots {
+            break;
+        }
     }
+    assert_eq!(given_up, slots, "answered within one poll every time");
     let mut open = Vec::new();
     for i in 0..slots {
         let mut batch = c.start_batch().await.unwrap();
