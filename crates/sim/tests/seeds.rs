@@ -8,6 +8,7 @@
 //! time (tokio numbers tasks from one counter per process), and two tests at once keep both
 //! cores busy. A failure prints the command that replays it.
 
+use std::os::unix::process::CommandExt;
 use std::process::Command;
 
 /// Seeds run by the test command, and operations per client in each.
@@ -25,9 +26,25 @@ const LOSSY_SEEDS: std::ops::RangeInclusive<u64> = 1..=4;
 /// the command that replays it.
 fn sim(seed: u64, flags: &str) -> (u64, u64) {
     let replay = format!("cargo run -p spindle-sim -- --seed {seed} {flags}");
-    let run = Command::new(env!("CARGO_BIN_EXE_spindle-sim"))
-        .args(["--seed", &seed.to_string()])
-        .args(flags.split_whitespace())
+    let mut command = Command::new(env!("CARGO_BIN_EXE_spindle-sim"));
+    command.args(["--seed", &seed.to_string()]).args(flags.split_whitespace());
+    // A test that aborts runs no destructor: its seed, minutes long in a test build, would
+    // run on beside whatever comes next. Killed with the test's thread instead.
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: prctl, getppid and _exit are async-signal-safe; nothing else runs between fork
+    // and exec.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+    let run = command
         .output()
         .unwrap_or_else(|e| panic!("running the simulator: {e}"));
     let (out, err) = (String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
