@@ -1270,6 +1270,48 @@ fn a_batch_recorded_chosen_is_decided_where_its_entries_cannot_tell() {
     });
 }
 
+/// A batch chosen (whole on a and b) whose writer stopped before leaving its record, beneath a
+/// newer write of one member that only c holds: the write-back that makes that write chosen
+/// replaces the batch's entry of the key on a and b, after which the entries no longer show
+/// that the batch stood on a write quorum. It leaves the batch's record first (found by the
+/// simulator: rounds, write-backs and abandonings replaced such batches unrecorded,
+/// docs/design/simulation.md, Open findings).
+#[test]
+fn a_chosen_batch_replaced_beneath_a_newer_write_is_recorded_first() {
+    use spindle_cluster::tag::Kind;
+    use spindle_cluster::{record, replica};
+    let cluster = ThreeReplicas::start("recorded-beneath");
+    runtime().block_on(async {
+        let (store, [a, b, c]) = cluster.store().await;
+        let hand = ByHand { epoch: store.map().epoch };
+        let all = [&a, &b, &c];
+        let (k1, k2): (&[u8], &[u8]) = (b"{y}1", b"{y}2");
+        hand.old_everywhere(&all, &[k1, k2]).await;
+        for r in [&a, &b] {
+            replica::store_batch_if_newer(r, &hand.batch_of([k1, k2], 3_010, b"B"), None).await.unwrap();
+        }
+        replica::store_if_newer(&c, &hand.dk(k1), Bytes::from_static(b"X"), hand.at(3_020, Kind::Value), None).await.unwrap();
+        let batch = hand.at(3_010, Kind::BatchValue);
+        let recorded = async || {
+            let mut n = 0;
+            for r in all {
+                n += usize::from(record::held(r, record::Record::Chosen, 0, &batch).await.unwrap());
+            }
+            n
+        };
+        assert_eq!(recorded().await, 0, "no record to start with");
+
+        store.make_chosen(k1).await.unwrap();
+        for r in all {
+            assert!(replica::held(r, &hand.dk(k1)).await.unwrap().tag().is_some_and(|t| t.counter == 3_020), "X on every replica");
+        }
+        let n = recorded().await;
+        assert!(n >= 2, "the batch replaced on a and b recorded first, on a write quorum ({n} replicas)");
+        assert_eq!(store.get(k1).await.unwrap().unwrap().value, Bytes::from_static(b"X"));
+        assert_eq!(store.get(k2).await.unwrap().unwrap().value, Bytes::from_static(b"B"));
+    });
+}
+
 /// The same state, batch B proven never chosen where it was passed over for another key (its
 /// abandonment record, `spindle_cluster::record`, left on one replica): a read of key 5 passes
 /// over it too, and returns the write before it, where without the record it stays

@@ -33,7 +33,7 @@ use crate::together::Together;
 use crate::ClusterError;
 
 pub use crate::map::{MAX_KEY_LEN, MAX_VALUE_LEN};
-use quorum::{carries, joint_quorum, quorum_met, unsettled_batch, Ask, Quorum};
+use quorum::{carries, chosen_beneath, chosen_beneath_keys, joint_quorum, quorum_met, unsettled_batch, Ask, Quorum};
 use abandon::Fate;
 use batches::{Learned, Reach};
 use round::{Judged, Outcome, Proposal};

@@ -60,6 +60,8 @@ impl Store {
             })
             .collect();
         let versions = entries.iter().map(|(_, _, t)| t.encode()).collect();
+        // Other batches this replaces on a write quorum: recorded first (`chosen_beneath`).
+        self.record_beneath(map, partition, chosen_beneath_keys(map, partition, tag, entries.len(), &known)).await;
         let known = Arc::new(known);
         let entries = Arc::new(entries);
         self.decided(map, partition, Judged::Write, |map| {
@@ -238,6 +240,9 @@ impl Store {
         let after: Arc<BTreeMap<String, Vec<Held>>> =
             Arc::new(promised.into_iter().map(|(d, held)| (d, held.iter().map(|h| h.promised(ballot)).collect())).collect());
         let batch_tag = entries.first().map(|(_, _, tag)| *tag);
+        if let Some(tag) = batch_tag {
+            self.record_beneath(map, partition, chosen_beneath_keys(map, partition, tag, entries.len(), &after)).await;
+        }
         self.decided(map, partition, Judged::Settle, |map| {
             let (entries, after) = (entries.clone(), after.clone());
             async move {

@@ -11,6 +11,7 @@ use std::collections::VecDeque;
 use crate::map::ClusterMap;
 use crate::replica::Held;
 use crate::stamp::Stamp;
+use crate::tag::Tag;
 
 /// Whether a request asks a quorum (a read: the first drives that can make it, more only as
 /// needed) or every drive at once (a write).
@@ -144,6 +145,36 @@ pub(super) fn joint_quorum<'a>(map: &ClusterMap, partition: u32, needed: usize, 
 pub(super) fn unsettled_batch<'a>(map: &ClusterMap, partition: u32, newest: &Stamp, answers: impl Iterator<Item = (&'a String, &'a Held)> + Clone) -> bool {
     let holders = answers.filter(|(_, h)| h.holds(newest.identity, newest.ballot)).map(|(d, _)| d);
     newest.identity.is_batch() && !joint_quorum(map, partition, usize::from(map.write_quorum), holders)
+}
+
+/// The batches other than `write` that stand on a write quorum of `answers` (what replicas of
+/// `partition` hold for one key, `write` about to replace them there): chosen, so their
+/// records are left first. Once their entries are replaced on some replicas, those entries
+/// may no longer tell that they were chosen, and a record is what says so
+/// (docs/design/simulation.md, Open findings).
+pub(super) fn chosen_beneath<'a>(map: &ClusterMap, partition: u32, write: Tag, answers: impl Iterator<Item = (&'a String, &'a Held)> + Clone) -> Vec<Tag> {
+    let mut chosen: Vec<Tag> = Vec::new();
+    for stamp in answers.clone().filter_map(|(_, h)| h.stamp()) {
+        let batch = stamp.identity;
+        if batch.is_batch() && !batch.same_write(&write) && !chosen.iter().any(|c| c.same_write(&batch)) && !unsettled_batch(map, partition, &stamp, answers.clone()) {
+            chosen.push(batch);
+        }
+    }
+    chosen
+}
+
+/// `chosen_beneath` for a batch `write` over several keys, `answers` holding what each
+/// replica holds of every key in order.
+pub(super) fn chosen_beneath_keys(map: &ClusterMap, partition: u32, write: Tag, keys: usize, answers: &std::collections::BTreeMap<String, Vec<Held>>) -> Vec<Tag> {
+    let mut chosen: Vec<Tag> = Vec::new();
+    for i in 0..keys {
+        for batch in chosen_beneath(map, partition, write, answers.iter().filter_map(|(d, h)| Some((d, h.get(i)?)))) {
+            if !chosen.iter().any(|c| c.same_write(&batch)) {
+                chosen.push(batch);
+            }
+        }
+    }
+    chosen
 }
 
 /// Whether a write decided under `decision` (its read or prepare asked quorums of that map's
@@ -323,5 +354,30 @@ mod tests {
         map.moving.insert(0, ids(&["d"]));
         assert!(q(&map, &["a", "b", "d"]));
         assert!(!q(&map, &["a", "b"]));
+    }
+
+    #[test]
+    fn only_other_batches_on_a_write_quorum_of_both_sets_are_chosen_beneath() {
+        use crate::tag::Kind;
+        let mut map = ClusterMap::new(1, 3, 2).unwrap();
+        map.placement = vec![ids(&["a", "b", "c"])];
+        let tag = |counter, kind| Tag { epoch: 1, counter, writer: 7, kind };
+        let (batch, other, write) = (tag(10, Kind::BatchValue), tag(12, Kind::BatchTombstone), tag(20, Kind::Value));
+        let held = |t: Tag| Held::from_version(Stamp::plain(t).encode());
+        let answers = |v: &[(&str, Tag)]| v.iter().map(|(d, t)| (d.to_string(), held(*t))).collect::<Vec<_>>();
+        let beneath = |map: &ClusterMap, write: Tag, v: &[(String, Held)]| chosen_beneath(map, 0, write, v.iter().map(|(d, h)| (d, h)));
+        // On two of three: chosen, once, whatever writes beside it.
+        let two = answers(&[("a", batch), ("b", batch), ("c", write)]);
+        assert_eq!(beneath(&map, write, &two), vec![batch]);
+        // The batch being written back itself is not another batch.
+        assert!(beneath(&map, batch, &two).is_empty());
+        // On one: not known chosen, no record to leave; a plain write never has one.
+        assert!(beneath(&map, write, &answers(&[("a", batch), ("b", other), ("c", write)])).is_empty());
+        assert!(beneath(&map, batch, &answers(&[("a", write), ("b", write), ("c", batch)])).is_empty());
+        // While the partition moves, a write quorum of each set.
+        map.moving.insert(0, ids(&["a", "d", "e"]));
+        assert!(beneath(&map, write, &two).is_empty());
+        let joint = answers(&[("a", batch), ("b", batch), ("d", batch), ("e", write)]);
+        assert_eq!(beneath(&map, write, &joint), vec![batch]);
     }
 }

@@ -216,6 +216,8 @@ impl Store {
             return Box::pin(self.learn_overtaken(map, partition, dkey, tag, all)).await;
         }
         let (entries, _) = gathered.into_copy();
+        // Other batches this replaces on a write quorum: recorded first (`chosen_beneath`).
+        self.record_beneath(map, partition, chosen_beneath(map, partition, tag, known.iter())).await;
         // What each replica held is known for `dkey` only: the store reads the rest.
         let known = Arc::new(known);
         let entries = Arc::new(entries);

@@ -36,6 +36,14 @@ impl Store {
         }
     }
 
+    /// Leaves the records of `batches` (`quorum::chosen_beneath`: chosen, about to be replaced
+    /// on some replicas), each unless this client knows it left.
+    pub(super) async fn record_beneath(&self, map: &Arc<ClusterMap>, partition: u32, batches: Vec<Tag>) {
+        for batch in batches {
+            self.ensure_record(map, partition, batch).await;
+        }
+    }
+
     /// Whether this client left `batch`'s record or saw it left.
     pub(super) fn known_recorded(&self, batch: Tag) -> bool {
         self.inner.records.lock().contains(&batch.with_kind(Kind::BatchValue))

@@ -119,6 +119,8 @@ impl Store {
         after: Arc<BTreeMap<String, Held>>,
         judged: Judged,
     ) -> Result<(), OpError> {
+        // Other batches this replaces on a write quorum: recorded first (`chosen_beneath`).
+        self.record_beneath(map, partition, chosen_beneath(map, partition, write, after.iter())).await;
         let (k, value) = (dkey.clone(), value.clone());
         self.decided(map, partition, judged, |map| {
             let (k, value, after) = (k.clone(), value.clone(), after.clone());

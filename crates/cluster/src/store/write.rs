@@ -183,6 +183,8 @@ impl Store {
         known: Arc<BTreeMap<String, Held>>,
         of: Judged,
     ) -> Result<(), OpError> {
+        // Other batches this replaces on a write quorum: recorded first (`chosen_beneath`).
+        self.record_beneath(map, partition, chosen_beneath(map, partition, identity, known.iter())).await;
         let (k, store, at) = (dkey.clone(), self.clone(), map.clone());
         // Mutant (the simulator's proof that it bites): a guess that cannot take the ballot
         // stands in for an unread replica, so a write-back counts a replica never asked.
