@@ -367,22 +367,7 @@ fn powercut_bin(mnt: &Path) -> (std::process::Child, BufReader<std::process::Chi
     let mut command = Command::new(env!("CARGO_BIN_EXE_powercut"));
     // The mount ends with the test however the test ends (an abort runs no destructor):
     // SIGTERM, on which it unmounts (SIGKILL would leave the mount point dead).
-    let parent = std::process::id() as libc::pid_t;
-    // SAFETY: prctl, getppid and _exit are async-signal-safe; nothing else runs between fork
-    // and exec.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The test died before the signal was asked for.
-            if libc::getppid() != parent {
-                libc::_exit(1);
-            }
-            Ok(())
-        });
-    }
+    spindle_testkit::ends_with_test(&mut command, libc::SIGTERM);
     let mut child = command
         .arg(mnt)
         .args(["--size", "1048576"])

@@ -8,7 +8,6 @@
 //! time (tokio numbers tasks from one counter per process), and two tests at once keep both
 //! cores busy. A failure prints the command that replays it.
 
-use std::os::unix::process::CommandExt;
 use std::process::Command;
 
 /// Seeds run by the test command, and operations per client in each.
@@ -30,20 +29,7 @@ fn sim(seed: u64, flags: &str) -> (u64, u64) {
     command.args(["--seed", &seed.to_string()]).args(flags.split_whitespace());
     // A test that aborts runs no destructor: its seed, minutes long in a test build, would
     // run on beside whatever comes next. Killed with the test's thread instead.
-    let parent = std::process::id() as libc::pid_t;
-    // SAFETY: prctl, getppid and _exit are async-signal-safe; nothing else runs between fork
-    // and exec.
-    unsafe {
-        command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::getppid() != parent {
-                libc::_exit(1);
-            }
-            Ok(())
-        });
-    }
+    spindle_testkit::ends_with_test(&mut command, libc::SIGKILL);
     let run = command
         .output()
         .unwrap_or_else(|e| panic!("running the simulator: {e}"));

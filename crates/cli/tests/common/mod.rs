@@ -39,22 +39,7 @@ pub fn stops_with_test(command: &mut Process) -> &mut Process {
 }
 
 fn signalled_when_test_dies(command: &mut Process, signal: libc::c_int) -> &mut Process {
-    use std::os::unix::process::CommandExt;
-    let parent = std::process::id() as libc::pid_t;
-    // SAFETY: prctl, getppid and _exit are async-signal-safe; nothing else runs between fork
-    // and exec.
-    unsafe {
-        command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, signal) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The test died before the signal was asked for.
-            if libc::getppid() != parent {
-                libc::_exit(1);
-            }
-            Ok(())
-        })
-    }
+    spindle_testkit::ends_with_test(command, signal)
 }
 
 /// The `spindle` binary the tests run: this build's, or SPINDLE_BIN (a copy of the binary,
