@@ -48,8 +48,7 @@ mod tests {
     #[test]
     fn a_child_dies_when_the_thread_that_started_it_ends() {
         // The child sleeps far longer than the test; its starting thread ends at once.
-        let child = std::thread::spawn(|| ends_with_test(Command::new("sleep").arg("600"), libc::SIGKILL).spawn().unwrap()).join().unwrap();
-        let mut child = child;
+        let mut child = std::thread::spawn(|| ends_with_test(Command::new("sleep").arg("600"), libc::SIGKILL).spawn().unwrap()).join().unwrap();
         // A generous bound: the kernel signals the child as the thread exits.
         let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
         let status = loop {

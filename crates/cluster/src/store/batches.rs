@@ -100,20 +100,15 @@ impl Store {
                     async move { replica::held_many(&c, &k).await }
                 })
                 .await?;
-            // Each key's batch on top decided before it is replaced (`write` says why).
+            // Each key's batch on top decided before it is replaced (`write` says why; one on
+            // a write quorum is recorded as the accept starts, `batch_in`).
             let mut unsettled = Vec::new();
-            let mut chosen = Vec::new();
             for (i, op) in ops.iter().enumerate() {
                 let of_key = answers.iter().filter_map(|(d, h)| Some((d, h.get(i)?)));
                 let newest = of_key.clone().filter_map(|(_, h)| h.stamp().filter(|s| s.identity != NOTHING)).max_by_key(Stamp::order);
-                match newest.filter(|n| n.identity.is_batch()) {
-                    Some(n) if unsettled_batch(map, partition, &n, of_key) => unsettled.push(op.key()),
-                    Some(n) if !chosen.contains(&n.identity) => chosen.push(n.identity),
-                    _ => {}
+                if newest.is_some_and(|n| unsettled_batch(map, partition, &n, of_key)) {
+                    unsettled.push(op.key());
                 }
-            }
-            for batch in chosen {
-                self.ensure_record(map, partition, batch).await;
             }
             if !settled && !unsettled.is_empty() {
                 settled = true;

@@ -153,28 +153,29 @@ pub(super) fn unsettled_batch<'a>(map: &ClusterMap, partition: u32, newest: &Sta
 /// may no longer tell that they were chosen, and a record is what says so
 /// (docs/design/simulation.md, Open findings).
 pub(super) fn chosen_beneath<'a>(map: &ClusterMap, partition: u32, write: Tag, answers: impl Iterator<Item = (&'a String, &'a Held)> + Clone) -> Vec<Tag> {
-    let mut chosen: Vec<Tag> = Vec::new();
-    for stamp in answers.clone().filter_map(|(_, h)| h.stamp()) {
-        let batch = stamp.identity;
-        if batch.is_batch() && !batch.same_write(&write) && !chosen.iter().any(|c| c.same_write(&batch)) && !unsettled_batch(map, partition, &stamp, answers.clone()) {
-            chosen.push(batch);
-        }
-    }
+    let mut chosen = Vec::new();
+    add_chosen_beneath(map, partition, write, answers, &mut chosen);
     chosen
 }
 
 /// `chosen_beneath` for a batch `write` over several keys, `answers` holding what each
 /// replica holds of every key in order.
 pub(super) fn chosen_beneath_keys(map: &ClusterMap, partition: u32, write: Tag, keys: usize, answers: &std::collections::BTreeMap<String, Vec<Held>>) -> Vec<Tag> {
-    let mut chosen: Vec<Tag> = Vec::new();
+    let mut chosen = Vec::new();
     for i in 0..keys {
-        for batch in chosen_beneath(map, partition, write, answers.iter().filter_map(|(d, h)| Some((d, h.get(i)?)))) {
-            if !chosen.iter().any(|c| c.same_write(&batch)) {
-                chosen.push(batch);
-            }
-        }
+        add_chosen_beneath(map, partition, write, answers.iter().filter_map(|(d, h)| Some((d, h.get(i)?))), &mut chosen);
     }
     chosen
+}
+
+/// Adds to `chosen` the batches `chosen_beneath` finds in `answers` that it does not hold yet.
+fn add_chosen_beneath<'a>(map: &ClusterMap, partition: u32, write: Tag, answers: impl Iterator<Item = (&'a String, &'a Held)> + Clone, chosen: &mut Vec<Tag>) {
+    for stamp in answers.clone().filter_map(|(_, h)| h.stamp()) {
+        let batch = stamp.identity;
+        if batch.is_batch() && !batch.same_write(&write) && !chosen.iter().any(|c| c.same_write(&batch)) && !unsettled_batch(map, partition, &stamp, answers.clone()) {
+            chosen.push(batch);
+        }
+    }
 }
 
 /// Whether a write decided under `decision` (its read or prepare asked quorums of that map's

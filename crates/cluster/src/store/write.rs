@@ -116,22 +116,18 @@ impl Store {
                 .await?;
             let newest = answers.iter().filter_map(|(_, h)| h.stamp().filter(|s| s.identity != NOTHING)).max_by_key(Stamp::order);
             // A batch on top is decided before it is replaced: on a write quorum, its record
-            // left (its writer may have stopped before leaving it); not yet, settled as a
-            // read settles it (made chosen whole and recorded, or judged), and read again.
-            // Replaced undecided on its holders, it could leave a state no read decides
-            // (docs/design/simulation.md, Open findings). Settled once: whatever the settle
-            // says, the write goes on as before.
-            if let Some(n) = newest.filter(|n| n.identity.is_batch()) {
-                if !unsettled_batch(map, partition, &n, answers.iter().map(|(d, h)| (d, h))) {
-                    self.ensure_record(map, partition, n.identity).await;
-                } else if !settled {
-                    settled = true;
-                    let known = answers.into_iter().collect();
-                    if let Err(e) = self.settle(map, partition, key, &dkey, n, None, false, known).await {
-                        tracing::debug!(?dkey, batch = ?n.identity, error = ?e, "a batch on top not settled before a write over it");
-                    }
-                    continue;
+            // left as the accept starts (`store`, `chosen_beneath`: its writer may have stopped
+            // before leaving it); not yet, settled as a read settles it (made chosen whole and
+            // recorded, or judged), and read again. Replaced undecided on its holders, it
+            // could leave a state no read decides (docs/design/simulation.md, Open findings).
+            // Settled once: whatever the settle says, the write goes on as before.
+            if let Some(n) = newest.filter(|n| !settled && unsettled_batch(map, partition, n, answers.iter().map(|(d, h)| (d, h)))) {
+                settled = true;
+                let known = answers.into_iter().collect();
+                if let Err(e) = self.settle(map, partition, key, &dkey, n, None, false, known).await {
+                    tracing::debug!(?dkey, batch = ?n.identity, error = ?e, "a batch on top not settled before a write over it");
                 }
+                continue;
             }
             break (answers, newest);
         };
