@@ -1302,9 +1302,16 @@ fn a_chosen_batch_replaced_beneath_a_newer_write_is_recorded_first() {
         assert_eq!(recorded().await, 0, "no record to start with");
 
         store.make_chosen(k1).await.unwrap();
-        for r in all {
-            assert!(replica::held(r, &hand.dk(k1)).await.unwrap().tag().is_some_and(|t| t.counter == 3_020), "X on every replica");
-        }
+        // Chosen once a write quorum took it; the last replica's accept may still be on its way.
+        until("X on every replica", Duration::from_secs(60), async || {
+            for r in all {
+                if replica::held(r, &hand.dk(k1)).await.unwrap().tag().is_none_or(|t| t.counter != 3_020) {
+                    return None;
+                }
+            }
+            Some(())
+        })
+        .await;
         let n = recorded().await;
         assert!(n >= 2, "the batch replaced on a and b recorded first, on a write quorum ({n} replicas)");
         assert_eq!(store.get(k1).await.unwrap().unwrap().value, Bytes::from_static(b"X"));
