@@ -11,6 +11,9 @@ use crate::layout::{self, DataId};
 use crate::objects::{Core, RELEASES_AT_ONCE};
 use crate::records::{self, Intent, Owner};
 
+/// Times a release that raced another write of its intent is made again.
+const RELEASE_ATTEMPTS: usize = 8;
+
 impl Core {
     /// Writes or refreshes the intent of `data`: with `version`, only if nobody (the sweeper)
     /// changed it since; returns its new version.
@@ -60,21 +63,39 @@ impl Core {
     /// loses it, the swap that follows either reached the disk, and the sweeper finds the data
     /// referenced before it would doom anything, or it did not, and the upload failed anyway.
     pub async fn refresh_before_swap(&self, data: DataId, owner: &Owner, version: &Bytes) -> S3Result<Bytes> {
-        self.refresh_with(data, owner, version, Durability::Lazy).await
+        self.try_refresh_before_swap(data, owner, version).await.map_err(|e| self.refresh_error(e))
+    }
+
+    /// `refresh_before_swap`, its failure as the store gave it: a swap that raced may have
+    /// been chosen since, and a writer that found it so released this data (`Core::commit`).
+    pub(crate) async fn try_refresh_before_swap(&self, data: DataId, owner: &Owner, version: &Bytes) -> Result<Bytes, KvError> {
+        self.store_intent(data, owner, Some(version.clone()), Durability::Lazy).await
     }
 
     async fn refresh_with(&self, data: DataId, owner: &Owner, version: &Bytes, durability: Durability) -> S3Result<Bytes> {
-        match self.store_intent(data, owner, Some(version.clone()), durability).await {
-            Ok(v) => Ok(v),
-            Err(KvError::Mismatch) => Err(s3_error!(InternalError, "the upload stalled longer than the sweep grace ({:?}) and its data was collected", self.grace)),
-            Err(e) => Err(e.into()),
+        self.store_intent(data, owner, Some(version.clone()), durability).await.map_err(|e| self.refresh_error(e))
+    }
+
+    /// A refresh that failed: a changed intent is the sweeper's (the upload stalled).
+    pub(crate) fn refresh_error(&self, e: KvError) -> s3s::S3Error {
+        match e {
+            KvError::Mismatch => s3_error!(InternalError, "the upload stalled longer than the sweep grace ({:?}) and its data was collected", self.grace),
+            e => e.into(),
         }
     }
 
     /// Marks data that may have lost its last reference: the sweeper checks it after the grace.
+    /// A mark that raced another write of the intent (most often another writer releasing the
+    /// same replaced data) is made again: one mark over another changes nothing.
     pub async fn release(&self, data: DataId, owner: &Owner) -> S3Result<()> {
-        self.put_intent(data, owner, None).await?;
-        Ok(())
+        let mut raced = 0;
+        loop {
+            match self.put_intent(data, owner, None).await {
+                Ok(_) => return Ok(()),
+                Err(KvError::Contended(_)) if raced < RELEASE_ATTEMPTS => raced += 1,
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 
     /// `release` of many data ids, a few at a time (a multipart object has up to 10,000).

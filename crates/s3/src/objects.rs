@@ -75,6 +75,13 @@ pub struct Own {
     pub intent: Bytes,
 }
 
+/// A commit once its swap raced (`Core::commit`): the version the swap was made on, and every
+/// manifest tried on it since with its encoding (any may yet be chosen by another's hand).
+struct Raced {
+    based: Option<Bytes>,
+    tried: Vec<(Manifest, Bytes)>,
+}
+
 /// Data written by `write_data`, not yet referenced by any record.
 pub struct Written {
     pub segment: Segment,
@@ -257,12 +264,15 @@ impl Core {
     /// Returns the manifest as committed (its time and version id set by `Core::stamp`).
     ///
     /// A swap that raced another (`KvError::Contended`: some replicas took it) is settled by
-    /// reading the object again: ours there, it took effect; the version it replaced still
-    /// there, it is tried again (a try that finds ours took effect); another write there,
-    /// ours never will: an unconditional write took effect just before that one (or did
-    /// and was replaced by it, which no reader can tell apart), and a conditional one
-    /// (`conditional`: If-Match, If-None-Match) cannot say whether its condition held then,
-    /// and answers 503.
+    /// reading the object again: ours there (any try since the race), it took effect; the
+    /// version it replaced still there, it is tried again (a try that finds ours took effect);
+    /// another write there, ours never will: an unconditional write took effect just before
+    /// that one (or did and was replaced by it, which no reader can tell apart), and a
+    /// conditional one (`conditional`: If-Match, If-None-Match) cannot say whether its
+    /// condition held then, and answers 503. A raced swap may be chosen by another writer's
+    /// round, which then releases our data: an intent found changed after a race is settled
+    /// by the same reading, and is the sweeper's doing only if the replaced version is still
+    /// there.
     #[allow(clippy::too_many_arguments, reason = "one write's object, rules and data")]
     pub async fn commit(
         &self,
@@ -276,21 +286,25 @@ impl Core {
     ) -> S3Result<Manifest> {
         let object = layout::object(bucket, key);
         let owner = Owner { bucket: bucket.to_owned(), key: key.to_owned(), part: None };
-        // The version a swap that raced was made on, and what it wrote.
-        let mut raced: Option<(Option<Bytes>, Manifest, Bytes)> = None;
+        let mut raced: Option<Raced> = None;
+        // An intent refresh that failed after a race, until a reading settles it.
+        let mut unrefreshed: Option<KvError> = None;
         for _ in 0..COMMIT_ATTEMPTS {
             let current = self.kv.get(&object).await?;
-            if let Some((based, ours, value)) = raced.take() {
-                match &current {
-                    Some(s) if s.value == value => return self.committed(bucket, key, ours, versioning).await,
-                    now if now.as_ref().map(|s| &s.version) != based.as_ref() => {
-                        if conditional {
-                            return Err(s3_error!(ServiceUnavailable, "the write raced another and its condition cannot be known to have held; read the object"));
-                        }
-                        return self.committed(bucket, key, ours, versioning).await;
-                    }
-                    _ => {}
+            if let Some(Raced { based, tried }) = &raced {
+                if let Some(ours) = tried.iter().find(|(_, value)| current.as_ref().is_some_and(|s| s.value == value)) {
+                    return self.committed(bucket, key, ours.0.clone(), versioning).await;
                 }
+                if current.as_ref().map(|s| &s.version) != based.as_ref() {
+                    if conditional {
+                        return Err(s3_error!(ServiceUnavailable, "the write raced another and its condition cannot be known to have held; read the object"));
+                    }
+                    let last = tried.last().map(|(ours, _)| ours.clone()).ok_or_else(|| s3_error!(InternalError, "a raced swap without its manifest"))?;
+                    return self.committed(bucket, key, last, versioning).await;
+                }
+            }
+            if let Some(e) = unrefreshed.take() {
+                return Err(self.refresh_error(e));
             }
             let old = match &current {
                 Some(s) => Some(records::decode_manifest(&s.value)?),
@@ -301,13 +315,20 @@ impl Core {
             let ours = Core::stamp(manifest, newest, versioning, self.draw());
             let value = records::encode(&ours);
             let intents: Vec<(DataId, Owner, Bytes)> = own.iter().map(|o| (o.data, o.owner.clone(), o.intent.clone())).collect();
-            let refreshed: Vec<S3Result<Bytes>> = futures_util::stream::iter(intents)
-                .map(|(d, o, v)| async move { self.refresh_before_swap(d, &o, &v).await })
+            let refreshed: Vec<Result<Bytes, KvError>> = futures_util::stream::iter(intents)
+                .map(|(d, o, v)| async move { self.try_refresh_before_swap(d, &o, &v).await })
                 .buffered(RELEASES_AT_ONCE)
                 .collect()
                 .await;
             for (o, v) in own.iter_mut().zip(refreshed) {
-                o.intent = v?;
+                match v {
+                    Ok(v) => o.intent = v,
+                    Err(e @ (KvError::Mismatch | KvError::Contended(_))) if raced.is_some() => unrefreshed = unrefreshed.or(Some(e)),
+                    Err(e) => return Err(self.refresh_error(e)),
+                }
+            }
+            if unrefreshed.is_some() {
+                continue;
             }
             match &old {
                 // Kept before it is replaced: a crash in between leaves a copy, never a loss.
@@ -331,7 +352,7 @@ impl Core {
                     return self.committed(bucket, key, ours, versioning).await;
                 }
                 Err(KvError::Mismatch) => continue,
-                Err(KvError::Contended(_)) => raced = Some((based, ours, value)),
+                Err(KvError::Contended(_)) => raced.get_or_insert_with(|| Raced { based, tried: Vec::new() }).tried.push((ours, value)),
                 Err(e) => return Err(e.into()),
             }
         }

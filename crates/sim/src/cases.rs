@@ -200,6 +200,62 @@ const ROUNDS_CUT_OFF: u8 = 7;
 /// Rounds that may fail while the store finds its connections to d0 lost: one per lane.
 const LOST_CONNECTIONS_FOUND_IN: usize = 2;
 
+/// Writers that overwrite one object at once, with no fault: every PUT is unconditional, so
+/// every one succeeds (retried, as an SDK retries, when the gateway answers SlowDown for a key
+/// too hot), and the object ends as some writer's last value. A swap that raced
+/// another may be chosen by a later writer's round, which then releases its data: the raced
+/// writer, finding its data's intent changed, must read the object again (its swap took
+/// effect) rather than report its data collected. Found by the gateway's suite
+/// (tests/s3/test_behaviour.py, test_concurrent_overwrites_of_one_key).
+pub fn concurrent_overwrites_of_one_object(seed: u64) -> Result<(), String> {
+    scripted(seed, |_store, gateway| async move {
+        let mut writers = Vec::new();
+        for w in 0..OVERWRITERS {
+            let gateway = gateway.clone();
+            writers.push(tokio::spawn(async move {
+                for i in 0..OVERWRITES {
+                    let v = 1 + w * OVERWRITES + i;
+                    let mut slowed = 0;
+                    loop {
+                        match s3::put_or_error(&gateway, 0, v).await {
+                            Ok(()) => break,
+                            Err(e) if *e.code() == S3ErrorCode::SlowDown && slowed < SLOW_DOWN_RETRIES => slowed += 1,
+                            Err(e) => return Err(format!("writer {w}'s put of value {v} failed: {e}")),
+                        }
+                    }
+                }
+                Ok(())
+            }));
+        }
+        let mut failed = Vec::new();
+        for w in writers {
+            if let Err(e) = w.await.map_err(|e| format!("a writer: {e}"))? {
+                failed.push(e);
+            }
+        }
+        if !failed.is_empty() {
+            return Err(failed.join("; "));
+        }
+        let last: Vec<u64> = (0..OVERWRITERS).map(|w| (w + 1) * OVERWRITES).collect();
+        match s3::get(&gateway, 0).await? {
+            Some(Some(n)) if last.contains(&n) => {}
+            other => return Err(format!("object 0 reads {other:?}, not one writer's last value {last:?}")),
+        }
+        sweep_past_grace(&gateway).await?;
+        let census = gateway.census().await.map_err(|e| format!("census: {e}"))?;
+        if census.stored.len() != 1 || census.stored != census.referenced || !census.intents.is_empty() {
+            return Err(format!("after the puts and the sweeps: {census:?}"));
+        }
+        Ok(())
+    })
+}
+
+/// Writers of `concurrent_overwrites_of_one_object`, and the puts each makes.
+const OVERWRITERS: u64 = 8;
+const OVERWRITES: u64 = 5;
+/// Times a writer retries a put answered SlowDown (an SDK's default is 3 to 5).
+const SLOW_DOWN_RETRIES: u32 = 4;
+
 /// Object `object` completed from a one-part upload of value `first`, the upload and part
 /// records then put back as a failed completion leaves them, and the object replaced by value
 /// `second`. Returns the upload's id and its part.

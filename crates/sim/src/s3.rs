@@ -311,6 +311,11 @@ async fn worker(gateway: Arc<Embedded>, history: Arc<History>, objects: u64, mul
 }
 
 pub(crate) async fn put(gateway: &Embedded, object: u64, v: u64) -> bool {
+    put_or_error(gateway, object, v).await.is_ok()
+}
+
+/// `put`, with the gateway's error.
+pub(crate) async fn put_or_error(gateway: &Embedded, object: u64, v: u64) -> Result<(), s3s::S3Error> {
     let body = body_of(v);
     let len = body.len();
     let input = PutObjectInput {
@@ -323,7 +328,7 @@ pub(crate) async fn put(gateway: &Embedded, object: u64, v: u64) -> bool {
     let mut request = Embedded::admin_request(input);
     // As an HTTP client declares it (the gateway refuses a PUT that does not).
     request.headers.insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(len));
-    gateway.s3().put_object(request).await.is_ok()
+    gateway.s3().put_object(request).await.map(drop)
 }
 
 /// A multipart upload of object `v` as `object`: its body cut into up to `MOST_PARTS` parts

@@ -19,3 +19,12 @@ fn a_completion_refuses_part_data_it_cannot_claim() {
 fn a_connection_that_lost_a_message_is_given_up_and_connected_again() {
     spindle_sim::a_connection_that_lost_a_message(4).unwrap();
 }
+
+#[test]
+fn concurrent_overwrites_of_one_object_all_succeed_and_leave_one_whole_object() {
+    // Seed 17: a raced swap chosen by another writer, which released its data; seed 0: two
+    // writers releasing the same replaced data at once.
+    for seed in [17, 0] {
+        spindle_sim::concurrent_overwrites_of_one_object(seed).unwrap();
+    }
+}

@@ -34,6 +34,11 @@ impl From<KvError> for S3Error {
                 let what = if matches!(r, crate::remote::RemoteError::Missing { .. }) { "missing from" } else { "damaged in" };
                 s3_error!(InternalError, "Part of this object's data is {what} the remote store that keeps it (pool {pool}); it is not returned.")
             }
+            // Rounds on one key kept meeting others in step: the store is up, the key is hot.
+            KvError::Unavailable(crate::kv::Fault::Cluster(spindle_cluster::ClusterError::GaveUp(_))) => {
+                tracing::info!(error = %e, "writes to one key kept racing; answered 503 SlowDown");
+                s3_error!(SlowDown, "Too many writes raced on this key at once. Please reduce your request rate and try again.")
+            }
             KvError::Unavailable(_) => {
                 tracing::warn!(error = %e, "store unavailable; answered 503");
                 s3_error!(ServiceUnavailable, "Too few of the store's drives answered. Please try again.")
@@ -94,6 +99,9 @@ mod tests {
             assert_eq!(answer.status_code(), Some(http::StatusCode::INSUFFICIENT_STORAGE));
             assert!(!answer.message().unwrap_or("").contains("d2"));
         }
+        // Writes that kept racing on one key: slow down, the store itself is up.
+        let hot = S3Error::from(KvError::from(ClusterError::GaveUp(8)));
+        assert_eq!((hot.code().clone(), hot.status_code()), (S3ErrorCode::SlowDown, Some(http::StatusCode::SERVICE_UNAVAILABLE)));
         let failed = S3Error::from(KvError::from(ClusterError::KeyTooLong { len: 5000, max: 4096 }));
         assert_eq!(*failed.code(), S3ErrorCode::InternalError);
         assert!(!failed.message().unwrap_or("").contains("4096"));
