@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from botocore.exceptions import ClientError
@@ -91,6 +92,39 @@ def test_overwrites_keep_every_version_readable_by_its_id(versioned):
     assert {v["Owner"]["ID"] for v in client.list_object_versions(Bucket=bucket)["Versions"]} == {owner}
     # The current listing shows the key once.
     assert [o["Key"] for o in client.list_objects_v2(Bucket=bucket).get("Contents", [])] == ["k"]
+
+
+def test_concurrent_writers_each_get_a_version_that_exists(versioned):
+    """8 writers put 5 bodies each to one key and 2 of them delete it between puts, all at
+    once: every PUT's VersionId reads back its own body, every DELETE's marker is listed, and
+    the listing holds exactly those versions and markers, one of them latest. (A swap that
+    races another and never takes effect must not answer with the version id it tried.)"""
+    client, bucket, _ = versioned
+    writers, rounds = 8, 5
+
+    def writer(w):
+        made, markers = {}, []
+        for i in range(rounds):
+            body = payload(2000 + 97 * w + i, f"w{w}-{i}")
+            made[client.put_object(Bucket=bucket, Key="hot", Body=body)["VersionId"]] = body
+            if w < 2 and i % 2 == 0:
+                markers.append(client.delete_object(Bucket=bucket, Key="hot")["VersionId"])
+        return made, markers
+
+    made, markers = {}, []
+    with ThreadPoolExecutor(writers) as pool:
+        for m, d in pool.map(writer, range(writers)):
+            made.update(m)
+            markers += d
+    assert len(made) == writers * rounds and len(set(markers)) == len(markers) == 6
+    for vid, body in made.items():
+        assert read(client, bucket, "hot", VersionId=vid) == body
+    listed = client.list_object_versions(Bucket=bucket)
+    assert not listed["IsTruncated"]
+    assert sorted(v["VersionId"] for v in listed.get("Versions", [])) == sorted(made)
+    assert sorted(m["VersionId"] for m in listed.get("DeleteMarkers", [])) == sorted(markers)
+    latest = [v for v in listed.get("Versions", []) + listed.get("DeleteMarkers", []) if v["IsLatest"]]
+    assert len(latest) == 1
 
 
 def test_a_delete_hides_the_key_behind_a_marker_and_removing_it_brings_the_object_back(versioned):

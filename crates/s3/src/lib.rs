@@ -24,6 +24,7 @@ mod listing;
 mod md5_lanes;
 mod objects;
 mod orphans;
+mod raced;
 mod records;
 mod references;
 pub mod remote;

@@ -77,9 +77,19 @@ pub struct Own {
 
 /// A commit once its swap raced (`Core::commit`): the version the swap was made on, and every
 /// manifest tried on it since with its encoding (any may yet be chosen by another's hand).
-struct Raced {
-    based: Option<Bytes>,
-    tried: Vec<(Manifest, Bytes)>,
+pub(crate) struct Raced {
+    pub based: Option<Bytes>,
+    pub tried: Vec<(Manifest, Bytes)>,
+}
+
+/// What reading the object again says of a raced swap (`Core::settle_race`).
+pub(crate) enum Settled {
+    /// This manifest of ours (its index in `Raced::tried`) took effect.
+    Took(usize),
+    /// The version the swap was made on is still there: tried again.
+    TryAgain,
+    /// Ours never took effect, and another write did: the write starts over above it.
+    StartOver,
 }
 
 /// Data written by `write_data`, not yet referenced by any record.
@@ -264,15 +274,10 @@ impl Core {
     /// Returns the manifest as committed (its time and version id set by `Core::stamp`).
     ///
     /// A swap that raced another (`KvError::Contended`: some replicas took it) is settled by
-    /// reading the object again: ours there (any try since the race), it took effect; the
-    /// version it replaced still there, it is tried again (a try that finds ours took effect);
-    /// another write there, ours never will: an unconditional write took effect just before
-    /// that one (or did and was replaced by it, which no reader can tell apart), and a
-    /// conditional one (`conditional`: If-Match, If-None-Match) cannot say whether its
-    /// condition held then, and answers 503. A raced swap may be chosen by another writer's
-    /// round, which then releases our data: an intent found changed after a race is settled
-    /// by the same reading, and is the sweeper's doing only if the replaced version is still
-    /// there.
+    /// reading the object again (`Core::settle_race`; `conditional`: If-Match, If-None-Match).
+    /// A raced swap may be chosen by another writer's round, which then releases our data: an
+    /// intent found changed after a race is settled by the same reading, and is the sweeper's
+    /// doing only if the replaced version is still there.
     #[allow(clippy::too_many_arguments, reason = "one write's object, rules and data")]
     pub async fn commit(
         &self,
@@ -291,16 +296,11 @@ impl Core {
         let mut unrefreshed: Option<KvError> = None;
         for _ in 0..COMMIT_ATTEMPTS {
             let current = self.kv.get(&object).await?;
-            if let Some(Raced { based, tried }) = &raced {
-                if let Some(ours) = tried.iter().find(|(_, value)| current.as_ref().is_some_and(|s| s.value == value)) {
-                    return self.committed(bucket, key, ours.0.clone(), versioning).await;
-                }
-                if current.as_ref().map(|s| &s.version) != based.as_ref() {
-                    if conditional {
-                        return Err(s3_error!(ServiceUnavailable, "the write raced another and its condition cannot be known to have held; read the object"));
-                    }
-                    let last = tried.last().map(|(ours, _)| ours.clone()).ok_or_else(|| s3_error!(InternalError, "a raced swap without its manifest"))?;
-                    return self.committed(bucket, key, last, versioning).await;
+            if let Some(r) = &raced {
+                match self.settle_race(bucket, key, r, current.as_ref(), conditional, versioning).await? {
+                    Settled::Took(i) => return self.committed(bucket, key, r.tried[i].0.clone(), versioning).await,
+                    Settled::TryAgain => {}
+                    Settled::StartOver => raced = None,
                 }
             }
             if let Some(e) = unrefreshed.take() {

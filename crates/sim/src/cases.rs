@@ -8,11 +8,18 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
-use s3s::dto::{AbortMultipartUploadInput, CompleteMultipartUploadInput, CompletedMultipartUpload, CompletedPart, CreateMultipartUploadInput, StreamingBlob, UploadPartInput};
+use s3s::dto::{
+    AbortMultipartUploadInput, BucketVersioningStatus, CompleteMultipartUploadInput, CompletedMultipartUpload, CompletedPart, CreateMultipartUploadInput, ListObjectVersionsInput,
+    PutBucketVersioningInput, StreamingBlob, UploadPartInput, VersioningConfiguration,
+};
 use s3s::{S3ErrorCode, S3};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use spindle_cluster::history::{self, Event, Op};
 use spindle_cluster::store::{Condition, Stalls, Store};
 use spindle_s3::Embedded;
 
+use crate::workload::History;
 use crate::{add_coordinator, add_drives, align_task_ids, open_store, s3, set_up, etcd, SIM_EPOCH_SECS, TURNS};
 
 /// The prefixes of the gateway's upload and part records: "s3\0" then the record kind
@@ -200,60 +207,151 @@ const ROUNDS_CUT_OFF: u8 = 7;
 /// Rounds that may fail while the store finds its connections to d0 lost: one per lane.
 const LOST_CONNECTIONS_FOUND_IN: usize = 2;
 
-/// Writers that overwrite one object at once, with no fault: every PUT is unconditional, so
-/// every one succeeds (retried, as an SDK retries, when the gateway answers SlowDown for a key
-/// too hot), and the object ends as some writer's last value. A swap that raced
-/// another may be chosen by a later writer's round, which then releases its data: the raced
-/// writer, finding its data's intent changed, must read the object again (its swap took
+/// Writers that race on one object, with no fault, while readers read it: PUTs, multipart
+/// uploads and DELETEs drawn from the seed. None is conditional, so every one succeeds
+/// (retried, as an SDK retries, when the gateway answers SlowDown for a key too hot); every
+/// read is whole and the history linearizable; after the sweeps only the data of the object
+/// left is stored (one data id, or one per part), no upload's, and no intent. A swap that
+/// raced another may be chosen by a later writer's round, which then releases its data: the
+/// raced writer, finding its data's intent changed, must read the object again (its swap took
 /// effect) rather than report its data collected. Found by the gateway's suite
 /// (tests/s3/test_behaviour.py, test_concurrent_overwrites_of_one_key).
-pub fn concurrent_overwrites_of_one_object(seed: u64) -> Result<(), String> {
-    scripted(seed, |_store, gateway| async move {
-        let mut writers = Vec::new();
-        for w in 0..OVERWRITERS {
-            let gateway = gateway.clone();
-            writers.push(tokio::spawn(async move {
-                for i in 0..OVERWRITES {
-                    let v = 1 + w * OVERWRITES + i;
-                    let mut slowed = 0;
-                    loop {
-                        match s3::put_or_error(&gateway, 0, v).await {
-                            Ok(()) => break,
-                            Err(e) if *e.code() == S3ErrorCode::SlowDown && slowed < SLOW_DOWN_RETRIES => slowed += 1,
-                            Err(e) => return Err(format!("writer {w}'s put of value {v} failed: {e}")),
-                        }
-                    }
-                }
-                Ok(())
-            }));
-        }
-        let mut failed = Vec::new();
-        for w in writers {
-            if let Err(e) = w.await.map_err(|e| format!("a writer: {e}"))? {
-                failed.push(e);
-            }
-        }
-        if !failed.is_empty() {
-            return Err(failed.join("; "));
-        }
-        let last: Vec<u64> = (0..OVERWRITERS).map(|w| (w + 1) * OVERWRITES).collect();
-        match s3::get(&gateway, 0).await? {
-            Some(Some(n)) if last.contains(&n) => {}
-            other => return Err(format!("object 0 reads {other:?}, not one writer's last value {last:?}")),
-        }
+pub fn racing_writers_of_one_object(seed: u64) -> Result<(), String> {
+    scripted(seed, move |_store, gateway| async move {
+        race_with_readers(&gateway, seed).await?;
         sweep_past_grace(&gateway).await?;
         let census = gateway.census().await.map_err(|e| format!("census: {e}"))?;
-        if census.stored.len() != 1 || census.stored != census.referenced || !census.intents.is_empty() {
-            return Err(format!("after the puts and the sweeps: {census:?}"));
+        if census.stored != census.referenced || !census.in_parts.is_empty() || !census.intents.is_empty() {
+            return Err(format!("after the writes and the sweeps: {census:?}"));
         }
         Ok(())
     })
 }
 
-/// Writers of `concurrent_overwrites_of_one_object`, and the puts each makes.
-const OVERWRITERS: u64 = 8;
-const OVERWRITES: u64 = 5;
-/// Times a writer retries a put answered SlowDown (an SDK's default is 3 to 5).
+/// `racing_writers_of_one_object` in a bucket with versioning enabled: besides its checks,
+/// every PUT and upload is one version of the object, kept exactly once, and every DELETE one
+/// delete marker; one of them is the latest; and the sweeps leave every version's data.
+pub fn racing_writers_of_one_versioned_object(seed: u64) -> Result<(), String> {
+    scripted(seed, move |_store, gateway| async move {
+        let configuration = VersioningConfiguration { status: Some(BucketVersioningStatus::from_static(BucketVersioningStatus::ENABLED)), ..Default::default() };
+        let input = PutBucketVersioningInput::builder()
+            .bucket(s3::BUCKET.into())
+            .versioning_configuration(configuration)
+            .build()
+            .map_err(|e| format!("a versioning request: {e}"))?;
+        gateway.s3().put_bucket_versioning(Embedded::admin_request(input)).await.map_err(|e| format!("enabling versioning: {e}"))?;
+        let written = race_with_readers(&gateway, seed).await?;
+        let input = ListObjectVersionsInput { bucket: s3::BUCKET.into(), ..Default::default() };
+        let listed = gateway.s3().list_object_versions(Embedded::admin_request(input)).await.map_err(|e| format!("listing versions: {e}"))?.output;
+        if listed.is_truncated == Some(true) {
+            return Err("more versions than one page lists".into());
+        }
+        let (versions, markers) = (listed.versions.unwrap_or_default(), listed.delete_markers.unwrap_or_default());
+        let mut kept = Vec::new();
+        for v in &versions {
+            let id = v.version_id.clone().ok_or("a version without an id")?;
+            kept.push(s3::get_version(&gateway, 0, &id).await?);
+        }
+        kept.sort_unstable();
+        let mut put: Vec<u64> = written.iter().filter_map(|w| *w).collect();
+        put.sort_unstable();
+        let deletes = written.iter().filter(|w| w.is_none()).count();
+        if kept != put || markers.len() != deletes {
+            return Err(format!("versions {kept:?} and {} markers, where the writes were {put:?} and {deletes} deletes", markers.len()));
+        }
+        let latest = versions.iter().filter(|v| v.is_latest == Some(true)).count() + markers.iter().filter(|m| m.is_latest == Some(true)).count();
+        if latest != 1 {
+            return Err(format!("{latest} versions are the latest"));
+        }
+        sweep_past_grace(&gateway).await?;
+        let census = gateway.census().await.map_err(|e| format!("census: {e}"))?;
+        if !census.missing().is_empty() || census.stored != census.referenced || !census.in_parts.is_empty() || !census.intents.is_empty() {
+            return Err(format!("after the writes and the sweeps: {census:?}"));
+        }
+        Ok(())
+    })
+}
+
+/// The writers and readers of `racing_writers_of_one_object`, the reads checked whole and the
+/// history linearizable; returns every write made, in no order (`None` for a DELETE).
+async fn race_with_readers(gateway: &Arc<Embedded>, seed: u64) -> Result<Vec<Option<u64>>, String> {
+    let history = Arc::new(History::default());
+    let done = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..RACING_READERS)
+        .map(|_| {
+            let (gateway, history, done) = (gateway.clone(), history.clone(), done.clone());
+            tokio::spawn(async move {
+                while !done.load(Ordering::Relaxed) {
+                    let call = s3::now_micros();
+                    if let Some(read) = s3::get(&gateway, 0).await? {
+                        history.record(Event { key: s3::FIRST_OBJECT, op: Op::Read(read), call, ret: Some(s3::now_micros()) });
+                    }
+                }
+                Ok::<(), String>(())
+            })
+        })
+        .collect();
+    let writers: Vec<_> = (0..RACING_WRITERS)
+        .map(|w| {
+            let (gateway, history) = (gateway.clone(), history.clone());
+            tokio::spawn(async move { race_on_one_object(&gateway, &history, seed, w).await })
+        })
+        .collect();
+    let mut failed = Vec::new();
+    for w in writers {
+        if let Err(e) = w.await.map_err(|e| format!("a writer: {e}"))? {
+            failed.push(e);
+        }
+    }
+    done.store(true, Ordering::Relaxed);
+    for r in readers {
+        r.await.map_err(|e| format!("a reader: {e}"))??;
+    }
+    if !failed.is_empty() {
+        return Err(failed.join("; "));
+    }
+    let events = history.events.lock().clone();
+    history::check(&events).map_err(|v| format!("not linearizable: {v}"))?;
+    Ok(events
+        .iter()
+        .filter_map(|e| match e.op {
+            Op::Write(w) => Some(w),
+            _ => None,
+        })
+        .collect())
+}
+
+/// Writer `w`'s course in `racing_writers_of_one_object`, each write in the history.
+async fn race_on_one_object(gateway: &Embedded, history: &History, seed: u64, w: u64) -> Result<(), String> {
+    let mut rng = StdRng::seed_from_u64(seed ^ (w << 32) ^ 0x000b_1ec7);
+    for i in 0..RACING_WRITES {
+        let v = 1 + w * RACING_WRITES + i;
+        let what = rng.random_range(0..4);
+        let call = s3::now_micros();
+        let mut slowed = 0;
+        loop {
+            let done = match what {
+                0 => s3::delete_or_error(gateway, 0).await,
+                1 => s3::put_in_parts_or_error(gateway, 0, v).await,
+                _ => s3::put_or_error(gateway, 0, v).await,
+            };
+            match done {
+                Ok(()) => break,
+                Err(e) if *e.code() == S3ErrorCode::SlowDown && slowed < SLOW_DOWN_RETRIES => slowed += 1,
+                Err(e) => return Err(format!("writer {w}'s write {i} ({what}) failed: {e}")),
+            }
+        }
+        let op = Op::Write((what != 0).then_some(v));
+        history.record(Event { key: s3::FIRST_OBJECT, op, call, ret: Some(s3::now_micros()) });
+    }
+    Ok(())
+}
+
+/// Writers and readers of `racing_writers_of_one_object`, and the writes each writer makes.
+const RACING_WRITERS: u64 = 8;
+const RACING_READERS: usize = 2;
+const RACING_WRITES: u64 = 5;
+/// Times a writer retries a write answered SlowDown (an SDK's default is 3 to 5).
 const SLOW_DOWN_RETRIES: u32 = 4;
 
 /// Object `object` completed from a one-part upload of value `first`, the upload and part

@@ -124,7 +124,7 @@ fn number_of(got: &[u8]) -> Result<u64, String> {
     Ok(n)
 }
 
-fn now_micros() -> u64 {
+pub(crate) fn now_micros() -> u64 {
     crate::etcd::now().as_micros() as u64
 }
 
@@ -295,9 +295,7 @@ async fn worker(gateway: Arc<Embedded>, history: Arc<History>, objects: u64, mul
             }
             5 => {
                 let pending = Pending { history: &history, event: Some(Event { key, op: Op::Write(None), call, ret: None }) };
-                let input = DeleteObjectInput { bucket: BUCKET.into(), key: object_name(object), ..Default::default() };
-                let ok = gateway.s3().delete_object(Embedded::admin_request(input)).await.is_ok();
-                pending.done(ok);
+                pending.done(delete_or_error(&gateway, object).await.is_ok());
             }
             _ => match get(&gateway, object).await {
                 Ok(Some(read)) => history.record(Event { key, op: Op::Read(read), call, ret: Some(now_micros()) }),
@@ -334,11 +332,16 @@ pub(crate) async fn put_or_error(gateway: &Embedded, object: u64, v: u64) -> Res
 /// A multipart upload of object `v` as `object`: its body cut into up to `MOST_PARTS` parts
 /// (where, drawn from `v`), uploaded one by one, then completed; aborted if a step fails.
 async fn put_in_parts(gateway: &Embedded, object: u64, v: u64) -> bool {
+    put_in_parts_or_error(gateway, object, v).await.is_ok()
+}
+
+/// `put_in_parts`, with the gateway's error (the first step's that failed).
+pub(crate) async fn put_in_parts_or_error(gateway: &Embedded, object: u64, v: u64) -> Result<(), s3s::S3Error> {
     let body = body_of(v);
     let key = object_name(object);
     let create = CreateMultipartUploadInput { bucket: BUCKET.into(), key: key.clone(), ..Default::default() };
-    let Ok(created) = gateway.s3().create_multipart_upload(Embedded::admin_request(create)).await else { return false };
-    let Some(upload) = created.output.upload_id else { return false };
+    let created = gateway.s3().create_multipart_upload(Embedded::admin_request(create)).await?;
+    let upload = created.output.upload_id.ok_or_else(|| s3s::s3_error!(InternalError, "no upload id"))?;
     let mut cuts = vec![0];
     let mut rest = mix(v ^ 0x9a27);
     for _ in 1..MOST_PARTS {
@@ -368,7 +371,10 @@ async fn put_in_parts(gateway: &Embedded, object: u64, v: u64) -> bool {
         request.headers.insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(len));
         match gateway.s3().upload_part(request).await {
             Ok(out) => parts.push(CompletedPart { e_tag: out.output.e_tag, part_number: Some(number), ..Default::default() }),
-            Err(_) => return abort(gateway, &key, &upload).await,
+            Err(e) => {
+                abort(gateway, &key, &upload).await;
+                return Err(e);
+            }
         }
     }
     let complete = CompleteMultipartUploadInput {
@@ -378,15 +384,19 @@ async fn put_in_parts(gateway: &Embedded, object: u64, v: u64) -> bool {
         multipart_upload: Some(CompletedMultipartUpload { parts: Some(parts) }),
         ..Default::default()
     };
-    gateway.s3().complete_multipart_upload(Embedded::admin_request(complete)).await.is_ok()
+    gateway.s3().complete_multipart_upload(Embedded::admin_request(complete)).await.map(drop)
 }
 
-/// Aborts an upload (its parts left to the sweeper if the abort fails too); `false`, the
-/// upload's outcome.
-async fn abort(gateway: &Embedded, key: &str, upload: &str) -> bool {
+/// Aborts an upload (its parts left to the sweeper if the abort fails too).
+async fn abort(gateway: &Embedded, key: &str, upload: &str) {
     let input = AbortMultipartUploadInput { bucket: BUCKET.into(), key: key.to_owned(), upload_id: upload.to_owned(), ..Default::default() };
     let _ = gateway.s3().abort_multipart_upload(Embedded::admin_request(input)).await;
-    false
+}
+
+/// A DeleteObject of `object`, with the gateway's error.
+pub(crate) async fn delete_or_error(gateway: &Embedded, object: u64) -> Result<(), s3s::S3Error> {
+    let input = DeleteObjectInput { bucket: BUCKET.into(), key: object_name(object), ..Default::default() };
+    gateway.s3().delete_object(Embedded::admin_request(input)).await.map(drop)
 }
 
 /// What a GET met.
@@ -416,6 +426,19 @@ pub(crate) async fn get(gateway: &Embedded, object: u64) -> Result<Option<Option
 fn missing_in(text: &str) -> Option<String> {
     let (_, rest) = text.split_once(" of data ")?;
     rest.split_once(" is missing").map(|(data, _)| data.to_owned())
+}
+
+/// The number of the object that version `id` of `object` holds, read whole.
+pub(crate) async fn get_version(gateway: &Embedded, object: u64, id: &str) -> Result<u64, String> {
+    let input = GetObjectInput { bucket: BUCKET.into(), key: object_name(object), version_id: Some(id.to_owned()), ..Default::default() };
+    let out = gateway.s3().get_object(Embedded::admin_request(input)).await.map_err(|e| format!("version {id} of object {object}: {e}"))?.output;
+    let mut got = BytesMut::new();
+    if let Some(mut body) = out.body {
+        while let Some(piece) = body.next().await {
+            got.extend_from_slice(&piece.map_err(|e| format!("version {id} of object {object}: {e}"))?);
+        }
+    }
+    number_of(&got)
 }
 
 async fn get_once(gateway: &Embedded, object: u64) -> Result<Got, String> {
