@@ -27,6 +27,7 @@ mod orphans;
 mod raced;
 mod records;
 mod references;
+mod removal;
 pub mod remote;
 mod request_log;
 mod server;

@@ -204,7 +204,7 @@ async fn transition(core: &Arc<Core>, bucket: &str, key: &str, m: &Manifest, cla
     let moved = Manifest { segments, class: target, ..m.clone() };
     let data: Vec<u128> = own.iter().map(|o| o.data).collect();
     // No versioning: the version is replaced in place (same id and time), its data released.
-    match core.commit(bucket, key, &moved, |old| unchanged(old, m), true, own, None).await {
+    match core.commit(bucket, key, &moved, |old| unchanged(old, m), own, None).await {
         Ok(_) => {
             crash_point("transition-swapped");
             stats.transitioned_bytes.fetch_add(m.size, Relaxed);

@@ -39,7 +39,7 @@ pub const RELEASES_AT_ONCE: usize = 16;
 /// 28 has neither), each a hash.
 const READY_DRAWS: usize = 4096;
 /// Attempts to replace a manifest that other writers keep replacing under us.
-const COMMIT_ATTEMPTS: usize = 32;
+pub(crate) const COMMIT_ATTEMPTS: usize = 32;
 
 pub struct Core {
     pub kv: Kv,
@@ -79,6 +79,8 @@ pub struct Own {
 /// manifest tried on it since with its encoding (any may yet be chosen by another's hand).
 pub(crate) struct Raced {
     pub based: Option<Bytes>,
+    /// The `Manifest::id` of the manifest the swap was made on, if it had one.
+    pub based_id: Option<u64>,
     pub tried: Vec<(Manifest, Bytes)>,
 }
 
@@ -90,6 +92,9 @@ pub(crate) enum Settled {
     TryAgain,
     /// Ours never took effect, and another write did: the write starts over above it.
     StartOver,
+    /// Ours is not current, and no manifest tells whether it took effect
+    /// (`Core::replaced_since` asks its data's intents).
+    Unknown,
 }
 
 /// Data written by `write_data`, not yet referenced by any record.
@@ -274,7 +279,7 @@ impl Core {
     /// Returns the manifest as committed (its time and version id set by `Core::stamp`).
     ///
     /// A swap that raced another (`KvError::Contended`: some replicas took it) is settled by
-    /// reading the object again (`Core::settle_race`; `conditional`: If-Match, If-None-Match).
+    /// reading the object again (`Core::settle_race`).
     /// A raced swap may be chosen by another writer's round, which then releases our data: an
     /// intent found changed after a race is settled by the same reading, and is the sweeper's
     /// doing only if the replaced version is still there.
@@ -285,7 +290,6 @@ impl Core {
         key: &str,
         manifest: &Manifest,
         check: impl Fn(Option<&Manifest>) -> S3Result<()>,
-        conditional: bool,
         mut own: Vec<Own>,
         versioning: Option<Versioning>,
     ) -> S3Result<Manifest> {
@@ -297,10 +301,15 @@ impl Core {
         for _ in 0..COMMIT_ATTEMPTS {
             let current = self.kv.get(&object).await?;
             if let Some(r) = &raced {
-                match self.settle_race(bucket, key, r, current.as_ref(), conditional, versioning).await? {
+                match self.settle_race(bucket, key, r, current.as_ref(), versioning).await? {
                     Settled::Took(i) => return self.committed(bucket, key, r.tried[i].0.clone(), versioning).await,
                     Settled::TryAgain => {}
                     Settled::StartOver => raced = None,
+                    Settled::Unknown => match self.replaced_since(&mut own).await? {
+                        Some(true) => return self.committed(bucket, key, r.tried[r.tried.len() - 1].0.clone(), versioning).await,
+                        Some(false) => raced = None,
+                        None => return Err(s3_error!(ServiceUnavailable, "the write raced others and whether it took effect cannot be known; read the object")),
+                    },
                 }
             }
             if let Some(e) = unrefreshed.take() {
@@ -312,7 +321,8 @@ impl Core {
             };
             check(old.as_ref())?;
             let newest = self.newest_time(bucket, key, old.as_ref(), versioning).await?;
-            let ours = Core::stamp(manifest, newest, versioning, self.draw());
+            let mut ours = Core::stamp(manifest, newest, versioning, self.draw());
+            (ours.id, ours.replaces) = (Some(self.draw()), old.as_ref().and_then(|o| o.id));
             let value = records::encode(&ours);
             let intents: Vec<(DataId, Owner, Bytes)> = own.iter().map(|o| (o.data, o.owner.clone(), o.intent.clone())).collect();
             let refreshed: Vec<Result<Bytes, KvError>> = futures_util::stream::iter(intents)
@@ -352,7 +362,10 @@ impl Core {
                     return self.committed(bucket, key, ours, versioning).await;
                 }
                 Err(KvError::Mismatch) => continue,
-                Err(KvError::Contended(_)) => raced.get_or_insert_with(|| Raced { based, tried: Vec::new() }).tried.push((ours, value)),
+                Err(KvError::Contended(_)) => {
+                    let based_id = old.as_ref().and_then(|o| o.id);
+                    raced.get_or_insert_with(|| Raced { based, based_id, tried: Vec::new() }).tried.push((ours, value));
+                }
                 Err(e) => return Err(e.into()),
             }
         }
@@ -366,40 +379,6 @@ impl Core {
             self.drop_kept_null(bucket, key, ours.modified_ms).await?;
         }
         Ok(ours)
-    }
-
-    /// Deletes the object `bucket/key` if `check` accepts it; its data is released. `None`
-    /// when there was no object. A delete that raced another write is settled as `commit`
-    /// settles a swap.
-    pub async fn remove(&self, bucket: &str, key: &str, check: impl Fn(Option<&Manifest>) -> S3Result<()>, conditional: bool) -> S3Result<Option<Manifest>> {
-        let object = layout::object(bucket, key);
-        let owner = Owner { bucket: bucket.to_owned(), key: key.to_owned(), part: None };
-        let mut raced: Option<(Bytes, Manifest)> = None;
-        for _ in 0..COMMIT_ATTEMPTS {
-            let current = self.kv.get(&object).await?;
-            if let Some((based, removed)) = raced.take() {
-                if current.as_ref().map(|s| &s.version) != Some(&based) {
-                    if conditional && current.is_some() {
-                        return Err(s3_error!(ServiceUnavailable, "the delete raced another write and its condition cannot be known to have held; read the object"));
-                    }
-                    return Ok(Some(removed));
-                }
-            }
-            let Some(current) = current else {
-                check(None)?;
-                return Ok(None);
-            };
-            let old = records::decode_manifest(&current.value)?;
-            check(Some(&old))?;
-            self.release_all(old.segments.iter().map(|s| s.data).collect(), &owner).await?;
-            match self.kv.delete(&object, Cond::Version(current.version.clone()), Durability::Through).await {
-                Ok(_) => return Ok(Some(old)),
-                Err(KvError::Mismatch) => continue,
-                Err(KvError::Contended(_)) => raced = Some((current.version, old)),
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Err(s3_error!(SlowDown, "the object was replaced {COMMIT_ATTEMPTS} times while this delete tried to remove it"))
     }
 
     /// The bytes `[start, end)` of an object made of `segments`, fetched a few chunks ahead

@@ -1,42 +1,82 @@
 //! A manifest swap whose outcome a race left unknown (`KvError::Contended`: some replicas took
 //! it), settled by reading the object again (`Core::commit`).
 
-use s3s::{s3_error, S3Result};
+use s3s::S3Result;
 
-use crate::kv::Stored;
+use crate::kv::{KvError, Stored};
 use crate::layout;
-use crate::objects::{Core, Raced, Settled};
-use crate::records::{Manifest, Versioning};
+use crate::objects::{Core, Own, Raced, Settled};
+use crate::records::{self, Intent, Manifest, Versioning};
 use crate::versions::order_key;
 
 impl Core {
-    /// What `current`, the object read after a swap raced, says of it: one of ours there, it
-    /// took effect; the version it was made on still there, it is tried again; another write
-    /// there, ours never will be chosen. Then a conditional write cannot say whether its
-    /// condition held and answers 503. An unconditional one took effect just before that write,
-    /// or did and was replaced by it; no reader can tell the two apart unless the write that
-    /// replaced it kept it as a version: where ours would have been kept and was not, it never
-    /// took effect, and the write starts over above the one now there.
-    pub(crate) async fn settle_race(&self, bucket: &str, key: &str, raced: &Raced, current: Option<&Stored>, conditional: bool, versioning: Option<Versioning>) -> S3Result<Settled> {
+    /// What `current`, the object read after a swap raced, says of it:
+    /// - one of ours there (or ours with its tags or ACL rewritten since), it took effect;
+    /// - the version it was made on still there, it is tried again;
+    /// - another write there that replaced one of ours, ours took effect first;
+    /// - another write there that replaced the version ours was made on, ours never took
+    ///   effect (the store decided the other swap on that version), and the write starts over
+    ///   above it, its condition checked again;
+    /// - in a versioned bucket, where a write that replaced ours kept it as a version first:
+    ///   kept, it took effect; not kept, it never did;
+    /// - otherwise (a delete there, or more than one write since) the manifests do not tell
+    ///   (`replaced_since` then asks the data's intents).
+    ///
+    /// Answering an unconditional write as done "just before the other" would be wrong: the
+    /// other may be a conditional write on the version ours was made on.
+    pub(crate) async fn settle_race(&self, bucket: &str, key: &str, raced: &Raced, current: Option<&Stored>, versioning: Option<Versioning>) -> S3Result<Settled> {
         if let Some(i) = raced.tried.iter().position(|(_, value)| current.is_some_and(|s| s.value == value)) {
             return Ok(Settled::Took(i));
         }
         if current.map(|s| &s.version) == raced.based.as_ref() {
             return Ok(Settled::TryAgain);
         }
-        if conditional {
-            return Err(s3_error!(ServiceUnavailable, "the write raced another and its condition cannot be known to have held; read the object"));
-        }
-        let Some(((last, _), i)) = raced.tried.last().zip(raced.tried.len().checked_sub(1)) else { return Ok(Settled::StartOver) };
-        if !Core::keeps(last, versioning) {
-            return Ok(Settled::Took(i));
-        }
-        for (i, (ours, _)) in raced.tried.iter().enumerate() {
-            if self.kept_as_version(bucket, key, ours).await? {
+        let now = current.map(|s| records::decode_manifest(&s.value)).transpose()?;
+        let ours = |id: Option<u64>| id.and_then(|id| raced.tried.iter().position(|(m, _)| m.id == Some(id)));
+        if let Some(now) = &now {
+            if let Some(i) = ours(now.id).or_else(|| ours(now.replaces)) {
                 return Ok(Settled::Took(i));
             }
+            if raced.based_id.is_some() && now.replaces == raced.based_id {
+                return Ok(Settled::StartOver);
+            }
         }
-        Ok(Settled::StartOver)
+        if raced.tried.first().is_some_and(|(m, _)| Core::keeps(m, versioning)) {
+            for (i, (m, _)) in raced.tried.iter().enumerate() {
+                if self.kept_as_version(bucket, key, m).await? {
+                    return Ok(Settled::Took(i));
+                }
+            }
+            return Ok(Settled::StartOver);
+        }
+        Ok(Settled::Unknown)
+    }
+
+    /// Whether a raced swap that is not current took effect and was replaced since, told by
+    /// the intents of the data it references (`own`): a write that replaces an object it does
+    /// not keep as a version releases its data before its own swap, so an intent unchanged
+    /// says nobody replaced ours, and ours, not current, never took effect (`Some(false)`,
+    /// the intents refreshed); one changed but still live says a replacer released it
+    /// (`Some(true)`). One doomed or gone: the sweeper took the data while the write
+    /// stalled. `None`: no data to ask, or an intent raced another write of it.
+    pub(crate) async fn replaced_since(&self, own: &mut [Own]) -> S3Result<Option<bool>> {
+        if own.is_empty() {
+            return Ok(None);
+        }
+        for o in own.iter_mut() {
+            match self.try_refresh_before_swap(o.data, &o.owner, &o.intent).await {
+                Ok(v) => o.intent = v,
+                Err(KvError::Mismatch) => {
+                    return match self.kv.get(&layout::intent(o.data)).await? {
+                        Some(s) if !records::decode::<Intent>("intent", &s.value)?.doomed => Ok(Some(true)),
+                        _ => Err(self.refresh_error(KvError::Mismatch)),
+                    };
+                }
+                Err(KvError::Contended(_)) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(Some(false))
     }
 
     /// Whether `m`, a manifest with a version id of its own, is kept among the versions of

@@ -91,6 +91,14 @@ pub struct Manifest {
     pub checksum: Option<ObjectChecksum>,
     #[serde(flatten)]
     pub class: Class,
+    /// Drawn for each swap that writes a manifest (`Core::commit`), kept when its tags or ACL
+    /// are rewritten; none in a manifest older than the field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<u64>,
+    /// The `id` of the manifest this one replaced: a writer whose swap raced tells from it
+    /// whether its own took effect first (`Core::settle_race`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<u64>,
 }
 
 /// Where an object's data is kept: its storage class as S3 names it (none: STANDARD) and the

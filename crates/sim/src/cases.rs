@@ -19,6 +19,7 @@ use spindle_cluster::history::{self, Event, Op};
 use spindle_cluster::store::{Condition, Stalls, Store};
 use spindle_s3::Embedded;
 
+use crate::s3::PutCondition;
 use crate::workload::History;
 use crate::{add_coordinator, add_drives, align_task_ids, open_store, s3, set_up, etcd, SIM_EPOCH_SECS, TURNS};
 
@@ -208,8 +209,9 @@ const ROUNDS_CUT_OFF: u8 = 7;
 const LOST_CONNECTIONS_FOUND_IN: usize = 2;
 
 /// Writers that race on one object, with no fault, while readers read it: PUTs, multipart
-/// uploads and DELETEs drawn from the seed. None is conditional, so every one succeeds
-/// (retried, as an SDK retries, when the gateway answers SlowDown for a key too hot); every
+/// uploads and DELETEs drawn from the seed. None is conditional, so every PUT and upload
+/// succeeds (retried, as an SDK retries, when the gateway answers SlowDown for a key too hot;
+/// a DELETE may answer 503 when its race leaves its outcome unknowable); every
 /// read is whole and the history linearizable; after the sweeps only the data of the object
 /// left is stored (one data id, or one per part), no upload's, and no intent. A swap that
 /// raced another may be chosen by a later writer's round, which then releases its data: the
@@ -217,8 +219,20 @@ const LOST_CONNECTIONS_FOUND_IN: usize = 2;
 /// effect) rather than report its data collected. Found by the gateway's suite
 /// (tests/s3/test_behaviour.py, test_concurrent_overwrites_of_one_key).
 pub fn racing_writers_of_one_object(seed: u64) -> Result<(), String> {
+    racing_on_one_object(seed, false)
+}
+
+/// `racing_writers_of_one_object` with conditional PUTs among the writes: If-None-Match: *,
+/// and If-Match on the ETag a read just returned. Each succeeds, is refused (412, or 404 for
+/// an If-Match on an object deleted since), or, having raced another write, answers 503 as of
+/// unknown outcome; the history checker holds every one to its condition.
+pub fn racing_conditional_writers_of_one_object(seed: u64) -> Result<(), String> {
+    racing_on_one_object(seed, true)
+}
+
+fn racing_on_one_object(seed: u64, conditional: bool) -> Result<(), String> {
     scripted(seed, move |_store, gateway| async move {
-        race_with_readers(&gateway, seed).await?;
+        race_with_readers(&gateway, seed, conditional).await?;
         sweep_past_grace(&gateway).await?;
         let census = gateway.census().await.map_err(|e| format!("census: {e}"))?;
         if census.stored != census.referenced || !census.in_parts.is_empty() || !census.intents.is_empty() {
@@ -240,7 +254,7 @@ pub fn racing_writers_of_one_versioned_object(seed: u64) -> Result<(), String> {
             .build()
             .map_err(|e| format!("a versioning request: {e}"))?;
         gateway.s3().put_bucket_versioning(Embedded::admin_request(input)).await.map_err(|e| format!("enabling versioning: {e}"))?;
-        let written = race_with_readers(&gateway, seed).await?;
+        let written = race_with_readers(&gateway, seed, false).await?;
         let input = ListObjectVersionsInput { bucket: s3::BUCKET.into(), ..Default::default() };
         let listed = gateway.s3().list_object_versions(Embedded::admin_request(input)).await.map_err(|e| format!("listing versions: {e}"))?.output;
         if listed.is_truncated == Some(true) {
@@ -274,7 +288,7 @@ pub fn racing_writers_of_one_versioned_object(seed: u64) -> Result<(), String> {
 
 /// The writers and readers of `racing_writers_of_one_object`, the reads checked whole and the
 /// history linearizable; returns every write made, in no order (`None` for a DELETE).
-async fn race_with_readers(gateway: &Arc<Embedded>, seed: u64) -> Result<Vec<Option<u64>>, String> {
+async fn race_with_readers(gateway: &Arc<Embedded>, seed: u64, conditional: bool) -> Result<Vec<Option<u64>>, String> {
     let history = Arc::new(History::default());
     let done = Arc::new(AtomicBool::new(false));
     let readers: Vec<_> = (0..RACING_READERS)
@@ -294,7 +308,7 @@ async fn race_with_readers(gateway: &Arc<Embedded>, seed: u64) -> Result<Vec<Opt
     let writers: Vec<_> = (0..RACING_WRITERS)
         .map(|w| {
             let (gateway, history) = (gateway.clone(), history.clone());
-            tokio::spawn(async move { race_on_one_object(&gateway, &history, seed, w).await })
+            tokio::spawn(async move { race_on_one_object(&gateway, &history, seed, w, conditional).await })
         })
         .collect();
     let mut failed = Vec::new();
@@ -322,27 +336,51 @@ async fn race_with_readers(gateway: &Arc<Embedded>, seed: u64) -> Result<Vec<Opt
 }
 
 /// Writer `w`'s course in `racing_writers_of_one_object`, each write in the history.
-async fn race_on_one_object(gateway: &Embedded, history: &History, seed: u64, w: u64) -> Result<(), String> {
+async fn race_on_one_object(gateway: &Embedded, history: &History, seed: u64, w: u64, conditional: bool) -> Result<(), String> {
     let mut rng = StdRng::seed_from_u64(seed ^ (w << 32) ^ 0x000b_1ec7);
     for i in 0..RACING_WRITES {
         let v = 1 + w * RACING_WRITES + i;
-        let what = rng.random_range(0..4);
-        let call = s3::now_micros();
-        let mut slowed = 0;
-        loop {
-            let done = match what {
-                0 => s3::delete_or_error(gateway, 0).await,
-                1 => s3::put_in_parts_or_error(gateway, 0, v).await,
-                _ => s3::put_or_error(gateway, 0, v).await,
+        let what = rng.random_range(0..if conditional { 6 } else { 4 });
+        // A read-modify-write (4) tries again from a new read when refused, as a client would.
+        for _ in 0..if what == 4 { CAS_TRIES } else { 1 } {
+            let call = s3::now_micros();
+            // If-Match on the object a read just returned, or If-None-Match when there was none.
+            let seen = match what {
+                4 => Some(s3::get_with_etag(gateway, 0).await?),
+                _ => None,
             };
-            match done {
-                Ok(()) => break,
-                Err(e) if *e.code() == S3ErrorCode::SlowDown && slowed < SLOW_DOWN_RETRIES => slowed += 1,
-                Err(e) => return Err(format!("writer {w}'s write {i} ({what}) failed: {e}")),
-            }
+            let mut slowed = 0;
+            let done = loop {
+                let done = match (what, &seen) {
+                    (0, _) => s3::delete_or_error(gateway, 0).await,
+                    (1, _) => s3::put_in_parts_or_error(gateway, 0, v).await,
+                    (4, Some(Some((_, etag)))) => s3::put_if(gateway, 0, v, Some(PutCondition::Match(etag.clone()))).await,
+                    (4 | 5, _) => s3::put_if(gateway, 0, v, Some(PutCondition::Absent)).await,
+                    _ => s3::put_or_error(gateway, 0, v).await,
+                };
+                match done {
+                    Err(e) if *e.code() == S3ErrorCode::SlowDown && slowed < SLOW_DOWN_RETRIES => slowed += 1,
+                    done => break done,
+                }
+            };
+            // What the write expected, if conditional: the object read, or none.
+            let expect = (what >= 4).then(|| seen.flatten().map(|(n, _)| n));
+            let (op, ret) = match (done, expect) {
+                (Ok(()), None) => (Op::Write((what != 0).then_some(v)), Some(s3::now_micros())),
+                (Ok(()), Some(expect)) => (Op::Cas { expect, new: Some(v) }, Some(s3::now_micros())),
+                (Err(e), Some(expect)) if matches!(e.code(), S3ErrorCode::PreconditionFailed | S3ErrorCode::NoSuchKey) => {
+                    history.record(Event { key: s3::FIRST_OBJECT, op: Op::Refused { expect }, call, ret: Some(s3::now_micros()) });
+                    continue;
+                }
+                // A conditional write that raced another cannot say whether its condition held.
+                (Err(e), Some(expect)) if *e.code() == S3ErrorCode::ServiceUnavailable => (Op::Cas { expect, new: Some(v) }, None),
+                // Nor can a delete that raced more than one write (`Core::settle_removal`).
+                (Err(e), None) if what == 0 && *e.code() == S3ErrorCode::ServiceUnavailable => (Op::Write(None), None),
+                (Err(e), _) => return Err(format!("writer {w}'s write {i} ({what}) failed: {e}")),
+            };
+            history.record(Event { key: s3::FIRST_OBJECT, op, call, ret });
+            break;
         }
-        let op = Op::Write((what != 0).then_some(v));
-        history.record(Event { key: s3::FIRST_OBJECT, op, call, ret: Some(s3::now_micros()) });
     }
     Ok(())
 }
@@ -351,6 +389,8 @@ async fn race_on_one_object(gateway: &Embedded, history: &History, seed: u64, w:
 const RACING_WRITERS: u64 = 8;
 const RACING_READERS: usize = 2;
 const RACING_WRITES: u64 = 5;
+/// Reads and If-Match PUTs a read-modify-write makes at most while refused.
+const CAS_TRIES: usize = 4;
 /// Times a writer retries a write answered SlowDown (an SDK's default is 3 to 5).
 const SLOW_DOWN_RETRIES: u32 = 4;
 

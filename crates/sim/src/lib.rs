@@ -36,7 +36,7 @@ pub mod net;
 mod s3;
 mod workload;
 
-pub use cases::{a_completion_failed_after_its_swap, a_completion_meets_its_parts_data_taken, a_connection_that_lost_a_message, an_orphaned_chunk, racing_writers_of_one_object, racing_writers_of_one_versioned_object};
+pub use cases::{a_completion_failed_after_its_swap, a_completion_meets_its_parts_data_taken, a_connection_that_lost_a_message, an_orphaned_chunk, racing_conditional_writers_of_one_object, racing_writers_of_one_object, racing_writers_of_one_versioned_object};
 use faults::{Cast, Faults};
 use workload::History;
 

@@ -19,8 +19,8 @@ use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use s3s::dto::{
-    AbortMultipartUploadInput, CompleteMultipartUploadInput, CompletedMultipartUpload, CompletedPart, CreateBucketInput, CreateMultipartUploadInput, DeleteObjectInput, GetObjectInput, HeadBucketInput,
-    PutObjectInput, StreamingBlob, UploadPartInput,
+    AbortMultipartUploadInput, CompleteMultipartUploadInput, CompletedMultipartUpload, CompletedPart, CreateBucketInput, CreateMultipartUploadInput, DeleteObjectInput, ETag, ETagCondition, GetObjectInput,
+    HeadBucketInput, PutObjectInput, StreamingBlob, UploadPartInput,
 };
 use s3s::{S3ErrorCode, S3};
 use spindle_cluster::history::{Event, Op};
@@ -314,13 +314,25 @@ pub(crate) async fn put(gateway: &Embedded, object: u64, v: u64) -> bool {
 
 /// `put`, with the gateway's error.
 pub(crate) async fn put_or_error(gateway: &Embedded, object: u64, v: u64) -> Result<(), s3s::S3Error> {
+    put_if(gateway, object, v, None).await
+}
+
+/// A PutObject of object `v` as `object` on the condition given (If-Match, If-None-Match).
+pub(crate) async fn put_if(gateway: &Embedded, object: u64, v: u64, condition: Option<PutCondition>) -> Result<(), s3s::S3Error> {
     let body = body_of(v);
     let len = body.len();
+    let (if_match, if_none_match) = match condition {
+        None => (None, None),
+        Some(PutCondition::Match(etag)) => (Some(ETagCondition::ETag(ETag::Strong(etag))), None),
+        Some(PutCondition::Absent) => (None, Some(ETagCondition::Any)),
+    };
     let input = PutObjectInput {
         bucket: BUCKET.into(),
         key: object_name(object),
         content_length: Some(body.len() as i64),
         body: Some(StreamingBlob::from(s3s::Body::from(body))),
+        if_match,
+        if_none_match,
         ..Default::default()
     };
     let mut request = Embedded::admin_request(input);
@@ -426,6 +438,35 @@ pub(crate) async fn get(gateway: &Embedded, object: u64) -> Result<Option<Option
 fn missing_in(text: &str) -> Option<String> {
     let (_, rest) = text.split_once(" of data ")?;
     rest.split_once(" is missing").map(|(data, _)| data.to_owned())
+}
+
+/// A PUT's condition.
+pub(crate) enum PutCondition {
+    /// If-Match: the object's ETag is this.
+    Match(String),
+    /// If-None-Match: *, no object there.
+    Absent,
+}
+
+/// A GET of `object` read whole: its number and ETag, `None` for no such key.
+pub(crate) async fn get_with_etag(gateway: &Embedded, object: u64) -> Result<Option<(u64, String)>, String> {
+    let input = GetObjectInput { bucket: BUCKET.into(), key: object_name(object), ..Default::default() };
+    let out = match gateway.s3().get_object(Embedded::admin_request(input)).await {
+        Ok(out) => out.output,
+        Err(e) if *e.code() == S3ErrorCode::NoSuchKey => return Ok(None),
+        Err(e) => return Err(format!("object {object}: {e}")),
+    };
+    let etag = match out.e_tag {
+        Some(ETag::Strong(t) | ETag::Weak(t)) => t,
+        None => return Err(format!("object {object} read without an ETag")),
+    };
+    let mut got = BytesMut::new();
+    if let Some(mut body) = out.body {
+        while let Some(piece) = body.next().await {
+            got.extend_from_slice(&piece.map_err(|e| format!("object {object}: {e}"))?);
+        }
+    }
+    Ok(Some((number_of(&got)?, etag)))
 }
 
 /// The number of the object that version `id` of `object` holds, read whole.

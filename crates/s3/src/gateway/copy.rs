@@ -83,7 +83,7 @@ impl Gateway {
         let data = written.segment.data;
         let manifest = Manifest { size: written.segment.size, etag: hex(&written.md5), modified_ms: records::now_ms(), attributes, segments: segments_of(written.segment), completed_from: None, owner: object_owner, acl, tags, class, ..Manifest::default() };
         let own = vec![Own { data, owner: owner.clone(), intent: written.intent }];
-        let committed = match self.core.commit(&i.bucket, &i.key, &manifest, |_| Ok(()), false, own, record.versioning()).await {
+        let committed = match self.core.commit(&i.bucket, &i.key, &manifest, |_| Ok(()), own, record.versioning()).await {
             Ok(m) => m,
             Err(e) => {
                 self.abandon(&e, data, &owner).await;

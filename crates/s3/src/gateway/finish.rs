@@ -82,7 +82,6 @@ impl Gateway {
         let segments: Vec<Segment> = chosen.iter().map(|(_, p)| p.segment).collect();
         let size = segments.iter().map(|s| s.size).sum();
         let manifest = Manifest { size, etag, modified_ms: records::now_ms(), attributes: record.attributes.clone(), segments, completed_from: Some(id), owner: record.owner.clone(), acl: record.acl.clone(), tags: record.tags.clone(), class: record.class.clone(), ..Manifest::default() };
-        let conditional = if_match.is_some() || if_none_match.is_some();
         // The chosen data is guarded as an upload's own (its intents taken over, refreshed just
         // before the swap), then the manifest swapped in. Either failing gives the upload back
         // as it was (its parts still referenced by their records), so that it can go on or be
@@ -94,7 +93,7 @@ impl Gateway {
                 let intent = self.core.claim(p.segment.data, &owner).await?;
                 own.push(Own { data: p.segment.data, owner, intent });
             }
-            self.core.commit(&bucket, &key, &manifest, |old| check_write(old, if_match.as_ref(), if_none_match.as_ref()), conditional, own, versioning).await
+            self.core.commit(&bucket, &key, &manifest, |old| check_write(old, if_match.as_ref(), if_none_match.as_ref()), own, versioning).await
         };
         let committed = match swapped.await {
             Ok(m) => m,

@@ -78,9 +78,8 @@ impl Gateway {
             class,
             ..Manifest::default()
         };
-        let conditional = if_match.is_some() || if_none_match.is_some();
         let own = vec![Own { data, owner: owner.clone(), intent: written.intent.clone() }];
-        let committed = match self.core.commit(&bucket, &key, &manifest, |old| check_write(old, if_match.as_ref(), if_none_match.as_ref()), conditional, own, record.versioning()).await {
+        let committed = match self.core.commit(&bucket, &key, &manifest, |old| check_write(old, if_match.as_ref(), if_none_match.as_ref()), own, record.versioning()).await {
             Ok(m) => m,
             Err(e) => {
                 self.abandon(&e, data, &owner).await;
