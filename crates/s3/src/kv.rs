@@ -218,20 +218,20 @@ impl Kv {
                     Cond::Any | Cond::Absent => Condition::None,
                     Cond::Version(v) => Condition::Version(v),
                 };
-                match s.delete(key, c).await {
-                    Ok(found) => Ok(found),
-                    Err(ClusterError::VersionMismatch { current: None }) => Ok(false),
-                    Err(e) => Err(e.into()),
-                }
+                // Nothing there is `Ok(false)` for an unconditional delete (the cluster says so)
+                // and a mismatch for one on a version: that version is gone.
+                Ok(s.delete(key, c).await?)
             }
             Kv::Drive(d) => {
                 let mut options = DeleteOptions { sync: sync_of(durability), ..DeleteOptions::default() };
+                let on_version = matches!(cond, Cond::Version(_));
                 match cond {
                     Cond::Any | Cond::Absent => options.force = true,
                     Cond::Version(v) => options.db_version = v,
                 }
                 match d.client().await?.delete(key, options).await {
                     Ok(found) => Ok(found),
+                    Err(e) if e.is_not_found() && on_version => Err(KvError::Mismatch),
                     Err(e) if e.is_not_found() => Ok(false),
                     Err(e) => Err(e.into()),
                 }

@@ -166,7 +166,7 @@ async fn expire(core: &Core, bucket: &str, key: &str, m: &Manifest, versioning: 
     let check = |old: Option<&Manifest>| unchanged(old, m);
     let done = match versioning {
         None => core.remove(bucket, key, check, true).await.map(|_| ()),
-        Some(v) => core.delete_versioned(bucket, key, v, check).await.map(|_| ()),
+        Some(v) => core.delete_versioned(bucket, key, v, check, true).await.map(|_| ()),
     };
     match done {
         Ok(()) => Ok(true),

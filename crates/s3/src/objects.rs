@@ -79,7 +79,7 @@ pub struct Own {
 /// manifest tried on it since with its encoding (any may yet be chosen by another's hand).
 pub(crate) struct Raced {
     pub based: Option<Bytes>,
-    /// The `Manifest::id` of the manifest the swap was made on, if it had one.
+    /// The `Manifest::swap_id` of the manifest the swap was made on, if it had one.
     pub based_id: Option<u64>,
     pub tried: Vec<(Manifest, Bytes)>,
 }
@@ -298,78 +298,92 @@ impl Core {
         let mut raced: Option<Raced> = None;
         // An intent refresh that failed after a race, until a reading settles it.
         let mut unrefreshed: Option<KvError> = None;
-        for _ in 0..COMMIT_ATTEMPTS {
-            let current = self.kv.get(&object).await?;
-            if let Some(r) = &raced {
-                match self.settle_race(bucket, key, r, current.as_ref(), versioning).await? {
-                    Settled::Took(i) => return self.committed(bucket, key, r.tried[i].0.clone(), versioning).await,
-                    Settled::TryAgain => {}
-                    Settled::StartOver => raced = None,
-                    Settled::Unknown => match self.replaced_since(&mut own).await? {
-                        Some(true) => return self.committed(bucket, key, r.tried[r.tried.len() - 1].0.clone(), versioning).await,
-                        Some(false) => raced = None,
-                        None => return Err(s3_error!(ServiceUnavailable, "the write raced others and whether it took effect cannot be known; read the object")),
-                    },
+        let outcome: S3Result<Manifest> = async {
+            for _ in 0..COMMIT_ATTEMPTS {
+                let current = self.kv.get(&object).await?;
+                if let Some(r) = &raced {
+                    match self.settle_race(bucket, key, r, current.as_ref(), versioning).await? {
+                        Settled::Took(i) => return self.committed(bucket, key, r.tried[i].0.clone(), versioning).await,
+                        Settled::TryAgain => {}
+                        Settled::StartOver => raced = None,
+                        Settled::Unknown => match self.replaced_since(&mut own).await? {
+                            // Which try took effect the intents do not say; the tries differ in
+                            // their swap ids alone, or in their time while versioning is suspended.
+                            Some(true) => return self.committed(bucket, key, r.tried.last().map(|(m, _)| m.clone()).unwrap_or_default(), versioning).await,
+                            Some(false) => raced = None,
+                            None => return Err(s3_error!(ServiceUnavailable, "the write raced others and whether it took effect cannot be known; read the object")),
+                        },
+                    }
+                }
+                if let Some(e) = unrefreshed.take() {
+                    return Err(self.refresh_error(e));
+                }
+                let old = match &current {
+                    Some(s) => Some(records::decode_manifest(&s.value)?),
+                    None => None,
+                };
+                check(old.as_ref())?;
+                let newest = self.newest_time(bucket, key, old.as_ref(), versioning).await?;
+                let mut ours = Core::stamp(manifest, newest, versioning, self.draw());
+                (ours.swap_id, ours.replaces) = (Some(self.draw()), old.as_ref().and_then(|o| o.swap_id));
+                let value = records::encode(&ours);
+                let intents: Vec<(DataId, Owner, Bytes)> = own.iter().map(|o| (o.data, o.owner.clone(), o.intent.clone())).collect();
+                let refreshed: Vec<Result<Bytes, KvError>> = futures_util::stream::iter(intents)
+                    .map(|(d, o, v)| async move { self.try_refresh_before_swap(d, &o, &v).await })
+                    .buffered(RELEASES_AT_ONCE)
+                    .collect()
+                    .await;
+                for (o, v) in own.iter_mut().zip(refreshed) {
+                    match v {
+                        Ok(v) => o.intent = v,
+                        Err(e @ (KvError::Mismatch | KvError::Contended(_))) if raced.is_some() => unrefreshed = unrefreshed.or(Some(e)),
+                        Err(e) => return Err(self.refresh_error(e)),
+                    }
+                }
+                if unrefreshed.is_some() {
+                    continue;
+                }
+                match &old {
+                    // Kept before it is replaced: a crash in between leaves a copy, never a loss.
+                    Some(old) if Core::keeps(old, versioning) => self.keep(bucket, key, old).await?,
+                    Some(old) => {
+                        let gone: Vec<DataId> = old.segments.iter().map(|s| s.data).filter(|d| !ours.references(*d)).collect();
+                        self.release_all(gone, &owner).await?;
+                    }
+                    None => {}
+                }
+                let based = current.as_ref().map(|s| s.version.clone());
+                let cond = current.map_or(Cond::Absent, |s| Cond::Version(s.version));
+                match self.kv.put(&object, value.clone(), cond, Durability::Through).await {
+                    Ok(_) => {
+                        // A failure, or a crash losing these written-back deletions, leaves an intent
+                        // the sweeper drops, seeing the data referenced.
+                        let mut drops = futures_util::stream::iter(own)
+                            .map(|o| async move { self.kv.delete(&layout::intent(o.data), Cond::Version(o.intent), Durability::Lazy).await })
+                            .buffer_unordered(RELEASES_AT_ONCE);
+                        while drops.next().await.is_some() {}
+                        return self.committed(bucket, key, ours, versioning).await;
+                    }
+                    Err(KvError::Mismatch) => continue,
+                    Err(KvError::Contended(_)) => {
+                        let based_id = old.as_ref().and_then(|o| o.swap_id);
+                        raced.get_or_insert_with(|| Raced { based, based_id, tried: Vec::new() }).tried.push((ours, value));
+                    }
+                    Err(e) => return Err(e.into()),
                 }
             }
-            if let Some(e) = unrefreshed.take() {
-                return Err(self.refresh_error(e));
-            }
-            let old = match &current {
-                Some(s) => Some(records::decode_manifest(&s.value)?),
-                None => None,
-            };
-            check(old.as_ref())?;
-            let newest = self.newest_time(bucket, key, old.as_ref(), versioning).await?;
-            let mut ours = Core::stamp(manifest, newest, versioning, self.draw());
-            (ours.id, ours.replaces) = (Some(self.draw()), old.as_ref().and_then(|o| o.id));
-            let value = records::encode(&ours);
-            let intents: Vec<(DataId, Owner, Bytes)> = own.iter().map(|o| (o.data, o.owner.clone(), o.intent.clone())).collect();
-            let refreshed: Vec<Result<Bytes, KvError>> = futures_util::stream::iter(intents)
-                .map(|(d, o, v)| async move { self.try_refresh_before_swap(d, &o, &v).await })
-                .buffered(RELEASES_AT_ONCE)
-                .collect()
-                .await;
-            for (o, v) in own.iter_mut().zip(refreshed) {
-                match v {
-                    Ok(v) => o.intent = v,
-                    Err(e @ (KvError::Mismatch | KvError::Contended(_))) if raced.is_some() => unrefreshed = unrefreshed.or(Some(e)),
-                    Err(e) => return Err(self.refresh_error(e)),
-                }
-            }
-            if unrefreshed.is_some() {
-                continue;
-            }
-            match &old {
-                // Kept before it is replaced: a crash in between leaves a copy, never a loss.
-                Some(old) if Core::keeps(old, versioning) => self.keep(bucket, key, old).await?,
-                Some(old) => {
-                    let gone: Vec<DataId> = old.segments.iter().map(|s| s.data).filter(|d| !ours.references(*d)).collect();
-                    self.release_all(gone, &owner).await?;
-                }
-                None => {}
-            }
-            let based = current.as_ref().map(|s| s.version.clone());
-            let cond = current.map_or(Cond::Absent, |s| Cond::Version(s.version));
-            match self.kv.put(&object, value.clone(), cond, Durability::Through).await {
-                Ok(_) => {
-                    // A failure, or a crash losing these written-back deletions, leaves an intent
-                    // the sweeper drops, seeing the data referenced.
-                    let mut drops = futures_util::stream::iter(own)
-                        .map(|o| async move { self.kv.delete(&layout::intent(o.data), Cond::Version(o.intent), Durability::Lazy).await })
-                        .buffer_unordered(RELEASES_AT_ONCE);
-                    while drops.next().await.is_some() {}
-                    return self.committed(bucket, key, ours, versioning).await;
-                }
-                Err(KvError::Mismatch) => continue,
-                Err(KvError::Contended(_)) => {
-                    let based_id = old.as_ref().and_then(|o| o.id);
-                    raced.get_or_insert_with(|| Raced { based, based_id, tried: Vec::new() }).tried.push((ours, value));
-                }
-                Err(e) => return Err(e.into()),
-            }
+            Err(s3_error!(SlowDown, "the object was replaced {COMMIT_ATTEMPTS} times while this write tried to replace it"))
         }
-        Err(s3_error!(SlowDown, "the object was replaced {COMMIT_ATTEMPTS} times while this write tried to replace it"))
+        .await;
+        match outcome {
+            // A swap that raced and is not settled may yet be chosen: whatever failed since,
+            // its outcome is unknown, and its data is left to the sweeper (`Gateway::abandon`).
+            Err(e) if raced.is_some() && *e.code() != S3ErrorCode::ServiceUnavailable => {
+                tracing::info!(error = %e, "a write failed after its swap raced; answered as of unknown outcome");
+                Err(s3_error!(ServiceUnavailable, "the write raced others and whether it took effect cannot be known; read the object"))
+            }
+            outcome => outcome,
+        }
     }
 
     /// After a commit: a null version written while versioning is suspended replaces the

@@ -14,9 +14,9 @@ impl Core {
     /// - one of ours there (or ours with its tags or ACL rewritten since), it took effect;
     /// - the version it was made on still there, it is tried again;
     /// - another write there that replaced one of ours, ours took effect first;
-    /// - another write there that replaced the version ours was made on, ours never took
-    ///   effect (the store decided the other swap on that version), and the write starts over
-    ///   above it, its condition checked again;
+    /// - another write there that replaced the version ours was made on (or that version with
+    ///   its tags or ACL rewritten), ours never took effect (the store decided the other swap
+    ///   on that version), and the write starts over above it, its condition checked again;
     /// - in a versioned bucket, where a write that replaced ours kept it as a version first:
     ///   kept, it took effect; not kept, it never did;
     /// - otherwise (a delete there, or more than one write since) the manifests do not tell
@@ -32,12 +32,13 @@ impl Core {
             return Ok(Settled::TryAgain);
         }
         let now = current.map(|s| records::decode_manifest(&s.value)).transpose()?;
-        let ours = |id: Option<u64>| id.and_then(|id| raced.tried.iter().position(|(m, _)| m.id == Some(id)));
+        let ours = |id: Option<u64>| id.and_then(|id| raced.tried.iter().position(|(m, _)| m.swap_id == Some(id)));
         if let Some(now) = &now {
-            if let Some(i) = ours(now.id).or_else(|| ours(now.replaces)) {
+            if let Some(i) = ours(now.swap_id).or_else(|| ours(now.replaces)) {
                 return Ok(Settled::Took(i));
             }
-            if raced.based_id.is_some() && now.replaces == raced.based_id {
+            // The version ours was made on replaced by another write, or rewritten in place.
+            if raced.based_id.is_some() && (now.replaces == raced.based_id || now.swap_id == raced.based_id) {
                 return Ok(Settled::StartOver);
             }
         }

@@ -92,11 +92,12 @@ pub struct Manifest {
     #[serde(flatten)]
     pub class: Class,
     /// Drawn for each swap that writes a manifest (`Core::commit`), kept when its tags or ACL
-    /// are rewritten; none in a manifest older than the field.
+    /// are rewritten and when a kept version is made current again; none in a manifest older
+    /// than the field and in a delete marker. Not the version id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<u64>,
-    /// The `id` of the manifest this one replaced: a writer whose swap raced tells from it
-    /// whether its own took effect first (`Core::settle_race`).
+    pub swap_id: Option<u64>,
+    /// The `swap_id` of the manifest this one replaced: a writer whose swap raced tells from
+    /// it whether its own took effect first (`Core::settle_race`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replaces: Option<u64>,
 }

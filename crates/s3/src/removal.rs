@@ -1,6 +1,6 @@
-//! Removing an object from an unversioned bucket (or a null version while versioning is
-//! suspended): its data released, then its record deleted by compare-and-swap, a delete whose
-//! outcome a race left unknown settled by reading the object again.
+//! Deleting an object: its data released (or kept as a version) and its record deleted by
+//! compare-and-swap, a delete whose outcome a race left unknown settled by reading the object
+//! again (`Core::settle_removal`, for unversioned and versioned buckets alike).
 
 use bytes::Bytes;
 use s3s::{s3_error, S3Result};
@@ -23,7 +23,7 @@ impl Core {
             let current = self.kv.get(&object).await?;
             if let Some((based, removed)) = &raced {
                 if current.as_ref().map(|s| &s.version) != Some(based) {
-                    if Core::settle_removal(current.as_ref(), removed.id, conditional)? {
+                    if Core::settle_removal(current.as_ref(), removed.swap_id, conditional)? {
                         return Ok(raced.map(|(_, removed)| removed));
                     }
                     raced = None;
@@ -47,11 +47,12 @@ impl Core {
     }
 
     /// A delete that raced, the object read again and no longer the version the delete was
-    /// made on (whose `Manifest::id` is `based_id`): `true`, it is answered as done; `false`,
+    /// made on (whose `Manifest::swap_id` is `based_id`): `true`, it is answered as done; `false`,
     /// it never took effect, the write now there having replaced that version, and the delete
     /// goes on against that write (its condition checked again).
     /// - Nothing there: ours, or another delete with an unconditional one of ours a moment
     ///   after it (a delete of nothing changes nothing).
+    /// - The version ours was made on there, its tags or ACL rewritten: ours never took effect.
     /// - A write there made on nothing, after the version ours was made on: there was no
     ///   object just before it, and an unconditional delete fits there.
     /// - Otherwise nothing tells, nor for a conditional delete whose condition may not have
@@ -60,10 +61,10 @@ impl Core {
         let unknown = || s3_error!(ServiceUnavailable, "the delete raced another write and whether it took effect cannot be known; read the object");
         let Some(current) = current else { return if conditional { Err(unknown()) } else { Ok(true) } };
         let now = records::decode_manifest(&current.value)?;
-        if based_id.is_some() && now.replaces == based_id {
+        if based_id.is_some() && (now.replaces == based_id || now.swap_id == based_id) {
             return Ok(false);
         }
-        if based_id.is_some() && now.replaces.is_none() && !conditional {
+        if based_id.is_some() && now.swap_id.is_some() && now.replaces.is_none() && !conditional {
             return Ok(true);
         }
         Err(unknown())

@@ -197,19 +197,23 @@ impl Core {
     /// a null one while suspended, released) and a delete marker becomes the newest version.
     /// The marker is written before the current record goes, so a delete cut short leaves the
     /// object as it was (and a marker older readers see as not latest), never a key with
-    /// neither. Returns the marker.
-    pub async fn delete_versioned(&self, bucket: &str, key: &str, versioning: Versioning, check: impl Fn(Option<&Manifest>) -> S3Result<()>) -> S3Result<Manifest> {
+    /// neither. Returns the marker. A delete of the current record that raced is settled as
+    /// an unversioned delete is (`Core::settle_removal`; `conditional`: `check` is a condition).
+    pub async fn delete_versioned(&self, bucket: &str, key: &str, versioning: Versioning, check: impl Fn(Option<&Manifest>) -> S3Result<()>, conditional: bool) -> S3Result<Manifest> {
         let object = layout::object(bucket, key);
         let owner = Owner { bucket: bucket.to_owned(), key: key.to_owned(), part: None };
-        // A marker written and a delete of the current record sent that may have taken effect.
-        let mut sent: Option<(Manifest, Bytes)> = None;
+        // A marker written and a delete of the current record sent that may have taken effect,
+        // with the version it was made on and that version's swap id.
+        let mut sent: Option<(Manifest, Bytes, Option<u64>)> = None;
         for _ in 0..REMOVE_ATTEMPTS {
             let current = self.kv.get(&object).await?;
-            if let Some((marker, based)) = sent.take() {
-                // Gone or replaced: an unconditional delete took effect (or was overtaken).
-                if current.as_ref().map(|s| &s.version) != Some(&based) {
+            if let Some((marker, based, based_id)) = sent.take() {
+                let took = current.as_ref().map(|s| &s.version) != Some(&based) && Core::settle_removal(current.as_ref(), based_id, conditional)?;
+                if took {
                     return Ok(marker);
                 }
+                // Not taken (the version still there, or replaced by another write): this
+                // try's marker goes, and the delete starts over.
                 self.unkeep(bucket, key, &marker).await?;
             }
             let old = match &current {
@@ -234,7 +238,7 @@ impl Core {
                 Ok(_) => return Ok(marker),
                 // Replaced meanwhile: this try's marker goes, and the delete starts over.
                 Err(KvError::Mismatch) => self.unkeep(bucket, key, &marker).await?,
-                Err(KvError::Contended(_)) => sent = Some((marker, s.version)),
+                Err(KvError::Contended(_)) => sent = Some((marker, s.version, old.and_then(|o| o.swap_id))),
                 Err(e) => return Err(e.into()),
             }
         }

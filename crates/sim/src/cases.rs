@@ -222,10 +222,11 @@ pub fn racing_writers_of_one_object(seed: u64) -> Result<(), String> {
     racing_on_one_object(seed, false)
 }
 
-/// `racing_writers_of_one_object` with conditional PUTs among the writes: If-None-Match: *,
-/// and If-Match on the ETag a read just returned. Each succeeds, is refused (412, or 404 for
-/// an If-Match on an object deleted since), or, having raced another write, answers 503 as of
-/// unknown outcome; the history checker holds every one to its condition.
+/// `racing_writers_of_one_object` with conditional writes among them (PUTs If-None-Match: *,
+/// PUTs and DELETEs If-Match on the ETag a read just returned) and the object's tags rewritten
+/// in place. Each conditional write succeeds, is refused (412, or 404 for an If-Match on an
+/// object deleted since), or, having raced another write, answers 503 as of unknown outcome;
+/// the history checker holds every one to its condition.
 pub fn racing_conditional_writers_of_one_object(seed: u64) -> Result<(), String> {
     racing_on_one_object(seed, true)
 }
@@ -340,19 +341,30 @@ async fn race_on_one_object(gateway: &Embedded, history: &History, seed: u64, w:
     let mut rng = StdRng::seed_from_u64(seed ^ (w << 32) ^ 0x000b_1ec7);
     for i in 0..RACING_WRITES {
         let v = 1 + w * RACING_WRITES + i;
-        let what = rng.random_range(0..if conditional { 6 } else { 4 });
+        let what = rng.random_range(0..if conditional { 8 } else { 4 });
+        if what == 7 {
+            // Its tags rewritten: the object stays what it was (not in the history), its
+            // manifest replaced in place. Refused when there is no object, or after a race.
+            let _ = s3::tag(gateway, 0, v).await;
+            continue;
+        }
         // A read-modify-write (4) tries again from a new read when refused, as a client would.
         for _ in 0..if what == 4 { CAS_TRIES } else { 1 } {
             let call = s3::now_micros();
-            // If-Match on the object a read just returned, or If-None-Match when there was none.
+            // If-Match on the object a read just returned, or If-None-Match when there was none;
+            // a conditional delete (6) If-Match on it, or nothing when there was none.
             let seen = match what {
-                4 => Some(s3::get_with_etag(gateway, 0).await?),
+                4 | 6 => Some(s3::get_with_etag(gateway, 0).await?),
                 _ => None,
             };
+            if what == 6 && seen == Some(None) {
+                break;
+            }
             let mut slowed = 0;
             let done = loop {
                 let done = match (what, &seen) {
                     (0, _) => s3::delete_or_error(gateway, 0).await,
+                    (6, Some(Some((_, etag)))) => s3::delete_if(gateway, 0, Some(etag.clone())).await,
                     (1, _) => s3::put_in_parts_or_error(gateway, 0, v).await,
                     (4, Some(Some((_, etag)))) => s3::put_if(gateway, 0, v, Some(PutCondition::Match(etag.clone()))).await,
                     (4 | 5, _) => s3::put_if(gateway, 0, v, Some(PutCondition::Absent)).await,
@@ -363,17 +375,19 @@ async fn race_on_one_object(gateway: &Embedded, history: &History, seed: u64, w:
                     done => break done,
                 }
             };
-            // What the write expected, if conditional: the object read, or none.
+            // What the write expected, if conditional: the object read, or none; and what it
+            // writes.
             let expect = (what >= 4).then(|| seen.flatten().map(|(n, _)| n));
+            let new = (what != 0 && what != 6).then_some(v);
             let (op, ret) = match (done, expect) {
-                (Ok(()), None) => (Op::Write((what != 0).then_some(v)), Some(s3::now_micros())),
-                (Ok(()), Some(expect)) => (Op::Cas { expect, new: Some(v) }, Some(s3::now_micros())),
+                (Ok(()), None) => (Op::Write(new), Some(s3::now_micros())),
+                (Ok(()), Some(expect)) => (Op::Cas { expect, new }, Some(s3::now_micros())),
                 (Err(e), Some(expect)) if matches!(e.code(), S3ErrorCode::PreconditionFailed | S3ErrorCode::NoSuchKey) => {
                     history.record(Event { key: s3::FIRST_OBJECT, op: Op::Refused { expect }, call, ret: Some(s3::now_micros()) });
                     continue;
                 }
                 // A conditional write that raced another cannot say whether its condition held.
-                (Err(e), Some(expect)) if *e.code() == S3ErrorCode::ServiceUnavailable => (Op::Cas { expect, new: Some(v) }, None),
+                (Err(e), Some(expect)) if *e.code() == S3ErrorCode::ServiceUnavailable => (Op::Cas { expect, new }, None),
                 // Nor can a delete that raced more than one write (`Core::settle_removal`).
                 (Err(e), None) if what == 0 && *e.code() == S3ErrorCode::ServiceUnavailable => (Op::Write(None), None),
                 (Err(e), _) => return Err(format!("writer {w}'s write {i} ({what}) failed: {e}")),

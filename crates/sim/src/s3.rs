@@ -20,7 +20,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use s3s::dto::{
     AbortMultipartUploadInput, CompleteMultipartUploadInput, CompletedMultipartUpload, CompletedPart, CreateBucketInput, CreateMultipartUploadInput, DeleteObjectInput, ETag, ETagCondition, GetObjectInput,
-    HeadBucketInput, PutObjectInput, StreamingBlob, UploadPartInput,
+    HeadBucketInput, PutObjectInput, PutObjectTaggingInput, StreamingBlob, Tag, Tagging, UploadPartInput,
 };
 use s3s::{S3ErrorCode, S3};
 use spindle_cluster::history::{Event, Op};
@@ -407,8 +407,26 @@ async fn abort(gateway: &Embedded, key: &str, upload: &str) {
 
 /// A DeleteObject of `object`, with the gateway's error.
 pub(crate) async fn delete_or_error(gateway: &Embedded, object: u64) -> Result<(), s3s::S3Error> {
-    let input = DeleteObjectInput { bucket: BUCKET.into(), key: object_name(object), ..Default::default() };
+    delete_if(gateway, object, None).await
+}
+
+/// A DeleteObject of `object`, If-Match `etag` when given.
+pub(crate) async fn delete_if(gateway: &Embedded, object: u64, etag: Option<String>) -> Result<(), s3s::S3Error> {
+    let if_match = etag.map(|t| ETagCondition::ETag(ETag::Strong(t)));
+    let input = DeleteObjectInput { bucket: BUCKET.into(), key: object_name(object), if_match, ..Default::default() };
     gateway.s3().delete_object(Embedded::admin_request(input)).await.map(drop)
+}
+
+/// A PutObjectTagging of `object` with one tag of value `v`: its manifest rewritten in place.
+pub(crate) async fn tag(gateway: &Embedded, object: u64, v: u64) -> Result<(), s3s::S3Error> {
+    let tagging = Tagging { tag_set: vec![Tag { key: Some("n".into()), value: Some(v.to_string()) }] };
+    let input = PutObjectTaggingInput::builder()
+        .bucket(BUCKET.into())
+        .key(object_name(object))
+        .tagging(tagging)
+        .build()
+        .map_err(|e| s3s::s3_error!(InternalError, "a tagging request: {e}"))?;
+    gateway.s3().put_object_tagging(Embedded::admin_request(input)).await.map(drop)
 }
 
 /// What a GET met.

@@ -24,6 +24,8 @@ impl Gateway {
         check_key(key)?;
         let check = |old: Option<&Manifest>| match (if_match, old) {
             (Some(c), Some(m)) if !etag_matches(m, c) => Err(s3_error!(PreconditionFailed, "If-Match does not match the object's ETag")),
+            // As S3 answers a conditional delete of a key with no current object.
+            (Some(_), None) => Err(s3_error!(NoSuchKey, "If-Match names an object that does not exist")),
             _ => Ok(()),
         };
         if let Some(id) = version {
@@ -40,7 +42,7 @@ impl Gateway {
                 Ok(Deleted::default())
             }
             Some(v) => {
-                let marker = self.core.delete_versioned(bucket, key, v, check).await?;
+                let marker = self.core.delete_versioned(bucket, key, v, check, if_match.is_some()).await?;
                 Ok(Deleted { version_id: Some(marker.version_id().to_owned()), delete_marker: true })
             }
         }

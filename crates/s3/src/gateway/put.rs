@@ -18,10 +18,10 @@ use crate::records::{self, Attributes, Manifest, Owner, Segment};
 
 impl Gateway {
     /// After a commit that failed: the data is deleted now, unless the store did not answer
-    /// (the manifest may have reached a replica and surface later), when the sweeper decides
-    /// after the grace.
+    /// or gave up (the manifest may have reached a replica and surface later), when the
+    /// sweeper decides after the grace.
     pub(super) async fn abandon(&self, e: &S3Error, data: u128, owner: &Owner) {
-        if *e.code() == S3ErrorCode::ServiceUnavailable {
+        if matches!(e.code(), S3ErrorCode::ServiceUnavailable | S3ErrorCode::SlowDown) {
             tracing::warn!(bucket = owner.bucket, key = owner.key, "a manifest write's outcome is unknown: its data is left to the sweeper");
         } else {
             self.core.discard(data, owner).await;
