@@ -229,7 +229,10 @@ impl Kv {
                     Cond::Any | Cond::Absent => options.force = true,
                     Cond::Version(v) => options.db_version = v,
                 }
+                // The client answers a delete that found nothing with `false`; on a version, that
+                // version is gone.
                 match d.client().await?.delete(key, options).await {
+                    Ok(false) if on_version => Err(KvError::Mismatch),
                     Ok(found) => Ok(found),
                     Err(e) if e.is_not_found() && on_version => Err(KvError::Mismatch),
                     Err(e) if e.is_not_found() => Ok(false),

@@ -203,18 +203,26 @@ impl Core {
         let object = layout::object(bucket, key);
         let owner = Owner { bucket: bucket.to_owned(), key: key.to_owned(), part: None };
         // A marker written and a delete of the current record sent that may have taken effect,
-        // with the version it was made on and that version's swap id.
+        // with the version it was made on and that version's swap id: kept until settled.
         let mut sent: Option<(Manifest, Bytes, Option<u64>)> = None;
         for _ in 0..REMOVE_ATTEMPTS {
             let current = self.kv.get(&object).await?;
-            if let Some((marker, based, based_id)) = sent.take() {
-                let took = current.as_ref().map(|s| &s.version) != Some(&based) && Core::settle_removal(current.as_ref(), based_id, conditional)?;
-                if took {
-                    return Ok(marker);
+            if let Some((marker, based, based_id)) = &sent {
+                if current.as_ref().map(|s| &s.version) == Some(based) {
+                    // Still there: the same marker stands, and the delete is sent again.
+                    match self.kv.delete(&object, Cond::Version(based.clone()), Durability::Through).await {
+                        Ok(_) => return Ok(marker.clone()),
+                        Err(KvError::Mismatch | KvError::Contended(_)) => continue,
+                        Err(e) => return Err(e.into()),
+                    }
                 }
-                // Not taken (the version still there, or replaced by another write): this
-                // try's marker goes, and the delete starts over.
-                self.unkeep(bucket, key, &marker).await?;
+                if Core::settle_removal(current.as_ref(), *based_id, conditional)? {
+                    return Ok(marker.clone());
+                }
+                // Replaced by another write before ours took effect: the marker goes, and the
+                // delete starts over.
+                self.unkeep(bucket, key, marker).await?;
+                sent = None;
             }
             let old = match &current {
                 Some(s) => Some(records::decode_manifest(&s.value)?),
@@ -241,6 +249,10 @@ impl Core {
                 Err(KvError::Contended(_)) => sent = Some((marker, s.version, old.and_then(|o| o.swap_id))),
                 Err(e) => return Err(e.into()),
             }
+        }
+        if sent.is_some() {
+            // Its marker kept, as a delete cut short leaves it.
+            return Err(s3_error!(ServiceUnavailable, "the delete raced others and whether it took effect cannot be known; read the object"));
         }
         Err(s3_error!(SlowDown, "the object was replaced {REMOVE_ATTEMPTS} times while this delete tried to remove it"))
     }

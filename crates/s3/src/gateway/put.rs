@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use s3s::dto::*;
-use s3s::{s3_error, S3Error, S3ErrorCode, S3Result};
+use s3s::{s3_error, S3Error, S3Result};
 
 use super::acls::{for_new_object, Asked};
 use super::checksums::{verify, Checksums};
@@ -17,11 +17,12 @@ use crate::objects::Own;
 use crate::records::{self, Attributes, Manifest, Owner, Segment};
 
 impl Gateway {
-    /// After a commit that failed: the data is deleted now, unless the store did not answer
-    /// or gave up (the manifest may have reached a replica and surface later), when the
-    /// sweeper decides after the grace.
+    /// After a commit that failed: the data is deleted now when the write was refused (a 4xx:
+    /// nothing of it was stored), and otherwise left to the sweeper, which decides after the
+    /// grace (the store did not answer, gave up or was full, and the manifest may have reached
+    /// a replica and surface later).
     pub(super) async fn abandon(&self, e: &S3Error, data: u128, owner: &Owner) {
-        if matches!(e.code(), S3ErrorCode::ServiceUnavailable | S3ErrorCode::SlowDown) {
+        if !e.status_code().is_some_and(|s| s.is_client_error()) {
             tracing::warn!(bucket = owner.bucket, key = owner.key, "a manifest write's outcome is unknown: its data is left to the sweeper");
         } else {
             self.core.discard(data, owner).await;
