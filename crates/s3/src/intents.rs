@@ -63,7 +63,7 @@ impl Core {
     /// loses it, the swap that follows either reached the disk, and the sweeper finds the data
     /// referenced before it would doom anything, or it did not, and the upload failed anyway.
     pub async fn refresh_before_swap(&self, data: DataId, owner: &Owner, version: &Bytes) -> S3Result<Bytes> {
-        self.try_refresh_before_swap(data, owner, version).await.map_err(|e| self.refresh_error(e))
+        self.refresh_with(data, owner, version, Durability::Lazy).await
     }
 
     /// `refresh_before_swap`, its failure as the store gave it: a swap that raced may have

@@ -478,23 +478,22 @@ pub(crate) async fn get_with_etag(gateway: &Embedded, object: u64) -> Result<Opt
         Some(ETag::Strong(t) | ETag::Weak(t)) => t,
         None => return Err(format!("object {object} read without an ETag")),
     };
-    let mut got = BytesMut::new();
-    if let Some(mut body) = out.body {
-        while let Some(piece) = body.next().await {
-            got.extend_from_slice(&piece.map_err(|e| format!("object {object}: {e}"))?);
-        }
-    }
-    Ok(Some((number_of(&got)?, etag)))
+    Ok(Some((number_read(out.body, || format!("object {object}")).await?, etag)))
 }
 
 /// The number of the object that version `id` of `object` holds, read whole.
 pub(crate) async fn get_version(gateway: &Embedded, object: u64, id: &str) -> Result<u64, String> {
     let input = GetObjectInput { bucket: BUCKET.into(), key: object_name(object), version_id: Some(id.to_owned()), ..Default::default() };
     let out = gateway.s3().get_object(Embedded::admin_request(input)).await.map_err(|e| format!("version {id} of object {object}: {e}"))?.output;
+    number_read(out.body, || format!("version {id} of object {object}")).await
+}
+
+/// The number of the object `body` holds, read whole; a failed read names `what` was read.
+async fn number_read(body: Option<StreamingBlob>, what: impl Fn() -> String) -> Result<u64, String> {
     let mut got = BytesMut::new();
-    if let Some(mut body) = out.body {
+    if let Some(mut body) = body {
         while let Some(piece) = body.next().await {
-            got.extend_from_slice(&piece.map_err(|e| format!("version {id} of object {object}: {e}"))?);
+            got.extend_from_slice(&piece.map_err(|e| format!("{}: {e}", what()))?);
         }
     }
     number_of(&got)
