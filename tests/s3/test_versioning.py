@@ -127,6 +127,36 @@ def test_concurrent_writers_each_get_a_version_that_exists(versioned):
     assert len(latest) == 1
 
 
+def test_a_completion_sent_again_while_the_first_runs_makes_one_version(versioned):
+    """Copies of one CompleteMultipartUpload sent at once (a client whose first timed out
+    sends it again): each answers the same version, and the upload is one version, which
+    reads back whole once every other version is deleted. (Two completions that each swapped
+    the upload in made two versions on one upload's data.)"""
+    client, bucket, drive = versioned
+    copies, rounds = 4, 5
+    bodies = {}
+    for r in range(rounds):
+        body = payload(3000 + r, f"upload-{r}")
+        upload = client.create_multipart_upload(Bucket=bucket, Key="done")["UploadId"]
+        etag = client.upload_part(Bucket=bucket, Key="done", UploadId=upload, PartNumber=1, Body=body)["ETag"]
+        parts = {"Parts": [{"PartNumber": 1, "ETag": etag}]}
+        with ThreadPoolExecutor(copies) as pool:
+            answers = list(pool.map(lambda _: client.complete_multipart_upload(Bucket=bucket, Key="done", UploadId=upload, MultipartUpload=parts)["VersionId"], range(copies)))
+        assert len(set(answers)) == 1, answers
+        bodies[answers[0]] = body
+        client.put_object(Bucket=bucket, Key="done", Body=b"between")
+    listed = client.list_object_versions(Bucket=bucket, Prefix="done")
+    from_uploads = [v["VersionId"] for v in listed["Versions"] if v["Size"] != len(b"between")]
+    assert sorted(from_uploads) == sorted(bodies)
+    for v in listed["Versions"]:
+        if v["VersionId"] not in bodies:
+            client.delete_object(Bucket=bucket, Key="done", VersionId=v["VersionId"])
+    if drive is not None:
+        time.sleep(3)  # past the one-second grace of the gateway over one drive: swept
+    for vid, body in bodies.items():
+        assert read(client, bucket, "done", VersionId=vid) == body
+
+
 def test_a_delete_hides_the_key_behind_a_marker_and_removing_it_brings_the_object_back(versioned):
     client, bucket, _ = versioned
     v1 = client.put_object(Bucket=bucket, Key="k", Body=b"one")["VersionId"]

@@ -314,6 +314,11 @@ pub struct UploadRecord {
     /// abort is refused until it is older than the sweep grace (a completion that crashed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completing: Option<Completing>,
+    /// A completion gave the upload back without knowing whether its manifest swap took
+    /// effect (it answered 5xx): a later completion first looks for a version completed from
+    /// this upload among the key's kept versions, where a write since may have put it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub swap_unknown: bool,
     /// The object's owner and ACL once completed (as the manifest has them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
@@ -332,6 +337,10 @@ pub struct UploadRecord {
 pub struct Completing {
     pub at_ms: u64,
     pub parts: Vec<(u32, String)>,
+    /// Drawn by the completion: it tells its own mark from another's when a race left its
+    /// write of the record unknown.
+    #[serde(default)]
+    pub by: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

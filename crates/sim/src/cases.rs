@@ -25,8 +25,8 @@ use crate::{add_coordinator, add_drives, align_task_ids, open_store, s3, set_up,
 
 /// The prefixes of the gateway's upload and part records: "s3\0" then the record kind
 /// (crates/s3/src/layout.rs).
-const UPLOAD: &[u8] = b"s3\0U";
-const PART: &[u8] = b"s3\0P";
+pub(crate) const UPLOAD: &[u8] = b"s3\0U";
+pub(crate) const PART: &[u8] = b"s3\0P";
 const DATA: &[u8] = b"s3\0D";
 const INTENT: &[u8] = b"s3\0G";
 /// The longest a case may run in simulated time.
@@ -248,13 +248,7 @@ fn racing_on_one_object(seed: u64, conditional: bool) -> Result<(), String> {
 /// delete marker; one of them is the latest; and the sweeps leave every version's data.
 pub fn racing_writers_of_one_versioned_object(seed: u64) -> Result<(), String> {
     scripted(seed, move |_store, gateway| async move {
-        let configuration = VersioningConfiguration { status: Some(BucketVersioningStatus::from_static(BucketVersioningStatus::ENABLED)), ..Default::default() };
-        let input = PutBucketVersioningInput::builder()
-            .bucket(s3::BUCKET.into())
-            .versioning_configuration(configuration)
-            .build()
-            .map_err(|e| format!("a versioning request: {e}"))?;
-        gateway.s3().put_bucket_versioning(Embedded::admin_request(input)).await.map_err(|e| format!("enabling versioning: {e}"))?;
+        enable_versioning(&gateway).await?;
         let written = race_with_readers(&gateway, seed, false).await?;
         let input = ListObjectVersionsInput { bucket: s3::BUCKET.into(), ..Default::default() };
         let listed = gateway.s3().list_object_versions(Embedded::admin_request(input)).await.map_err(|e| format!("listing versions: {e}"))?.output;
@@ -285,6 +279,17 @@ pub fn racing_writers_of_one_versioned_object(seed: u64) -> Result<(), String> {
         }
         Ok(())
     })
+}
+
+/// Versioning enabled on the case's bucket.
+pub(crate) async fn enable_versioning(gateway: &Embedded) -> Result<(), String> {
+    let configuration = VersioningConfiguration { status: Some(BucketVersioningStatus::from_static(BucketVersioningStatus::ENABLED)), ..Default::default() };
+    let input = PutBucketVersioningInput::builder()
+        .bucket(s3::BUCKET.into())
+        .versioning_configuration(configuration)
+        .build()
+        .map_err(|e| format!("a versioning request: {e}"))?;
+    gateway.s3().put_bucket_versioning(Embedded::admin_request(input)).await.map(drop).map_err(|e| format!("enabling versioning: {e}"))
 }
 
 /// The writers and readers of `racing_writers_of_one_object`, the reads checked whole and the
@@ -428,7 +433,7 @@ async fn failed_after_swap(store: &Store, gateway: &Embedded, object: u64, first
 }
 
 /// The one record under `prefix`.
-async fn records(store: &Store, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>, String> {
+pub(crate) async fn records(store: &Store, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>, String> {
     let end = [prefix, &[0xff; 8]].concat();
     let mut found = Vec::new();
     for key in store.range(prefix, Some(&end), 100).await.map_err(|e| e.to_string())? {
@@ -463,7 +468,7 @@ fn intent_record(object: u64, doomed: bool) -> Bytes {
 }
 
 /// A multipart upload of `object` begun and its one part, of value `value`, uploaded.
-async fn upload_one_part(gateway: &Embedded, object: u64, value: u64) -> Result<(String, CompletedPart), String> {
+pub(crate) async fn upload_one_part(gateway: &Embedded, object: u64, value: u64) -> Result<(String, CompletedPart), String> {
     let create = CreateMultipartUploadInput { bucket: s3::BUCKET.into(), key: s3::object_name(object), ..Default::default() };
     let created = gateway.s3().create_multipart_upload(Embedded::admin_request(create)).await.map_err(|e| e.to_string())?;
     let upload = created.output.upload_id.ok_or("no upload id")?;
@@ -490,7 +495,7 @@ async fn upload_part(gateway: &Embedded, object: u64, upload: &str, value: u64) 
     Ok(CompletedPart { e_tag: uploaded.output.e_tag, part_number: Some(1), ..Default::default() })
 }
 
-async fn complete(gateway: &Embedded, object: u64, (upload, part): &(String, CompletedPart)) -> Result<(), String> {
+pub(crate) async fn complete(gateway: &Embedded, object: u64, (upload, part): &(String, CompletedPart)) -> Result<(), String> {
     let input = CompleteMultipartUploadInput {
         bucket: s3::BUCKET.into(),
         key: s3::object_name(object),
@@ -518,7 +523,7 @@ async fn complete_fails(gateway: &Embedded, object: u64, upload: &(String, Compl
 }
 
 /// Sweeps until every intent has been watched for the grace and judged.
-async fn sweep_past_grace(gateway: &Embedded) -> Result<(), String> {
+pub(crate) async fn sweep_past_grace(gateway: &Embedded) -> Result<(), String> {
     for pass in 0..3 {
         if pass > 0 {
             tokio::time::sleep(s3::GRACE + Duration::from_millis(100)).await;
@@ -529,7 +534,7 @@ async fn sweep_past_grace(gateway: &Embedded) -> Result<(), String> {
 }
 
 /// Runs `script` against one gateway over three drives and a coordinator, no fault.
-fn scripted<F, Fut>(seed: u64, script: F) -> Result<(), String>
+pub(crate) fn scripted<F, Fut>(seed: u64, script: F) -> Result<(), String>
 where
     F: FnOnce(Store, Arc<Embedded>) -> Fut + 'static,
     Fut: std::future::Future<Output = Result<(), String>>,

@@ -49,9 +49,25 @@ fn racing_conditional_and_unconditional_writers_of_one_object_stay_linearizable(
     }
 }
 
+#[test]
+fn a_versioned_completion_sent_again_after_a_5xx_answers_the_version_it_made() {
+    spindle_sim::a_versioned_completion_failed_after_its_swap(5).unwrap();
+}
+
+#[test]
+fn completions_sent_again_complete_an_upload_once() {
+    // Seed 0 (with the build before a completion waited for another of its upload under
+    // way): two copies of one completion each swapped the upload in, two versions on one
+    // upload's data.
+    for seed in 0..4 {
+        spindle_sim::retried_completions_of_one_upload(seed).unwrap();
+        spindle_sim::retried_completions_of_one_versioned_upload(seed).unwrap();
+    }
+}
+
 /// The racing cases over a range of seeds, for a longer run than the test command's:
 /// `RACING_SEEDS=0..90 cargo test -p spindle-sim --test cases -- --ignored --nocapture
-/// racing_cases_over_seeds` (the three cases, each seed of the range).
+/// racing_cases_over_seeds` (the racing and retried-completion cases, each seed of the range).
 #[test]
 #[ignore = "a longer run, started by hand"]
 fn racing_cases_over_seeds() {
@@ -64,6 +80,8 @@ fn racing_cases_over_seeds() {
             ("racing_writers_of_one_object", spindle_sim::racing_writers_of_one_object as fn(u64) -> Result<(), String>),
             ("racing_writers_of_one_versioned_object", spindle_sim::racing_writers_of_one_versioned_object),
             ("racing_conditional_writers_of_one_object", spindle_sim::racing_conditional_writers_of_one_object),
+            ("retried_completions_of_one_upload", spindle_sim::retried_completions_of_one_upload),
+            ("retried_completions_of_one_versioned_upload", spindle_sim::retried_completions_of_one_versioned_upload),
         ] {
             if let Err(e) = case(seed) {
                 eprintln!("{name} seed {seed}: {e}");

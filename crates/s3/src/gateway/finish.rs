@@ -11,6 +11,8 @@ use super::conditions::check_write;
 use super::convert::{hex, unhex};
 use super::limits::{part_number, LIST_FETCH};
 use super::lookup::Gateway;
+use super::marks;
+use super::waiting::Taken;
 use crate::kv::{Cond, Durability, KvError, Pages};
 use crate::layout::{self, UploadId};
 use crate::objects::{Core, Own};
@@ -22,30 +24,102 @@ impl Gateway {
         let i = req.input;
         let (bucket, key) = (i.bucket.clone(), i.key.clone());
         let versioning = self.bucket_record(granted, &bucket).await?.versioning();
-        let (id, mut record, version) = match self.upload(&bucket, &key, &i.upload_id).await {
-            Ok(upload) => upload,
-            Err(e) if *e.code() == s3s::S3ErrorCode::NoSuchUpload => return self.completed_already(&bucket, &key, &i.upload_id).await.ok_or(e),
-            Err(e) => return Err(e),
-        };
         let listed = i.multipart_upload.and_then(|m| m.parts).unwrap_or_default();
         if listed.is_empty() {
             return Err(s3_error!(MalformedXML, "You must specify at least one part"));
         }
-        // The parts named, each as uploaded.
-        let mut chosen: Vec<(u32, PartRecord)> = Vec::with_capacity(listed.len());
+        // The parts asked for: (number, ETag), in ascending order.
+        let mut wanted: Vec<(u32, String)> = Vec::with_capacity(listed.len());
         for p in &listed {
             let n = part_number(p.part_number.ok_or_else(|| s3_error!(InvalidPart, "a part has no number"))?)?;
-            if chosen.last().is_some_and(|(last, _)| *last >= n) {
+            if wanted.last().is_some_and(|(last, _)| *last >= n) {
                 return Err(s3_error!(InvalidPartOrder, "The list of parts was not in ascending order. The parts list must be specified in order by part number."));
             }
-            let Some(s) = self.core.kv.get(&layout::part(id, n)).await? else {
+            let etag = p.e_tag.as_ref().ok_or_else(|| s3_error!(InvalidPart, "part {n}'s ETag does not match the uploaded part's"))?;
+            wanted.push((n, etag.value().to_owned()));
+        }
+        let (if_match, if_none_match) = (i.if_match.clone(), i.if_none_match.clone());
+        // This completion's token, on its mark.
+        let by = self.core.draw();
+        let mut taken = None;
+        for _ in 0..TAKE_ATTEMPTS {
+            // Another completion of the upload under way is waited for, never joined: two
+            // could both swap the upload in, two objects (two versions) on one upload's data.
+            let upload = match self.upload_to_complete(&bucket, &key, &i.upload_id, &wanted, by).await? {
+                Taken::Free(upload) => upload,
+                Taken::Completed(m) => return Ok(S3Response::new(completed(&bucket, &key, m))),
+            };
+            match self.take_upload(&bucket, &key, upload, (&wanted, by), if_match.as_ref(), if_none_match.as_ref()).await? {
+                Took::Taken(t) => {
+                    taken = Some(t);
+                    break;
+                }
+                Took::Completed(m) => return Ok(S3Response::new(completed(&bucket, &key, m))),
+                Took::Changed => {}
+            }
+        }
+        let Some(Upload { id, mut record, version, chosen, etag }) = taken else {
+            return Err(s3_error!(SlowDown, "the upload kept changing while it was being completed; send the completion again"));
+        };
+        let upload_key = layout::upload(&bucket, &key, id);
+        let segments: Vec<Segment> = chosen.iter().map(|(_, p)| p.segment).collect();
+        let size = segments.iter().map(|s| s.size).sum();
+        let manifest = Manifest { size, etag, modified_ms: records::now_ms(), attributes: record.attributes.clone(), segments, completed_from: Some(id), owner: record.owner.clone(), acl: record.acl.clone(), tags: record.tags.clone(), class: record.class.clone(), ..Manifest::default() };
+        // The chosen data is guarded as an upload's own (its intents taken over, refreshed just
+        // before the swap), then the manifest swapped in. Either failing gives the upload back
+        // as it was (its parts still referenced by their records), so that it can go on or be
+        // aborted; noting, after a 5xx, that the swap may have taken effect.
+        let swapped = async {
+            let mut own = Vec::with_capacity(chosen.len());
+            for (n, p) in &chosen {
+                let owner = Owner { bucket: bucket.clone(), key: key.clone(), part: Some((id, *n)) };
+                let intent = self.core.claim(p.segment.data, &owner).await?;
+                own.push(Own { data: p.segment.data, owner, intent });
+            }
+            self.core.commit(&bucket, &key, &manifest, |old| check_write(old, if_match.as_ref(), if_none_match.as_ref()), own, versioning).await
+        };
+        let committed = match swapped.await {
+            Ok(m) => m,
+            Err(e) => {
+                record.completing = None;
+                record.swap_unknown |= !e.status_code().is_some_and(|s| s.is_client_error());
+                self.give_back(&upload_key, &record, Some(by), version).await;
+                return Err(e);
+            }
+        };
+        self.finish_parts(&bucket, &key, id, &manifest, &upload_key, (Some(by), version)).await?;
+        Ok(S3Response::new(completed(&bucket, &key, committed)))
+    }
+
+    /// Takes upload `id` (its record, read at store version `version`) for a completion of the parts
+    /// `wanted`: checks them, and marks the record by compare-and-swap; or finds the upload
+    /// completed already by an earlier completion, or its record changed meanwhile.
+    async fn take_upload(&self, bucket: &str, key: &str, (id, mut record, version): (UploadId, UploadRecord, Bytes), (wanted, by): (&[(u32, String)], u64), if_match: Option<&ETagCondition>, if_none_match: Option<&ETagCondition>) -> S3Result<Took> {
+        let upload_key = layout::upload(bucket, key, id);
+        // A completion before this one may have swapped the upload in (its answer lost, or a
+        // 5xx while its outcome was unknown): then the answer is that object, as S3 answers a
+        // completion sent again, and the upload is finished as that completion would have.
+        let current = self.manifest(bucket, key).await?;
+        let before = match current.as_ref().filter(|m| m.completed_from == Some(id)) {
+            Some(m) => Some(m.clone()),
+            None if record.swap_unknown || record.completing.is_some() => self.core.kept(bucket, key).await?.into_iter().map(|k| k.manifest).find(|m| m.completed_from == Some(id)),
+            None => None,
+        };
+        if let Some(m) = before {
+            self.finish_parts(bucket, key, id, &m, &upload_key, (marks::mark_of(&record), version)).await?;
+            return Ok(Took::Completed(m));
+        }
+        // The parts named, each as uploaded.
+        let mut chosen: Vec<(u32, PartRecord)> = Vec::with_capacity(wanted.len());
+        for (n, etag) in wanted {
+            let Some(s) = self.core.kv.get(&layout::part(id, *n)).await? else {
                 return Err(s3_error!(InvalidPart, "part {n} was not uploaded"));
             };
-            let record: PartRecord = records::decode("part", &s.value)?;
-            if p.e_tag.as_ref().is_some_and(|e| e.value() != record.etag) || p.e_tag.is_none() {
+            let part: PartRecord = records::decode("part", &s.value)?;
+            if *etag != part.etag {
                 return Err(s3_error!(InvalidPart, "part {n}'s ETag does not match the uploaded part's"));
             }
-            chosen.push((n, record));
+            chosen.push((*n, part));
         }
         for (n, p) in &chosen[..chosen.len() - 1] {
             if p.segment.size < self.core.min_part {
@@ -59,69 +133,29 @@ impl Gateway {
         let mut h = s3s::crypto::Md5::new();
         h.update(&md5s);
         let etag = format!("{}-{}", hex(&h.finalize()), chosen.len());
-        let (if_match, if_none_match) = (i.if_match.clone(), i.if_none_match.clone());
-        check_write(self.manifest(&bucket, &key).await?.as_ref(), if_match.as_ref(), if_none_match.as_ref())?;
+        check_write(current.as_ref(), if_match, if_none_match)?;
         // Take the upload with a fresh mark by compare-and-swap: from then no part changes, and
         // an abort (or the sweeper's cleanup of a stale completion) that read the record before
-        // fails. A retry of the same completion may take it again; another one may not.
-        let wanted: Vec<(u32, String)> = chosen.iter().map(|(n, p)| (*n, p.etag.clone())).collect();
-        if let Some(c) = &record.completing {
-            let fresh = u128::from(records::now_ms().saturating_sub(c.at_ms)) < self.core.grace.as_millis();
-            if fresh && c.parts != wanted {
-                return Err(s3_error!(InvalidRequest, "another completion of this upload, with other parts, is under way"));
-            }
-        }
-        let before = record.completing.take();
-        record.completing = Some(records::Completing { at_ms: records::now_ms(), parts: wanted });
-        let upload_key = layout::upload(&bucket, &key, id);
-        let version = match self.core.kv.put(&upload_key, records::encode(&record), Cond::Version(version), Durability::Through).await {
-            Ok(v) => v,
-            Err(KvError::Mismatch) => return Err(s3_error!(NoSuchUpload, "the upload was aborted or completed meanwhile")),
-            Err(e) => return Err(e.into()),
-        };
-        let segments: Vec<Segment> = chosen.iter().map(|(_, p)| p.segment).collect();
-        let size = segments.iter().map(|s| s.size).sum();
-        let manifest = Manifest { size, etag, modified_ms: records::now_ms(), attributes: record.attributes.clone(), segments, completed_from: Some(id), owner: record.owner.clone(), acl: record.acl.clone(), tags: record.tags.clone(), class: record.class.clone(), ..Manifest::default() };
-        // The chosen data is guarded as an upload's own (its intents taken over, refreshed just
-        // before the swap), then the manifest swapped in. Either failing gives the upload back
-        // as it was (its parts still referenced by their records), so that it can go on or be
-        // aborted.
-        let swapped = async {
-            let mut own = Vec::with_capacity(chosen.len());
-            for (n, p) in &chosen {
-                let owner = Owner { bucket: bucket.clone(), key: key.clone(), part: Some((id, *n)) };
-                let intent = self.core.claim(p.segment.data, &owner).await?;
-                own.push(Own { data: p.segment.data, owner, intent });
-            }
-            self.core.commit(&bucket, &key, &manifest, |old| check_write(old, if_match.as_ref(), if_none_match.as_ref()), own, versioning).await
-        };
-        let committed = match swapped.await {
-            Ok(m) => m,
-            Err(e) => {
-                record.completing = before;
-                let _ = self.core.kv.put(&upload_key, records::encode(&record), Cond::Version(version), Durability::Through).await;
-                return Err(e);
-            }
-        };
-        // Part records go; data the object does not use (parts left out, parts uploaded again
-        // after the completion read them) is released.
+        // fails, and so does another completion that read it.
+        record.completing = Some(records::Completing { at_ms: records::now_ms(), parts: wanted.to_vec(), by });
+        Ok(match self.put_mark(&upload_key, &record, version).await? {
+            Some(version) => Took::Taken(Upload { id, record, version, chosen, etag }),
+            None => Took::Changed,
+        })
+    }
+
+    /// After the swap: part records go; data the object does not use (parts left out, parts
+    /// uploaded again after the completion read them) is released; then the upload record
+    /// (at `version` with the mark `by`, so that a completion that took it since keeps it).
+    async fn finish_parts(&self, bucket: &str, key: &str, id: UploadId, manifest: &Manifest, upload_key: &[u8], (by, version): (Option<u64>, Bytes)) -> S3Result<()> {
         for (n, k, p) in Self::parts_of(&self.core, id).await? {
             if !manifest.references(p.segment.data) {
-                self.core.release(p.segment.data, &Owner { bucket: bucket.clone(), key: key.clone(), part: Some((id, n)) }).await?;
+                self.core.release(p.segment.data, &Owner { bucket: bucket.to_owned(), key: key.to_owned(), part: Some((id, n)) }).await?;
             }
             self.core.kv.delete(&k, Cond::Any, Durability::Through).await?;
         }
-        let _ = self.core.kv.delete(&upload_key, Cond::Version(version), Durability::Through).await;
-        Ok(S3Response::new(completed(&bucket, &key, committed)))
-    }
-
-    /// A completion of an upload that is gone: if the object is the one this upload was
-    /// completed into, the answer the completion gave (a client retrying a completion whose
-    /// answer it lost must not be told the upload does not exist); `None` otherwise.
-    async fn completed_already(&self, bucket: &str, key: &str, upload_id: &str) -> Option<S3Response<CompleteMultipartUploadOutput>> {
-        let id = layout::parse_upload_id(upload_id)?;
-        let m = self.manifest(bucket, key).await.ok()??;
-        (m.completed_from == Some(id)).then(|| S3Response::new(completed(bucket, key, m)))
+        self.clear_mark(upload_key, by, version).await;
+        Ok(())
     }
 
     pub(super) async fn abort_multipart_upload_in(&self, req: S3Request<AbortMultipartUploadInput>) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
@@ -177,6 +211,27 @@ impl Gateway {
     }
 }
 
+/// Times a completion reads its upload again when the record changed as it took it.
+const TAKE_ATTEMPTS: usize = 4;
+
+/// An upload taken for a completion: its record as marked and the store version of that,
+/// the parts chosen, and the object's ETag.
+struct Upload {
+    id: UploadId,
+    record: UploadRecord,
+    version: Bytes,
+    chosen: Vec<(u32, PartRecord)>,
+    etag: String,
+}
+
+enum Took {
+    Taken(Upload),
+    /// An earlier completion of the upload swapped it in: this object.
+    Completed(Manifest),
+    /// The record changed between its read and the mark.
+    Changed,
+}
+
 /// Completions that crashed after taking their upload: once older than the grace, their
 /// part records and upload record are cleaned away (the object keeps what it references).
 pub(super) async fn finish_stale_completions(core: &Core) -> S3Result<u64> {
@@ -207,7 +262,7 @@ pub(super) fn upload_parts_of(k: &[u8]) -> Option<(String, String, UploadId)> {
     Some((bucket, key.to_owned(), id))
 }
 
-fn completed(bucket: &str, key: &str, m: Manifest) -> CompleteMultipartUploadOutput {
+pub(super) fn completed(bucket: &str, key: &str, m: Manifest) -> CompleteMultipartUploadOutput {
     CompleteMultipartUploadOutput {
         bucket: Some(bucket.to_owned()),
         key: Some(key.to_owned()),

@@ -4,7 +4,8 @@
 //! The `S3` trait's implementation here is a thin layer over the operations, each in the
 //! module of its idea: `buckets`; `put`, `read` (GET and HEAD, ranges and parts), `copy`,
 //! `delete`; `multipart` (creation and parts) and `finish` (completion, abort, stale
-//! completions); `listings`; `versions` (versioning and ListObjectVersions); `cors`; `tagging`. Beside them: `lookup` (the `Gateway` and the records operations
+//! completions), with `waiting` (a completion waiting for another of its upload) and `marks` (its mark on the
+//! upload record); `listings`; `versions` (versioning and ListObjectVersions); `cors`; `tagging`. Beside them: `lookup` (the `Gateway` and the records operations
 //! look up first), `limits`, `conditions`, `checksums`, `convert` (S3's forms of stored
 //! values) and `errors`.
 
@@ -24,11 +25,13 @@ mod limits;
 mod tidy;
 mod listings;
 mod lookup;
+mod marks;
 mod multipart;
 mod put;
 mod read;
 mod tagging;
 mod versions;
+mod waiting;
 
 use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, S3};

@@ -41,6 +41,7 @@ impl Gateway {
                 metadata: sorted(i.metadata),
             },
             completing: None,
+            swap_unknown: false,
             owner,
             acl,
             tags,

@@ -1,0 +1,68 @@
+//! A completion that finds its upload being completed by another (a client sending its
+//! CompleteMultipartUpload again when the first timed out, as SDKs do) waits for that one
+//! rather than join it: two completions of one upload could each swap a manifest in, two
+//! objects, or two versions, on the same data, and deleting one would take the other's bytes.
+//! It answers as the other ended: the object it made, or the upload given back to take.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use s3s::{s3_error, S3ErrorCode, S3Result};
+
+use super::lookup::Gateway;
+use crate::layout::{self, UploadId};
+use crate::records::{self, Manifest, UploadRecord};
+
+/// How long a completion waits for another completion of its upload, and how often it looks.
+/// An SDK waits a minute for an answer; a completion of thousands of parts takes seconds.
+const WAIT_FOR_COMPLETION: Duration = Duration::from_secs(20);
+const LOOK_EVERY: Duration = Duration::from_millis(200);
+
+pub(super) enum Taken {
+    /// The upload, no completion under way (or one stalled past the grace, taken over): its
+    /// id, record and the record's store version.
+    Free((UploadId, UploadRecord, Bytes)),
+    /// The upload was completed into this object.
+    Completed(Manifest),
+}
+
+impl Gateway {
+    /// Upload `upload_id` of `bucket/key` for a completion (token `by`) of the parts `wanted`, once no other
+    /// completion of it is under way; the object a completion made of it, if one did and the
+    /// object is still that upload's. Another completion of other parts under way refuses
+    /// this one; one of the same parts still under way after `WAIT_FOR_COMPLETION` answers
+    /// SlowDown (send it again).
+    pub(super) async fn upload_to_complete(&self, bucket: &str, key: &str, upload_id: &str, wanted: &[(u32, String)], by: u64) -> S3Result<Taken> {
+        let started = tokio::time::Instant::now();
+        loop {
+            let (id, record, version) = match self.upload(bucket, key, upload_id).await {
+                Ok(upload) => upload,
+                Err(e) if *e.code() == S3ErrorCode::NoSuchUpload => return self.completed_already(bucket, key, upload_id).await.map(Taken::Completed).ok_or(e),
+                Err(e) => return Err(e),
+            };
+            let under_way = record.completing.as_ref().filter(|c| u128::from(records::now_ms().saturating_sub(c.at_ms)) < self.core.grace.as_millis());
+            // No mark, one stalled past the grace, or this completion's own (its write of the
+            // mark raced a reader and stood after all).
+            let Some(other) = under_way.filter(|c| c.by != by) else { return Ok(Taken::Free((id, record, version))) };
+            if other.parts != wanted {
+                return Err(s3_error!(InvalidRequest, "another completion of this upload, with other parts, is under way"));
+            }
+            if let Some(m) = self.manifest(bucket, key).await?.filter(|m| m.completed_from == Some(id)) {
+                return Ok(Taken::Completed(m));
+            }
+            if started.elapsed() >= WAIT_FOR_COMPLETION {
+                return Err(s3_error!(SlowDown, "another completion of this upload is under way; send the completion again later"));
+            }
+            tokio::time::sleep(LOOK_EVERY).await;
+        }
+    }
+
+    /// A completion of an upload that is gone: if the object is the one this upload was
+    /// completed into, that object (a client sending again a completion whose answer it lost
+    /// must not be told the upload does not exist); `None` otherwise.
+    async fn completed_already(&self, bucket: &str, key: &str, upload_id: &str) -> Option<Manifest> {
+        let id = layout::parse_upload_id(upload_id)?;
+        let m = self.manifest(bucket, key).await.ok()??;
+        (m.completed_from == Some(id)).then_some(m)
+    }
+}

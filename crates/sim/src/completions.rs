@@ -1,0 +1,198 @@
+//! Completions of one multipart upload sent again while the first is still under way, as a
+//! client whose first CompleteMultipartUpload timed out sends it again (an SDK retries), with
+//! a PUT of the same key racing them. However the copies interleave, the upload becomes one
+//! object once: every copy that succeeds answers the same version, a bucket with versioning
+//! keeps exactly one version of it, and no two versions share data (deleting one leaves the
+//! others whole).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use s3s::dto::{CompleteMultipartUploadInput, CompletedMultipartUpload, CompletedPart, DeleteObjectInput, ListObjectVersionsInput};
+use s3s::{S3ErrorCode, S3};
+use spindle_s3::Embedded;
+
+use bytes::Bytes;
+use spindle_cluster::store::Condition;
+
+use crate::cases::{enable_versioning, records, scripted, sweep_past_grace, upload_one_part, PART, UPLOAD};
+use crate::s3;
+
+/// Uploads completed one after another, each by several copies of its completion.
+const UPLOADS: u64 = 6;
+const COPIES: usize = 3;
+/// The copies (and the racing PUT) start within this long of each other.
+const SPREAD_MS: u64 = 120;
+/// Times a copy is sent again when answered SlowDown, 503 or 500, as an SDK does, and the
+/// wait before each.
+const RESENDS: u32 = 6;
+const RESEND_AFTER: Duration = Duration::from_millis(300);
+/// The racing PUTs' values, above the uploads'.
+const PUT_VALUES: u64 = 1_000;
+
+/// `retried_completions` in a bucket without versioning: the key ends as one whole object,
+/// and after the sweeps only its data is stored, with no intent and no upload's part left.
+pub fn retried_completions_of_one_upload(seed: u64) -> Result<(), String> {
+    retried_completions(seed, false)
+}
+
+/// `retried_completions` in a bucket with versioning: each upload is exactly one version,
+/// which every copy that succeeded answered, each PUT another; with every other version
+/// deleted and the data swept, the rest read whole.
+pub fn retried_completions_of_one_versioned_upload(seed: u64) -> Result<(), String> {
+    retried_completions(seed, true)
+}
+
+/// A completion in a bucket with versioning whose swap took effect though it answered 5xx
+/// (the upload given back, noted as of unknown outcome: the records are put back so), then
+/// its object replaced by a PUT, which keeps it as a version. The completion sent again must
+/// answer that version rather than swap the upload in a second time.
+pub fn a_versioned_completion_failed_after_its_swap(seed: u64) -> Result<(), String> {
+    scripted(seed, move |store, gateway| async move {
+        enable_versioning(&gateway).await?;
+        let upload = upload_one_part(&gateway, 0, 1).await?;
+        let id = u128::from_str_radix(&upload.0, 16).map_err(|e| format!("upload id {}: {e}", upload.0))?;
+        let mut kept = records(&store, &[UPLOAD, format!("{{{}}}\0{}\0", s3::BUCKET, s3::object_name(0)).as_bytes()].concat()).await?;
+        let text = String::from_utf8(kept[0].1.to_vec()).map_err(|e| format!("upload record: {e}"))?;
+        kept[0].1 = Bytes::from(format!("{{\"swap_unknown\":true,{}", &text[1..]));
+        kept.extend(records(&store, &[PART, &id.to_be_bytes()].concat()).await?);
+        let first = complete_resending(&gateway, &upload).await.map_err(|e| format!("the completion failed: {e}"))?;
+        for (key, value) in kept {
+            store.put(&key, value, Condition::Absent).await.map_err(|e| format!("putting a record back: {e}"))?;
+        }
+        s3::put_or_error(&gateway, 0, 2).await.map_err(|e| format!("the PUT failed: {e}"))?;
+        let again = complete_resending(&gateway, &upload).await.map_err(|e| format!("the completion sent again failed: {e}"))?;
+        if again != first {
+            return Err(format!("the completion sent again answered version {again:?}, the first {first:?}"));
+        }
+        versions_each_once(&gateway, &[(1, first), (2, None)]).await?;
+        let census = gateway.census().await.map_err(|e| format!("census: {e}"))?;
+        if !census.missing().is_empty() || census.stored != census.referenced || !census.in_parts.is_empty() || !census.intents.is_empty() {
+            return Err(format!("after the completions and the sweeps: {census:?}"));
+        }
+        Ok(())
+    })
+}
+
+fn retried_completions(seed: u64, versioned: bool) -> Result<(), String> {
+    scripted(seed, move |_store, gateway| async move {
+        if versioned {
+            enable_versioning(&gateway).await?;
+        }
+        let mut rng = StdRng::seed_from_u64(seed ^ 0x0c0e_7e7e);
+        // (value, version id) of every completion and PUT acknowledged.
+        let mut acknowledged: Vec<(u64, Option<String>)> = Vec::new();
+        for u in 0..UPLOADS {
+            let value = 1 + u;
+            let upload = Arc::new(upload_one_part(&gateway, 0, value).await?);
+            let copies: Vec<_> = (0..COPIES)
+                .map(|_| {
+                    let (gateway, upload, after) = (gateway.clone(), upload.clone(), Duration::from_millis(rng.random_range(0..SPREAD_MS)));
+                    tokio::spawn(async move {
+                        tokio::time::sleep(after).await;
+                        complete_resending(&gateway, &upload).await
+                    })
+                })
+                .collect();
+            let put = rng.random_bool(0.5).then(|| {
+                let (gateway, after) = (gateway.clone(), Duration::from_millis(rng.random_range(0..SPREAD_MS)));
+                tokio::spawn(async move {
+                    tokio::time::sleep(after).await;
+                    s3::put_or_error(&gateway, 0, PUT_VALUES + u).await
+                })
+            });
+            let mut answered: Vec<Option<String>> = Vec::new();
+            for c in copies {
+                match c.await.map_err(|e| format!("a completion: {e}"))? {
+                    Ok(version) => answered.push(version),
+                    // A copy sent after the upload ended, its object replaced since.
+                    Err(e) if *e.code() == S3ErrorCode::NoSuchUpload => {}
+                    Err(e) => return Err(format!("a completion of upload {u} failed: {e}")),
+                }
+            }
+            match answered.first() {
+                None => return Err(format!("no completion of upload {u} succeeded")),
+                Some(first) if answered.iter().any(|a| a != first) => return Err(format!("the completions of upload {u} answered versions {answered:?}")),
+                Some(first) => acknowledged.push((value, first.clone())),
+            }
+            if let Some(put) = put {
+                put.await.map_err(|e| format!("a PUT: {e}"))?.map_err(|e| format!("the PUT beside upload {u} failed: {e}"))?;
+                acknowledged.push((PUT_VALUES + u, None));
+            }
+        }
+        if versioned {
+            versions_each_once(&gateway, &acknowledged).await?;
+        } else if s3::get(&gateway, 0).await?.flatten().is_none() {
+            return Err("the object does not read whole".into());
+        }
+        sweep_past_grace(&gateway).await?;
+        let census = gateway.census().await.map_err(|e| format!("census: {e}"))?;
+        if !census.missing().is_empty() || census.stored != census.referenced || !census.in_parts.is_empty() || !census.intents.is_empty() {
+            return Err(format!("after the completions and the sweeps: {census:?}"));
+        }
+        Ok(())
+    })
+}
+
+/// Every acknowledged write is one version, the completions' under the id they answered;
+/// every other version deleted and the sweeps past, the others still read whole.
+async fn versions_each_once(gateway: &Embedded, acknowledged: &[(u64, Option<String>)]) -> Result<(), String> {
+    let input = ListObjectVersionsInput { bucket: s3::BUCKET.into(), ..Default::default() };
+    let listed = gateway.s3().list_object_versions(Embedded::admin_request(input)).await.map_err(|e| format!("listing versions: {e}"))?.output;
+    let mut versions: Vec<(u64, String)> = Vec::new();
+    for v in listed.versions.unwrap_or_default() {
+        let id = v.version_id.ok_or("a version without an id")?;
+        versions.push((s3::get_version(gateway, 0, &id).await?, id));
+    }
+    let mut kept: Vec<u64> = versions.iter().map(|(n, _)| *n).collect();
+    kept.sort_unstable();
+    let mut written: Vec<u64> = acknowledged.iter().map(|(n, _)| *n).collect();
+    written.sort_unstable();
+    if kept != written {
+        return Err(format!("versions of {kept:?}, where the acknowledged writes were {written:?}"));
+    }
+    for (n, answered) in acknowledged {
+        if let Some(id) = answered {
+            if !versions.iter().any(|(m, v)| m == n && v == id) {
+                return Err(format!("upload {n} was answered as version {id}, which holds another object"));
+            }
+        }
+    }
+    for (_, id) in versions.iter().step_by(2) {
+        let input = DeleteObjectInput { bucket: s3::BUCKET.into(), key: s3::object_name(0), version_id: Some(id.clone()), ..Default::default() };
+        gateway.s3().delete_object(Embedded::admin_request(input)).await.map_err(|e| format!("deleting version {id}: {e}"))?;
+    }
+    sweep_past_grace(gateway).await?;
+    for (n, id) in versions.iter().skip(1).step_by(2) {
+        let read = s3::get_version(gateway, 0, id).await?;
+        if read != *n {
+            return Err(format!("version {id} reads {read}, not {n}"));
+        }
+    }
+    Ok(())
+}
+
+/// A completion of `upload`'s one part, sent again while answered as of unknown outcome or
+/// busy; the version it answered.
+async fn complete_resending(gateway: &Embedded, (upload, part): &(String, CompletedPart)) -> Result<Option<String>, s3s::S3Error> {
+    let mut sent = 0;
+    loop {
+        let input = CompleteMultipartUploadInput {
+            bucket: s3::BUCKET.into(),
+            key: s3::object_name(0),
+            upload_id: upload.clone(),
+            multipart_upload: Some(CompletedMultipartUpload { parts: Some(vec![part.clone()]) }),
+            ..Default::default()
+        };
+        match gateway.s3().complete_multipart_upload(Embedded::admin_request(input)).await {
+            Ok(out) => return Ok(out.output.version_id),
+            Err(e) if sent < RESENDS && matches!(e.code(), S3ErrorCode::SlowDown | S3ErrorCode::ServiceUnavailable | S3ErrorCode::InternalError) => {
+                sent += 1;
+                tokio::time::sleep(RESEND_AFTER * sent).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
