@@ -18,16 +18,20 @@ impl Core {
     /// Writes or refreshes the intent of `data`: with `version`, only if nobody (the sweeper)
     /// changed it since; returns its new version.
     pub async fn put_intent(&self, data: DataId, owner: &Owner, version: Option<Bytes>) -> Result<Bytes, KvError> {
-        self.store_intent(data, owner, version, Durability::Through).await
+        self.store_intent(data, owner, version, Durability::Through, false).await
     }
 
-    async fn store_intent(&self, data: DataId, owner: &Owner, version: Option<Bytes>, durability: Durability) -> Result<Bytes, KvError> {
-        self.store_intent_if(data, owner, version.map_or(Cond::Any, Cond::Version), durability).await
+    async fn store_intent(&self, data: DataId, owner: &Owner, version: Option<Bytes>, durability: Durability, swapping: bool) -> Result<Bytes, KvError> {
+        self.write_intent(data, owner, version.map_or(Cond::Any, Cond::Version), durability, swapping).await
     }
 
     /// Writes a fresh intent of `data` if `cond` holds.
     pub(crate) async fn store_intent_if(&self, data: DataId, owner: &Owner, cond: Cond, durability: Durability) -> Result<Bytes, KvError> {
-        let intent = Intent { touched_ms: records::now_ms(), owner: owner.clone(), doomed: false };
+        self.write_intent(data, owner, cond, durability, false).await
+    }
+
+    async fn write_intent(&self, data: DataId, owner: &Owner, cond: Cond, durability: Durability, swapping: bool) -> Result<Bytes, KvError> {
+        let intent = Intent { touched_ms: records::now_ms(), owner: owner.clone(), doomed: false, swapping };
         self.kv.put(&layout::intent(data), records::encode(&intent), cond, durability).await
     }
 
@@ -54,7 +58,7 @@ impl Core {
     /// Refreshes the intent of `data` during its upload, if nobody (the sweeper) changed it
     /// since `version`; returns its new version.
     pub async fn refresh(&self, data: DataId, owner: &Owner, version: &Bytes) -> S3Result<Bytes> {
-        self.refresh_with(data, owner, version, Durability::Through).await
+        self.refresh_with(data, owner, version, Durability::Through, false).await
     }
 
     /// The refresh just before a swap that references `data`: its compare-and-swap proves the
@@ -63,17 +67,17 @@ impl Core {
     /// loses it, the swap that follows either reached the disk, and the sweeper finds the data
     /// referenced before it would doom anything, or it did not, and the upload failed anyway.
     pub async fn refresh_before_swap(&self, data: DataId, owner: &Owner, version: &Bytes) -> S3Result<Bytes> {
-        self.refresh_with(data, owner, version, Durability::Lazy).await
+        self.refresh_with(data, owner, version, Durability::Lazy, true).await
     }
 
     /// `refresh_before_swap`, its failure as the store gave it: a swap that raced may have
     /// been chosen since, and a writer that found it so released this data (`Core::commit`).
     pub(crate) async fn try_refresh_before_swap(&self, data: DataId, owner: &Owner, version: &Bytes) -> Result<Bytes, KvError> {
-        self.store_intent(data, owner, Some(version.clone()), Durability::Lazy).await
+        self.store_intent(data, owner, Some(version.clone()), Durability::Lazy, true).await
     }
 
-    async fn refresh_with(&self, data: DataId, owner: &Owner, version: &Bytes, durability: Durability) -> S3Result<Bytes> {
-        self.store_intent(data, owner, Some(version.clone()), durability).await.map_err(|e| self.refresh_error(e))
+    async fn refresh_with(&self, data: DataId, owner: &Owner, version: &Bytes, durability: Durability, swapping: bool) -> S3Result<Bytes> {
+        self.store_intent(data, owner, Some(version.clone()), durability, swapping).await.map_err(|e| self.refresh_error(e))
     }
 
     /// A refresh that failed: a changed intent is the sweeper's (the upload stalled).
@@ -90,7 +94,9 @@ impl Core {
     pub async fn release(&self, data: DataId, owner: &Owner) -> S3Result<()> {
         let mut raced = 0;
         loop {
-            match self.put_intent(data, owner, None).await {
+            // Released before the swap that replaces the data's record, which may then stand
+            // on some replicas only: the sweeper settles the object first.
+            match self.store_intent(data, owner, None, Durability::Through, true).await {
                 Ok(_) => return Ok(()),
                 Err(KvError::Contended(_)) if raced < RELEASE_ATTEMPTS => raced += 1,
                 Err(e) => return Err(e.into()),

@@ -242,6 +242,16 @@ impl Kv {
         }
     }
 
+    /// Settles `key` from every replica (a cluster's `Store::make_chosen`): a write of it that
+    /// stands on some replicas only, its outcome unknown to its writer, is chosen now or can
+    /// never be. One drive has nothing to settle. Fails while a replica does not answer.
+    pub async fn settle(&self, key: &[u8]) -> Result<(), KvError> {
+        match self {
+            Kv::Cluster(s) => Ok(s.make_chosen(key).await?),
+            Kv::Drive(_) => Ok(()),
+        }
+    }
+
     /// Keys in `[start, end]`, in order, at most `max`.
     pub async fn range(&self, start: &[u8], end: &[u8], max: usize) -> Result<Vec<Bytes>, KvError> {
         if start > end || max == 0 {

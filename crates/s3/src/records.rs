@@ -370,6 +370,12 @@ pub struct Intent {
     /// The sweeper has found the data unreferenced and is deleting it: nothing may revive it.
     #[serde(default)]
     pub doomed: bool,
+    /// Written by a swap of the owner's object that may change whether it references the data
+    /// (the refresh just before a swap that references it, or the release before one that
+    /// replaces it): the swap may stand on a replica that reads do not ask, and be chosen
+    /// later, so the sweeper settles the object from every replica before it judges.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub swapping: bool,
 }
 
 pub fn encode<T: Serialize>(record: &T) -> Bytes {

@@ -88,6 +88,12 @@ impl Core {
     /// chunks of unreferenced data whose intent is older than the grace (any age with `now`),
     /// then its intent. Returns the chunks deleted.
     pub async fn collect(&self, data: DataId, now: bool) -> S3Result<u64> {
+        self.collect_in(data, now, &mut false).await
+    }
+
+    /// `collect` within a pass: `unsettled` once a settle of an object failed in it (a
+    /// replica did not answer), after which the pass leaves the data that needs one.
+    async fn collect_in(&self, data: DataId, now: bool, unsettled: &mut bool) -> S3Result<u64> {
         let key = layout::intent(data);
         let Some(stored) = self.kv.get(&key).await? else { return Ok(0) };
         let intent: Intent = records::decode("intent", &stored.value)?;
@@ -95,6 +101,20 @@ impl Core {
             let age = records::now_ms().saturating_sub(intent.touched_ms);
             if !now && (u128::from(age) < self.grace.as_millis() || !self.watched_for_grace(data, &stored.version)) {
                 return Ok(0);
+            }
+            // A swap that references the data may stand on a replica the reads below do not
+            // ask, and be chosen by a later read after the chunks are gone: settled from every
+            // replica first, it is chosen now (and seen) or can never be.
+            // Without every replica answering the data stays (the next pass tries again, and a
+            // replica lost for good leaves the map when it is replaced).
+            if intent.swapping {
+                if *unsettled {
+                    return Ok(0);
+                }
+                if let Err(e) = self.kv.settle(&layout::object(&intent.owner.bucket, &intent.owner.key)).await {
+                    *unsettled = true;
+                    return Err(e.into());
+                }
             }
             if self.referenced(&intent.owner, data).await? {
                 let _ = self.kv.delete(&key, Cond::Version(stored.version), Durability::Through).await;
@@ -161,12 +181,13 @@ impl Core {
         let mut pages = Pages::new(layout::intents(), PAGE);
         let (mut seen, mut deleted) = (0, 0);
         let mut met = std::collections::HashSet::new();
+        let mut unsettled = false;
         while let Some(keys) = pages.next(&self.kv).await? {
             for k in &keys {
                 if let Some(data) = layout::intent_data(k) {
                     seen += 1;
                     met.insert(data);
-                    match self.collect(data, false).await {
+                    match self.collect_in(data, false, &mut unsettled).await {
                         Ok(n) => deleted += n,
                         Err(e) => tracing::warn!(data = %format!("{data:032x}"), error = %e, "sweep: intent not collected"),
                     }

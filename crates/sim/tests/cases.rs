@@ -55,6 +55,15 @@ fn a_versioned_completion_sent_again_after_a_5xx_answers_the_version_it_made() {
 }
 
 #[test]
+fn the_data_of_a_swap_left_on_one_replica_is_kept_while_a_read_may_choose_it() {
+    // Each seed, with the build before the sweeper settled the object from every replica:
+    // value 1's data kept for good, its intent dropped as still referenced.
+    for seed in 0..6 {
+        spindle_sim::a_swap_left_on_one_replica(seed).unwrap();
+    }
+}
+
+#[test]
 fn completions_sent_again_complete_an_upload_once() {
     // Seed 0 (with the build before a completion waited for another of its upload under
     // way): two copies of one completion each swapped the upload in, two versions on one
