@@ -252,6 +252,15 @@ impl Kv {
         }
     }
 
+    /// The group of replicas `key` lives on (a cluster's partition): keys of one group are
+    /// settled, or not, by the same drives. `None` for one drive.
+    pub fn group_of(&self, key: &[u8]) -> Option<u32> {
+        match self {
+            Kv::Cluster(s) => Some(s.map().partition_of(key)),
+            Kv::Drive(_) => None,
+        }
+    }
+
     /// Keys in `[start, end]`, in order, at most `max`.
     pub async fn range(&self, start: &[u8], end: &[u8], max: usize) -> Result<Vec<Bytes>, KvError> {
         if start > end || max == 0 {

@@ -3,6 +3,8 @@
 //! the grace and this gateway has seen it unchanged for the grace, chunks first, then the
 //! intent that accounts for them.
 
+use std::collections::{BTreeSet, HashSet};
+
 use bytes::Bytes;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use s3s::S3Result;
@@ -11,6 +13,15 @@ use crate::kv::{Cond, Durability, KvError, Pages};
 use crate::layout::{self, DataId};
 use crate::objects::{Core, PAGE};
 use crate::records::{self, Intent, Owner};
+
+/// What one sweep pass remembers of its settles: the records settled, the groups of
+/// replicas where a settle failed, and how much data that left for the next pass.
+#[derive(Default)]
+struct Settles {
+    done: HashSet<Bytes>,
+    failed: BTreeSet<u32>,
+    skipped: u64,
+}
 
 impl Core {
     /// Whether the object's current record references `data` (an unreadable one is taken to:
@@ -88,12 +99,13 @@ impl Core {
     /// chunks of unreferenced data whose intent is older than the grace (any age with `now`),
     /// then its intent. Returns the chunks deleted.
     pub async fn collect(&self, data: DataId, now: bool) -> S3Result<u64> {
-        self.collect_in(data, now, &mut false).await
+        self.collect_in(data, now, &mut Settles::default()).await
     }
 
-    /// `collect` within a pass: `unsettled` once a settle of an object failed in it (a
-    /// replica did not answer), after which the pass leaves the data that needs one.
-    async fn collect_in(&self, data: DataId, now: bool, unsettled: &mut bool) -> S3Result<u64> {
+    /// `collect` within a pass, which settles each record at most once and, once a settle
+    /// failed on a group of replicas (one did not answer), leaves the data whose records live
+    /// there to the next pass.
+    async fn collect_in(&self, data: DataId, now: bool, settles: &mut Settles) -> S3Result<u64> {
         let key = layout::intent(data);
         let Some(stored) = self.kv.get(&key).await? else { return Ok(0) };
         let intent: Intent = records::decode("intent", &stored.value)?;
@@ -102,18 +114,18 @@ impl Core {
             if !now && (u128::from(age) < self.grace.as_millis() || !self.watched_for_grace(data, &stored.version)) {
                 return Ok(0);
             }
-            // A swap that references the data may stand on a replica the reads below do not
-            // ask, and be chosen by a later read after the chunks are gone: settled from every
-            // replica first, it is chosen now (and seen) or can never be.
-            // Without every replica answering the data stays (the next pass tries again, and a
-            // replica lost for good leaves the map when it is replaced).
+            // A swap that references the data (of the object, or of a part's record) may stand
+            // on a replica the reads below do not ask, and be chosen by a later read after the
+            // chunks are gone: settled from every replica first, it is chosen now (and seen) or
+            // can never be. Without every replica answering the data stays (the next pass
+            // tries again, and a replica lost for good leaves the map when it is replaced).
             if intent.swapping {
-                if *unsettled {
-                    return Ok(0);
-                }
-                if let Err(e) = self.kv.settle(&layout::object(&intent.owner.bucket, &intent.owner.key)).await {
-                    *unsettled = true;
-                    return Err(e.into());
+                let mut records = vec![layout::object(&intent.owner.bucket, &intent.owner.key)];
+                records.extend(intent.owner.part.map(|(upload, n)| layout::part(upload, n)));
+                for record in records {
+                    if !self.settle_once(record, settles).await? {
+                        return Ok(0);
+                    }
                 }
             }
             if self.referenced(&intent.owner, data).await? {
@@ -155,6 +167,29 @@ impl Core {
         Ok(deleted)
     }
 
+    /// Settles `record` from every replica unless the pass did already; `false` (the data left
+    /// for the next pass) where its group's replicas did not all answer in this pass.
+    async fn settle_once(&self, record: Bytes, settles: &mut Settles) -> S3Result<bool> {
+        if settles.done.contains(&record) {
+            return Ok(true);
+        }
+        let group = self.kv.group_of(&record);
+        if group.is_some_and(|g| settles.failed.contains(&g)) {
+            settles.skipped += 1;
+            return Ok(false);
+        }
+        match self.kv.settle(&record).await {
+            Ok(()) => {
+                settles.done.insert(record);
+                Ok(true)
+            }
+            Err(e) => {
+                settles.failed.extend(group);
+                Err(e.into())
+            }
+        }
+    }
+
     /// Whether this gateway has seen the intent of `data` at `version`, unchanged, for the
     /// grace by its own clock. The intent's timestamp is another gateway's clock, which may run
     /// behind this one's by more than the grace: judged by it alone, an upload's intent
@@ -180,19 +215,22 @@ impl Core {
     pub async fn sweep(&self) -> S3Result<(u64, u64)> {
         let mut pages = Pages::new(layout::intents(), PAGE);
         let (mut seen, mut deleted) = (0, 0);
-        let mut met = std::collections::HashSet::new();
-        let mut unsettled = false;
+        let mut met = HashSet::new();
+        let mut settles = Settles::default();
         while let Some(keys) = pages.next(&self.kv).await? {
             for k in &keys {
                 if let Some(data) = layout::intent_data(k) {
                     seen += 1;
                     met.insert(data);
-                    match self.collect_in(data, false, &mut unsettled).await {
+                    match self.collect_in(data, false, &mut settles).await {
                         Ok(n) => deleted += n,
                         Err(e) => tracing::warn!(data = %format!("{data:032x}"), error = %e, "sweep: intent not collected"),
                     }
                 }
             }
+        }
+        if settles.skipped > 0 {
+            tracing::warn!(skipped = settles.skipped, groups = ?settles.failed, "sweep: data left until every replica of its records answers");
         }
         // What the store no longer holds is watched no more: the watch is as large as the
         // intents are many.

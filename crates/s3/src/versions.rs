@@ -14,7 +14,7 @@ use bytes::Bytes;
 use s3s::{s3_error, S3Result};
 
 use crate::kv::{Cond, Durability, KvError, Pages};
-use crate::layout;
+use crate::layout::{self, UploadId};
 use crate::objects::{Core, PAGE};
 use crate::records::{self, Manifest, Owner, Versioning, NULL_VERSION};
 
@@ -117,6 +117,23 @@ impl Core {
             }
         }
         Ok(out)
+    }
+
+    /// The kept version of `bucket/key` completed from upload `upload`, if any (the first
+    /// found: a completion makes one object of an upload).
+    pub async fn kept_from_upload(&self, bucket: &str, key: &str, upload: UploadId) -> S3Result<Option<Manifest>> {
+        let mut pages = Pages::new(layout::versions_of(bucket, key), PAGE);
+        while let Some(keys) = pages.next(&self.kv).await? {
+            for k in keys {
+                if let Some(s) = self.kv.get(&k).await? {
+                    let m = records::decode_manifest(&s.value)?;
+                    if m.completed_from == Some(upload) {
+                        return Ok(Some(m));
+                    }
+                }
+            }
+        }
+        Ok(None)
     }
 
     /// The newest kept version of `bucket/key`.

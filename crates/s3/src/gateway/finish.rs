@@ -12,7 +12,7 @@ use super::convert::{hex, unhex};
 use super::limits::{part_number, LIST_FETCH};
 use super::lookup::Gateway;
 use super::marks;
-use super::waiting::Taken;
+use super::waiting::{Taken, Waiting};
 use crate::kv::{Cond, Durability, KvError, Pages};
 use crate::layout::{self, UploadId};
 use crate::objects::{Core, Own};
@@ -39,17 +39,26 @@ impl Gateway {
             wanted.push((n, etag.value().to_owned()));
         }
         let (if_match, if_none_match) = (i.if_match.clone(), i.if_none_match.clone());
-        // This completion's token, on its mark.
+        // This completion's token, on its mark; one wait for all its attempts.
         let by = self.core.draw();
+        let waiting = Waiting::new(by);
         let mut taken = None;
         for _ in 0..TAKE_ATTEMPTS {
             // Another completion of the upload under way is waited for, never joined: two
             // could both swap the upload in, two objects (two versions) on one upload's data.
-            let upload = match self.upload_to_complete(&bucket, &key, &i.upload_id, &wanted, by).await? {
+            let upload = match self.upload_to_complete(&bucket, &key, &i.upload_id, &wanted, &waiting).await? {
                 Taken::Free(upload) => upload,
                 Taken::Completed(m) => return Ok(S3Response::new(completed(&bucket, &key, m))),
             };
-            match self.take_upload(&bucket, &key, upload, (&wanted, by), if_match.as_ref(), if_none_match.as_ref()).await? {
+            // Our own mark already there (an earlier write of it raced and stood): if this
+            // attempt fails, the upload is given back rather than left marked.
+            let ours = (upload.1.completing.as_ref().map(|c| c.by) == Some(by)).then(|| (upload.0, upload.1.clone(), upload.2.clone()));
+            let took = self.take_upload(&bucket, &key, upload, (&wanted, by), if_match.as_ref(), if_none_match.as_ref()).await;
+            if let (Err(_), Some((id, mut record, version))) = (&took, ours) {
+                record.completing = None;
+                self.give_back(&layout::upload(&bucket, &key, id), &record, Some(by), version).await;
+            }
+            match took? {
                 Took::Taken(t) => {
                     taken = Some(t);
                     break;
@@ -68,17 +77,26 @@ impl Gateway {
         // The chosen data is guarded as an upload's own (its intents taken over, refreshed just
         // before the swap), then the manifest swapped in. Either failing gives the upload back
         // as it was (its parts still referenced by their records), so that it can go on or be
-        // aborted; noting, after a 5xx, that the swap may have taken effect.
-        let swapped = async {
-            let mut own = Vec::with_capacity(chosen.len());
-            for (n, p) in &chosen {
-                let owner = Owner { bucket: bucket.clone(), key: key.clone(), part: Some((id, *n)) };
-                let intent = self.core.claim(p.segment.data, &owner).await?;
-                own.push(Own { data: p.segment.data, owner, intent });
+        // aborted; noting, after a swap that answered 5xx, that it may have taken effect.
+        let mut own = Vec::with_capacity(chosen.len());
+        for (n, p) in &chosen {
+            let owner = Owner { bucket: bucket.clone(), key: key.clone(), part: Some((id, *n)) };
+            match self.core.claim(p.segment.data, &owner).await {
+                Ok(intent) => own.push(Own { data: p.segment.data, owner, intent }),
+                Err(e) => {
+                    record.completing = None;
+                    self.give_back(&upload_key, &record, Some(by), version).await;
+                    return Err(e);
+                }
             }
-            self.core.commit(&bucket, &key, &manifest, |old| check_write(old, if_match.as_ref(), if_none_match.as_ref()), own, versioning).await
+        }
+        // A completion of this upload found taking effect meanwhile (one stalled past the
+        // grace, its mark taken over) is not swapped in again.
+        let check = |old: Option<&Manifest>| match old {
+            Some(m) if m.completed_from == Some(id) => Err(s3_error!(SlowDown, "another completion of this upload took effect meanwhile; send the completion again")),
+            old => check_write(old, if_match.as_ref(), if_none_match.as_ref()),
         };
-        let committed = match swapped.await {
+        let committed = match self.core.commit(&bucket, &key, &manifest, check, own, versioning).await {
             Ok(m) => m,
             Err(e) => {
                 record.completing = None;
@@ -87,7 +105,10 @@ impl Gateway {
                 return Err(e);
             }
         };
-        self.finish_parts(&bucket, &key, id, &manifest, &upload_key, (Some(by), version)).await?;
+        // The object is made: a cleanup cut short is the stale-completion cleanup's to finish.
+        if let Err(e) = self.finish_parts(&bucket, &key, id, &manifest, &upload_key, (Some(by), version)).await {
+            tracing::warn!(bucket, key, error = %e, "a completion's part records were not all cleaned up; the sweeper finishes them after the grace");
+        }
         Ok(S3Response::new(completed(&bucket, &key, committed)))
     }
 
@@ -99,10 +120,16 @@ impl Gateway {
         // A completion before this one may have swapped the upload in (its answer lost, or a
         // 5xx while its outcome was unknown): then the answer is that object, as S3 answers a
         // completion sent again, and the upload is finished as that completion would have.
+        // Where such a swap may stand on some replicas only, the object is settled from every
+        // replica first, so that it is chosen now (and found) or never.
+        let unknown = record.swap_unknown || record.completing.as_ref().is_some_and(|c| c.by != by);
+        if unknown {
+            self.core.kv.settle(&layout::object(bucket, key)).await?;
+        }
         let current = self.manifest(bucket, key).await?;
         let before = match current.as_ref().filter(|m| m.completed_from == Some(id)) {
             Some(m) => Some(m.clone()),
-            None if record.swap_unknown || record.completing.is_some() => self.core.kept(bucket, key).await?.into_iter().map(|k| k.manifest).find(|m| m.completed_from == Some(id)),
+            None if unknown => self.core.kept_from_upload(bucket, key, id).await?,
             None => None,
         };
         if let Some(m) = before {
@@ -137,6 +164,9 @@ impl Gateway {
         // Take the upload with a fresh mark by compare-and-swap: from then no part changes, and
         // an abort (or the sweeper's cleanup of a stale completion) that read the record before
         // fails, and so does another completion that read it.
+        if record.completing.as_ref().is_some_and(|c| c.by == by) {
+            return Ok(Took::Taken(Upload { id, record, version, chosen, etag }));
+        }
         record.completing = Some(records::Completing { at_ms: records::now_ms(), parts: wanted.to_vec(), by });
         Ok(match self.put_mark(&upload_key, &record, version).await? {
             Some(version) => Took::Taken(Upload { id, record, version, chosen, etag }),

@@ -20,12 +20,21 @@ pub(super) fn mark_of(record: &UploadRecord) -> Option<u64> {
 
 impl Gateway {
     /// Writes `record`, which carries this completion's mark, over the record at `version`:
-    /// its new version, or `None` when the record changed since (or a race left the write
-    /// unknown: the next reading of the record tells, the mark being ours or not).
+    /// its new version, or `None` when the record changed since. A write a race left unknown
+    /// is settled from every replica (chosen now or never), and the record read says whether
+    /// the mark there is ours: a mark that could stand later would hold the upload until the
+    /// grace, and then the stale-completion cleanup would abort it.
     pub(super) async fn put_mark(&self, key: &[u8], record: &UploadRecord, version: Bytes) -> S3Result<Option<Bytes>> {
         match self.core.kv.put(key, records::encode(record), Cond::Version(version), Durability::Through).await {
             Ok(v) => Ok(Some(v)),
-            Err(KvError::Mismatch | KvError::Contended(_)) => Ok(None),
+            Err(KvError::Mismatch) => Ok(None),
+            Err(KvError::Contended(_)) => {
+                self.core.kv.settle(key).await?;
+                Ok(match self.core.kv.get(key).await? {
+                    Some(s) if records::decode::<UploadRecord>("upload", &s.value)?.completing.is_some_and(|c| Some(c.by) == mark_of(record)) => Some(s.version),
+                    _ => None,
+                })
+            }
             Err(e) => Err(e.into()),
         }
     }

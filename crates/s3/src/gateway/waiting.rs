@@ -13,10 +13,26 @@ use super::lookup::Gateway;
 use crate::layout::{self, UploadId};
 use crate::records::{self, Manifest, UploadRecord};
 
-/// How long a completion waits for another completion of its upload, and how often it looks.
-/// An SDK waits a minute for an answer; a completion of thousands of parts takes seconds.
+/// How long a completion waits for another completion of its upload, over all its attempts,
+/// and how often it reads the upload record. An SDK waits a minute for an answer; a
+/// completion of thousands of parts takes seconds.
 const WAIT_FOR_COMPLETION: Duration = Duration::from_secs(20);
 const LOOK_EVERY: Duration = Duration::from_millis(200);
+/// Every this many looks the object is read too (a completion whose gateway died after its
+/// swap leaves its mark): reads of a record being written can race its writer's swap.
+const OBJECT_EVERY_LOOKS: u32 = 10;
+
+/// One completion's waiting: its token and its deadline.
+pub(super) struct Waiting {
+    by: u64,
+    until: tokio::time::Instant,
+}
+
+impl Waiting {
+    pub(super) fn new(by: u64) -> Waiting {
+        Waiting { by, until: tokio::time::Instant::now() + WAIT_FOR_COMPLETION }
+    }
+}
 
 pub(super) enum Taken {
     /// The upload, no completion under way (or one stalled past the grace, taken over): its
@@ -27,13 +43,13 @@ pub(super) enum Taken {
 }
 
 impl Gateway {
-    /// Upload `upload_id` of `bucket/key` for a completion (token `by`) of the parts `wanted`, once no other
+    /// Upload `upload_id` of `bucket/key` for a completion of the parts `wanted`, once no other
     /// completion of it is under way; the object a completion made of it, if one did and the
     /// object is still that upload's. Another completion of other parts under way refuses
-    /// this one; one of the same parts still under way after `WAIT_FOR_COMPLETION` answers
+    /// this one; one of the same parts still under way at the end of `waiting` answers
     /// SlowDown (send it again).
-    pub(super) async fn upload_to_complete(&self, bucket: &str, key: &str, upload_id: &str, wanted: &[(u32, String)], by: u64) -> S3Result<Taken> {
-        let started = tokio::time::Instant::now();
+    pub(super) async fn upload_to_complete(&self, bucket: &str, key: &str, upload_id: &str, wanted: &[(u32, String)], waiting: &Waiting) -> S3Result<Taken> {
+        let mut looks = 0;
         loop {
             let (id, record, version) = match self.upload(bucket, key, upload_id).await {
                 Ok(upload) => upload,
@@ -43,26 +59,32 @@ impl Gateway {
             let under_way = record.completing.as_ref().filter(|c| u128::from(records::now_ms().saturating_sub(c.at_ms)) < self.core.grace.as_millis());
             // No mark, one stalled past the grace, or this completion's own (its write of the
             // mark raced a reader and stood after all).
-            let Some(other) = under_way.filter(|c| c.by != by) else { return Ok(Taken::Free((id, record, version))) };
+            let Some(other) = under_way.filter(|c| c.by != waiting.by) else { return Ok(Taken::Free((id, record, version))) };
             if other.parts != wanted {
                 return Err(s3_error!(InvalidRequest, "another completion of this upload, with other parts, is under way"));
             }
-            if let Some(m) = self.manifest(bucket, key).await?.filter(|m| m.completed_from == Some(id)) {
-                return Ok(Taken::Completed(m));
+            let last = tokio::time::Instant::now() >= waiting.until;
+            if looks % OBJECT_EVERY_LOOKS == 0 || last {
+                if let Some(m) = self.manifest(bucket, key).await?.filter(|m| m.completed_from == Some(id)) {
+                    return Ok(Taken::Completed(m));
+                }
             }
-            if started.elapsed() >= WAIT_FOR_COMPLETION {
+            if last {
                 return Err(s3_error!(SlowDown, "another completion of this upload is under way; send the completion again later"));
             }
+            looks += 1;
             tokio::time::sleep(LOOK_EVERY).await;
         }
     }
 
-    /// A completion of an upload that is gone: if the object is the one this upload was
-    /// completed into, that object (a client sending again a completion whose answer it lost
-    /// must not be told the upload does not exist); `None` otherwise.
+    /// A completion of an upload that is gone: the object this upload was completed into, if
+    /// it is still there (current, or a kept version), as S3 answers a client that sends again
+    /// a completion whose answer it lost; `None` otherwise.
     async fn completed_already(&self, bucket: &str, key: &str, upload_id: &str) -> Option<Manifest> {
         let id = layout::parse_upload_id(upload_id)?;
-        let m = self.manifest(bucket, key).await.ok()??;
-        (m.completed_from == Some(id)).then_some(m)
+        match self.manifest(bucket, key).await.ok()? {
+            Some(m) if m.completed_from == Some(id) => Some(m),
+            _ => self.core.kept_from_upload(bucket, key, id).await.ok()?,
+        }
     }
 }
