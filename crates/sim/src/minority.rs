@@ -41,13 +41,14 @@ fn intent(object: u64) -> Bytes {
 
 /// Object 0 is value 1 on every replica. A PUT of value 2 wrote its data, released value 1's
 /// (its intent), refreshed its own intent just before the swap, and its manifest reached one
-/// replica, the one reads ask last, above the object's write there; then its gateway went
+/// replica, the last in the map's order, above the object's write there; then its gateway went
 /// (the state is made by hand: value 2's manifest is taken from another object). The sweeps
 /// past the grace must keep value 2's data: a read that asks that replica chooses the swap,
 /// and the object must then read whole; and then collect value 1's. With the sweeps'
-/// judgement made from what a quorum of reads answered, value 2's chunks were deleted under a
-/// manifest that later stood, and value 1's intent dropped as still referenced (its chunks
-/// then kept for good).
+/// judgement made from what a quorum of reads answered, value 1's intent was dropped as still
+/// referenced and its chunks kept for good once the swap stood (seed 0; whether a
+/// read meets that replica first depends on the course), or, on another course, value 2's
+/// chunks could be deleted under it.
 pub fn a_swap_left_on_one_replica(seed: u64) -> Result<(), String> {
     scripted(seed, |store, gateway| async move {
         if !s3::put(&gateway, 0, 1).await || !s3::put(&gateway, 1, 2).await {
@@ -83,7 +84,7 @@ pub fn a_swap_left_on_one_replica(seed: u64) -> Result<(), String> {
     })
 }
 
-/// A client of the replica of `key`'s partition that reads ask last.
+/// A client of the last of `key`'s partition's replicas in the map's order.
 async fn last_replica(store: &Store, key: &[u8]) -> Result<Client, String> {
     let map = store.map();
     let id = map.replicas_of(map.partition_of(key)).last().cloned().ok_or("no replicas")?;
