@@ -1041,7 +1041,10 @@ def test_large_object_streamed_up_and_down(s3, bucket):
 def test_connection_stays_usable_after_an_early_error(s3, bucket):
     """An error answered before the request body is read (here 412 to a 1 MiB PUT with
     If-None-Match: *) must either say `Connection: close` or leave the connection usable:
-    clients keep connections alive and send their next request on it."""
+    clients keep connections alive and send their next request on it. A gateway that closes
+    the connection may do so while the client is still sending the body (how much of it the
+    socket buffers had taken by then is the machine's timing): the client then sees the
+    connection reset, which also keeps the rest of the body from being read as a request."""
     s3.put_object(Bucket=bucket, Key="taken", Body=b"first")
     body = payload(1 * MIB, "early-error")
     path = f"/{bucket}/taken"
@@ -1055,9 +1058,12 @@ def test_connection_stays_usable_after_an_early_error(s3, bucket):
     parsed = urllib.parse.urlsplit(ENDPOINT)
     conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=30)
     try:
-        conn.request("PUT", path, body=body, headers=signed_headers("PUT", body, {"If-None-Match": "*"}))
-        resp = conn.getresponse()
-        resp.read()
+        try:
+            conn.request("PUT", path, body=body, headers=signed_headers("PUT", body, {"If-None-Match": "*"}))
+            resp = conn.getresponse()
+            resp.read()
+        except (BrokenPipeError, ConnectionResetError):
+            return
         assert resp.status == 412
         if (resp.getheader("Connection") or "").lower() == "close":
             return

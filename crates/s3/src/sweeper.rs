@@ -230,7 +230,7 @@ impl Core {
             }
         }
         if settles.skipped > 0 {
-            tracing::warn!(skipped = settles.skipped, groups = ?settles.failed, "sweep: data left until every replica of its records answers");
+            tracing::warn!(skipped = settles.skipped, groups = ?settles.failed, "sweep: data left to the next pass, its records not settled from every replica (one did not answer, or a write raced the settle)");
         }
         // What the store no longer holds is watched no more: the watch is as large as the
         // intents are many.

@@ -125,8 +125,8 @@ impl Core {
         let mut pages = Pages::new(layout::versions_of(bucket, key), PAGE);
         while let Some(keys) = pages.next(&self.kv).await? {
             for k in keys {
-                if let Some(s) = self.kv.get(&k).await? {
-                    let m = records::decode_manifest(&s.value)?;
+                // A version that does not decode is not this upload's answer (reads of it say why).
+                if let Some(m) = self.kv.get(&k).await?.and_then(|s| records::decode_manifest(&s.value).ok()) {
                     if m.completed_from == Some(upload) {
                         return Ok(Some(m));
                     }

@@ -91,13 +91,23 @@ impl Gateway {
             }
         }
         // A completion of this upload found taking effect meanwhile (one stalled past the
-        // grace, its mark taken over) is not swapped in again.
+        // grace, its mark taken over) is not swapped in again: its object is the answer. (The
+        // commit's own raced tries are settled before the check, never seen by it.)
+        let found: std::sync::Mutex<Option<Manifest>> = std::sync::Mutex::new(None);
         let check = |old: Option<&Manifest>| match old {
-            Some(m) if m.completed_from == Some(id) => Err(s3_error!(SlowDown, "another completion of this upload took effect meanwhile; send the completion again")),
+            Some(m) if m.completed_from == Some(id) => {
+                *found.lock().unwrap_or_else(|e| e.into_inner()) = Some(m.clone());
+                Err(s3_error!(SlowDown, "another completion of this upload took effect meanwhile"))
+            }
             old => check_write(old, if_match.as_ref(), if_none_match.as_ref()),
         };
         let committed = match self.core.commit(&bucket, &key, &manifest, check, own, versioning).await {
             Ok(m) => m,
+            Err(_) if found.lock().unwrap_or_else(|e| e.into_inner()).is_some() => {
+                let m = found.into_inner().unwrap_or_else(|e| e.into_inner()).unwrap_or_default();
+                self.finish_after_swap(&bucket, &key, id, &m, &upload_key, (Some(by), version)).await;
+                return Ok(S3Response::new(completed(&bucket, &key, m)));
+            }
             Err(e) => {
                 record.completing = None;
                 record.swap_unknown |= !e.status_code().is_some_and(|s| s.is_client_error());
@@ -105,10 +115,7 @@ impl Gateway {
                 return Err(e);
             }
         };
-        // The object is made: a cleanup cut short is the stale-completion cleanup's to finish.
-        if let Err(e) = self.finish_parts(&bucket, &key, id, &manifest, &upload_key, (Some(by), version)).await {
-            tracing::warn!(bucket, key, error = %e, "a completion's part records were not all cleaned up; the sweeper finishes them after the grace");
-        }
+        self.finish_after_swap(&bucket, &key, id, &manifest, &upload_key, (Some(by), version)).await;
         Ok(S3Response::new(completed(&bucket, &key, committed)))
     }
 
@@ -133,7 +140,7 @@ impl Gateway {
             None => None,
         };
         if let Some(m) = before {
-            self.finish_parts(bucket, key, id, &m, &upload_key, (marks::mark_of(&record), version)).await?;
+            self.finish_after_swap(bucket, key, id, &m, &upload_key, (marks::mark_of(&record), version)).await;
             return Ok(Took::Completed(m));
         }
         // The parts named, each as uploaded.
@@ -164,7 +171,10 @@ impl Gateway {
         // Take the upload with a fresh mark by compare-and-swap: from then no part changes, and
         // an abort (or the sweeper's cleanup of a stale completion) that read the record before
         // fails, and so does another completion that read it.
-        if record.completing.as_ref().is_some_and(|c| c.by == by) {
+        // Our own mark, from a write that raced and stood: taken as it is while fresh (one
+        // near the grace is written again, so that the stale cleanup does not take it).
+        let fresh = |c: &records::Completing| u128::from(records::now_ms().saturating_sub(c.at_ms)) < self.core.grace.as_millis() / 2;
+        if record.completing.as_ref().is_some_and(|c| c.by == by && fresh(c)) {
             return Ok(Took::Taken(Upload { id, record, version, chosen, etag }));
         }
         record.completing = Some(records::Completing { at_ms: records::now_ms(), parts: wanted.to_vec(), by });
@@ -172,6 +182,14 @@ impl Gateway {
             Some(version) => Took::Taken(Upload { id, record, version, chosen, etag }),
             None => Took::Changed,
         })
+    }
+
+    /// `finish_parts` once the object is made, whatever it answers: a cleanup cut short is
+    /// the stale-completion cleanup's to finish after the grace (the mark stays).
+    async fn finish_after_swap(&self, bucket: &str, key: &str, id: UploadId, manifest: &Manifest, upload_key: &[u8], mark: (Option<u64>, Bytes)) {
+        if let Err(e) = self.finish_parts(bucket, key, id, manifest, upload_key, mark).await {
+            tracing::warn!(bucket, key, error = %e, "a completed upload's records were not all cleaned up; the stale-completion cleanup finishes them after the grace");
+        }
     }
 
     /// After the swap: part records go; data the object does not use (parts left out, parts

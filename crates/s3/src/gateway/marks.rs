@@ -28,10 +28,15 @@ impl Gateway {
         match self.core.kv.put(key, records::encode(record), Cond::Version(version), Durability::Through).await {
             Ok(v) => Ok(Some(v)),
             Err(KvError::Mismatch) => Ok(None),
+            // Unsettled (a replica did not answer), `None` too: the next reading of the record
+            // finds the mark if it stood, and the completion takes it or gives it back.
             Err(KvError::Contended(_)) => {
-                self.core.kv.settle(key).await?;
-                Ok(match self.core.kv.get(key).await? {
-                    Some(s) if records::decode::<UploadRecord>("upload", &s.value)?.completing.is_some_and(|c| Some(c.by) == mark_of(record)) => Some(s.version),
+                if let Err(e) = self.core.kv.settle(key).await {
+                    tracing::info!(error = %e, "a raced mark could not be settled");
+                    return Ok(None);
+                }
+                Ok(match self.core.kv.get(key).await {
+                    Ok(Some(s)) if records::decode::<UploadRecord>("upload", &s.value).ok().and_then(|r| r.completing).is_some_and(|c| Some(c.by) == mark_of(record)) => Some(s.version),
                     _ => None,
                 })
             }
