@@ -343,6 +343,13 @@ pub struct Completing {
     pub by: u64,
 }
 
+impl Completing {
+    /// Whether the mark was taken less than `within` ago (by this gateway's clock).
+    pub fn younger_than(&self, within: std::time::Duration) -> bool {
+        u128::from(now_ms().saturating_sub(self.at_ms)) < within.as_millis()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartRecord {
     /// Hex MD5 of the part.

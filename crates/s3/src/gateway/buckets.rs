@@ -50,7 +50,7 @@ impl Gateway {
             for k in keys {
                 let Some(s) = kv.get(&k).await? else { continue };
                 let record: records::UploadRecord = records::decode("upload", &s.value)?;
-                if record.completing.is_some_and(|c| u128::from(records::now_ms().saturating_sub(c.at_ms)) < self.core.grace.as_millis()) {
+                if record.completing.is_some_and(|c| c.younger_than(self.core.grace)) {
                     return Err(s3_error!(BucketNotEmpty, "an upload in the bucket is being completed"));
                 }
                 let Some((_, key, id)) = super::finish::upload_parts_of(&k) else { continue };

@@ -173,8 +173,7 @@ impl Gateway {
         // fails, and so does another completion that read it.
         // Our own mark, from a write that raced and stood: taken as it is while fresh (one
         // near the grace is written again, so that the stale cleanup does not take it).
-        let fresh = |c: &records::Completing| u128::from(records::now_ms().saturating_sub(c.at_ms)) < self.core.grace.as_millis() / 2;
-        if record.completing.as_ref().is_some_and(|c| c.by == by && fresh(c)) {
+        if record.completing.as_ref().is_some_and(|c| c.by == by && c.younger_than(self.core.grace / 2)) {
             return Ok(Took::Taken(Upload { id, record, version, chosen, etag }));
         }
         record.completing = Some(records::Completing { at_ms: records::now_ms(), parts: wanted.to_vec(), by });
@@ -210,7 +209,7 @@ impl Gateway {
         let i = req.input;
         let (id, record, version) = self.upload(&i.bucket, &i.key, &i.upload_id).await?;
         if let Some(c) = &record.completing {
-            if u128::from(records::now_ms().saturating_sub(c.at_ms)) < self.core.grace.as_millis() {
+            if c.younger_than(self.core.grace) {
                 return Err(s3_error!(InvalidRequest, "the upload is being completed"));
             }
         }
@@ -290,7 +289,7 @@ pub(super) async fn finish_stale_completions(core: &Core) -> S3Result<u64> {
             let Some(s) = core.kv.get(k).await? else { continue };
             let Ok(r) = records::decode::<UploadRecord>("upload", &s.value) else { continue };
             let Some(c) = r.completing else { continue };
-            if u128::from(records::now_ms().saturating_sub(c.at_ms)) < core.grace.as_millis() {
+            if c.younger_than(core.grace) {
                 continue;
             }
             let Some((bucket, key, id)) = upload_parts_of(k) else { continue };

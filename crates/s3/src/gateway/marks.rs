@@ -36,7 +36,7 @@ impl Gateway {
                     return Ok(None);
                 }
                 Ok(match self.core.kv.get(key).await {
-                    Ok(Some(s)) if records::decode::<UploadRecord>("upload", &s.value).ok().and_then(|r| r.completing).is_some_and(|c| Some(c.by) == mark_of(record)) => Some(s.version),
+                    Ok(Some(s)) if records::decode::<UploadRecord>("upload", &s.value).ok().is_some_and(|r| r.completing.is_some() && mark_of(&r) == mark_of(record)) => Some(s.version),
                     _ => None,
                 })
             }

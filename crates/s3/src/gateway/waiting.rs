@@ -11,11 +11,11 @@ use s3s::{s3_error, S3ErrorCode, S3Result};
 
 use super::lookup::Gateway;
 use crate::layout::{self, UploadId};
-use crate::records::{self, Manifest, UploadRecord};
+use crate::records::{Manifest, UploadRecord};
 
 /// How long a completion waits for another completion of its upload, over all its attempts,
-/// and how often it reads the upload record. An SDK waits a minute for an answer; a
-/// completion of thousands of parts takes seconds.
+/// and how often it reads the upload record: well inside the minute an SDK waits for an
+/// answer by default.
 const WAIT_FOR_COMPLETION: Duration = Duration::from_secs(20);
 const LOOK_EVERY: Duration = Duration::from_millis(200);
 /// Every this many looks the object is read too (a completion whose gateway died after its
@@ -56,7 +56,7 @@ impl Gateway {
                 Err(e) if *e.code() == S3ErrorCode::NoSuchUpload => return self.completed_already(bucket, key, upload_id).await.map(Taken::Completed).ok_or(e),
                 Err(e) => return Err(e),
             };
-            let under_way = record.completing.as_ref().filter(|c| u128::from(records::now_ms().saturating_sub(c.at_ms)) < self.core.grace.as_millis());
+            let under_way = record.completing.as_ref().filter(|c| c.younger_than(self.core.grace));
             // No mark, one stalled past the grace, or this completion's own (its write of the
             // mark raced a reader and stood after all).
             let Some(other) = under_way.filter(|c| c.by != waiting.by) else { return Ok(Taken::Free((id, record, version))) };
