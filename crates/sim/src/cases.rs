@@ -477,7 +477,7 @@ pub(crate) async fn upload_one_part(gateway: &Embedded, object: u64, value: u64)
 }
 
 /// Part 1 of upload `upload` of `object`, of value `value`, uploaded.
-async fn upload_part(gateway: &Embedded, object: u64, upload: &str, value: u64) -> Result<CompletedPart, String> {
+pub(crate) async fn upload_part(gateway: &Embedded, object: u64, upload: &str, value: u64) -> Result<CompletedPart, String> {
     let body = s3::body_of(value);
     let len = body.len();
     let input = UploadPartInput {

@@ -8,8 +8,9 @@ use spindle_cluster::map;
 use spindle_cluster::replica;
 use spindle_cluster::store::{Condition, Store};
 use spindle_cluster::tag::Tag;
+use spindle_s3::Embedded;
 
-use crate::cases::{scripted, sweep_past_grace};
+use crate::cases::{complete, records, scripted, sweep_past_grace, upload_one_part, upload_part, PART};
 use crate::{net, s3};
 
 /// The store's key of the simulator's object `object` (crates/s3/src/layout.rs).
@@ -22,7 +23,7 @@ fn intent_key(data: u128) -> Vec<u8> {
     [b"s3\0G".as_slice(), &data.to_be_bytes()].concat()
 }
 
-/// The one data id a manifest (JSON) names.
+/// The one data id a manifest or a part record (JSON) names.
 fn data_of(manifest: &[u8]) -> Result<u128, String> {
     let text = std::str::from_utf8(manifest).map_err(|e| format!("manifest: {e}"))?;
     text.split_once("\"data\":")
@@ -61,7 +62,7 @@ pub fn a_swap_left_on_one_replica(seed: u64) -> Result<(), String> {
         store.delete(&object_key(1), Condition::None).await.map_err(|e| format!("deleting object 1: {e}"))?;
         store.put(&intent_key(old), intent(0), Condition::None).await.map_err(|e| format!("the released intent: {e}"))?;
         store.put(&intent_key(new), intent(0), Condition::None).await.map_err(|e| format!("the swap's intent: {e}"))?;
-        let last = last_replica(&store, &object_key(0)).await?;
+        let (_, last) = last_replica(&store, &object_key(0)).await?;
         let dkey = map::drive_key(store.map().partition_of(&object_key(0)), &object_key(0));
         let held = replica::held(&last, &dkey).await.map_err(|e| format!("the last replica: {e}"))?;
         let tag = held.tag().ok_or("object 0 is not on the last replica")?;
@@ -75,19 +76,86 @@ pub fn a_swap_left_on_one_replica(seed: u64) -> Result<(), String> {
             Some(Some(n)) if n == 1 || n == 2 => {}
             other => return Err(format!("object 0 reads {other:?} after the sweeps")),
         }
-        sweep_past_grace(&gateway).await?;
-        let census = gateway.census().await.map_err(|e| format!("census: {e}"))?;
-        if !census.missing().is_empty() || census.stored != census.referenced || !census.intents.is_empty() {
-            return Err(format!("after the sweeps: {census:?}"));
-        }
-        Ok(())
+        swept_clean(&gateway).await
     })
 }
 
-/// A client of the last of `key`'s partition's replicas in the map's order.
-async fn last_replica(store: &Store, key: &[u8]) -> Result<Client, String> {
+/// The intent of a part's data, written as the gateway writes it around a swap of the part's
+/// record (`Owner::part` is the upload's id and the part's number).
+fn part_intent(object: u64, upload: u128) -> Bytes {
+    let owner = format!("{{\"bucket\":\"{}\",\"key\":\"{}\",\"part\":[{upload},1]}}", s3::BUCKET, s3::object_name(object));
+    Bytes::from(format!("{{\"touched_ms\":{},\"owner\":{owner},\"doomed\":false,\"swapping\":true}}", s3::wall_clock()))
+}
+
+/// The same for a part: part 1 of an upload of object 0 is value 1 on every replica; its
+/// upload again as value 2 wrote its data, released value 1's, refreshed its own intent, and
+/// its part record reached only the last replica, above the record's write there (made by
+/// hand from the record value 2's upload left). The sweeps past the grace must keep value 2's
+/// data, which a read that asks that replica chooses: the completion then makes object 0 of
+/// value 2, whole; and collect value 1's. Settling only the object, the sweeper judged the
+/// part's data from a quorum's reads of the part record, which did not see the swap. While
+/// that replica is cut off, the passes judge neither data id.
+pub fn a_part_swap_left_on_one_replica(seed: u64) -> Result<(), String> {
+    scripted(seed, |store, gateway| async move {
+        let (upload, _) = upload_one_part(&gateway, 0, 1).await?;
+        let id = u128::from_str_radix(&upload, 16).map_err(|e| format!("upload id {upload}: {e}"))?;
+        let parts = [PART, &id.to_be_bytes()].concat();
+        let (pkey, first) = records(&store, &parts).await?.remove(0);
+        let second = upload_part(&gateway, 0, &upload, 2).await?;
+        let (_, swapped) = records(&store, &parts).await?.remove(0);
+        let (old, new) = (data_of(&first)?, data_of(&swapped)?);
+        // The record back at value 1 everywhere, value 2's above it on one replica.
+        store.put(&pkey, first, Condition::None).await.map_err(|e| format!("the part record put back: {e}"))?;
+        store.put(&intent_key(old), part_intent(0, id), Condition::None).await.map_err(|e| format!("the released intent: {e}"))?;
+        store.put(&intent_key(new), part_intent(0, id), Condition::None).await.map_err(|e| format!("the swap's intent: {e}"))?;
+        let (cut, last) = last_replica(&store, &pkey).await?;
+        let dkey = map::drive_key(store.map().partition_of(&pkey), &pkey);
+        let held = replica::held(&last, &dkey).await.map_err(|e| format!("the last replica: {e}"))?;
+        let tag = held.tag().ok_or("the part record is not on the last replica")?;
+        let above = Tag { counter: tag.counter + 1, ..tag };
+        replica::store_if_newer(&last, &dkey, swapped, above, None).await.map_err(|e| format!("the swap on one replica: {e}"))?;
+
+        // The coordinator cut off from that replica until the end, or its repairs would choose
+        // the swap before the sweeper judges. With the replica cut off from the gateway too,
+        // no record can be settled from every replica: the passes leave both data ids, chunks
+        // and intents, to a later pass.
+        turmoil::partition("k0", cut.as_str());
+        turmoil::partition("script", cut.as_str());
+        sweep_past_grace(&gateway).await?;
+        let census = gateway.census().await.map_err(|e| format!("census: {e}"))?;
+        turmoil::repair("script", cut.as_str());
+        if ![old, new].iter().all(|d| census.stored.contains(d) && census.intents.contains(d)) {
+            return Err(format!("with replica {cut} cut off, the sweeps judged data {old:032x} or {new:032x}: {census:?}"));
+        }
+        sweep_past_grace(&gateway).await?;
+        turmoil::repair("k0", cut.as_str());
+        // A read from every replica: the swap stands now if it can ever.
+        store.make_chosen(&pkey).await.map_err(|e| format!("settling the part record: {e}"))?;
+        complete(&gateway, 0, &(upload, second)).await.map_err(|e| format!("the completion with value 2's part failed: {e}"))?;
+        match s3::get(&gateway, 0).await? {
+            Some(Some(2)) => {}
+            other => return Err(format!("object 0 reads {other:?} after the sweeps, not value 2")),
+        }
+        swept_clean(&gateway).await
+    })
+}
+
+/// Sweeps past the grace, after which every chunk is referenced, every referenced chunk is
+/// there, and no intent is left.
+async fn swept_clean(gateway: &Embedded) -> Result<(), String> {
+    sweep_past_grace(gateway).await?;
+    let census = gateway.census().await.map_err(|e| format!("census: {e}"))?;
+    if !census.missing().is_empty() || census.stored != census.referenced || !census.intents.is_empty() {
+        return Err(format!("after the sweeps: {census:?}"));
+    }
+    Ok(())
+}
+
+/// The last of `key`'s partition's replicas in the map's order (its id is its host's name),
+/// and a client of it.
+async fn last_replica(store: &Store, key: &[u8]) -> Result<(String, Client), String> {
     let map = store.map();
     let id = map.replicas_of(map.partition_of(key)).last().cloned().ok_or("no replicas")?;
     let config = ClientConfig { cluster_version: map.epoch as i64, dialer: Some(net::dialer()), ..ClientConfig::default() };
-    Client::connect(map.members[&id].addr.as_str(), config).await.map_err(|e| format!("connecting to {id}: {e}"))
+    Client::connect(map.members[&id].addr.as_str(), config).await.map(|c| (id.clone(), c)).map_err(|e| format!("connecting to {id}: {e}"))
 }
