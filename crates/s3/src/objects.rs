@@ -63,6 +63,9 @@ pub struct Core {
     /// The sweeper's own watch: each intent it met, by the version it met, and since when by
     /// this gateway's clock (`sweeper.rs`).
     pub watched: parking_lot::Mutex<std::collections::HashMap<DataId, (Bytes, Instant)>>,
+    /// Room for the tasks that look for marks failed completions may have left
+    /// (`gateway::MOST_MARKS_LOOKED_FOR`).
+    pub marks_looked_for: Arc<tokio::sync::Semaphore>,
 }
 
 /// One chunk's write in flight.

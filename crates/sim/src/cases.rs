@@ -19,6 +19,7 @@ use spindle_cluster::history::{self, Event, Op};
 use spindle_cluster::store::{Condition, Stalls, Store};
 use spindle_s3::Embedded;
 
+use crate::disk::Disk;
 use crate::s3::PutCondition;
 use crate::workload::History;
 use crate::{add_coordinator, add_drives, align_task_ids, open_store, s3, set_up, etcd, SIM_EPOCH_SECS, TURNS};
@@ -539,6 +540,15 @@ where
     F: FnOnce(Store, Arc<Embedded>) -> Fut + 'static,
     Fut: std::future::Future<Output = Result<(), String>>,
 {
+    scripted_with_disks(seed, |store, gateway, _| script(store, gateway))
+}
+
+/// `scripted`, the script given the drives' disks too (d0, d1, d2), for the faults it makes.
+pub(crate) fn scripted_with_disks<F, Fut>(seed: u64, script: F) -> Result<(), String>
+where
+    F: FnOnce(Store, Arc<Embedded>, Vec<Arc<Disk>>) -> Fut + 'static,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
     let _turn = TURNS.lock();
     align_task_ids();
     spindle_cluster::clock::set_wall_clock(s3::wall_clock);
@@ -551,7 +561,7 @@ where
         .tick_duration(Duration::from_millis(1))
         .build();
     let etcd = etcd::Etcd::new(seed);
-    let members: Vec<String> = add_drives(&mut sim, dir.path(), 3).into_iter().map(|(name, _)| name).collect();
+    let (members, disks): (Vec<String>, Vec<Arc<Disk>>) = add_drives(&mut sim, dir.path(), 3).into_iter().unzip();
     add_coordinator(&mut sim, &etcd, "k0", 0, seed);
     let outcome: Arc<Mutex<Option<Result<(), String>>>> = Arc::default();
     let out = outcome.clone();
@@ -560,7 +570,7 @@ where
         let store = open_store(&etcd, "script", seed, Stalls::default()).await;
         let gateway = Arc::new(s3::open(store.clone(), seed).await?);
         s3::ensure_bucket(&gateway).await;
-        *out.lock() = Some(script(store, gateway).await);
+        *out.lock() = Some(script(store, gateway, disks).await);
         Ok(())
     });
     sim.run().map_err(|e| format!("simulation: {e}"))?;

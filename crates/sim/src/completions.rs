@@ -17,7 +17,8 @@ use spindle_s3::Embedded;
 use bytes::Bytes;
 use spindle_cluster::store::Condition;
 
-use crate::cases::{enable_versioning, records, scripted, sweep_past_grace, upload_one_part, PART, UPLOAD};
+use crate::cases::{complete, enable_versioning, records, scripted, scripted_with_disks, sweep_past_grace, upload_one_part, PART, UPLOAD};
+use crate::minority::first_replica;
 use crate::s3;
 
 /// Uploads completed one after another, each by several copies of its completion.
@@ -71,6 +72,67 @@ pub fn a_versioned_completion_failed_after_its_swap(seed: u64) -> Result<(), Str
         let census = gateway.census().await.map_err(|e| format!("census: {e}"))?;
         if !census.missing().is_empty() || census.stored != census.referenced || !census.in_parts.is_empty() || !census.intents.is_empty() {
             return Err(format!("after the completions and the sweeps: {census:?}"));
+        }
+        Ok(())
+    })
+}
+
+/// A completion whose mark on its upload's record reached one replica only, the two other
+/// drives full (NO_SPACE): it fails, and whether its mark stands is unknown. Once the drives
+/// have room again and a read chooses the mark, the mark must not hold the upload: a
+/// completion sent again waited for it and answered SlowDown, and after the grace the
+/// stale-completion cleanup would have aborted the upload. The gateway gives such a mark back
+/// once it can settle the record, and the completion sent again makes the object.
+pub fn a_completion_mark_left_on_one_replica(seed: u64) -> Result<(), String> {
+    scripted_with_disks(seed, |store, gateway, disks| async move {
+        let upload = upload_one_part(&gateway, 0, 1).await?;
+        let (key, _) = records(&store, &[UPLOAD, format!("{{{}}}\0{}\0", s3::BUCKET, s3::object_name(0)).as_bytes()].concat()).await?.remove(0);
+        // The first replica in the map's order keeps the mark.
+        let (kept, first) = first_replica(&store, &key).await?;
+        let full: Vec<&Arc<crate::disk::Disk>> = (0..disks.len()).filter(|i| format!("d{i}") != kept).map(|i| &disks[i]).collect();
+        // The two others have room for everything but the mark (the upload record with a
+        // completing mark: a write of it refused NO_SPACE, as by a disk whose room is almost
+        // gone), so that its round's promises go through and its accept stands on one.
+        let refusal: crate::disk::Refusal = Arc::new(|_, value| value.windows(12).any(|w| w == b"\"completing\""));
+        for disk in &full {
+            disk.refuse_puts(Some(refusal.clone()));
+        }
+        let failed = complete(&gateway, 0, &upload).await;
+        let since = tokio::time::Instant::now();
+        let dkey = spindle_cluster::map::drive_key(store.map().partition_of(&key), &key);
+        let on_first = first.get(&dkey).await.map_err(|e| format!("reading {kept}: {e}"))?.map(|e| e.value).unwrap_or_default();
+        for disk in &full {
+            disk.refuse_puts(None);
+        }
+        if failed.is_ok() {
+            return Err("the completion succeeded with two of three drives full".into());
+        }
+        if !String::from_utf8_lossy(&on_first).contains("\"completing\"") {
+            return Err(format!("the failed completion's mark did not reach {kept} ({failed:?}): the case does not reach its state"));
+        }
+        // A read from every replica: the mark stands now (if the gateway has not given it
+        // back already). It must be gone well within the grace (simulated time: the grace here
+        // is seconds, a deployment's minutes), with no completion taking it over.
+        store.make_chosen(&key).await.map_err(|e| format!("settling the upload record: {e}"))?;
+        loop {
+            let record = store.get(&key).await.map_err(|e| format!("reading the upload record: {e}"))?.ok_or("the upload record is gone")?;
+            if !String::from_utf8_lossy(&record.value).contains("\"completing\"") {
+                break;
+            }
+            if since.elapsed() >= s3::GRACE / 2 {
+                return Err(format!("the failed completion's mark still holds the upload {:?} after it failed", since.elapsed()));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        complete(&gateway, 0, &upload).await.map_err(|e| format!("the completion sent again failed: {e}"))?;
+        match s3::get(&gateway, 0).await? {
+            Some(Some(1)) => {}
+            other => return Err(format!("object 0 reads {other:?}, not value 1")),
+        }
+        sweep_past_grace(&gateway).await?;
+        let census = gateway.census().await.map_err(|e| format!("census: {e}"))?;
+        if !census.missing().is_empty() || census.stored != census.referenced || !census.in_parts.is_empty() || !census.intents.is_empty() {
+            return Err(format!("after the completion and the sweeps: {census:?}"));
         }
         Ok(())
     })

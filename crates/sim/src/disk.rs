@@ -16,11 +16,22 @@ use spindle_engine::{Check, Engine, Entry, KeyRange, MemEngine, Meta, Result, Wr
 pub struct Disk {
     durable: Arc<MemEngine>,
     running: Mutex<Option<Arc<SimEngine>>>,
+    /// Puts refused as by a full disk (NO_SPACE); deletes go through.
+    refusing: Arc<Mutex<Option<Refusal>>>,
 }
+
+/// Which puts a disk refuses: those whose key and value it holds true for.
+pub type Refusal = Arc<dyn Fn(&[u8], &[u8]) -> bool + Send + Sync>;
 
 impl Disk {
     pub fn new() -> Arc<Disk> {
-        Arc::new(Disk { durable: MemEngine::new(), running: Mutex::new(None) })
+        Arc::new(Disk { durable: MemEngine::new(), running: Mutex::new(None), refusing: Arc::default() })
+    }
+
+    /// Refuses the puts `refusal` picks from now on, as a full disk refuses them (the room
+    /// left fits some writes and not others); `None` takes them all again.
+    pub fn refuse_puts(&self, refusal: Option<Refusal>) {
+        *self.refusing.lock() = refusal;
     }
 
     /// The engine a drive starting now finds: everything that was durable.
@@ -31,7 +42,7 @@ impl Disk {
             let _ = live.put(&e.key, e.value, e.meta, Check::Force);
             key = e.key;
         }
-        let engine = Arc::new(SimEngine { live, durable: self.durable.clone(), pending: Mutex::new(Vec::new()), crashed: AtomicBool::new(false) });
+        let engine = Arc::new(SimEngine { live, durable: self.durable.clone(), pending: Mutex::new(Vec::new()), crashed: AtomicBool::new(false), refusing: self.refusing.clone() });
         *self.running.lock() = Some(engine.clone());
         engine
     }
@@ -59,6 +70,7 @@ pub struct SimEngine {
     /// Applied, not yet durable, in order.
     pending: Mutex<Vec<WriteOp>>,
     crashed: AtomicBool,
+    refusing: Arc<Mutex<Option<Refusal>>>,
 }
 
 impl SimEngine {
@@ -94,6 +106,10 @@ impl Engine for SimEngine {
         if self.crashed.load(Ordering::Acquire) {
             return request.finish(Err(spindle_engine::Error::Internal("the simulated drive crashed")));
         }
+        let refused = self.refusing.lock().as_ref().is_some_and(|r| refuses(r, &request.op));
+        if refused {
+            return request.finish(Err(spindle_engine::Error::NoSpace));
+        }
         let result = match &request.op {
             WriteOp::Flush => Ok(()),
             op => {
@@ -120,5 +136,14 @@ impl Engine for SimEngine {
 
     fn approximate_len(&self) -> u64 {
         self.live.approximate_len()
+    }
+}
+
+/// Whether `refusal` picks a put of `op`.
+fn refuses(refusal: &Refusal, op: &WriteOp) -> bool {
+    match op {
+        WriteOp::Put { key, value, .. } => refusal(key, value),
+        WriteOp::Batch(ops) => ops.iter().any(|op| refuses(refusal, op)),
+        WriteOp::Delete { .. } | WriteOp::Flush | WriteOp::Erase { .. } => false,
     }
 }

@@ -153,9 +153,21 @@ async fn swept_clean(gateway: &Embedded) -> Result<(), String> {
 
 /// The last of `key`'s partition's replicas in the map's order (its id is its host's name),
 /// and a client of it.
-async fn last_replica(store: &Store, key: &[u8]) -> Result<(String, Client), String> {
+pub(crate) async fn last_replica(store: &Store, key: &[u8]) -> Result<(String, Client), String> {
     let map = store.map();
     let id = map.replicas_of(map.partition_of(key)).last().cloned().ok_or("no replicas")?;
+    replica_client(store, id).await
+}
+
+/// The first of `key`'s partition's replicas in the map's order, as `last_replica`.
+pub(crate) async fn first_replica(store: &Store, key: &[u8]) -> Result<(String, Client), String> {
+    let map = store.map();
+    let id = map.replicas_of(map.partition_of(key)).first().cloned().ok_or("no replicas")?;
+    replica_client(store, id).await
+}
+
+async fn replica_client(store: &Store, id: String) -> Result<(String, Client), String> {
+    let map = store.map();
     let config = ClientConfig { cluster_version: map.epoch as i64, dialer: Some(net::dialer()), ..ClientConfig::default() };
     Client::connect(map.members[&id].addr.as_str(), config).await.map(|c| (id.clone(), c)).map_err(|e| format!("connecting to {id}: {e}"))
 }

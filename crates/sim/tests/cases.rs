@@ -73,6 +73,13 @@ fn the_data_of_a_part_swap_left_on_one_replica_is_kept_while_a_read_may_choose_i
 }
 
 #[test]
+fn a_completion_mark_left_on_one_replica_is_given_back() {
+    for seed in 0..3 {
+        spindle_sim::a_completion_mark_left_on_one_replica(seed).unwrap();
+    }
+}
+
+#[test]
 fn completions_sent_again_complete_an_upload_once() {
     // Seed 0 (with the build before a completion waited for another of its upload under
     // way): two copies of one completion each swapped the upload in, two versions on one

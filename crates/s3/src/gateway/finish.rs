@@ -38,25 +38,39 @@ impl Gateway {
             let etag = p.e_tag.as_ref().ok_or_else(|| s3_error!(InvalidPart, "part {n}'s ETag does not match the uploaded part's"))?;
             wanted.push((n, etag.value().to_owned()));
         }
-        let (if_match, if_none_match) = (i.if_match.clone(), i.if_none_match.clone());
+        let conditions = (i.if_match.clone(), i.if_none_match.clone());
         // This completion's token, on its mark; one wait for all its attempts.
-        let by = self.core.draw();
-        let waiting = Waiting::new(by);
+        let waiting = Waiting::new(self.core.draw());
+        let done = self.complete_upload((&bucket, &key, &i.upload_id), &wanted, conditions, versioning, &waiting).await;
+        // Failed, it may have left its mark standing (a write of unknown outcome): that is
+        // given back once the store settles it, not left to hold the upload for the grace.
+        if done.is_err() {
+            if let Some(left) = waiting.take_left() {
+                self.give_back_later(left, waiting.by);
+            }
+        }
+        done
+    }
+
+    /// The completion of upload `upload_id` of `bucket/key` from the parts `wanted`, once parsed.
+    async fn complete_upload(&self, (bucket, key, upload_id): (&str, &str, &str), wanted: &[(u32, String)], (if_match, if_none_match): (Option<ETagCondition>, Option<ETagCondition>), versioning: Option<records::Versioning>, waiting: &Waiting) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
+        let (bucket, key) = (bucket.to_owned(), key.to_owned());
+        let by = waiting.by;
         let mut taken = None;
         for _ in 0..TAKE_ATTEMPTS {
             // Another completion of the upload under way is waited for, never joined: two
             // could both swap the upload in, two objects (two versions) on one upload's data.
-            let upload = match self.upload_to_complete(&bucket, &key, &i.upload_id, &wanted, &waiting).await? {
+            let upload = match self.upload_to_complete(&bucket, &key, upload_id, wanted, waiting).await? {
                 Taken::Free(upload) => upload,
                 Taken::Completed(m) => return Ok(S3Response::new(completed(&bucket, &key, m))),
             };
             // Our own mark already there (an earlier write of it raced and stood): if this
             // attempt fails, the upload is given back rather than left marked.
             let ours = (upload.1.completing.as_ref().map(|c| c.by) == Some(by)).then(|| (upload.0, upload.1.clone(), upload.2.clone()));
-            let took = self.take_upload(&bucket, &key, upload, (&wanted, by), if_match.as_ref(), if_none_match.as_ref()).await;
+            let took = self.take_upload(&bucket, &key, upload, (wanted, waiting), if_match.as_ref(), if_none_match.as_ref()).await;
             if let (Err(_), Some((id, mut record, version))) = (&took, ours) {
                 record.completing = None;
-                self.give_back(&layout::upload(&bucket, &key, id), &record, Some(by), version).await;
+                self.give_back(&layout::upload(&bucket, &key, id), &record, waiting, version).await;
             }
             match took? {
                 Took::Taken(t) => {
@@ -85,7 +99,7 @@ impl Gateway {
                 Ok(intent) => own.push(Own { data: p.segment.data, owner, intent }),
                 Err(e) => {
                     record.completing = None;
-                    self.give_back(&upload_key, &record, Some(by), version).await;
+                    self.give_back(&upload_key, &record, waiting, version).await;
                     return Err(e);
                 }
             }
@@ -111,7 +125,7 @@ impl Gateway {
             Err(e) => {
                 record.completing = None;
                 record.swap_unknown |= !e.status_code().is_some_and(|s| s.is_client_error());
-                self.give_back(&upload_key, &record, Some(by), version).await;
+                self.give_back(&upload_key, &record, waiting, version).await;
                 return Err(e);
             }
         };
@@ -122,8 +136,9 @@ impl Gateway {
     /// Takes upload `id` (its record, read at store version `version`) for a completion of the parts
     /// `wanted`: checks them, and marks the record by compare-and-swap; or finds the upload
     /// completed already by an earlier completion, or its record changed meanwhile.
-    async fn take_upload(&self, bucket: &str, key: &str, (id, mut record, version): (UploadId, UploadRecord, Bytes), (wanted, by): (&[(u32, String)], u64), if_match: Option<&ETagCondition>, if_none_match: Option<&ETagCondition>) -> S3Result<Took> {
+    async fn take_upload(&self, bucket: &str, key: &str, (id, mut record, version): (UploadId, UploadRecord, Bytes), (wanted, waiting): (&[(u32, String)], &Waiting), if_match: Option<&ETagCondition>, if_none_match: Option<&ETagCondition>) -> S3Result<Took> {
         let upload_key = layout::upload(bucket, key, id);
+        let by = waiting.by;
         // A completion before this one may have swapped the upload in (its answer lost, or a
         // 5xx while its outcome was unknown): then the answer is that object, as S3 answers a
         // completion sent again, and the upload is finished as that completion would have.
@@ -176,8 +191,9 @@ impl Gateway {
         if record.completing.as_ref().is_some_and(|c| c.by == by && c.younger_than(self.core.grace / 2)) {
             return Ok(Took::Taken(Upload { id, record, version, chosen, etag }));
         }
+        let before = record.clone();
         record.completing = Some(records::Completing { at_ms: records::now_ms(), parts: wanted.to_vec(), by });
-        Ok(match self.put_mark(&upload_key, &record, version).await? {
+        Ok(match self.put_mark(&upload_key, &record, &before, version, waiting).await? {
             Some(version) => Took::Taken(Upload { id, record, version, chosen, etag }),
             None => Took::Changed,
         })

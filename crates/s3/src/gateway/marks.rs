@@ -3,15 +3,24 @@
 //! replicas took it, and it may yet stand); the record read again says whose mark is there,
 //! by the token each completion draws (`Completing::by`).
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use s3s::S3Result;
 
 use super::lookup::Gateway;
+use super::waiting::{Left, Waiting};
 use crate::kv::{Cond, Durability, KvError};
 use crate::records::{self, UploadRecord};
 
 /// Times a write of the record that raced is made again on the record read back.
 const MARK_ATTEMPTS: usize = 4;
+/// How often a mark a failed completion may have left is looked for, to be given back: a
+/// tenth of the grace, at most this.
+const LOOK_FOR_LEFT_MARK: Duration = Duration::from_secs(1);
+/// The most such marks a gateway looks for at once, a task each; more are left to the grace
+/// (the stale-completion cleanup).
+pub const MOST_MARKS_LOOKED_FOR: usize = 256;
 
 /// The token of the mark on `record`, if any.
 pub(super) fn mark_of(record: &UploadRecord) -> Option<u64> {
@@ -19,67 +28,136 @@ pub(super) fn mark_of(record: &UploadRecord) -> Option<u64> {
 }
 
 impl Gateway {
-    /// Writes `record`, which carries this completion's mark, over the record at `version`:
-    /// its new version, or `None` when the record changed since. A write a race left unknown
-    /// is settled from every replica (chosen now or never), and the record read says whether
-    /// the mark there is ours: a mark that could stand later would hold the upload until the
-    /// grace, and then the stale-completion cleanup would abort it.
-    pub(super) async fn put_mark(&self, key: &[u8], record: &UploadRecord, version: Bytes) -> S3Result<Option<Bytes>> {
+    /// Writes `record`, which carries this completion's mark, over the record at `version`
+    /// (`before`, without it): its new version, or `None` when the record changed since. A
+    /// write a race left unknown is settled from every replica (chosen now or never), and the
+    /// record read says whether the mark there is ours: a mark that could stand later would
+    /// hold the upload until the grace, and then the stale-completion cleanup would abort it.
+    /// One whose outcome stays unknown is noted in `waiting`, for the completion to give back
+    /// if it fails.
+    pub(super) async fn put_mark(&self, key: &[u8], record: &UploadRecord, before: &UploadRecord, version: Bytes, waiting: &Waiting) -> S3Result<Option<Bytes>> {
+        let left = || Some(Left { key: Bytes::copy_from_slice(key), record: before.clone() });
         match self.core.kv.put(key, records::encode(record), Cond::Version(version), Durability::Through).await {
-            Ok(v) => Ok(Some(v)),
+            Ok(v) => {
+                waiting.leave(None);
+                Ok(Some(v))
+            }
             Err(KvError::Mismatch) => Ok(None),
             // Unsettled (a replica did not answer), `None` too: the next reading of the record
             // finds the mark if it stood, and the completion takes it or gives it back.
             Err(KvError::Contended(_)) => {
                 if let Err(e) = self.core.kv.settle(key).await {
                     tracing::info!(error = %e, "a raced mark could not be settled");
+                    waiting.leave(left());
                     return Ok(None);
                 }
                 Ok(match self.core.kv.get(key).await {
-                    Ok(Some(s)) if records::decode::<UploadRecord>("upload", &s.value).ok().is_some_and(|r| r.completing.is_some() && mark_of(&r) == mark_of(record)) => Some(s.version),
+                    Ok(Some(s)) if records::decode::<UploadRecord>("upload", &s.value).ok().is_some_and(|r| r.completing.is_some() && mark_of(&r) == mark_of(record)) => {
+                        waiting.leave(None);
+                        Some(s.version)
+                    }
                     _ => None,
                 })
             }
-            Err(e) => Err(e.into()),
+            // No quorum, or a drive without room: some replicas may have taken the mark.
+            Err(e) => {
+                waiting.leave(left());
+                Err(e.into())
+            }
         }
     }
 
     /// Gives the upload back: `record` (without the mark `by`) written over ours at
     /// `version`. Best effort: another write of the record since wins, and a mark left
     /// behind is a completion that crashed (taken over, or cleaned up, after the grace).
-    pub(super) async fn give_back(&self, key: &[u8], record: &UploadRecord, by: Option<u64>, version: Bytes) {
+    /// One that does not get through is noted in `waiting`, as `put_mark` notes one.
+    pub(super) async fn give_back(&self, key: &[u8], record: &UploadRecord, waiting: &Waiting, version: Bytes) {
         let write = |v: Bytes| self.core.kv.put(key, records::encode(record), Cond::Version(v), Durability::Through);
-        self.settle_record(key, by, version, write).await;
+        if !self.settle_record(key, Some(waiting.by), version, write).await {
+            waiting.leave(Some(Left { key: Bytes::copy_from_slice(key), record: record.clone() }));
+        }
+    }
+
+    /// Gives back, once the record can be settled, the mark a completion that failed may have
+    /// left standing (`by` its token): looked for every tenth of the grace for a grace, by a
+    /// task of its own (at most `MOST_MARKS_LOOKED_FOR` at once; past that, or past the grace,
+    /// the mark is the stale-completion cleanup's). Without it such a mark, chosen by a later
+    /// read, holds the upload for the grace: completions sent again wait for it and answer
+    /// SlowDown, and then the cleanup aborts the upload.
+    pub(super) fn give_back_later(&self, left: Left, by: u64) {
+        let Ok(permit) = self.core.marks_looked_for.clone().try_acquire_owned() else {
+            tracing::warn!("too many completions' marks looked for at once; this one is left to the grace");
+            return;
+        };
+        let gateway = Gateway { core: self.core.clone() };
+        tokio::spawn(async move {
+            let _permit = permit;
+            gateway.give_back_when_settled(left, by).await;
+        });
+    }
+
+    async fn give_back_when_settled(&self, Left { key, record }: Left, by: u64) {
+        let every = LOOK_FOR_LEFT_MARK.min(self.core.grace / 10);
+        let until = tokio::time::Instant::now() + self.core.grace;
+        loop {
+            tokio::time::sleep(every).await;
+            if self.core.kv.settle(&key).await.is_ok() {
+                match self.core.kv.get(&key).await {
+                    Ok(Some(s)) if records::decode::<UploadRecord>("upload", &s.value).ok().as_ref().and_then(mark_of) == Some(by) => {
+                        let write = |v: Bytes| self.core.kv.put(&key, records::encode(&record), Cond::Version(v), Durability::Through);
+                        if self.settle_record(&key, Some(by), s.version, write).await {
+                            tracing::info!("a failed completion's mark, left standing, was given back");
+                            return;
+                        }
+                    }
+                    // The mark never stood, or the record moved on.
+                    Ok(_) => return,
+                    Err(_) => {}
+                }
+            }
+            if tokio::time::Instant::now() >= until {
+                tracing::warn!("a failed completion's mark could not be looked for within the grace; the stale-completion cleanup takes it");
+                return;
+            }
+        }
     }
 
     /// Deletes the upload record, still at `version` with the mark `by` (a completion that
     /// took the upload since keeps it).
     pub(super) async fn clear_mark(&self, key: &[u8], by: Option<u64>, version: Bytes) {
         let delete = |v: Bytes| async move { self.core.kv.delete(key, Cond::Version(v), Durability::Through).await.map(|_| Bytes::new()) };
-        self.settle_record(key, by, version, delete).await;
+        // One left is the stale-completion cleanup's after the grace: the object is made.
+        let _ = self.settle_record(key, by, version, delete).await;
     }
 
     /// `write` made on the record at `version` until it is done, the record no longer bears
-    /// the mark `by`, or the attempts run out.
-    async fn settle_record<F, Fut>(&self, key: &[u8], by: Option<u64>, mut version: Bytes, write: F)
+    /// the mark `by`, or the attempts run out. Whether it ended so (`false`: the mark may still
+    /// stand, the store failing or the write racing throughout).
+    async fn settle_record<F, Fut>(&self, key: &[u8], by: Option<u64>, mut version: Bytes, write: F) -> bool
     where
         F: Fn(Bytes) -> Fut,
         Fut: std::future::Future<Output = Result<Bytes, KvError>>,
     {
         for _ in 0..MARK_ATTEMPTS {
             match write(version.clone()).await {
-                Err(KvError::Contended(_)) => {}
-                Ok(_) | Err(_) => return,
+                // Raced, or the record written since: read again for the mark.
+                Err(KvError::Contended(_) | KvError::Mismatch) => {}
+                Ok(_) => return true,
+                Err(e) => {
+                    tracing::warn!(error = %e, "an upload record's write failed; its mark may stand");
+                    return false;
+                }
             }
             match self.core.kv.get(key).await {
                 Ok(Some(s)) if records::decode::<UploadRecord>("upload", &s.value).ok().as_ref().is_some_and(|r| mark_of(r) == by) => version = s.version,
-                Ok(_) => return,
+                Ok(_) => return true,
                 Err(e) => {
                     tracing::warn!(error = %e, "an upload record raced and could not be read again");
-                    return;
+                    return false;
                 }
             }
         }
-        tracing::warn!("an upload record's write kept racing; the mark stays until the grace");
+        tracing::warn!("an upload record's write kept racing; its mark may stand");
+        false
     }
 }

@@ -39,6 +39,7 @@ use s3s::{S3Request, S3Response, S3Result, S3};
 pub use tidy::tidy_uploads;
 pub use lookup::Gateway;
 pub use limits::MIN_PART_BYTES;
+pub use marks::MOST_MARKS_LOOKED_FOR;
 
 #[async_trait::async_trait]
 impl S3 for Gateway {

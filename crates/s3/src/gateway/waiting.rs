@@ -22,15 +22,35 @@ const LOOK_EVERY: Duration = Duration::from_millis(200);
 /// swap leaves its mark): reads of a record being written can race its writer's swap.
 const OBJECT_EVERY_LOOKS: u32 = 10;
 
-/// One completion's waiting: its token and its deadline.
+/// A mark a completion that failed may have left standing (a write of it whose outcome is
+/// unknown, or a give-back that did not get through), and the record to write over it if it
+/// does: the one it was made on, or the one a give-back was writing (`Gateway::put_mark`,
+/// `give_back_later`).
+pub(super) struct Left {
+    pub(super) key: Bytes,
+    pub(super) record: UploadRecord,
+}
+
+/// One completion's waiting: its token, its deadline, and a mark it may have left.
 pub(super) struct Waiting {
-    by: u64,
+    pub(super) by: u64,
     until: tokio::time::Instant,
+    left: std::sync::Mutex<Option<Left>>,
 }
 
 impl Waiting {
     pub(super) fn new(by: u64) -> Waiting {
-        Waiting { by, until: tokio::time::Instant::now() + WAIT_FOR_COMPLETION }
+        Waiting { by, until: tokio::time::Instant::now() + WAIT_FOR_COMPLETION, left: std::sync::Mutex::new(None) }
+    }
+
+    /// Notes the mark this completion may have left standing (`None`: none, the upload being
+    /// this completion's own now).
+    pub(super) fn leave(&self, left: Option<Left>) {
+        *self.left.lock().unwrap_or_else(|e| e.into_inner()) = left;
+    }
+
+    pub(super) fn take_left(&self) -> Option<Left> {
+        self.left.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 }
 
