@@ -79,7 +79,8 @@ pub fn a_versioned_completion_failed_after_its_swap(seed: u64) -> Result<(), Str
 
 /// A completion whose mark on its upload's record reached one replica only, the two other
 /// drives full (NO_SPACE): it fails, and whether its mark stands is unknown. Once the drives
-/// have room again and a read chooses the mark, the mark must not hold the upload: a
+/// have room again and a read chooses the mark, one replica out of the gateway's reach, the
+/// mark must not hold the upload: a
 /// completion sent again waited for it and answered SlowDown, and after the grace the
 /// stale-completion cleanup would have aborted the upload. The gateway gives such a mark back
 /// once it can settle the record, and the completion sent again makes the object.
@@ -110,10 +111,14 @@ pub fn a_completion_mark_left_on_one_replica(seed: u64) -> Result<(), String> {
         if !String::from_utf8_lossy(&on_first).contains("\"completing\"") {
             return Err(format!("the failed completion's mark did not reach {kept} ({failed:?}): the case does not reach its state"));
         }
-        // A read from every replica: the mark stands now (if the gateway has not given it
-        // back already). It must be gone well within the grace (simulated time: the grace here
-        // is seconds, a deployment's minutes), with no completion taking it over.
-        store.make_chosen(&key).await.map_err(|e| format!("settling the upload record: {e}"))?;
+        // The last replica is cut off from the gateway for a while: no settle from every
+        // replica can be made. A read of the two others chooses the mark (if the gateway has
+        // not given it back already), and it must be gone well within the grace (simulated
+        // time: the grace here is seconds, a deployment's minutes), no completion taking it over.
+        let map = store.map();
+        let cut = map.replicas_of(map.partition_of(&key)).last().cloned().ok_or("no replicas")?;
+        turmoil::partition("script", cut.as_str());
+        store.get(&key).await.map_err(|e| format!("reading the upload record: {e}"))?;
         loop {
             let record = store.get(&key).await.map_err(|e| format!("reading the upload record: {e}"))?.ok_or("the upload record is gone")?;
             if !String::from_utf8_lossy(&record.value).contains("\"completing\"") {
@@ -124,6 +129,7 @@ pub fn a_completion_mark_left_on_one_replica(seed: u64) -> Result<(), String> {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        turmoil::repair("script", cut.as_str());
         complete(&gateway, 0, &upload).await.map_err(|e| format!("the completion sent again failed: {e}"))?;
         match s3::get(&gateway, 0).await? {
             Some(Some(1)) => {}

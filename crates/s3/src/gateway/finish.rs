@@ -191,7 +191,12 @@ impl Gateway {
         if record.completing.as_ref().is_some_and(|c| c.by == by && c.younger_than(self.core.grace / 2)) {
             return Ok(Took::Taken(Upload { id, record, version, chosen, etag }));
         }
-        let before = record.clone();
+        // The record to give back over this mark if it is left: without this completion's own
+        // older mark (written again here, near the grace).
+        let mut before = record.clone();
+        if marks::mark_of(&before) == Some(by) {
+            before.completing = None;
+        }
         record.completing = Some(records::Completing { at_ms: records::now_ms(), parts: wanted.to_vec(), by });
         Ok(match self.put_mark(&upload_key, &record, &before, version, waiting).await? {
             Some(version) => Took::Taken(Upload { id, record, version, chosen, etag }),

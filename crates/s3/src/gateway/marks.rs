@@ -3,6 +3,7 @@
 //! replicas took it, and it may yet stand); the record read again says whose mark is there,
 //! by the token each completion draws (`Completing::by`).
 
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -11,6 +12,7 @@ use s3s::S3Result;
 use super::lookup::Gateway;
 use super::waiting::{Left, Waiting};
 use crate::kv::{Cond, Durability, KvError};
+use crate::objects::Core;
 use crate::records::{self, UploadRecord};
 
 /// Times a write of the record that raced is made again on the record read back.
@@ -56,7 +58,12 @@ impl Gateway {
                         waiting.leave(None);
                         Some(s.version)
                     }
-                    _ => None,
+                    // Settled: the mark did not stand, and never will.
+                    Ok(_) => None,
+                    Err(_) => {
+                        waiting.leave(left());
+                        None
+                    }
                 })
             }
             // No quorum, or a drive without room: some replicas may have taken the mark.
@@ -89,36 +96,62 @@ impl Gateway {
             tracing::warn!("too many completions' marks looked for at once; this one is left to the grace");
             return;
         };
-        let gateway = Gateway { core: self.core.clone() };
+        // The task lasts no longer than the gateway: it holds the core only while it looks.
+        let core = Arc::downgrade(&self.core);
         tokio::spawn(async move {
             let _permit = permit;
-            gateway.give_back_when_settled(left, by).await;
+            give_back_when_settled(core, left, by).await;
         });
     }
+}
 
-    async fn give_back_when_settled(&self, Left { key, record }: Left, by: u64) {
-        let every = LOOK_FOR_LEFT_MARK.min(self.core.grace / 10);
-        let until = tokio::time::Instant::now() + self.core.grace;
-        loop {
-            tokio::time::sleep(every).await;
-            if self.core.kv.settle(&key).await.is_ok() {
-                match self.core.kv.get(&key).await {
-                    Ok(Some(s)) if records::decode::<UploadRecord>("upload", &s.value).ok().as_ref().and_then(mark_of) == Some(by) => {
-                        let write = |v: Bytes| self.core.kv.put(&key, records::encode(&record), Cond::Version(v), Durability::Through);
-                        if self.settle_record(&key, Some(by), s.version, write).await {
-                            tracing::info!("a failed completion's mark, left standing, was given back");
-                            return;
-                        }
-                    }
-                    // The mark never stood, or the record moved on.
-                    Ok(_) => return,
-                    Err(_) => {}
+/// `give_back_later`'s task. A read of a quorum that finds the mark has made it stand (the
+/// read settles what it returns), so the mark is given back then, even with a replica down;
+/// that the mark never stood is known only from a settle that every replica answered, and a
+/// read after it.
+async fn give_back_when_settled(core: Weak<Core>, Left { key, record }: Left, by: u64) {
+    let Some(grace) = core.upgrade().map(|c| c.grace) else { return };
+    let every = LOOK_FOR_LEFT_MARK.min(grace / 10);
+    let until = tokio::time::Instant::now() + grace;
+    loop {
+        tokio::time::sleep(every).await;
+        let Some(core) = core.upgrade() else { return };
+        let gateway = Gateway { core };
+        if gateway.look_for_left_mark(&key, &record, by).await {
+            return;
+        }
+        if tokio::time::Instant::now() >= until {
+            tracing::warn!("a failed completion's mark could not be looked for within the grace; the stale-completion cleanup takes it");
+            return;
+        }
+    }
+}
+
+impl Gateway {
+    /// One look of `give_back_when_settled`: whether it is over (the mark given back, or
+    /// known never to stand).
+    async fn look_for_left_mark(&self, key: &[u8], record: &UploadRecord, by: u64) -> bool {
+        match self.core.kv.get(key).await {
+            Ok(Some(s)) if records::decode::<UploadRecord>("upload", &s.value).ok().as_ref().and_then(mark_of) == Some(by) => {
+                let write = |v: Bytes| self.core.kv.put(key, records::encode(record), Cond::Version(v), Durability::Through);
+                let done = self.settle_record(key, Some(by), s.version, write).await;
+                if done {
+                    tracing::info!("a failed completion's mark, left standing, was given back");
                 }
+                done
             }
-            if tokio::time::Instant::now() >= until {
-                tracing::warn!("a failed completion's mark could not be looked for within the grace; the stale-completion cleanup takes it");
-                return;
-            }
+            // Not there once every replica answered: it never stood, or the record moved on.
+            Ok(_) => self.core.kv.settle(key).await.is_ok() && !self.bears_mark(key, by).await,
+            Err(_) => false,
+        }
+    }
+
+    /// Whether the record read now bears the mark `by` (or could not be read: it may).
+    async fn bears_mark(&self, key: &[u8], by: u64) -> bool {
+        match self.core.kv.get(key).await {
+            Ok(Some(s)) => records::decode::<UploadRecord>("upload", &s.value).ok().as_ref().and_then(mark_of) == Some(by),
+            Ok(None) => false,
+            Err(_) => true,
         }
     }
 
