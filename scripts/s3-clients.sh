@@ -526,15 +526,12 @@ run_client() { # NAME FUNCTION [ARGS...]
     fi
 }
 
-# First: its sweeper, with a grace of one second, collects what every gateway left in the
-# store before it can find the store back as it was, which after the other suites takes it
-# minutes (alone, seconds).
-run_client races pytest_suite test_races.py
 run_client awscli awscli_checks
 run_client s3cmd s3cmd_checks
 run_client rclone rclone_checks
 run_client boto3 pytest_suite test_behaviour.py test_streaming.py test_post_object.py test_cors.py test_tagging.py test_crash.py::test_client_abandoning_an_upload
 run_client crash pytest_suite test_crash.py::test_gateway_killed_mid_upload
+run_client races pytest_suite test_races.py
 run_client hostile pytest_suite test_hostile.py
 run_client store-ops pytest_suite test_store_ops.py
 run_client access pytest_suite test_access.py
