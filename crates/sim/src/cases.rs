@@ -450,7 +450,7 @@ pub(crate) async fn records(store: &Store, prefix: &[u8]) -> Result<Vec<(Bytes, 
 
 /// The intent key of the data of upload `upload`'s one part, read from its part record (whose
 /// segment names the data id as a JSON number: crates/s3/src/records.rs).
-async fn part_intent(store: &Store, upload: &str) -> Result<Vec<u8>, String> {
+pub(crate) async fn part_intent(store: &Store, upload: &str) -> Result<Vec<u8>, String> {
     let id = u128::from_str_radix(upload, 16).map_err(|e| format!("upload id {upload}: {e}"))?;
     let (_, record) = records(store, &[PART, &id.to_be_bytes()].concat()).await?.remove(0);
     let text = String::from_utf8(record.to_vec()).map_err(|e| format!("part record: {e}"))?;
@@ -463,7 +463,7 @@ async fn part_intent(store: &Store, upload: &str) -> Result<Vec<u8>, String> {
 }
 
 /// An intent record for the part of `object`'s upload, as the gateway encodes one.
-fn intent_record(object: u64, doomed: bool) -> Bytes {
+pub(crate) fn intent_record(object: u64, doomed: bool) -> Bytes {
     let owner = format!("{{\"bucket\":\"{}\",\"key\":\"{}\"}}", s3::BUCKET, s3::object_name(object));
     Bytes::from(format!("{{\"touched_ms\":{},\"owner\":{owner},\"doomed\":{doomed}}}", s3::wall_clock()))
 }
@@ -508,7 +508,7 @@ pub(crate) async fn complete(gateway: &Embedded, object: u64, (upload, part): &(
 }
 
 /// A completion that must fail with `code`.
-async fn complete_fails(gateway: &Embedded, object: u64, upload: &(String, CompletedPart), code: S3ErrorCode) -> Result<(), String> {
+pub(crate) async fn complete_fails(gateway: &Embedded, object: u64, upload: &(String, CompletedPart), code: S3ErrorCode) -> Result<(), String> {
     let input = CompleteMultipartUploadInput {
         bucket: s3::BUCKET.into(),
         key: s3::object_name(object),

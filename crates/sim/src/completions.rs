@@ -15,9 +15,9 @@ use s3s::{S3ErrorCode, S3};
 use spindle_s3::Embedded;
 
 use bytes::Bytes;
-use spindle_cluster::store::Condition;
+use spindle_cluster::store::{Condition, Store};
 
-use crate::cases::{complete, enable_versioning, records, scripted, scripted_with_disks, sweep_past_grace, upload_one_part, PART, UPLOAD};
+use crate::cases::{complete, complete_fails, enable_versioning, intent_record, part_intent, records, scripted, scripted_with_disks, sweep_past_grace, upload_one_part, upload_part, PART, UPLOAD};
 use crate::minority::first_replica;
 use crate::s3;
 
@@ -119,16 +119,7 @@ pub fn a_completion_mark_left_on_one_replica(seed: u64) -> Result<(), String> {
         let cut = map.replicas_of(map.partition_of(&key)).last().cloned().ok_or("no replicas")?;
         turmoil::partition("script", cut.as_str());
         store.get(&key).await.map_err(|e| format!("reading the upload record: {e}"))?;
-        loop {
-            let record = store.get(&key).await.map_err(|e| format!("reading the upload record: {e}"))?.ok_or("the upload record is gone")?;
-            if !String::from_utf8_lossy(&record.value).contains("\"completing\"") {
-                break;
-            }
-            if since.elapsed() >= s3::GRACE / 2 {
-                return Err(format!("the failed completion's mark still holds the upload {:?} after it failed", since.elapsed()));
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        mark_gone(&store, &key, since).await?;
         turmoil::repair("script", cut.as_str());
         complete(&gateway, 0, &upload).await.map_err(|e| format!("the completion sent again failed: {e}"))?;
         match s3::get(&gateway, 0).await? {
@@ -142,6 +133,64 @@ pub fn a_completion_mark_left_on_one_replica(seed: u64) -> Result<(), String> {
         }
         Ok(())
     })
+}
+
+/// A completion that took its upload and then failed (its part's data doomed by the sweeper:
+/// InvalidPart), whose give-back of the upload no drive took (each refuses, NO_SPACE, a write
+/// of the record without a mark). Its mark, its own and standing, must not hold the upload
+/// once the drives take writes again: the gateway gives it back, and the part uploaded again
+/// completes. Before, the mark stayed until the grace.
+pub fn a_completion_give_back_refused(seed: u64) -> Result<(), String> {
+    scripted_with_disks(seed, |store, gateway, disks| async move {
+        let upload = upload_one_part(&gateway, 0, 1).await?;
+        let intent = part_intent(&store, &upload.0).await?;
+        store.put(&intent, intent_record(0, true), Condition::Absent).await.map_err(|e| format!("dooming the intent: {e}"))?;
+        let (key, _) = records(&store, &[UPLOAD, format!("{{{}}}\0{}\0", s3::BUCKET, s3::object_name(0)).as_bytes()].concat()).await?.remove(0);
+        let dkey = spindle_cluster::map::drive_key(store.map().partition_of(&key), &key);
+        // Each drive, once it took the mark, refuses the record without one.
+        for disk in &disks {
+            let (dkey, marked) = (dkey.clone(), Arc::new(std::sync::atomic::AtomicBool::new(false)));
+            disk.refuse_puts(Some(Arc::new(move |k, value| {
+                if k != dkey.as_ref() {
+                    return false;
+                }
+                let mark = value.windows(12).any(|w| w == b"\"completing\"");
+                if mark {
+                    marked.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+                !mark && marked.load(std::sync::atomic::Ordering::Relaxed)
+            })));
+        }
+        let failed = complete_fails(&gateway, 0, &upload, S3ErrorCode::InvalidPart).await;
+        let since = tokio::time::Instant::now();
+        for disk in &disks {
+            disk.refuse_puts(None);
+        }
+        failed?;
+        mark_gone(&store, &key, since).await?;
+        let again = upload_part(&gateway, 0, &upload.0, 1).await?;
+        complete(&gateway, 0, &(upload.0.clone(), again)).await.map_err(|e| format!("the completion after the part was uploaded again failed: {e}"))?;
+        match s3::get(&gateway, 0).await? {
+            Some(Some(1)) => Ok(()),
+            other => Err(format!("object 0 reads {other:?}, not value 1")),
+        }
+    })
+}
+
+/// Waits, reading the upload record at `key`, for its mark to go: within half the grace of
+/// `since`, when the failed completion's answer came (simulated time: the grace here is
+/// seconds, a deployment's minutes).
+async fn mark_gone(store: &Store, key: &[u8], since: tokio::time::Instant) -> Result<(), String> {
+    loop {
+        let record = store.get(key).await.map_err(|e| format!("reading the upload record: {e}"))?.ok_or("the upload record is gone")?;
+        if !String::from_utf8_lossy(&record.value).contains("\"completing\"") {
+            return Ok(());
+        }
+        if since.elapsed() >= s3::GRACE / 2 {
+            return Err(format!("the failed completion's mark still holds the upload {:?} after it failed", since.elapsed()));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 fn retried_completions(seed: u64, versioned: bool) -> Result<(), String> {

@@ -80,6 +80,13 @@ fn a_completion_mark_left_on_one_replica_is_given_back() {
 }
 
 #[test]
+fn a_completion_whose_give_back_no_drive_took_is_given_back_later() {
+    for seed in 0..2 {
+        spindle_sim::a_completion_give_back_refused(seed).unwrap();
+    }
+}
+
+#[test]
 fn completions_sent_again_complete_an_upload_once() {
     // Seed 0 (with the build before a completion waited for another of its upload under
     // way): two copies of one completion each swapped the upload in, two versions on one
