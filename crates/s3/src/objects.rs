@@ -64,7 +64,7 @@ pub struct Core {
     /// this gateway's clock (`sweeper.rs`).
     pub watched: parking_lot::Mutex<std::collections::HashMap<DataId, (Bytes, Instant)>>,
     /// Room for the tasks that look for marks failed completions may have left
-    /// (`gateway::MOST_MARKS_LOOKED_FOR`).
+    /// (`gateway::room_for_left_marks`).
     pub marks_looked_for: Arc<tokio::sync::Semaphore>,
 }
 

@@ -420,7 +420,7 @@ const SLOW_DOWN_RETRIES: u32 = 4;
 async fn failed_after_swap(store: &Store, gateway: &Embedded, object: u64, first: u64, second: u64) -> Result<(String, CompletedPart), String> {
     let (upload, part) = upload_one_part(gateway, object, first).await?;
     let id = u128::from_str_radix(&upload, 16).map_err(|e| format!("upload id {upload}: {e}"))?;
-    let uploads = [UPLOAD, format!("{{{}}}\0{}\0", s3::BUCKET, s3::object_name(object)).as_bytes()].concat();
+    let uploads = uploads_of(object);
     let parts = [PART, &id.to_be_bytes()].concat();
     let kept = [records(store, &uploads).await?, records(store, &parts).await?].concat();
     complete(gateway, object, &(upload.clone(), part.clone())).await?;
@@ -431,6 +431,11 @@ async fn failed_after_swap(store: &Store, gateway: &Embedded, object: u64, first
         return Err(format!("object {object} was not replaced"));
     }
     Ok((upload, part))
+}
+
+/// The prefix of the upload records of `object` (crates/s3/src/layout.rs).
+pub(crate) fn uploads_of(object: u64) -> Vec<u8> {
+    [UPLOAD, format!("{{{}}}\0{}\0", s3::BUCKET, s3::object_name(object)).as_bytes()].concat()
 }
 
 /// The one record under `prefix`.

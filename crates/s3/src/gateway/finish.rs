@@ -54,37 +54,36 @@ impl Gateway {
 
     /// The completion of upload `upload_id` of `bucket/key` from the parts `wanted`, once parsed.
     async fn complete_upload(&self, (bucket, key, upload_id): (&str, &str, &str), wanted: &[(u32, String)], (if_match, if_none_match): (Option<ETagCondition>, Option<ETagCondition>), versioning: Option<records::Versioning>, waiting: &Waiting) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
-        let (bucket, key) = (bucket.to_owned(), key.to_owned());
         let by = waiting.by;
         let mut taken = None;
         for _ in 0..TAKE_ATTEMPTS {
             // Another completion of the upload under way is waited for, never joined: two
             // could both swap the upload in, two objects (two versions) on one upload's data.
-            let upload = match self.upload_to_complete(&bucket, &key, upload_id, wanted, waiting).await? {
+            let upload = match self.upload_to_complete(bucket, key, upload_id, wanted, waiting).await? {
                 Taken::Free(upload) => upload,
-                Taken::Completed(m) => return Ok(S3Response::new(completed(&bucket, &key, m))),
+                Taken::Completed(m) => return Ok(S3Response::new(completed(bucket, key, m))),
             };
             // Our own mark already there (an earlier write of it raced and stood): if this
             // attempt fails, the upload is given back rather than left marked.
             let ours = (upload.1.completing.as_ref().map(|c| c.by) == Some(by)).then(|| (upload.0, upload.1.clone(), upload.2.clone()));
-            let took = self.take_upload(&bucket, &key, upload, (wanted, waiting), if_match.as_ref(), if_none_match.as_ref()).await;
+            let took = self.take_upload(bucket, key, upload, (wanted, waiting), if_match.as_ref(), if_none_match.as_ref()).await;
             if let (Err(_), Some((id, mut record, version))) = (&took, ours) {
                 record.completing = None;
-                self.give_back(&layout::upload(&bucket, &key, id), &record, waiting, version).await;
+                self.give_back(&layout::upload(bucket, key, id), &record, waiting, version).await;
             }
             match took? {
                 Took::Taken(t) => {
                     taken = Some(t);
                     break;
                 }
-                Took::Completed(m) => return Ok(S3Response::new(completed(&bucket, &key, m))),
+                Took::Completed(m) => return Ok(S3Response::new(completed(bucket, key, m))),
                 Took::Changed => {}
             }
         }
         let Some(Upload { id, mut record, version, chosen, etag }) = taken else {
             return Err(s3_error!(SlowDown, "the upload kept changing while it was being completed; send the completion again"));
         };
-        let upload_key = layout::upload(&bucket, &key, id);
+        let upload_key = layout::upload(bucket, key, id);
         let segments: Vec<Segment> = chosen.iter().map(|(_, p)| p.segment).collect();
         let size = segments.iter().map(|s| s.size).sum();
         let manifest = Manifest { size, etag, modified_ms: records::now_ms(), attributes: record.attributes.clone(), segments, completed_from: Some(id), owner: record.owner.clone(), acl: record.acl.clone(), tags: record.tags.clone(), class: record.class.clone(), ..Manifest::default() };
@@ -94,7 +93,7 @@ impl Gateway {
         // aborted; noting, after a swap that answered 5xx, that it may have taken effect.
         let mut own = Vec::with_capacity(chosen.len());
         for (n, p) in &chosen {
-            let owner = Owner { bucket: bucket.clone(), key: key.clone(), part: Some((id, *n)) };
+            let owner = Owner { bucket: bucket.to_owned(), key: key.to_owned(), part: Some((id, *n)) };
             match self.core.claim(p.segment.data, &owner).await {
                 Ok(intent) => own.push(Own { data: p.segment.data, owner, intent }),
                 Err(e) => {
@@ -115,12 +114,12 @@ impl Gateway {
             }
             old => check_write(old, if_match.as_ref(), if_none_match.as_ref()),
         };
-        let committed = match self.core.commit(&bucket, &key, &manifest, check, own, versioning).await {
+        let committed = match self.core.commit(bucket, key, &manifest, check, own, versioning).await {
             Ok(m) => m,
             Err(_) if found.lock().unwrap_or_else(|e| e.into_inner()).is_some() => {
                 let m = found.into_inner().unwrap_or_else(|e| e.into_inner()).unwrap_or_default();
-                self.finish_after_swap(&bucket, &key, id, &m, &upload_key, (Some(by), version)).await;
-                return Ok(S3Response::new(completed(&bucket, &key, m)));
+                self.finish_after_swap(bucket, key, id, &m, &upload_key, (Some(by), version)).await;
+                return Ok(S3Response::new(completed(bucket, key, m)));
             }
             Err(e) => {
                 record.completing = None;
@@ -129,8 +128,8 @@ impl Gateway {
                 return Err(e);
             }
         };
-        self.finish_after_swap(&bucket, &key, id, &manifest, &upload_key, (Some(by), version)).await;
-        Ok(S3Response::new(completed(&bucket, &key, committed)))
+        self.finish_after_swap(bucket, key, id, &manifest, &upload_key, (Some(by), version)).await;
+        Ok(S3Response::new(completed(bucket, key, committed)))
     }
 
     /// Takes upload `id` (its record, read at store version `version`) for a completion of the parts

@@ -22,11 +22,22 @@ const MARK_ATTEMPTS: usize = 4;
 const LOOK_FOR_LEFT_MARK: Duration = Duration::from_secs(1);
 /// The most such marks a gateway looks for at once, a task each; more are left to the grace
 /// (the stale-completion cleanup).
-pub const MOST_MARKS_LOOKED_FOR: usize = 256;
+const MOST_MARKS_LOOKED_FOR: usize = 256;
 
 /// The token of the mark on `record`, if any.
 pub(super) fn mark_of(record: &UploadRecord) -> Option<u64> {
     record.completing.as_ref().map(|c| c.by)
+}
+
+/// Whether the stored upload record `value` decodes and bears the mark `by` (`None`: no mark).
+fn bears(value: &[u8], by: Option<u64>) -> bool {
+    records::decode::<UploadRecord>("upload", value).ok().as_ref().is_some_and(|r| mark_of(r) == by)
+}
+
+/// The room for the tasks that look for marks failed completions may have left
+/// (`Core::marks_looked_for`).
+pub fn room_for_left_marks() -> Arc<tokio::sync::Semaphore> {
+    Arc::new(tokio::sync::Semaphore::new(MOST_MARKS_LOOKED_FOR))
 }
 
 impl Gateway {
@@ -38,10 +49,9 @@ impl Gateway {
     /// One whose outcome stays unknown is noted in `waiting`, for the completion to give back
     /// if it fails.
     pub(super) async fn put_mark(&self, key: &[u8], record: &UploadRecord, before: &UploadRecord, version: Bytes, waiting: &Waiting) -> S3Result<Option<Bytes>> {
-        let left = || Some(Left { key: Bytes::copy_from_slice(key), record: before.clone() });
         match self.core.kv.put(key, records::encode(record), Cond::Version(version), Durability::Through).await {
             Ok(v) => {
-                waiting.leave(None);
+                waiting.holds_upload();
                 Ok(Some(v))
             }
             Err(KvError::Mismatch) => Ok(None),
@@ -50,25 +60,25 @@ impl Gateway {
             Err(KvError::Contended(_)) => {
                 if let Err(e) = self.core.kv.settle(key).await {
                     tracing::info!(error = %e, "a raced mark could not be settled");
-                    waiting.leave(left());
+                    waiting.may_have_left(key, before);
                     return Ok(None);
                 }
                 Ok(match self.core.kv.get(key).await {
-                    Ok(Some(s)) if records::decode::<UploadRecord>("upload", &s.value).ok().is_some_and(|r| r.completing.is_some() && mark_of(&r) == mark_of(record)) => {
-                        waiting.leave(None);
+                    Ok(Some(s)) if bears(&s.value, mark_of(record)) => {
+                        waiting.holds_upload();
                         Some(s.version)
                     }
                     // Settled: the mark did not stand, and never will.
                     Ok(_) => None,
                     Err(_) => {
-                        waiting.leave(left());
+                        waiting.may_have_left(key, before);
                         None
                     }
                 })
             }
             // No quorum, or a drive without room: some replicas may have taken the mark.
             Err(e) => {
-                waiting.leave(left());
+                waiting.may_have_left(key, before);
                 Err(e.into())
             }
         }
@@ -79,10 +89,16 @@ impl Gateway {
     /// behind is a completion that crashed (taken over, or cleaned up, after the grace).
     /// One that does not get through is noted in `waiting`, as `put_mark` notes one.
     pub(super) async fn give_back(&self, key: &[u8], record: &UploadRecord, waiting: &Waiting, version: Bytes) {
-        let write = |v: Bytes| self.core.kv.put(key, records::encode(record), Cond::Version(v), Durability::Through);
-        if !self.settle_record(key, Some(waiting.by), version, write).await {
-            waiting.leave(Some(Left { key: Bytes::copy_from_slice(key), record: record.clone() }));
+        if !self.write_over_mark(key, record, waiting.by, version).await {
+            waiting.may_have_left(key, record);
         }
+    }
+
+    /// `record` written over the mark `by` at `version`, by `settle_record`.
+    async fn write_over_mark(&self, key: &[u8], record: &UploadRecord, by: u64, version: Bytes) -> bool {
+        let value = records::encode(record);
+        let write = |v: Bytes| self.core.kv.put(key, value.clone(), Cond::Version(v), Durability::Through);
+        self.settle_record(key, Some(by), version, write).await
     }
 
     /// Gives back, once the record can be settled, the mark a completion that failed may have
@@ -107,18 +123,28 @@ impl Gateway {
 
 /// `give_back_later`'s task. A read of a quorum that finds the mark has made it stand (the
 /// read settles what it returns), so the mark is given back then, even with a replica down;
-/// that the mark never stood is known only from a settle that every replica answered, and a
-/// read after it.
+/// that the mark never stood is known only from a read after a settle that every replica
+/// answered.
 async fn give_back_when_settled(core: Weak<Core>, Left { key, record }: Left, by: u64) {
     let Some(grace) = core.upgrade().map(|c| c.grace) else { return };
     let every = LOOK_FOR_LEFT_MARK.min(grace / 10);
     let until = tokio::time::Instant::now() + grace;
+    let mut settled = false;
     loop {
         tokio::time::sleep(every).await;
         let Some(core) = core.upgrade() else { return };
         let gateway = Gateway { core };
-        if gateway.look_for_left_mark(&key, &record, by).await {
-            return;
+        match gateway.core.kv.get(&key).await {
+            Ok(Some(s)) if bears(&s.value, Some(by)) => {
+                if gateway.write_over_mark(&key, &record, by, s.version).await {
+                    tracing::info!("a failed completion's mark, left standing, was given back");
+                    return;
+                }
+            }
+            // Not there once every replica answered: it never stood, or the record moved on.
+            Ok(_) if settled => return,
+            Ok(_) => settled = gateway.core.kv.settle(&key).await.is_ok(),
+            Err(_) => {}
         }
         if tokio::time::Instant::now() >= until {
             tracing::warn!("a failed completion's mark could not be looked for within the grace; the stale-completion cleanup takes it");
@@ -128,33 +154,6 @@ async fn give_back_when_settled(core: Weak<Core>, Left { key, record }: Left, by
 }
 
 impl Gateway {
-    /// One look of `give_back_when_settled`: whether it is over (the mark given back, or
-    /// known never to stand).
-    async fn look_for_left_mark(&self, key: &[u8], record: &UploadRecord, by: u64) -> bool {
-        match self.core.kv.get(key).await {
-            Ok(Some(s)) if records::decode::<UploadRecord>("upload", &s.value).ok().as_ref().and_then(mark_of) == Some(by) => {
-                let write = |v: Bytes| self.core.kv.put(key, records::encode(record), Cond::Version(v), Durability::Through);
-                let done = self.settle_record(key, Some(by), s.version, write).await;
-                if done {
-                    tracing::info!("a failed completion's mark, left standing, was given back");
-                }
-                done
-            }
-            // Not there once every replica answered: it never stood, or the record moved on.
-            Ok(_) => self.core.kv.settle(key).await.is_ok() && !self.bears_mark(key, by).await,
-            Err(_) => false,
-        }
-    }
-
-    /// Whether the record read now bears the mark `by` (or could not be read: it may).
-    async fn bears_mark(&self, key: &[u8], by: u64) -> bool {
-        match self.core.kv.get(key).await {
-            Ok(Some(s)) => records::decode::<UploadRecord>("upload", &s.value).ok().as_ref().and_then(mark_of) == Some(by),
-            Ok(None) => false,
-            Err(_) => true,
-        }
-    }
-
     /// Deletes the upload record, still at `version` with the mark `by` (a completion that
     /// took the upload since keeps it).
     pub(super) async fn clear_mark(&self, key: &[u8], by: Option<u64>, version: Bytes) {
@@ -182,7 +181,7 @@ impl Gateway {
                 }
             }
             match self.core.kv.get(key).await {
-                Ok(Some(s)) if records::decode::<UploadRecord>("upload", &s.value).ok().as_ref().is_some_and(|r| mark_of(r) == by) => version = s.version,
+                Ok(Some(s)) if bears(&s.value, by) => version = s.version,
                 Ok(_) => return true,
                 Err(e) => {
                     tracing::warn!(error = %e, "an upload record raced and could not be read again");

@@ -39,7 +39,7 @@ use s3s::{S3Request, S3Response, S3Result, S3};
 pub use tidy::tidy_uploads;
 pub use lookup::Gateway;
 pub use limits::MIN_PART_BYTES;
-pub use marks::MOST_MARKS_LOOKED_FOR;
+pub use marks::room_for_left_marks;
 
 #[async_trait::async_trait]
 impl S3 for Gateway {

@@ -43,10 +43,15 @@ impl Waiting {
         Waiting { by, until: tokio::time::Instant::now() + WAIT_FOR_COMPLETION, left: std::sync::Mutex::new(None) }
     }
 
-    /// Notes the mark this completion may have left standing (`None`: none, the upload being
-    /// this completion's own now).
-    pub(super) fn leave(&self, left: Option<Left>) {
-        *self.left.lock().unwrap_or_else(|e| e.into_inner()) = left;
+    /// Notes that this completion may have left its mark standing on the record at `key`,
+    /// and the record to write over it if so.
+    pub(super) fn may_have_left(&self, key: &[u8], record: &UploadRecord) {
+        *self.left.lock().unwrap_or_else(|e| e.into_inner()) = Some(Left { key: Bytes::copy_from_slice(key), record: record.clone() });
+    }
+
+    /// Notes that the upload is this completion's own now: no mark of it is left elsewhere.
+    pub(super) fn holds_upload(&self) {
+        *self.left.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
     pub(super) fn take_left(&self) -> Option<Left> {
