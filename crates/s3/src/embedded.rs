@@ -55,7 +55,7 @@ impl Embedded {
         let chunk = chunk.clamp(1, kv.max_value().await?);
         let stripes = crate::stripes::Stripes::open(&kv, &Default::default()).map_err(GatewayError::Invalid)?;
         let ids = parking_lot::Mutex::new(rand::SeedableRng::seed_from_u64(seed));
-        let core = Arc::new(Core { kv, chunk, min_part, grace, md5: Md5Lanes::inline(), classes: Default::default(), stripes, ids, watched: Default::default(), marks_looked_for: crate::gateway::room_for_left_marks() });
+        let core = Arc::new(Core { kv, chunk, min_part, grace, md5: Md5Lanes::inline(), classes: Default::default(), stripes, ids, watched: Default::default(), marks_looked_for: crate::gateway::room_for_left_marks(), turns: Default::default() });
         Ok(Embedded { gateway: Gateway::new(core.clone()), core })
     }
 

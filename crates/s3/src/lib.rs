@@ -33,6 +33,7 @@ mod request_log;
 mod server;
 mod stall;
 mod stripes;
+mod swap;
 mod sweeper;
 mod tls;
 pub mod users;

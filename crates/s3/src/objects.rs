@@ -23,6 +23,7 @@ use crate::chunker::Chunker;
 use crate::kv::{Cond, Durability, Kv, KvError};
 use crate::layout::{self, DataId};
 use crate::md5_lanes::{Md5Lanes, Md5Stream};
+use crate::swap::{Raced, Settled};
 use crate::records::{self, Manifest, Owner, Segment, Versioning};
 
 /// Chunks of one upload in flight to the store at once: enough to keep every replica busy,
@@ -66,6 +67,8 @@ pub struct Core {
     /// Room for the tasks that look for marks failed completions may have left
     /// (`gateway::room_for_left_marks`).
     pub marks_looked_for: Arc<tokio::sync::Semaphore>,
+    /// Writes and deletes of one object through this gateway take turns at its swap.
+    pub turns: crate::swap::Turns,
 }
 
 /// One chunk's write in flight.
@@ -76,28 +79,6 @@ pub struct Own {
     pub data: DataId,
     pub owner: Owner,
     pub intent: Bytes,
-}
-
-/// A commit once its swap raced (`Core::commit`): the version the swap was made on, and every
-/// manifest tried on it since with its encoding (any may yet be chosen by another's hand).
-pub(crate) struct Raced {
-    pub based: Option<Bytes>,
-    /// The `Manifest::swap_id` of the manifest the swap was made on, if it had one.
-    pub based_id: Option<u64>,
-    pub tried: Vec<(Manifest, Bytes)>,
-}
-
-/// What reading the object again says of a raced swap (`Core::settle_race`).
-pub(crate) enum Settled {
-    /// This manifest of ours (its index in `Raced::tried`) took effect.
-    Took(usize),
-    /// The version the swap was made on is still there: tried again.
-    TryAgain,
-    /// Ours never took effect, and another write did: the write starts over above it.
-    StartOver,
-    /// Ours is not current, and no manifest tells whether it took effect
-    /// (`Core::replaced_since` asks its data's intents).
-    Unknown,
 }
 
 /// Data written by `write_data`, not yet referenced by any record.
@@ -158,6 +139,12 @@ impl Core {
     pub fn class_of(&self, asked: Option<&str>) -> S3Result<records::Class> {
         let (storage_class, pool) = self.classes.resolve(asked)?;
         Ok(records::Class { storage_class, pool })
+    }
+
+    /// Waits after the `lost`-th try of a swap that another gateway's write or a race undid
+    /// (`Turns::back_off`).
+    pub(crate) async fn back_off(&self, lost: usize) {
+        tokio::time::sleep(crate::swap::Turns::back_off(lost, self.draw())).await;
     }
 
     /// A random number from the gateway's own source (the system's entropy, or a seed that
@@ -301,8 +288,12 @@ impl Core {
         let mut raced: Option<Raced> = None;
         // An intent refresh that failed after a race, until a reading settles it.
         let mut unrefreshed: Option<KvError> = None;
+        let _turn = self.turns.take(&object).await;
         let outcome: S3Result<Manifest> = async {
-            for _ in 0..COMMIT_ATTEMPTS {
+            for attempt in 0..COMMIT_ATTEMPTS {
+                if attempt > 0 {
+                    self.back_off(attempt).await;
+                }
                 let current = self.kv.get(&object).await?;
                 if let Some(r) = &raced {
                     match self.settle_race(bucket, key, r, current.as_ref(), versioning).await? {

@@ -5,7 +5,8 @@ use s3s::S3Result;
 
 use crate::kv::{KvError, Stored};
 use crate::layout;
-use crate::objects::{Core, Own, Raced, Settled};
+use crate::objects::{Core, Own};
+use crate::swap::{Raced, Settled};
 use crate::records::{self, Intent, Manifest, Versioning};
 use crate::versions::order_key;
 

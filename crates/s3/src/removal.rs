@@ -19,7 +19,11 @@ impl Core {
         let owner = Owner { bucket: bucket.to_owned(), key: key.to_owned(), part: None };
         // Once a delete raced: the version it was made on, and that version's manifest.
         let mut raced: Option<(Bytes, Manifest)> = None;
-        for _ in 0..COMMIT_ATTEMPTS {
+        let _turn = self.turns.take(&object).await;
+        for attempt in 0..COMMIT_ATTEMPTS {
+            if attempt > 0 {
+                self.back_off(attempt).await;
+            }
             let current = self.kv.get(&object).await?;
             if let Some((based, removed)) = &raced {
                 if current.as_ref().map(|s| &s.version) != Some(based) {

@@ -78,7 +78,7 @@ pub async fn serve(listener: TcpListener, config: Config, ready: impl FnOnce(), 
     let chunk = config.kv.max_value().await?;
     let stripes = crate::stripes::Stripes::open(&config.kv, &config.remotes).map_err(GatewayError::Invalid)?;
     config.classes.check(&config.kv, &stripes, chunk).map_err(GatewayError::Invalid)?;
-    let core = Arc::new(Core { kv: config.kv, chunk, min_part: gateway::MIN_PART_BYTES, grace: config.sweep_grace, md5: crate::md5_lanes::Md5Lanes::start(), classes: config.classes, stripes, ids: parking_lot::Mutex::new(rand::SeedableRng::from_os_rng()), watched: Default::default(), marks_looked_for: gateway::room_for_left_marks() });
+    let core = Arc::new(Core { kv: config.kv, chunk, min_part: gateway::MIN_PART_BYTES, grace: config.sweep_grace, md5: crate::md5_lanes::Md5Lanes::start(), classes: config.classes, stripes, ids: parking_lot::Mutex::new(rand::SeedableRng::from_os_rng()), watched: Default::default(), marks_looked_for: gateway::room_for_left_marks(), turns: Default::default() });
     let sweeper = tokio::spawn(sweep_forever(core.clone(), config.sweep_interval, config.orphan_scan_interval));
     let stats = Arc::new(crate::lifecycle_pass::LifecycleStats::default());
     let lifecycle = tokio::spawn(crate::lifecycle_pass::lifecycle_forever(core.clone(), config.lifecycle, stats.clone()));

@@ -222,7 +222,11 @@ impl Core {
         // A marker written and a delete of the current record sent that may have taken effect,
         // with the version it was made on and that version's swap id: kept until settled.
         let mut sent: Option<(Manifest, Bytes, Option<u64>)> = None;
-        for _ in 0..REMOVE_ATTEMPTS {
+        let _turn = self.turns.take(&object).await;
+        for attempt in 0..REMOVE_ATTEMPTS {
+            if attempt > 0 {
+                self.back_off(attempt).await;
+            }
             let current = self.kv.get(&object).await?;
             if let Some((marker, based, based_id)) = &sent {
                 if current.as_ref().map(|s| &s.version) == Some(based) {
@@ -288,7 +292,11 @@ impl Core {
         let owner = Owner { bucket: bucket.to_owned(), key: key.to_owned(), part: None };
         // The current version, once a delete of it was sent that may have taken effect.
         let mut removed: Option<Manifest> = None;
-        for _ in 0..REMOVE_ATTEMPTS {
+        let _turn = self.turns.take(&object).await;
+        for attempt in 0..REMOVE_ATTEMPTS {
+            if attempt > 0 {
+                self.back_off(attempt).await;
+            }
             let current = match self.kv.get(&object).await? {
                 Some(s) => Some((records::decode_manifest(&s.value)?, s.version)),
                 None => None,
@@ -343,7 +351,11 @@ impl Core {
     /// current record away again and looks at the next newest.
     async fn promote(&self, bucket: &str, key: &str) -> S3Result<()> {
         let object = layout::object(bucket, key);
-        for _ in 0..REMOVE_ATTEMPTS {
+        // No turn taken here: a removal holding the object's turn promotes.
+        for attempt in 0..REMOVE_ATTEMPTS {
+            if attempt > 0 {
+                self.back_off(attempt).await;
+            }
             let Some(newest) = self.newest_kept(bucket, key).await? else { return Ok(()) };
             if newest.manifest.delete_marker {
                 return Ok(());
