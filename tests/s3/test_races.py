@@ -241,3 +241,34 @@ def test_racing_writes_of_one_key_with_the_sweeper(gateway):
     for k in left:
         kinds[k[3:4]] = kinds.get(k[3:4], 0) + 1
     assert not left, f"{len(left)} keys left {LEAK_WAIT_SECONDS} s after everything was deleted (grace 1 s), by kind {kinds}, e.g. {sorted(left)[:5]}; the gateway's log ends:\n" + "\n".join(log().splitlines()[-40:])
+
+
+def test_writers_of_one_key_through_two_gateways_all_succeed():
+    """Eight writers, four through each of two gateways over the cluster, put five 1 MiB
+    payloads each to one key (no retries): every PUT succeeds (a gateway's writers take turns
+    at the key's swap, and the two gateways' swaps race fairly), and the key ends as the last
+    write of one of them."""
+    writers, rounds = 8, 5
+    with own_gateway() as (first, _, _, first_log), own_gateway() as (second, _, _, second_log):
+        clients = [make_client(endpoint=first), make_client(endpoint=second)]
+        bucket = unique_bucket_name("duel")
+        clients[0].create_bucket(Bucket=bucket)
+        failures = []
+
+        def writer(w):
+            s3 = clients[w % 2]
+            for i in range(rounds):
+                try:
+                    s3.put_object(Bucket=bucket, Key="hot", Body=payload(MIB, f"w{w}-{i}"))
+                except ClientError as e:
+                    failures.append((w, i, str(e)))
+
+        with ThreadPoolExecutor(writers) as pool:
+            for f in [pool.submit(writer, w) for w in range(writers)]:
+                f.result()
+        logs = "\n".join(first_log().splitlines()[-20:] + second_log().splitlines()[-20:])
+        assert not failures, f"{len(failures)} PUTs failed, e.g. {failures[:3]}; the gateways' logs end:\n{logs}"
+        body = clients[1].get_object(Bucket=bucket, Key="hot")["Body"].read()
+        assert md5_hex(body) in {md5_hex(payload(MIB, f"w{w}-{rounds - 1}")) for w in range(writers)}
+        clients[0].delete_object(Bucket=bucket, Key="hot")
+        clients[0].delete_bucket(Bucket=bucket)

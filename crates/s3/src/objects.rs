@@ -23,7 +23,7 @@ use crate::chunker::Chunker;
 use crate::kv::{Cond, Durability, Kv, KvError};
 use crate::layout::{self, DataId};
 use crate::md5_lanes::{Md5Lanes, Md5Stream};
-use crate::swap::{Raced, Settled};
+use crate::swap::{Duels, Raced, Settled};
 use crate::records::{self, Manifest, Owner, Segment, Versioning};
 
 /// Chunks of one upload in flight to the store at once: enough to keep every replica busy,
@@ -141,10 +141,11 @@ impl Core {
         Ok(records::Class { storage_class, pool })
     }
 
-    /// Waits after the `lost`-th try of a swap that another gateway's write or a race undid
-    /// (`Turns::back_off`).
-    pub(crate) async fn back_off(&self, lost: usize) {
-        tokio::time::sleep(crate::swap::Turns::back_off(lost, self.draw())).await;
+    /// Before a swap's next try: a random wait if its last try dueled (`Duels::wait`).
+    pub(crate) async fn back_off(&self, duels: &mut Duels) {
+        if let Some(wait) = duels.wait(self.draw()) {
+            tokio::time::sleep(wait).await;
+        }
     }
 
     /// A random number from the gateway's own source (the system's entropy, or a seed that
@@ -290,10 +291,9 @@ impl Core {
         let mut unrefreshed: Option<KvError> = None;
         let _turn = self.turns.take(&object).await;
         let outcome: S3Result<Manifest> = async {
-            for attempt in 0..COMMIT_ATTEMPTS {
-                if attempt > 0 {
-                    self.back_off(attempt).await;
-                }
+            let mut duels = Duels::default();
+            for _ in 0..COMMIT_ATTEMPTS {
+                self.back_off(&mut duels).await;
                 let current = self.kv.get(&object).await?;
                 if let Some(r) = &raced {
                     match self.settle_race(bucket, key, r, current.as_ref(), versioning).await? {
@@ -360,6 +360,7 @@ impl Core {
                     }
                     Err(KvError::Mismatch) => continue,
                     Err(KvError::Contended(_)) => {
+                        duels.dueled();
                         let based_id = old.as_ref().and_then(|o| o.swap_id);
                         raced.get_or_insert_with(|| Raced { based, based_id, tried: Vec::new() }).tried.push((ours, value));
                     }

@@ -9,6 +9,7 @@ use crate::kv::{Cond, Durability, KvError, Stored};
 use crate::layout;
 use crate::objects::{Core, COMMIT_ATTEMPTS};
 use crate::records::{self, Manifest, Owner};
+use crate::swap::Duels;
 
 impl Core {
     /// Deletes the object `bucket/key` if `check` accepts it; its data is released. `None`
@@ -20,10 +21,9 @@ impl Core {
         // Once a delete raced: the version it was made on, and that version's manifest.
         let mut raced: Option<(Bytes, Manifest)> = None;
         let _turn = self.turns.take(&object).await;
-        for attempt in 0..COMMIT_ATTEMPTS {
-            if attempt > 0 {
-                self.back_off(attempt).await;
-            }
+        let mut duels = Duels::default();
+        for _ in 0..COMMIT_ATTEMPTS {
+            self.back_off(&mut duels).await;
             let current = self.kv.get(&object).await?;
             if let Some((based, removed)) = &raced {
                 if current.as_ref().map(|s| &s.version) != Some(based) {
@@ -43,7 +43,10 @@ impl Core {
             match self.kv.delete(&object, Cond::Version(current.version.clone()), Durability::Through).await {
                 Ok(_) => return Ok(Some(old)),
                 Err(KvError::Mismatch) => continue,
-                Err(KvError::Contended(_)) => raced = Some((current.version, old)),
+                Err(KvError::Contended(_)) => {
+                    duels.dueled();
+                    raced = Some((current.version, old));
+                }
                 Err(e) => return Err(e.into()),
             }
         }

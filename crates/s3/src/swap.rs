@@ -4,8 +4,9 @@
 //! Writes and deletes of one object through one gateway queue for its compare-and-swap rather
 //! than race each other's: a hot key written by many clients of one gateway then never starves
 //! one of them of its swap (tokio's mutex is first come, first served). Writes through other
-//! gateways still race; a swap that lost backs off for a random while before it tries again
-//! (`Turns::back_off`), so that they spread out.
+//! gateways still race. A swap that lost cleanly (`Mismatch`: another took the version) reads
+//! again at once, as even a chance as the others'; one that dueled (`Contended`: replicas
+//! split, perhaps nobody won) waits a random while first (`Duels`), so that duellists part.
 
 use std::hash::{Hash, Hasher};
 use std::time::Duration;
@@ -18,7 +19,7 @@ use crate::records::Manifest;
 /// Queues objects share: a fixed table, its memory bounded whatever the keys; two objects
 /// sharing one take turns, which costs nothing but a wait of one swap.
 pub const TURNS: usize = 1024;
-/// The longest a swap that lost waits before it tries again.
+/// The longest a swap that dueled waits before it tries again.
 const LONGEST_BACK_OFF: Duration = Duration::from_millis(64);
 
 /// A commit once its swap raced (`Core::commit`): the version the swap was made on, and every
@@ -57,12 +58,30 @@ impl Turns {
     pub async fn take(&self, object: &[u8]) -> MutexGuard<'_, ()> {
         self.0[slot(object)].lock().await
     }
+}
 
-    /// The wait after the `lost`-th lost swap (from 1): random, up to a bound that doubles with
-    /// each loss from 1 ms to `LONGEST_BACK_OFF`. `draw` is a uniform draw in [0, 1).
-    pub fn back_off(lost: usize, draw: f64) -> Duration {
-        let bound = Duration::from_millis(1u64 << lost.saturating_sub(1).min(16)).min(LONGEST_BACK_OFF);
-        bound.mul_f64(draw)
+/// The duels of one write's or one delete's swap: how many, and whether its last try was one.
+#[derive(Default)]
+pub struct Duels {
+    count: usize,
+    last: bool,
+}
+
+impl Duels {
+    /// The last try dueled.
+    pub fn dueled(&mut self) {
+        self.count += 1;
+        self.last = true;
+    }
+
+    /// Before the next try: after a duel, a random wait (`draw` uniform in [0, 1)) up to a bound
+    /// that doubles with each duel from 1 ms to `LONGEST_BACK_OFF`; none otherwise.
+    pub fn wait(&mut self, draw: f64) -> Option<Duration> {
+        if !std::mem::take(&mut self.last) {
+            return None;
+        }
+        let bound = Duration::from_millis(1u64 << (self.count - 1).min(16)).min(LONGEST_BACK_OFF);
+        Some(bound.mul_f64(draw))
     }
 }
 
@@ -79,12 +98,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn back_off_grows_to_its_bound() {
-        assert_eq!(Turns::back_off(1, 0.0), Duration::ZERO);
-        assert_eq!(Turns::back_off(1, 0.5), Duration::from_micros(500));
-        assert_eq!(Turns::back_off(4, 0.5), Duration::from_millis(4));
-        assert_eq!(Turns::back_off(7, 0.999_999), Duration::from_millis(64).mul_f64(0.999_999));
-        assert!(Turns::back_off(usize::MAX, 0.999_999) < LONGEST_BACK_OFF);
+    fn only_a_duel_waits_and_its_bound_doubles_to_the_longest() {
+        let mut duels = Duels::default();
+        assert_eq!(duels.wait(0.5), None, "a first try, or one after a clean loss, does not wait");
+        duels.dueled();
+        assert_eq!(duels.wait(0.5), Some(Duration::from_micros(500)));
+        assert_eq!(duels.wait(0.5), None, "one wait per duel");
+        for _ in 0..3 {
+            duels.dueled();
+        }
+        assert_eq!(duels.wait(0.5), Some(Duration::from_millis(4)));
+        for _ in 0..100 {
+            duels.dueled();
+        }
+        assert_eq!(duels.wait(0.999_999), Some(LONGEST_BACK_OFF.mul_f64(0.999_999)));
     }
 
     #[tokio::test]

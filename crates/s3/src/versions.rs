@@ -17,6 +17,7 @@ use crate::kv::{Cond, Durability, KvError, Pages};
 use crate::layout::{self, UploadId};
 use crate::objects::{Core, PAGE};
 use crate::records::{self, Manifest, Owner, Versioning, NULL_VERSION};
+use crate::swap::Duels;
 
 /// Attempts to remove a version while other writers keep changing the key.
 const REMOVE_ATTEMPTS: usize = 32;
@@ -223,17 +224,20 @@ impl Core {
         // with the version it was made on and that version's swap id: kept until settled.
         let mut sent: Option<(Manifest, Bytes, Option<u64>)> = None;
         let _turn = self.turns.take(&object).await;
-        for attempt in 0..REMOVE_ATTEMPTS {
-            if attempt > 0 {
-                self.back_off(attempt).await;
-            }
+        let mut duels = Duels::default();
+        for _ in 0..REMOVE_ATTEMPTS {
+            self.back_off(&mut duels).await;
             let current = self.kv.get(&object).await?;
             if let Some((marker, based, based_id)) = &sent {
                 if current.as_ref().map(|s| &s.version) == Some(based) {
                     // Still there: the same marker stands, and the delete is sent again.
                     match self.kv.delete(&object, Cond::Version(based.clone()), Durability::Through).await {
                         Ok(_) => return Ok(marker.clone()),
-                        Err(KvError::Mismatch | KvError::Contended(_)) => continue,
+                        Err(KvError::Mismatch) => continue,
+                        Err(KvError::Contended(_)) => {
+                            duels.dueled();
+                            continue;
+                        }
                         Err(e) => return Err(e.into()),
                     }
                 }
@@ -267,7 +271,10 @@ impl Core {
                 Ok(_) => return Ok(marker),
                 // Replaced meanwhile: this try's marker goes, and the delete starts over.
                 Err(KvError::Mismatch) => self.unkeep(bucket, key, &marker).await?,
-                Err(KvError::Contended(_)) => sent = Some((marker, s.version, old.and_then(|o| o.swap_id))),
+                Err(KvError::Contended(_)) => {
+                    duels.dueled();
+                    sent = Some((marker, s.version, old.and_then(|o| o.swap_id)));
+                }
                 Err(e) => return Err(e.into()),
             }
         }
@@ -293,10 +300,9 @@ impl Core {
         // The current version, once a delete of it was sent that may have taken effect.
         let mut removed: Option<Manifest> = None;
         let _turn = self.turns.take(&object).await;
-        for attempt in 0..REMOVE_ATTEMPTS {
-            if attempt > 0 {
-                self.back_off(attempt).await;
-            }
+        let mut duels = Duels::default();
+        for _ in 0..REMOVE_ATTEMPTS {
+            self.back_off(&mut duels).await;
             let current = match self.kv.get(&object).await? {
                 Some(s) => Some((records::decode_manifest(&s.value)?, s.version)),
                 None => None,
@@ -314,7 +320,11 @@ impl Core {
                 self.release_all(m.segments.iter().map(|s| s.data).collect(), &owner).await?;
                 match self.kv.delete(&object, Cond::Version(stored), Durability::Through).await {
                     // Settled by the next read of the key.
-                    Ok(_) | Err(KvError::Contended(_)) => removed = Some(m),
+                    Ok(_) => removed = Some(m),
+                    Err(KvError::Contended(_)) => {
+                        duels.dueled();
+                        removed = Some(m);
+                    }
                     Err(KvError::Mismatch) => {}
                     Err(e) => return Err(e.into()),
                 }
@@ -352,10 +362,7 @@ impl Core {
     async fn promote(&self, bucket: &str, key: &str) -> S3Result<()> {
         let object = layout::object(bucket, key);
         // No turn taken here: a removal holding the object's turn promotes.
-        for attempt in 0..REMOVE_ATTEMPTS {
-            if attempt > 0 {
-                self.back_off(attempt).await;
-            }
+        for _ in 0..REMOVE_ATTEMPTS {
             let Some(newest) = self.newest_kept(bucket, key).await? else { return Ok(()) };
             if newest.manifest.delete_marker {
                 return Ok(());
