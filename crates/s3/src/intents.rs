@@ -8,8 +8,9 @@ use s3s::{s3_error, S3Result};
 
 use crate::kv::{Cond, Durability, KvError};
 use crate::layout::{self, DataId};
-use crate::objects::{Core, RELEASES_AT_ONCE};
+use crate::objects::{Core, Own, RELEASES_AT_ONCE};
 use crate::records::{self, Intent, Owner};
+use crate::swap::Duels;
 
 /// Times a release that raced another write of its intent is made again.
 const RELEASE_ATTEMPTS: usize = 8;
@@ -88,20 +89,47 @@ impl Core {
         }
     }
 
+    /// Waits for the turn of the object stored under `object` at its swap (`Turns`), refreshing
+    /// the intents of the data the write will reference every quarter grace meanwhile, as an
+    /// upload does while it streams: a write queued behind others is not taken for a stalled
+    /// one. The wait keeps its place in the queue while it refreshes.
+    pub(crate) async fn turn_for(&self, object: &[u8], own: &mut [Own]) -> S3Result<tokio::sync::MutexGuard<'_, ()>> {
+        let take = self.turns.take(object);
+        tokio::pin!(take);
+        loop {
+            tokio::select! {
+                turn = &mut take => return Ok(turn),
+                () = tokio::time::sleep(self.grace / 4) => {
+                    let intents: Vec<(DataId, Owner, Bytes)> = own.iter().map(|o| (o.data, o.owner.clone(), o.intent.clone())).collect();
+                    let refreshed: Vec<S3Result<Bytes>> = futures_util::stream::iter(intents)
+                        .map(|(d, o, v)| async move { self.refresh(d, &o, &v).await })
+                        .buffered(RELEASES_AT_ONCE)
+                        .collect()
+                        .await;
+                    for (o, v) in own.iter_mut().zip(refreshed) {
+                        o.intent = v?;
+                    }
+                }
+            }
+        }
+    }
+
     /// Marks data that may have lost its last reference: the sweeper checks it after the grace.
     /// A mark that raced another write of the intent (most often another writer releasing the
     /// same replaced data) is made again: one mark over another changes nothing.
     pub async fn release(&self, data: DataId, owner: &Owner) -> S3Result<()> {
-        let mut raced = 0;
-        loop {
+        let mut duels = Duels::default();
+        for _ in 0..RELEASE_ATTEMPTS {
+            self.back_off(&mut duels).await;
             // Released before the swap that replaces the data's record, which may then stand
             // on some replicas only: the sweeper settles the object first.
             match self.store_intent(data, owner, None, Durability::Through, true).await {
                 Ok(_) => return Ok(()),
-                Err(KvError::Contended(_)) if raced < RELEASE_ATTEMPTS => raced += 1,
+                Err(KvError::Contended(_)) => duels.dueled(),
                 Err(e) => return Err(e.into()),
             }
         }
+        self.store_intent(data, owner, None, Durability::Through, true).await.map(drop).map_err(Into::into)
     }
 
     /// `release` of many data ids, a few at a time (a multipart object has up to 10,000).

@@ -289,7 +289,7 @@ impl Core {
         let mut raced: Option<Raced> = None;
         // An intent refresh that failed after a race, until a reading settles it.
         let mut unrefreshed: Option<KvError> = None;
-        let _turn = self.turns.take(&object).await;
+        let _turn = self.turn_for(&object, &mut own).await?;
         let outcome: S3Result<Manifest> = async {
             let mut duels = Duels::default();
             for _ in 0..COMMIT_ATTEMPTS {
