@@ -32,7 +32,7 @@ ETCD = os.environ.get("S3_ETCD")
 RACE_SECONDS = 8
 # The sweeper's first pass walks every intent in the suite's store, those earlier suites left
 # included (each collect asks every partition for the data's chunks): on a debug build and two
-# busy cores that pass has taken over 300 s. A bound only a leak exceeds.
+# busy cores that pass takes about a minute. A bound only a leak exceeds.
 LEAK_WAIT_SECONDS = 900
 KEY = "contested"
 

@@ -72,6 +72,12 @@ impl Core {
         }
         let nobody = Owner { bucket: String::new(), key: String::new(), part: None };
         for data in window {
+            // Collected since its chunks were seen (a sweeper deletes the chunks, then the
+            // intent): nothing is left to take.
+            let (start, end) = layout::chunks(data);
+            if self.kv.range(&start, &end, 1).await?.is_empty() {
+                continue;
+            }
             // Absent only: an intent written since the walk accounts for the data already.
             match self.store_intent_if(data, &nobody, Cond::Absent, Durability::Through).await {
                 Ok(_) => {

@@ -6,6 +6,7 @@
 use std::collections::{BTreeSet, HashSet};
 
 use bytes::Bytes;
+use parking_lot::Mutex;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use s3s::S3Result;
 
@@ -13,6 +14,10 @@ use crate::kv::{Cond, Durability, KvError, Pages};
 use crate::layout::{self, DataId};
 use crate::objects::{Core, PAGE};
 use crate::records::{self, Intent, Owner};
+
+/// Data ids one sweep pass collects at once: each collect is a dozen round trips and a range
+/// over every partition, mostly waiting.
+const COLLECTS_AT_ONCE: usize = 8;
 
 /// What one sweep pass remembers of its settles: the records settled, the groups of
 /// replicas where a settle failed, and how much data that left for the next pass.
@@ -99,13 +104,13 @@ impl Core {
     /// chunks of unreferenced data whose intent is older than the grace (any age with `now`),
     /// then its intent. Returns the chunks deleted.
     pub async fn collect(&self, data: DataId, now: bool) -> S3Result<u64> {
-        self.collect_in(data, now, &mut Settles::default()).await
+        self.collect_in(data, now, &Mutex::new(Settles::default())).await
     }
 
     /// `collect` within a pass, which settles each record at most once and, once a settle
     /// failed on a group of replicas (one did not answer), leaves the data whose records live
     /// there to the next pass.
-    async fn collect_in(&self, data: DataId, now: bool, settles: &mut Settles) -> S3Result<u64> {
+    async fn collect_in(&self, data: DataId, now: bool, settles: &Mutex<Settles>) -> S3Result<u64> {
         let key = layout::intent(data);
         let Some(stored) = self.kv.get(&key).await? else { return Ok(0) };
         let intent: Intent = records::decode("intent", &stored.value)?;
@@ -173,22 +178,26 @@ impl Core {
 
     /// Settles `record` from every replica unless the pass did already; `false` (the data left
     /// for the next pass) where its group's replicas did not all answer in this pass.
-    async fn settle_once(&self, record: Bytes, settles: &mut Settles) -> S3Result<bool> {
-        if settles.done.contains(&record) {
-            return Ok(true);
-        }
+    async fn settle_once(&self, record: Bytes, settles: &Mutex<Settles>) -> S3Result<bool> {
         let group = self.kv.group_of(&record);
-        if group.is_some_and(|g| settles.failed.contains(&g)) {
-            settles.skipped += 1;
-            return Ok(false);
+        {
+            let mut settles = settles.lock();
+            if settles.done.contains(&record) {
+                return Ok(true);
+            }
+            if group.is_some_and(|g| settles.failed.contains(&g)) {
+                settles.skipped += 1;
+                return Ok(false);
+            }
         }
+        // Two collects of the pass may settle one record at once: the same settle, twice.
         match self.kv.settle(&record).await {
             Ok(()) => {
-                settles.done.insert(record);
+                settles.lock().done.insert(record);
                 Ok(true)
             }
             Err(e) => {
-                settles.failed.extend(group);
+                settles.lock().failed.extend(group);
                 Err(e.into())
             }
         }
@@ -220,19 +229,23 @@ impl Core {
         let mut pages = Pages::new(layout::intents(), PAGE);
         let (mut seen, mut deleted) = (0, 0);
         let mut met = HashSet::new();
-        let mut settles = Settles::default();
+        let settles = Mutex::new(Settles::default());
         while let Some(keys) = pages.next(&self.kv).await? {
-            for k in &keys {
-                if let Some(data) = layout::intent_data(k) {
-                    seen += 1;
-                    met.insert(data);
-                    match self.collect_in(data, false, &mut settles).await {
-                        Ok(n) => deleted += n,
-                        Err(e) => tracing::warn!(data = %format!("{data:032x}"), error = %e, "sweep: intent not collected"),
-                    }
+            let page: Vec<DataId> = keys.iter().filter_map(|k| layout::intent_data(k)).collect();
+            seen += page.len() as u64;
+            met.extend(page.iter().copied());
+            let settles = &settles;
+            let mut collects = futures_util::stream::iter(page)
+                .map(|data| async move { (data, self.collect_in(data, false, settles).await) })
+                .buffer_unordered(COLLECTS_AT_ONCE);
+            while let Some((data, collected)) = collects.next().await {
+                match collected {
+                    Ok(n) => deleted += n,
+                    Err(e) => tracing::warn!(data = %format!("{data:032x}"), error = %e, "sweep: intent not collected"),
                 }
             }
         }
+        let settles = settles.into_inner();
         if settles.skipped > 0 {
             tracing::warn!(skipped = settles.skipped, groups = ?settles.failed, "sweep: data left to the next pass, its records not settled from every replica (one did not answer, or a write raced the settle)");
         }
