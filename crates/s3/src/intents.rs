@@ -89,6 +89,18 @@ impl Core {
         }
     }
 
+    /// Refreshes the intents of the data a write will reference, a few at a time, each by
+    /// compare-and-swap on the version `own` holds (`swapping`: just before the swap); their
+    /// new versions, in `own`'s order.
+    pub(crate) async fn refresh_own(&self, own: &[Own], durability: Durability, swapping: bool) -> Vec<Result<Bytes, KvError>> {
+        let intents: Vec<(DataId, Owner, Bytes)> = own.iter().map(|o| (o.data, o.owner.clone(), o.intent.clone())).collect();
+        futures_util::stream::iter(intents)
+            .map(|(d, o, v)| async move { self.store_intent(d, &o, Some(v), durability, swapping).await })
+            .buffered(RELEASES_AT_ONCE)
+            .collect()
+            .await
+    }
+
     /// Waits for the turn of the object stored under `object` at its swap (`Turns`), refreshing
     /// the intents of the data the write will reference every quarter grace meanwhile, as an
     /// upload does while it streams: a write queued behind others is not taken for a stalled
@@ -100,14 +112,9 @@ impl Core {
             tokio::select! {
                 turn = &mut take => return Ok(turn),
                 () = tokio::time::sleep(self.grace / 4) => {
-                    let intents: Vec<(DataId, Owner, Bytes)> = own.iter().map(|o| (o.data, o.owner.clone(), o.intent.clone())).collect();
-                    let refreshed: Vec<S3Result<Bytes>> = futures_util::stream::iter(intents)
-                        .map(|(d, o, v)| async move { self.refresh(d, &o, &v).await })
-                        .buffered(RELEASES_AT_ONCE)
-                        .collect()
-                        .await;
+                    let refreshed = self.refresh_own(own, Durability::Through, false).await;
                     for (o, v) in own.iter_mut().zip(refreshed) {
-                        o.intent = v?;
+                        o.intent = v.map_err(|e| self.refresh_error(e))?;
                     }
                 }
             }
@@ -119,17 +126,16 @@ impl Core {
     /// same replaced data) is made again: one mark over another changes nothing.
     pub async fn release(&self, data: DataId, owner: &Owner) -> S3Result<()> {
         let mut duels = Duels::default();
-        for _ in 0..RELEASE_ATTEMPTS {
+        loop {
             self.back_off(&mut duels).await;
             // Released before the swap that replaces the data's record, which may then stand
             // on some replicas only: the sweeper settles the object first.
             match self.store_intent(data, owner, None, Durability::Through, true).await {
                 Ok(_) => return Ok(()),
-                Err(KvError::Contended(_)) => duels.dueled(),
+                Err(KvError::Contended(_)) if duels.count() < RELEASE_ATTEMPTS => duels.dueled(),
                 Err(e) => return Err(e.into()),
             }
         }
-        self.store_intent(data, owner, None, Durability::Through, true).await.map(drop).map_err(Into::into)
     }
 
     /// `release` of many data ids, a few at a time (a multipart object has up to 10,000).

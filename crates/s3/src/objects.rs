@@ -321,12 +321,7 @@ impl Core {
                 let mut ours = Core::stamp(manifest, newest, versioning, self.draw());
                 (ours.swap_id, ours.replaces) = (Some(self.draw()), old.as_ref().and_then(|o| o.swap_id));
                 let value = records::encode(&ours);
-                let intents: Vec<(DataId, Owner, Bytes)> = own.iter().map(|o| (o.data, o.owner.clone(), o.intent.clone())).collect();
-                let refreshed: Vec<Result<Bytes, KvError>> = futures_util::stream::iter(intents)
-                    .map(|(d, o, v)| async move { self.try_refresh_before_swap(d, &o, &v).await })
-                    .buffered(RELEASES_AT_ONCE)
-                    .collect()
-                    .await;
+                let refreshed = self.refresh_own(&own, Durability::Lazy, true).await;
                 for (o, v) in own.iter_mut().zip(refreshed) {
                     match v {
                         Ok(v) => o.intent = v,

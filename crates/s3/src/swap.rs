@@ -74,6 +74,11 @@ impl Duels {
         self.last = true;
     }
 
+    /// How many tries dueled.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
     /// Before the next try: after a duel, a random wait (`draw` uniform in [0, 1)) up to a bound
     /// that doubles with each duel from 1 ms to `LONGEST_BACK_OFF`; none otherwise.
     pub fn wait(&mut self, draw: f64) -> Option<Duration> {
@@ -141,5 +146,4 @@ mod tests {
         }
         assert_eq!(*order.lock(), (0..8).collect::<Vec<_>>());
     }
-
 }
