@@ -554,6 +554,15 @@ where
     F: FnOnce(Store, Arc<Embedded>, Vec<Arc<Disk>>) -> Fut + 'static,
     Fut: std::future::Future<Output = Result<(), String>>,
 {
+    scripted_with_stalls(seed, Stalls::default(), script)
+}
+
+/// `scripted_with_disks`, the store's writes stalled as `stalls` says.
+pub(crate) fn scripted_with_stalls<F, Fut>(seed: u64, stalls: Stalls, script: F) -> Result<(), String>
+where
+    F: FnOnce(Store, Arc<Embedded>, Vec<Arc<Disk>>) -> Fut + 'static,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
     let _turn = TURNS.lock();
     align_task_ids();
     spindle_cluster::clock::set_wall_clock(s3::wall_clock);
@@ -572,7 +581,7 @@ where
     let out = outcome.clone();
     sim.client("script", async move {
         set_up(&etcd, "script", &members).await?;
-        let store = open_store(&etcd, "script", seed, Stalls::default()).await;
+        let store = open_store(&etcd, "script", seed, stalls).await;
         let gateway = Arc::new(s3::open(store.clone(), seed).await?);
         s3::ensure_bucket(&gateway).await;
         *out.lock() = Some(script(store, gateway, disks).await);

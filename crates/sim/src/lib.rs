@@ -34,12 +34,14 @@ pub mod etcd;
 mod faults;
 mod invariants;
 mod minority;
+mod queued;
 pub mod net;
 mod s3;
 mod workload;
 
 pub use minority::{a_part_swap_left_on_one_replica, a_swap_left_on_one_replica};
 pub use completions::{a_completion_give_back_refused, a_completion_mark_left_on_one_replica, a_versioned_completion_failed_after_its_swap, retried_completions_of_one_upload, retried_completions_of_one_versioned_upload};
+pub use queued::writers_queued_past_the_grace;
 pub use cases::{a_completion_failed_after_its_swap, a_completion_meets_its_parts_data_taken, a_connection_that_lost_a_message, an_orphaned_chunk, racing_conditional_writers_of_one_object, racing_writers_of_one_object, racing_writers_of_one_versioned_object};
 use faults::{Cast, Faults};
 use workload::History;

@@ -31,6 +31,11 @@ fn racing_writers_of_one_object_all_succeed_and_leave_one_whole_object() {
 }
 
 #[test]
+fn writers_queued_at_one_objects_swap_past_the_grace_all_succeed() {
+    spindle_sim::writers_queued_past_the_grace(5).unwrap();
+}
+
+#[test]
 fn racing_writers_of_one_versioned_object_each_leave_exactly_one_version() {
     // Seed 2 (with the build of dfe5a7e's parent): three PUTs whose swaps raced and never
     // took effect were answered as done, and their versions were nowhere.
@@ -99,7 +104,8 @@ fn completions_sent_again_complete_an_upload_once() {
 
 /// The racing cases over a range of seeds, for a longer run than the test command's:
 /// `RACING_SEEDS=0..90 cargo test -p spindle-sim --test cases -- --ignored --nocapture
-/// racing_cases_over_seeds` (the racing and retried-completion cases, each seed of the range).
+/// racing_cases_over_seeds` (the racing, retried-completion and queued-writer cases, each seed
+/// of the range).
 #[test]
 #[ignore = "a longer run, started by hand"]
 fn racing_cases_over_seeds() {
@@ -114,6 +120,7 @@ fn racing_cases_over_seeds() {
             ("racing_conditional_writers_of_one_object", spindle_sim::racing_conditional_writers_of_one_object),
             ("retried_completions_of_one_upload", spindle_sim::retried_completions_of_one_upload),
             ("retried_completions_of_one_versioned_upload", spindle_sim::retried_completions_of_one_versioned_upload),
+            ("writers_queued_past_the_grace", spindle_sim::writers_queued_past_the_grace),
         ] {
             if let Err(e) = case(seed) {
                 eprintln!("{name} seed {seed}: {e}");
