@@ -10,7 +10,7 @@ use crate::kv::{Cond, Durability, KvError};
 use crate::layout::{self, DataId};
 use crate::objects::{Core, Own, RELEASES_AT_ONCE};
 use crate::records::{self, Intent, Owner};
-use crate::swap::Duels;
+use crate::swap;
 
 /// Times a release that raced another write of its intent is made again.
 const RELEASE_ATTEMPTS: usize = 8;
@@ -125,17 +125,12 @@ impl Core {
     /// A mark that raced another write of the intent (most often another writer releasing the
     /// same replaced data) is made again: one mark over another changes nothing.
     pub async fn release(&self, data: DataId, owner: &Owner) -> S3Result<()> {
-        let mut duels = Duels::default();
-        loop {
-            self.back_off(&mut duels).await;
-            // Released before the swap that replaces the data's record, which may then stand
-            // on some replicas only: the sweeper settles the object first.
-            match self.store_intent(data, owner, None, Durability::Through, true).await {
-                Ok(_) => return Ok(()),
-                Err(KvError::Contended(_)) if duels.count() < RELEASE_ATTEMPTS => duels.dueled(),
-                Err(e) => return Err(e.into()),
-            }
-        }
+        let core: &Core = self;
+        // Released before the swap that replaces the data's record, which may then stand on
+        // some replicas only: the sweeper settles the object first.
+        let mark = move || core.store_intent(data, owner, None, Durability::Through, true);
+        swap::past_duels(RELEASE_ATTEMPTS, || core.draw(), mark).await?;
+        Ok(())
     }
 
     /// `release` of many data ids, a few at a time (a multipart object has up to 10,000).

@@ -14,6 +14,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::{Mutex, MutexGuard};
 
+use crate::kv::KvError;
 use crate::records::Manifest;
 
 /// Queues objects share: a fixed table, its memory bounded whatever the keys; two objects
@@ -90,6 +91,25 @@ impl Duels {
     }
 }
 
+/// Makes `attempt` until it does not duel (`KvError::Contended`), or has dueled `most` times
+/// (the last duel's error then), waiting after each duel as `Duels::wait` says (`draw`: uniform
+/// in [0, 1), drawn before every try).
+pub(crate) async fn past_duels<T, F>(most: usize, mut draw: impl FnMut() -> f64, mut attempt: impl FnMut() -> F) -> Result<T, KvError>
+where
+    F: std::future::Future<Output = Result<T, KvError>>,
+{
+    let mut duels = Duels::default();
+    loop {
+        if let Some(wait) = duels.wait(draw()) {
+            tokio::time::sleep(wait).await;
+        }
+        match attempt().await {
+            Err(KvError::Contended(_)) if duels.count() < most => duels.dueled(),
+            done => return done,
+        }
+    }
+}
+
 /// The queue of the object stored under `object`: SipHash with fixed keys, so the same on every
 /// run (the simulator's replays).
 fn slot(object: &[u8]) -> usize {
@@ -117,6 +137,52 @@ mod tests {
             duels.dueled();
         }
         assert_eq!(duels.wait(0.999_999), Some(LONGEST_BACK_OFF.mul_f64(0.999_999)));
+    }
+
+    fn contended() -> KvError {
+        KvError::Contended(spindle_cluster::ClusterError::AlreadyExists("a duel".into()))
+    }
+
+    /// `past_duels` over answers given in turn (the last again once they run out): the result,
+    /// the tries made and the time waited.
+    async fn tries(most: usize, answers: Vec<fn() -> Result<u8, KvError>>) -> (Result<u8, KvError>, usize, Duration) {
+        let made = std::cell::Cell::new(0);
+        let started = tokio::time::Instant::now();
+        let done = past_duels(
+            most,
+            || 0.5,
+            || {
+                assert!(made.get() < 100, "tries without end");
+                let answer = answers[made.get().min(answers.len() - 1)];
+                made.set(made.get() + 1);
+                async move { answer() }
+            },
+        )
+        .await;
+        (done, made.get(), started.elapsed())
+    }
+
+    /// The paused clock's timers fire on whole milliseconds: each of `waits` may round up.
+    fn assert_waited(waited: Duration, exact: Duration, waits: u32) {
+        assert!(waited >= exact && waited <= exact + Duration::from_millis(1) * waits, "waited {waited:?}, not {exact:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dueling_try_is_made_again_after_a_wait_up_to_its_bound() {
+        // Three duels, then done: waits of half of 1, 2 and 4 ms between the four tries.
+        let (done, made, waited) = tries(8, vec![|| Err(contended()), || Err(contended()), || Err(contended()), || Ok(7)]).await;
+        assert_eq!((done.ok(), made), (Some(7), 4));
+        assert_waited(waited, Duration::from_micros(3_500), 3);
+        // Always dueling: the bound's tries and one more, then the duel's error.
+        let (done, made, waited) = tries(8, vec![|| Err(contended())]).await;
+        assert!(matches!(done, Err(KvError::Contended(_))), "{done:?}");
+        assert_eq!(made, 9);
+        // 0.5 × (1 + 2 + 4 + 8 + 16 + 32 + 64 + 64) ms.
+        assert_waited(waited, Duration::from_micros(95_500), 8);
+        // A clean loss or any other failure is given back at once.
+        let (done, made, waited) = tries(8, vec![|| Err(KvError::Mismatch)]).await;
+        assert!(matches!(done, Err(KvError::Mismatch)), "{done:?}");
+        assert_eq!((made, waited), (1, Duration::ZERO));
     }
 
     #[tokio::test]
