@@ -11,7 +11,7 @@ use super::conditions::check_write;
 use super::convert::{hex, unhex};
 use super::limits::{part_number, LIST_FETCH};
 use super::lookup::Gateway;
-use super::marks;
+use super::marks::{self, MarkKeeper};
 use super::waiting::{Taken, Waiting};
 use crate::kv::{Cond, Durability, KvError, Pages};
 use crate::layout::{self, UploadId};
@@ -87,22 +87,6 @@ impl Gateway {
         let segments: Vec<Segment> = chosen.iter().map(|(_, p)| p.segment).collect();
         let size = segments.iter().map(|s| s.size).sum();
         let manifest = Manifest { size, etag, modified_ms: records::now_ms(), attributes: record.attributes.clone(), segments, completed_from: Some(id), owner: record.owner.clone(), acl: record.acl.clone(), tags: record.tags.clone(), class: record.class.clone(), ..Manifest::default() };
-        // The chosen data is guarded as an upload's own (its intents taken over, refreshed just
-        // before the swap), then the manifest swapped in. Either failing gives the upload back
-        // as it was (its parts still referenced by their records), so that it can go on or be
-        // aborted; noting, after a swap that answered 5xx, that it may have taken effect.
-        let mut own = Vec::with_capacity(chosen.len());
-        for (n, p) in &chosen {
-            let owner = Owner { bucket: bucket.to_owned(), key: key.to_owned(), part: Some((id, *n)) };
-            match self.core.claim(p.segment.data, &owner).await {
-                Ok(intent) => own.push(Own { data: p.segment.data, owner, intent }),
-                Err(e) => {
-                    record.completing = None;
-                    self.give_back(&upload_key, &record, waiting, version).await;
-                    return Err(e);
-                }
-            }
-        }
         // A completion of this upload found taking effect meanwhile (one stalled past the
         // grace, its mark taken over) is not swapped in again: its object is the answer. (The
         // commit's own raced tries are settled before the check, never seen by it.)
@@ -114,16 +98,34 @@ impl Gateway {
             }
             old => check_write(old, if_match.as_ref(), if_none_match.as_ref()),
         };
-        let committed = match self.core.commit(bucket, key, &manifest, check, own, versioning).await {
+        // The chosen data is guarded as an upload's own (its intents taken over, refreshed just
+        // before the swap), then the manifest swapped in, the mark kept fresh all the while.
+        // Either failing gives the upload back as it was (its parts still referenced by their
+        // records), so that it can go on or be aborted; noting, after a swap that answered 5xx,
+        // that it may have taken effect.
+        let keeper = MarkKeeper::new(self, &upload_key, &record, version);
+        let outcome = keeper
+            .alongside(async {
+                let mut own = Vec::with_capacity(chosen.len());
+                for (n, p) in &chosen {
+                    let owner = Owner { bucket: bucket.to_owned(), key: key.to_owned(), part: Some((id, *n)) };
+                    let intent = self.core.claim(p.segment.data, &owner).await.map_err(|e| (e, false))?;
+                    own.push(Own { data: p.segment.data, owner, intent });
+                }
+                self.core.commit(bucket, key, &manifest, &check, own, versioning).await.map_err(|e| (e, true))
+            })
+            .await;
+        let version = keeper.version();
+        let committed = match outcome {
             Ok(m) => m,
-            Err(_) if found.lock().unwrap_or_else(|e| e.into_inner()).is_some() => {
+            Err((_, true)) if found.lock().unwrap_or_else(|e| e.into_inner()).is_some() => {
                 let m = found.into_inner().unwrap_or_else(|e| e.into_inner()).unwrap_or_default();
                 self.finish_after_swap(bucket, key, id, &m, &upload_key, (Some(by), version)).await;
                 return Ok(S3Response::new(completed(bucket, key, m)));
             }
-            Err(e) => {
+            Err((e, committing)) => {
                 record.completing = None;
-                record.swap_unknown |= !e.status_code().is_some_and(|s| s.is_client_error());
+                record.swap_unknown |= committing && !e.status_code().is_some_and(|s| s.is_client_error());
                 self.give_back(&upload_key, &record, waiting, version).await;
                 return Err(e);
             }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
-use s3s::S3Result;
+use s3s::{s3_error, S3Result};
 
 use super::lookup::Gateway;
 use super::waiting::{Left, Waiting};
@@ -23,6 +23,77 @@ const LOOK_FOR_LEFT_MARK: Duration = Duration::from_secs(1);
 /// The most such marks a gateway looks for at once, a task each; more are left to the grace
 /// (the stale-completion cleanup).
 const MOST_MARKS_LOOKED_FOR: usize = 256;
+
+/// A completion's mark on its upload, kept fresh for as long as the completion's claims and
+/// commit take (waiting for the object's turn among them): the record written again every
+/// quarter grace with the mark stamped now, by compare-and-swap on the version the completion
+/// holds (one its own raced write left is taken up, as the token says). Otherwise the
+/// stale-completion cleanup, an abort or a completion sent again would take a long completion
+/// for a crashed one once the grace passed.
+pub(super) struct MarkKeeper<'a> {
+    gateway: &'a Gateway,
+    key: &'a [u8],
+    record: &'a UploadRecord,
+    version: parking_lot::Mutex<Bytes>,
+}
+
+impl<'a> MarkKeeper<'a> {
+    /// `record`, bearing the completion's mark, stored under `key` at `version`.
+    pub(super) fn new(gateway: &'a Gateway, key: &'a [u8], record: &'a UploadRecord, version: Bytes) -> Self {
+        MarkKeeper { gateway, key, record, version: parking_lot::Mutex::new(version) }
+    }
+
+    /// The version of the record the mark was last written with. A refresh cut short when the
+    /// work ended may have written it since: what gives the mark back or clears it reads the
+    /// record again for the token when the version does not match (`settle_record`).
+    pub(super) fn version(&self) -> Bytes {
+        self.version.lock().clone()
+    }
+
+    /// Runs `work`, refreshing the mark meanwhile. A refresh that fails ends the refreshing:
+    /// the upload was taken from the completion (which then fails on its own, its claimed data
+    /// released by whoever took it), or the store failed it, and the next write tells.
+    pub(super) async fn alongside<T>(&self, work: impl std::future::Future<Output = T>) -> T {
+        let refreshing = async {
+            loop {
+                tokio::time::sleep(self.gateway.core.grace / 4).await;
+                if let Err(e) = self.refresh().await {
+                    tracing::info!(error = %e, "a completion's mark could not be kept fresh");
+                    return;
+                }
+            }
+        };
+        tokio::pin!(work, refreshing);
+        tokio::select! {
+            done = &mut work => done,
+            () = &mut refreshing => work.await,
+        }
+    }
+
+    async fn refresh(&self) -> S3Result<()> {
+        let by = mark_of(self.record);
+        let mut fresh = self.record.clone();
+        let mut version = self.version();
+        for _ in 0..MARK_ATTEMPTS {
+            if let Some(c) = fresh.completing.as_mut() {
+                c.at_ms = records::now_ms();
+            }
+            match self.gateway.core.kv.put(self.key, records::encode(&fresh), Cond::Version(version.clone()), Durability::Through).await {
+                Ok(v) => {
+                    *self.version.lock() = v;
+                    return Ok(());
+                }
+                Err(KvError::Contended(_) | KvError::Mismatch) => {}
+                Err(e) => return Err(e.into()),
+            }
+            match self.gateway.core.kv.get(self.key).await? {
+                Some(s) if bears(&s.value, by) => version = s.version,
+                _ => return Err(s3_error!(NoSuchUpload, "the upload was taken from this completion (aborted, or completed by another)")),
+            }
+        }
+        Err(s3_error!(SlowDown, "the upload record kept changing under this completion"))
+    }
+}
 
 /// The token of the mark on `record`, if any.
 pub(super) fn mark_of(record: &UploadRecord) -> Option<u64> {
