@@ -114,7 +114,11 @@ impl Core {
                 () = tokio::time::sleep(self.grace / 4) => {
                     let refreshed = self.refresh_own(own, Durability::Through, false).await;
                     for (o, v) in own.iter_mut().zip(refreshed) {
-                        o.intent = v.map_err(|e| self.refresh_error(e))?;
+                        o.intent = v.map_err(|e| match e {
+                            // Nothing of the write was swapped in yet: its outcome is known.
+                            KvError::Contended(_) => s3_error!(ServiceUnavailable, "the write's data could not be kept while it waited for its turn; nothing was changed, send it again"),
+                            e => self.refresh_error(e),
+                        })?;
                     }
                 }
             }
