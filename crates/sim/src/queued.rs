@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use spindle_cluster::store::Stalls;
 
-use crate::cases::{scripted_with_stalls, sweep_past_grace};
+use crate::cases::{scripted_with_stalls, sweep_past_grace, PART, UPLOAD};
 use crate::s3;
 
 /// Writers of the one object: PUTs, then multipart uploads, which reach the queue later (their
@@ -31,7 +31,7 @@ const SWEEP_EVERY: Duration = Duration::from_millis(200);
 /// the object reads as one of them, and once swept only its data is left, with no intent.
 pub fn writers_queued_past_the_grace(seed: u64) -> Result<(), String> {
     let stalls = Stalls { decided: Some(WRITE_STALL), viewed: None };
-    scripted_with_stalls(seed, stalls, |_store, gateway, _disks| async move {
+    scripted_with_stalls(seed, stalls, |store, gateway, _disks| async move {
         let done = Arc::new(AtomicBool::new(false));
         let sweeper = {
             let (gateway, done) = (gateway.clone(), done.clone());
@@ -80,6 +80,14 @@ pub fn writers_queued_past_the_grace(seed: u64) -> Result<(), String> {
         let census = gateway.census().await.map_err(|e| format!("census: {e}"))?;
         if !census.missing().is_empty() || census.stored != census.referenced || !census.intents.is_empty() {
             return Err(format!("after the writes and the sweeps: {census:?}"));
+        }
+        // The completions' upload and part records are gone with them.
+        for prefix in [UPLOAD, PART] {
+            let end = [prefix, &[0xff; 8]].concat();
+            let left = store.range(prefix, Some(&end), 100).await.map_err(|e| format!("listing records: {e}"))?;
+            if !left.is_empty() {
+                return Err(format!("{} records under {prefix:?} left after the completions", left.len()));
+            }
         }
         Ok(())
     })

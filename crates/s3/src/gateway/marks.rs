@@ -50,16 +50,25 @@ impl<'a> MarkKeeper<'a> {
         self.version.lock().clone()
     }
 
-    /// Runs `work`, refreshing the mark meanwhile. A refresh that fails ends the refreshing:
-    /// the upload was taken from the completion (which then fails on its own, its claimed data
-    /// released by whoever took it), or the store failed it, and the next write tells.
+    /// Runs `work`, refreshing the mark meanwhile (the first time as soon as the mark is a
+    /// quarter grace old: a completion may take up its own mark from an earlier attempt). A
+    /// refresh that fails is tried again at the next tick, unless the upload was taken from the
+    /// completion, which then fails on its own (whoever took it released the data it claimed).
     pub(super) async fn alongside<T>(&self, work: impl std::future::Future<Output = T>) -> T {
+        let every = self.gateway.core.grace / 4;
+        let age = self.record.completing.as_ref().map_or(0, |c| records::now_ms().saturating_sub(c.at_ms));
         let refreshing = async {
+            let mut wait = every.saturating_sub(Duration::from_millis(age));
             loop {
-                tokio::time::sleep(self.gateway.core.grace / 4).await;
-                if let Err(e) = self.refresh().await {
-                    tracing::info!(error = %e, "a completion's mark could not be kept fresh");
-                    return;
+                tokio::time::sleep(wait).await;
+                wait = every;
+                match self.refresh().await {
+                    Ok(()) => {}
+                    Err(e) if *e.code() == s3s::S3ErrorCode::NoSuchUpload => {
+                        tracing::info!(error = %e, "a completion's mark was taken from it");
+                        return;
+                    }
+                    Err(e) => tracing::info!(error = %e, "a completion's mark could not be refreshed; tried again later"),
                 }
             }
         };
