@@ -34,6 +34,8 @@ RACE_SECONDS = 8
 # included (each collect asks every partition for the data's chunks): on a debug build and two
 # busy cores that pass takes about a minute. A bound only a leak exceeds.
 LEAK_WAIT_SECONDS = 900
+# Tries of one listing of the store's keys.
+LISTING_ATTEMPTS = 5
 KEY = "contested"
 
 
@@ -45,12 +47,18 @@ def gateway():
 
 
 def store_keys():
-    """Every live key of the gateways in the cluster (they start with "s3\\0"), as text."""
-    out = subprocess.run(
-        [SPINDLE_BIN, "cluster", "range", "s3", "s3\x01", "--max", "1000000", "--json", "--etcd", ETCD],
-        check=True, capture_output=True, text=True, timeout=120,
-    ).stdout
-    return set(json.loads(out)["keys"])
+    """Every live key of the gateways in the cluster (they start with "s3\\0"), as text. A
+    listing the cluster refuses for now (a drive slow to answer on a busy machine, a key being
+    settled) is asked again a few times; the last refusal fails with what the command said."""
+    for _ in range(LISTING_ATTEMPTS):
+        run = subprocess.run(
+            [SPINDLE_BIN, "cluster", "range", "s3", "s3\x01", "--max", "1000000", "--json", "--etcd", ETCD],
+            capture_output=True, text=True, timeout=120,
+        )
+        if run.returncode == 0:
+            return set(json.loads(run.stdout)["keys"])
+        time.sleep(1)
+    raise AssertionError(f"the store's keys could not be listed in {LISTING_ATTEMPTS} tries: {run.stderr.strip()}")
 
 
 def linearizable(history):

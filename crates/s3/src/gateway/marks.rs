@@ -43,8 +43,8 @@ impl<'a> MarkKeeper<'a> {
         MarkKeeper { gateway, key, record, version: parking_lot::Mutex::new(version) }
     }
 
-    /// The version of the record the mark was last written with. A refresh cut short when the
-    /// work ended may have written it since: what gives the mark back or clears it reads the
+    /// The version of the record the mark was last written with. A refresh whose write raced
+    /// and failed may have written it since: what gives the mark back or clears it reads the
     /// record again for the token when the version does not match (`settle_record`).
     pub(super) fn version(&self) -> Bytes {
         self.version.lock().clone()
@@ -57,13 +57,20 @@ impl<'a> MarkKeeper<'a> {
     pub(super) async fn alongside<T>(&self, work: impl std::future::Future<Output = T>) -> T {
         let every = self.gateway.core.grace / 4;
         let age = self.record.completing.as_ref().map_or(0, |c| records::now_ms().saturating_sub(c.at_ms));
+        // Told to stop when the work is done, the refreshing finishes a write under way rather
+        // than drop it: a round cut short is left for the next reader of the record to settle.
+        let stop = tokio::sync::Notify::new();
         let refreshing = async {
             let mut wait = every.saturating_sub(Duration::from_millis(age));
             loop {
-                tokio::time::sleep(wait).await;
+                tokio::select! {
+                    () = tokio::time::sleep(wait) => {}
+                    () = stop.notified() => return,
+                }
                 wait = every;
                 match self.refresh().await {
                     Ok(()) => {}
+                    // The work fails on its own.
                     Err(e) if *e.code() == s3s::S3ErrorCode::NoSuchUpload => {
                         tracing::info!(error = %e, "a completion's mark was taken from it");
                         return;
@@ -72,11 +79,12 @@ impl<'a> MarkKeeper<'a> {
                 }
             }
         };
-        tokio::pin!(work, refreshing);
-        tokio::select! {
-            done = &mut work => done,
-            () = &mut refreshing => work.await,
-        }
+        let working = async {
+            let done = work.await;
+            stop.notify_one();
+            done
+        };
+        tokio::join!(working, refreshing).0
     }
 
     async fn refresh(&self) -> S3Result<()> {
